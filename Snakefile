@@ -1,0 +1,27 @@
+# dlscale: a scaling study of data-parallel training through Horovod.
+# config (validated) -> run matrix -> one MPI job per run -> per-rank records -> tidy table
+# -> summary -> figures. Every arrow is a file under results/ (logs under logs/).
+import sys
+
+from harness import config as cfg
+
+
+configfile: "config/config.yaml"
+
+
+cfg.validate(config)
+
+RESULTS = config.get("results", "results")
+PY = sys.executable
+
+
+include: "rules/environment.smk"
+include: "rules/runs.smk"
+include: "rules/analysis.smk"
+
+
+rule all:
+    input:
+        f"{RESULTS}/tidy.csv",
+        f"{RESULTS}/summary.csv",
+        FIGURES,

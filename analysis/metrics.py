@@ -1,0 +1,92 @@
+"""Timing maths: pure functions over tidy tables and lists of times.
+
+Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x batch per step):
+- iteration time of a run's iteration = the slowest rank's wall time (synchronous SGD waits for it);
+- throughput_img_per_s = ranks x batch_size / mean iteration time over measured iterations;
+- speedup(N) = throughput(N) / throughput(1); efficiency(N) = throughput(N) / (N x throughput(1)),
+  against the 1-rank run of the same framework, model, comm mode and batch size;
+- confidence intervals are two-sided Student-t intervals over the repeats' run means.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from harness.records import PHASES
+
+RUN_KEYS = ["framework", "model", "comm", "nodes", "ranks_per_node", "batch_size", "image_size",
+            "classes", "threads_per_rank", "precision", "repeat"]
+CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
+BASELINE_KEYS = ["framework", "model", "comm", "batch_size", "image_size", "classes",
+                 "threads_per_rank", "precision"]
+
+
+def mean_ci(values, confidence=0.95):
+    """(mean, lower, upper) of the mean; the interval is NaN with fewer than two values."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if len(x) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, math.nan, math.nan
+    half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return mean, mean - half, mean + half
+
+
+def run_table(tidy):
+    """One row per run: mean iteration time, throughput and mean phase times (measured iterations)."""
+    measured = tidy[~tidy["warmup"]]
+    wall = measured[measured["phase"] == "wall"]
+    step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
+    runs = step.groupby(RUN_KEYS, observed=True).agg(iteration_s="mean", iterations="count").reset_index()
+    ranks = runs["nodes"] * runs["ranks_per_node"]
+    runs["ranks"] = ranks
+    runs["throughput_img_per_s"] = ranks * runs["batch_size"] / runs["iteration_s"]
+    phases = (measured[measured["phase"].isin(PHASES)]
+              .groupby(RUN_KEYS + ["phase"], observed=True)["seconds"].mean()
+              .unstack("phase").reindex(columns=list(PHASES)))
+    phases.columns = [f"{p}_s" for p in phases.columns]
+    return runs.merge(phases.reset_index(), on=RUN_KEYS, how="left")
+
+
+def summarize(runs, status=None):
+    """One row per configuration (all keys but repeat): means and CIs over repeats, speedup, efficiency.
+
+    `status` (one row per run with a `status` and `reasons` column) adds counts of failed runs and
+    their reasons, also for configurations with no successful run.
+    """
+    value_cols = ["iteration_s", "throughput_img_per_s"] + [f"{p}_s" for p in PHASES]
+    rows = []
+    for key, group in runs.groupby(CONFIG_KEYS, observed=True):
+        row = dict(zip(CONFIG_KEYS, key))
+        row["ranks"] = int(group["ranks"].iloc[0])
+        row["repeats_ok"] = len(group)
+        for col in value_cols:
+            row[col], row[f"{col}_ci_lo"], row[f"{col}_ci_hi"] = mean_ci(group[col])
+        rows.append(row)
+    summary = pd.DataFrame(rows, columns=CONFIG_KEYS + ["ranks", "repeats_ok"] + [
+        c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")])
+    if status is not None and len(status):
+        failed = status[status["status"] != "ok"]
+        fails = (failed.groupby(CONFIG_KEYS, observed=True)
+                 .agg(repeats_failed=("status", "size"),
+                      failure_reasons=("reasons", lambda r: " | ".join(sorted(set(r)))))
+                 .reset_index())
+        summary = summary.merge(fails, on=CONFIG_KEYS, how="outer")
+        summary["repeats_failed"] = summary["repeats_failed"].fillna(0).astype(int)
+        summary["repeats_ok"] = summary["repeats_ok"].fillna(0).astype(int)
+        summary["failure_reasons"] = summary["failure_reasons"].fillna("")
+        summary["ranks"] = summary["nodes"] * summary["ranks_per_node"]
+    return add_scaling(summary)
+
+
+def add_scaling(summary):
+    """speedup and efficiency against the 1-rank configuration with the same baseline keys."""
+    base = (summary[summary["ranks"] == 1][BASELINE_KEYS + ["throughput_img_per_s"]]
+            .rename(columns={"throughput_img_per_s": "_base"}))
+    out = summary.merge(base, on=BASELINE_KEYS, how="left")
+    out["speedup"] = out["throughput_img_per_s"] / out["_base"]
+    out["efficiency"] = out["speedup"] / out["ranks"]
+    return out.drop(columns="_base").sort_values(CONFIG_KEYS).reset_index(drop=True)

@@ -1,0 +1,80 @@
+"""Per-rank records of all runs -> one tidy table, plus one row per run with status and provenance.
+
+tidy.csv: one row per run x rank x iteration x phase (phases io, h2d, forward, backward, comm,
+update, and `wall` for the iteration's wall time), column `seconds`; warm-up rows are kept and
+flagged. runs.csv: one row per run: status, reasons, and the settings and versions it ran with.
+A malformed record line stops the table with the file and line named; a failed run's records are
+left out of tidy.csv (its status row says why) but stay on disk.
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from harness.records import PHASES, RecordError, parse_file
+from analysis.metrics import RUN_KEYS
+
+TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "phase", "seconds"]
+
+
+def _provenance_row(run_rec):
+    prov = run_rec["provenance"]
+    fw = prov.get("framework", {})
+    launch = prov.get("launch", {})
+    return {
+        "framework_version": fw.get(fw.get("name", ""), ""),
+        "horovod_version": fw.get("horovod", ""),
+        "intra_op_threads": fw.get("intra_op_threads"),
+        "inter_op_threads": fw.get("inter_op_threads"),
+        "layout": fw.get("layout", ""),
+        "device": fw.get("device", ""),
+        "python_version": prov.get("python", ""),
+        "mpi_version": launch.get("mpi", {}).get("version", ""),
+        "environment": launch.get("environment", ""),
+        "hosts": ",".join(launch.get("hosts", [])),
+        "command": " ".join(launch.get("argv", [])),
+    }
+
+
+def read_run(status_path):
+    """(status row, tidy rows) of one run folder."""
+    run_dir = Path(status_path).parent
+    status = json.loads(Path(status_path).read_text())
+    spec = json.loads((run_dir / "spec.json").read_text())
+    identity = {k: spec[k] for k in RUN_KEYS}
+    row = {**identity, "status": status["status"], "reasons": "; ".join(status["reasons"]),
+           "elapsed_s": status.get("elapsed_s"), "run_dir": str(run_dir)}
+    rows = []
+    size = spec["nodes"] * spec["ranks_per_node"]
+    for rank in range(size):
+        path = run_dir / f"rank{rank}.jsonl"
+        if not path.exists():
+            continue
+        records, errors = parse_file(path)
+        if errors:
+            raise RecordError("; ".join(errors))
+        run_rec = next((r for r in records if r["kind"] == "run"), None)
+        if rank == 0 and run_rec:
+            row.update(_provenance_row(run_rec))
+        if status["status"] != "ok":
+            continue
+        host = run_rec["host"] if run_rec else ""
+        for rec in records:
+            if rec["kind"] != "step":
+                continue
+            base = {**identity, "rank": rank, "host": host, "iteration": rec["iteration"],
+                    "warmup": rec["warmup"]}
+            for phase in PHASES + ("wall",):
+                rows.append({**base, "phase": phase, "seconds": rec[f"{phase}_s"]})
+    return row, rows
+
+
+def build(status_paths):
+    """(tidy DataFrame, runs DataFrame) from the status.json of every run."""
+    status_rows, tidy_rows = [], []
+    for path in status_paths:
+        row, rows = read_run(path)
+        status_rows.append(row)
+        tidy_rows += rows
+    return pd.DataFrame(tidy_rows, columns=TIDY_COLUMNS), pd.DataFrame(status_rows)

@@ -1,0 +1,126 @@
+"""Study configuration: schema validation, hostfiles, and the run matrix.
+
+`validate(config)` is called before the workflow graph is built. Every problem is one
+`ConfigError` whose message starts with the key it is about.
+"""
+
+import itertools
+import re
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "config" / "schema.yaml"
+
+# Run identity in the order of the results tree; each is a wildcard, a config key and a column.
+MATRIX_KEYS = ("framework", "model", "comm", "nodes", "ranks_per_node", "batch_size")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _key_path(error):
+    parts = [f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
+             for i, p in enumerate(error.absolute_path)]
+    return "".join(parts) or "(top level)"
+
+
+def validate_schema(config):
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message))
+    if errors:
+        e = errors[0]
+        if e.validator == "additionalProperties":
+            known = ", ".join(sorted(e.schema.get("properties", {})))
+            raise ConfigError(f"config key {_key_path(e)}: {e.message} (known keys: {known})")
+        if e.validator == "required":
+            raise ConfigError(f"config key {_key_path(e)}: {e.message}")
+        raise ConfigError(f"config key '{_key_path(e)}': {e.message}")
+
+
+def parse_hostfile(path):
+    """Open MPI hostfile: `host [slots=N] [max_slots=M]` per line, '#' comments.
+
+    Returns [(host, slots)] in file order; a host without slots= has 1 slot.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config key 'hostfile': file {path} does not exist")
+    hosts, seen = [], set()
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        host, *fields = line.split()
+        slots = 1
+        for field in fields:
+            m = re.fullmatch(r"(slots|max_slots|max-slots)=(\d+)", field)
+            if not m:
+                raise ConfigError(f"{path}:{number}: cannot read {field!r}; expected 'slots=N'")
+            if m.group(1) == "slots":
+                slots = int(m.group(2))
+        if slots < 1:
+            raise ConfigError(f"{path}:{number}: slots must be at least 1, got {slots}")
+        if host in seen:
+            raise ConfigError(f"{path}:{number}: host {host!r} is listed twice")
+        seen.add(host)
+        hosts.append((host, slots))
+    if not hosts:
+        raise ConfigError(f"{path}: no hosts listed")
+    return hosts
+
+
+def select_hosts(hosts, nodes, ranks_per_node, hostfile="hostfile"):
+    """The first `nodes` hosts, each of which must offer `ranks_per_node` slots."""
+    if nodes > len(hosts):
+        raise ConfigError(f"config key 'nodes': {nodes} nodes asked for, but {hostfile} lists "
+                          f"{len(hosts)} host(s)")
+    chosen = hosts[:nodes]
+    short = [f"{h} ({s} slots)" for h, s in chosen if s < ranks_per_node]
+    if short:
+        raise ConfigError(f"config key 'ranks_per_node': {ranks_per_node} ranks per node asked for, "
+                          f"but {hostfile} offers fewer slots on {', '.join(short)}")
+    return [h for h, _ in chosen]
+
+
+def resolve(path, base=ROOT):
+    path = Path(path)
+    return path if path.is_absolute() else base / path
+
+
+def validate(config):
+    """Schema, then the checks a schema cannot express (hostfile exists and is big enough)."""
+    validate_schema(config)
+    hostfile = resolve(config["hostfile"])
+    hosts = parse_hostfile(hostfile)
+    for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):
+        select_hosts(hosts, nodes, rpn, hostfile=config["hostfile"])
+    return config
+
+
+def load(path):
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    config = yaml.safe_load(path.read_text())
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path} does not hold a mapping of keys")
+    return validate(config)
+
+
+def matrix(config):
+    """Every run of the study, as identity dicts (matrix keys plus the repeat index)."""
+    combos = itertools.product(*(config[k] for k in MATRIX_KEYS), range(config["repeats"]))
+    return [dict(zip(MATRIX_KEYS + ("repeat",), combo)) for combo in combos]
+
+
+RUN_PATTERN = ("{framework}/{model}/{comm}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}/"
+               "repeat{repeat}")
+
+
+def run_path(run):
+    return RUN_PATTERN.format(**run)

@@ -1,0 +1,202 @@
+"""Build (once) and find the Python environment the workloads, pipeline and tests run in.
+
+The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
+``~/.cache/dlscale/envs``), in a folder named by a hash of `harness.envspec.recipe()`, the
+interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
+a change of pins, edits or MPI builds a new one. A folder only counts once its ``COMPLETE`` marker
+exists, which is written last, after `horovodrun --check-build` has shown every framework and MPI;
+a half-built folder is removed and built again. A lock keeps two builders apart.
+
+This module uses only the standard library: it runs under the system Python before the
+environment exists.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from harness import envspec
+
+MARKER = "COMPLETE"
+RECORD = "environment.json"
+REQUIRED_BUILD_FEATURES = ["TensorFlow", "PyTorch", "MXNet", "MPI"]
+
+
+class EnvError(RuntimeError):
+    pass
+
+
+def env_root():
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlscale" / "envs"
+    return Path(os.environ.get("DLSCALE_ENV_ROOT", default))
+
+
+def find_mpi():
+    """The MPI compiler wrapper and launcher on PATH, with the launcher's version line."""
+    missing = [tool for tool in ("mpicc", "mpicxx", "mpirun") if shutil.which(tool) is None]
+    if missing:
+        raise EnvError(
+            f"MPI not found: {', '.join(missing)} not on PATH. On a cluster, load the site's MPI "
+            "module first; on Debian/Ubuntu install it with "
+            "`apt-get install openmpi-bin libopenmpi-dev` (the bootstrap script does this as root)."
+        )
+    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+    version = out.strip().splitlines()[0] if out.strip() else "unknown"
+    return {"mpirun": shutil.which("mpirun"), "mpicc": shutil.which("mpicc"), "version": version}
+
+
+def env_key(mpi):
+    content = {
+        "recipe": envspec.recipe(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "mpi": mpi["version"],
+        "mpicc": mpi["mpicc"],
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def env_dir(mpi=None):
+    return env_root() / f"py{sys.version_info.major}{sys.version_info.minor}-{env_key(mpi or find_mpi())}"
+
+
+def is_complete(path):
+    return (Path(path) / MARKER).is_file() and (Path(path) / "bin" / "python").exists()
+
+
+def _run(argv, log, env=None, cwd=None):
+    log.write(f"$ {' '.join(map(str, argv))}\n")
+    log.flush()
+    proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    if proc.returncode != 0:
+        raise EnvError(f"command failed ({proc.returncode}): {' '.join(map(str, argv))}; see {log.name}")
+
+
+def apply_edits(src, edits=envspec.HOROVOD_EDITS):
+    """Apply the recipe's source edits in order; each old text must occur exactly once."""
+    for rel, old, new in edits:
+        path = Path(src) / rel
+        text = path.read_text()
+        count = text.count(old)
+        if count != 1:
+            raise EnvError(f"Horovod edit expected exactly one {old!r} in {rel}, found {count}")
+        path.write_text(text.replace(old, new))
+
+
+def check_build(python):
+    """`horovodrun --check-build` output, and the required features it does not list as built."""
+    out = subprocess.run(
+        [str(Path(python).parent / "horovodrun"), "--check-build"], capture_output=True, text=True
+    ).stdout
+    built = set(re.findall(r"\[X\]\s+(\S+)", out))
+    return out, [f for f in REQUIRED_BUILD_FEATURES if f not in built]
+
+
+def _build(path, mpi, log):
+    py = path / "bin" / "python"
+    _run([sys.executable, "-m", "venv", str(path)], log)
+    _run([py, "-m", "pip", "install", "--upgrade", "pip==24.3.1", "setuptools==75.8.0", "wheel"], log)
+    pins = [f"{name}=={version}" for name, version in envspec.all_pins().items()]
+    _run([py, "-m", "pip", "install", *pins, "cmake==3.31.6"], log)
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    Path(site, "sitecustomize.py").write_text(envspec.SITECUSTOMIZE)
+
+    with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
+        _run([py, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+              f"horovod=={envspec.HOROVOD_VERSION}", "-d", tmp], log)
+        sdist = next(Path(tmp).glob("horovod-*.tar.gz"))
+        with tarfile.open(sdist) as tar:
+            tar.extractall(tmp, filter="data")
+        src = Path(tmp) / f"horovod-{envspec.HOROVOD_VERSION}"
+        apply_edits(src)
+        tf_include = subprocess.run(
+            [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip().splitlines()[-1]
+        cpath = [str(Path(tf_include) / inc) for inc in envspec.TF_EXTRA_INCLUDES]
+        if os.environ.get("CPATH"):
+            cpath.append(os.environ["CPATH"])
+        build_env = {
+            **os.environ,
+            **envspec.HOROVOD_BUILD_ENV,
+            "CPATH": os.pathsep.join(cpath),
+            "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
+            "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        }
+        _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)],
+             log, env=build_env)
+
+    out, missing = check_build(py)
+    log.write(out)
+    if missing:
+        raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")
+    record = {
+        "path": str(path),
+        "python": str(py),
+        "key": path.name,
+        "pins": envspec.all_pins(),
+        "horovod": envspec.HOROVOD_VERSION,
+        "mpi": mpi,
+        "check_build": out,
+    }
+    (path / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+
+@contextlib.contextmanager
+def _locked(lockfile):
+    lockfile.parent.mkdir(parents=True, exist_ok=True)
+    with open(lockfile, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def build(quiet=False):
+    """Return the path of a complete environment, building it first if there is none."""
+    mpi = find_mpi()
+    path = env_dir(mpi)
+    if is_complete(path):
+        return path
+    with _locked(path.with_name(path.name + ".lock")):
+        if is_complete(path):
+            return path
+        if path.exists():
+            shutil.rmtree(path)  # a half-made environment from an interrupted build
+        log_path = path.with_name(path.name + ".build.log")
+        if not quiet:
+            print(f"building the workload environment in {path} (log: {log_path}); "
+                  "this takes about 10-15 minutes once", file=sys.stderr)
+        with open(log_path, "w") as log:
+            try:
+                _build(path, mpi, log)
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)
+                raise
+        (path / MARKER).write_text("ok\n")
+    return path
+
+
+def load_record(path):
+    return json.loads((Path(path) / RECORD).read_text())
+
+
+def link(path, link_path):
+    """Point `link_path` (for example `.venv` in the checkout) at the environment."""
+    link_path = Path(link_path)
+    if link_path.is_symlink() or link_path.exists():
+        if not link_path.is_symlink():
+            raise EnvError(f"{link_path} exists and is not a symlink; remove it to link the environment")
+        link_path.unlink()
+    link_path.symlink_to(path, target_is_directory=True)

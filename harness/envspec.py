@@ -1,0 +1,115 @@
+"""The one place where the workload environment is pinned.
+
+Everything that decides what the environment contains lives here: the Python package pins, the
+Horovod version, the source edits Horovod 0.28.1 needs for the current frameworks, and the build
+settings. `harness.env` hashes this content; a change here builds a new environment beside the
+old one instead of patching it. The pins are recorded with every result (see
+`harness.provenance`).
+"""
+
+# Frameworks and their shared numpy. numpy 1.26.4 satisfies all three: TensorFlow 2.21 needs
+# numpy>=1.26, MXNet 1.9.1 needs numpy<2 (plus the `numpy.bool` shim below).
+FRAMEWORK_PINS = {
+    "torch": "2.13.0",
+    "tensorflow-cpu": "2.21.0",
+    "mxnet": "1.9.1",
+    "numpy": "1.26.4",
+}
+
+# Everything else in the environment: MPI bindings, the pipeline and the analysis. These live in
+# the same environment so that one interpreter runs workloads, pipeline and tests.
+TOOL_PINS = {
+    "mpi4py": "4.1.2",
+    "snakemake": "9.27.1",
+    "pandas": "3.0.6",
+    "matplotlib": "3.11.2",
+    "scipy": "1.17.1",
+    "jsonschema": "4.26.0",
+    "pyyaml": "6.0.3",
+    "pytest": "9.2.0",
+}
+
+HOROVOD_VERSION = "0.28.1"
+
+# Horovod's build switches: every framework and MPI, no Gloo (the harness launches with MPI).
+HOROVOD_BUILD_ENV = {
+    "HOROVOD_WITH_PYTORCH": "1",
+    "HOROVOD_WITH_TENSORFLOW": "1",
+    "HOROVOD_WITH_MXNET": "1",
+    "HOROVOD_WITH_MPI": "1",
+    "HOROVOD_WITHOUT_GLOO": "1",
+    "HOROVOD_CPU_OPERATIONS": "MPI",
+}
+
+# Source edits to the Horovod sdist, as (file, old text, new text). Each old text must occur
+# exactly once, otherwise the build stops: a silent no-op edit would build a broken Horovod.
+HOROVOD_EDITS = [
+    # torch >= 2.1 headers need C++17; Horovod compiles its torch extension as C++14.
+    ("horovod/torch/CMakeLists.txt", "    set(CMAKE_CXX_STANDARD 14)", "    set(CMAKE_CXX_STANDARD 17)"),
+    # MXNet's target sees TensorFlow's abseil headers when both are built: C++17 everywhere.
+    ("CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
+    # TF >= 2.19 moved xla_builder.h.
+    (
+        "horovod/tensorflow/xla_mpi_ops.cc",
+        '#include "tensorflow/compiler/xla/client/xla_builder.h"',
+        '#include "tensorflow/compiler/xla/hlo/builder/xla_builder.h"\n#include "absl/status/statusor.h"',
+    ),
+    # ::xla::StatusOr no longer exists; absl::StatusOr replaces it (two occurrences, two edits).
+    (
+        "horovod/tensorflow/xla_mpi_ops.cc",
+        "  ::xla::StatusOr<::xla::XlaOp> BuildAllreduceCustomCall(",
+        "  ::absl::StatusOr<::xla::XlaOp> BuildAllreduceCustomCall(",
+    ),
+    (
+        "horovod/tensorflow/xla_mpi_ops.cc",
+        "::xla::StatusOr<::xla::XlaOp> HVDAllreduceOp::BuildAllreduceCustomCall(",
+        "::absl::StatusOr<::xla::XlaOp> HVDAllreduceOp::BuildAllreduceCustomCall(",
+    ),
+]
+
+# Header folders inside the TensorFlow wheel that its own headers include but that are not on
+# the default include path (relative to tensorflow's include directory).
+TF_EXTRA_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]
+
+# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24. This sitecustomize installs an
+# import hook that restores the alias just before mxnet is first imported (and only then), so
+# every process of the environment (Horovod's build included) can import mxnet.
+SITECUSTOMIZE = '''\
+"""Installed by dlscale's environment builder: numpy.bool shim for MXNet 1.9.1."""
+import importlib.abc
+import sys
+
+
+class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "mxnet":
+            sys.meta_path.remove(self)
+            import numpy
+
+            if "bool" not in numpy.__dict__:
+                numpy.bool = bool
+        return None
+
+
+sys.meta_path.insert(0, _MxnetNumpyShim())
+'''
+
+# The modules whose versions are recorded with every result.
+VERSIONED_MODULES = ["torch", "tensorflow", "mxnet", "numpy", "horovod", "mpi4py"]
+
+
+def all_pins():
+    """Every pinned Python package, frameworks first."""
+    return {**FRAMEWORK_PINS, **TOOL_PINS}
+
+
+def recipe():
+    """Everything that decides the environment's content, as plain data (hashed by harness.env)."""
+    return {
+        "pins": all_pins(),
+        "horovod": HOROVOD_VERSION,
+        "horovod_build_env": HOROVOD_BUILD_ENV,
+        "horovod_edits": HOROVOD_EDITS,
+        "tf_extra_includes": TF_EXTRA_INCLUDES,
+        "sitecustomize": SITECUSTOMIZE,
+    }

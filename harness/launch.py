@@ -1,0 +1,161 @@
+"""Launch one run as one MPI job, keep its logs, and decide whether it ran right.
+
+`mpirun_argv` is a pure function from a run to an argv list (tested by exact argv). `execute`
+starts the job in its own process group with a time limit; a job that times out is killed whole.
+`check_run` reads every rank's records and returns the reasons the run is not correct (missing
+ranks, missing phases, non-finite loss, ranks whose weights disagree after training). The
+outcome, good or bad, is written to ``status.json``; a failed run never stops the study.
+"""
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from harness import config as cfg
+from harness.records import IDENTITY, PHASE_KEYS, parse_file
+
+WORKLOAD = ["-m", "workloads.train"]
+CHECKSUM_RTOL = 1e-6
+
+
+def thread_env(threads):
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+def mpirun_argv(hosts, ranks_per_node, launcher, python, spec_path, env, as_root=False):
+    """argv for Open MPI's mpirun: `ranks_per_node` ranks on each of `hosts`.
+
+    `env` is exported to every rank with -x NAME=VALUE (sorted, so the argv is deterministic).
+    """
+    argv = ["mpirun"]
+    if as_root:
+        argv.append("--allow-run-as-root")
+    argv += ["-np", str(len(hosts) * ranks_per_node),
+             "--host", ",".join(f"{h}:{ranks_per_node}" for h in hosts),
+             "--map-by", f"ppr:{ranks_per_node}:node",
+             "--bind-to", launcher.get("bind_to", "none")]
+    if launcher.get("oversubscribe"):
+        argv.append("--oversubscribe")
+    for name, value in sorted(env.items()):
+        argv += ["-x", f"{name}={value}"]
+    argv += list(launcher.get("extra_args", []))
+    argv += [str(python), *WORKLOAD, str(spec_path)]
+    return argv
+
+
+def run_spec(config, run, out_dir):
+    """The complete description of one run handed to every rank (spec.json)."""
+    spec = {k: config[k] for k in IDENTITY if k in config}
+    spec.update(run)
+    spec.update({k: config[k] for k in ("warmup", "iterations", "lr", "momentum", "seed")})
+    spec["out_dir"] = str(out_dir)
+    return spec
+
+
+def rank_env(config):
+    env = {**thread_env(config["threads_per_rank"]), "PYTHONPATH": str(cfg.ROOT)}
+    env.update({k: str(v) for k, v in config["launcher"].get("env", {}).items()})
+    return env
+
+
+def execute(argv, log_path, timeout_s, env=None):
+    """Run argv in a new process group; kill the whole group on timeout. Returns (rc, timed_out)."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout_s), False
+        except subprocess.TimeoutExpired:
+            for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            return proc.returncode, True
+
+
+def check_run(run_dir, size):
+    """Correctness of a finished run from its records. Returns (problems, parse errors)."""
+    problems, errors, checksums = [], [], {}
+    for rank in range(size):
+        path = Path(run_dir) / f"rank{rank}.jsonl"
+        if not path.is_file():
+            problems.append(f"rank {rank} wrote no records")
+            continue
+        records, errs = parse_file(path)
+        errors += errs
+        steps = [r for r in records if r["kind"] == "step"]
+        ends = [r for r in records if r["kind"] == "end"]
+        if not any(r["kind"] == "run" for r in records):
+            problems.append(f"rank {rank} has no run record")
+        if not ends:
+            problems.append(f"rank {rank} did not finish (no end record after {len(steps)} steps)")
+            continue
+        if len(steps) != ends[0]["iterations"]:
+            problems.append(f"rank {rank} recorded {len(steps)} steps of {ends[0]['iterations']}")
+        bad = [s["iteration"] for s in steps if not isinstance(s["loss"], (int, float))
+               or not math.isfinite(s["loss"])]
+        if bad:
+            problems.append(f"rank {rank}: loss not finite at iterations {bad[:5]}")
+        checksums[rank] = ends[0]["checksum"]
+    if checksums:
+        ref = checksums[min(checksums)]
+        off = [r for r, c in checksums.items() if not math.isclose(c, ref, rel_tol=CHECKSUM_RTOL, abs_tol=1e-9)]
+        if off:
+            problems.append(f"weights differ across ranks after training (ranks {off} vs rank "
+                            f"{min(checksums)}): gradients were not averaged")
+    if errors:
+        problems.append(f"{len(errors)} malformed record line(s), first: {errors[0]}")
+    return problems, errors
+
+
+def _keep_previous(run_dir, attempts_root):
+    """Move an earlier attempt's files out of the way (never delete measured data)."""
+    if run_dir.exists() and any(run_dir.iterdir()):
+        dest = attempts_root / time.strftime("%Y%m%dT%H%M%S")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(run_dir), str(dest))
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def launch(config, run, run_dir, env_record, log_path, attempts_root):
+    """Run one study run end to end and write run_dir/status.json. Returns the status dict."""
+    run_dir, log_path = Path(run_dir), Path(log_path)
+    _keep_previous(run_dir, Path(attempts_root))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("")
+    hostfile = cfg.resolve(config["hostfile"])
+    hosts = cfg.select_hosts(cfg.parse_hostfile(hostfile), run["nodes"], run["ranks_per_node"],
+                             hostfile=config["hostfile"])
+    spec = run_spec(config, run, run_dir.resolve())
+    spec_path = run_dir / "spec.json"
+    argv = mpirun_argv(hosts, run["ranks_per_node"], config["launcher"], env_record["python"],
+                       spec_path.resolve(), rank_env(config), as_root=os.geteuid() == 0)
+    spec["launch"] = {"argv": argv, "hosts": hosts, "mpi": env_record.get("mpi", {}),
+                      "pins": env_record.get("pins", {}), "environment": env_record.get("key")}
+    spec_path.write_text(json.dumps(spec, indent=2) + "\n")
+    started = time.time()
+    rc, timed_out = execute(argv, log_path, config["run_timeout_s"])
+    size = run["nodes"] * run["ranks_per_node"]
+    problems, _ = check_run(run_dir, size)
+    if timed_out:
+        problems.insert(0, f"timed out after {config['run_timeout_s']} s; job killed")
+    elif rc != 0:
+        problems.insert(0, f"mpirun exited with code {rc}")
+    status = {**run, "status": "failed" if problems else "ok", "reasons": problems, "returncode": rc,
+              "elapsed_s": round(time.time() - started, 3), "argv": argv, "log": str(log_path)}
+    if problems:
+        tail = log_path.read_text(errors="replace").splitlines()[-20:]
+        status["log_tail"] = tail
+    (run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
+    return status

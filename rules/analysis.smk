@@ -1,0 +1,41 @@
+# Records -> tidy table and run table -> summary -> figures.
+from analysis import figures as figs
+from analysis import report
+
+FIGURES = expand(f"{RESULTS}/figures/{{name}}.{{ext}}", name=["throughput", "efficiency", "phases"],
+                 ext=["pdf", "png"])
+
+
+rule tidy:
+    input:
+        RUNS,
+    output:
+        tidy=f"{RESULTS}/tidy.csv",
+        runs=f"{RESULTS}/runs.csv",
+    log:
+        "logs/tidy.log",
+    run:
+        report.write_tables(input, output.tidy, output.runs)
+
+
+rule summary:
+    input:
+        tidy=f"{RESULTS}/tidy.csv",
+        runs=f"{RESULTS}/runs.csv",
+    output:
+        f"{RESULTS}/summary.csv",
+    log:
+        "logs/summary.log",
+    run:
+        report.write_summary(input.tidy, input.runs, output[0])
+
+
+rule figures:
+    input:
+        f"{RESULTS}/summary.csv",
+    output:
+        FIGURES,
+    log:
+        "logs/figures.log",
+    run:
+        report.write_figures(input[0], f"{RESULTS}/figures")

@@ -1,0 +1,23 @@
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture
+def base_config():
+    """The shipped default config, as a fresh dict."""
+    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def tiny_config(tmp_path, **overrides):
+    """A small study config (tinynet, few iterations) writing under tmp_path."""
+    conf = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    conf.update(model=["tinynet"], ranks_per_node=[1, 2], repeats=1, warmup=1, iterations=3,
+                batch_size=[4], run_timeout_s=120, results=str(tmp_path / "results"))
+    conf.update(overrides)
+    return conf

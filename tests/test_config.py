@@ -1,0 +1,86 @@
+import pytest
+
+from harness import config as cfg
+
+
+def test_default_config_is_valid(base_config):
+    cfg.validate(base_config)
+    runs = cfg.matrix(base_config)
+    assert len(runs) == 3 * 2 * 3  # models x ranks_per_node x repeats
+    assert runs[0] == {"framework": "torch", "model": "alexnet", "comm": "overlap", "nodes": 1,
+                       "ranks_per_node": 1, "batch_size": 8, "repeat": 0}
+    assert cfg.run_path(runs[0]) == "torch/alexnet/overlap/nodes1_rpn1_bs8/repeat0"
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("framework", ["torch", "caffe"], "config key 'framework[1]': 'caffe' is not one of"),
+    ("model", ["vgg16"], "config key 'model[0]': 'vgg16' is not one of"),
+    ("ranks_per_node", [0], "config key 'ranks_per_node[0]': 0 is less than the minimum of 1"),
+    ("batch_size", [-8], "config key 'batch_size[0]': -8 is less than the minimum of 1"),
+    ("repeats", 0, "config key 'repeats': 0 is less than the minimum of 1"),
+    ("iterations", "ten", "config key 'iterations': 'ten' is not of type 'integer'"),
+    ("image_size", 32, "config key 'image_size': 32 is less than the minimum of 64"),
+])
+def test_schema_errors_name_the_key(base_config, key, value, message):
+    base_config[key] = value
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.validate(base_config)
+    assert str(err.value).startswith(message)
+
+
+def test_unknown_key_is_named(base_config):
+    base_config["batchsize"] = [8]
+    with pytest.raises(cfg.ConfigError, match="'batchsize' was unexpected"):
+        cfg.validate(base_config)
+
+
+def test_missing_key_is_named(base_config):
+    del base_config["hostfile"]
+    with pytest.raises(cfg.ConfigError, match="'hostfile' is a required property"):
+        cfg.validate(base_config)
+
+
+def test_missing_hostfile(base_config, tmp_path):
+    base_config["hostfile"] = str(tmp_path / "nope")
+    with pytest.raises(cfg.ConfigError, match=r"config key 'hostfile': file .*nope does not exist"):
+        cfg.validate(base_config)
+
+
+def test_more_ranks_than_slots(base_config):
+    base_config["ranks_per_node"] = [1, 4]
+    with pytest.raises(cfg.ConfigError, match=r"config key 'ranks_per_node': 4 ranks per node .* "
+                                              r"fewer slots on localhost \(2 slots\)"):
+        cfg.validate(base_config)
+
+
+def test_more_nodes_than_hosts(base_config):
+    base_config["nodes"] = [1, 2]
+    with pytest.raises(cfg.ConfigError, match="config key 'nodes': 2 nodes asked for, but "
+                                              "hostfiles/localhost lists 1 host"):
+        cfg.validate(base_config)
+
+
+def test_hostfile_parsing(tmp_path):
+    path = tmp_path / "hosts"
+    path.write_text("# cluster\nnode01 slots=4\n\nnode02 slots=4 max_slots=8  # comment\nnode03\n")
+    assert cfg.parse_hostfile(path) == [("node01", 4), ("node02", 4), ("node03", 1)]
+    assert cfg.select_hosts(cfg.parse_hostfile(path), 2, 4) == ["node01", "node02"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("node01 slots=four\n", r"hosts:1: cannot read 'slots=four'"),
+    ("node01 slots=2\nnode02 cpus=2\n", r"hosts:2: cannot read 'cpus=2'"),
+    ("node01 slots=0\n", r"hosts:1: slots must be at least 1"),
+    ("node01\nnode01\n", r"hosts:2: host 'node01' is listed twice"),
+    ("# nothing\n", r"hosts: no hosts listed"),
+])
+def test_hostfile_errors(tmp_path, text, message):
+    path = tmp_path / "hosts"
+    path.write_text(text)
+    with pytest.raises(cfg.ConfigError, match=message):
+        cfg.parse_hostfile(path)
+
+
+def test_shipped_cluster_example_parses():
+    hosts = cfg.parse_hostfile(cfg.ROOT / "hostfiles" / "example-4x4")
+    assert hosts == [(f"node0{i}", 4) for i in range(1, 5)]

@@ -1,0 +1,65 @@
+import math
+
+import pandas as pd
+import pytest
+
+from analysis import metrics
+from harness.records import PHASES
+
+
+def test_mean_ci_known_values():
+    mean, lo, hi = metrics.mean_ci([1.0, 2.0, 3.0])
+    # t(0.975, 2) = 4.302653; s = 1; half width = 4.302653 / sqrt(3)
+    assert mean == 2.0
+    assert hi - mean == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+    assert mean - lo == pytest.approx(hi - mean)
+    m, lo, hi = metrics.mean_ci([5.0])
+    assert m == 5.0 and math.isnan(lo) and math.isnan(hi)
+
+
+def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8):
+    """Rows of one run; walls_by_rank[rank] lists the measured iterations' wall times."""
+    rows = []
+    ident = {"framework": "torch", "model": "m", "comm": "overlap", "nodes": 1, "ranks_per_node": ranks,
+             "batch_size": batch, "image_size": 64, "classes": 10, "threads_per_rank": 1,
+             "precision": "fp32", "repeat": repeat}
+    for rank, walls in enumerate(walls_by_rank):
+        rows.append({**ident, "rank": rank, "host": "h", "iteration": 0, "warmup": True, "phase": "wall",
+                     "seconds": 100.0})  # warm-up must be ignored
+        for it, wall in enumerate(walls, start=1):
+            base = {**ident, "rank": rank, "host": "h", "iteration": it, "warmup": False}
+            rows.append({**base, "phase": "wall", "seconds": wall})
+            rows += [{**base, "phase": p, "seconds": phase_s} for p in PHASES]
+    return rows
+
+
+def test_throughput_speedup_efficiency_on_known_numbers():
+    rows = []
+    for rep in range(2):
+        rows += tidy_rows(1, [[0.5, 0.5]], repeat=rep)               # 8 img / 0.5 s = 16 img/s
+        rows += tidy_rows(2, [[0.5, 0.8], [0.8, 0.5]], repeat=rep)   # slowest rank: 0.8 s -> 20 img/s
+    runs = metrics.run_table(pd.DataFrame(rows))
+    assert sorted(runs["throughput_img_per_s"].round(9)) == [16.0, 16.0, 20.0, 20.0]
+    assert (runs["forward_s"] == 0.1).all()
+    summary = metrics.summarize(runs)
+    two = summary[summary["ranks"] == 2].iloc[0]
+    assert two["iteration_s"] == pytest.approx(0.8)
+    assert two["speedup"] == pytest.approx(20 / 16)
+    assert two["efficiency"] == pytest.approx(20 / 32)
+    assert two["repeats_ok"] == 2
+    one = summary[summary["ranks"] == 1].iloc[0]
+    assert one["efficiency"] == pytest.approx(1.0)
+
+
+def test_failed_runs_are_counted_with_reasons():
+    runs = metrics.run_table(pd.DataFrame(tidy_rows(1, [[0.5]])))
+    keys = dict(runs[metrics.RUN_KEYS].iloc[0])
+    status = pd.DataFrame([
+        {**keys, "status": "ok", "reasons": ""},
+        {**keys, "ranks_per_node": 2, "status": "failed", "reasons": "mpirun exited with code 1"},
+    ])
+    summary = metrics.summarize(runs, status)
+    failed = summary[summary["ranks_per_node"] == 2].iloc[0]
+    assert failed["repeats_ok"] == 0 and failed["repeats_failed"] == 1
+    assert failed["failure_reasons"] == "mpirun exited with code 1"
+    assert math.isnan(failed["throughput_img_per_s"])

@@ -1,0 +1,45 @@
+import json
+
+from harness import records
+
+
+def step(**over):
+    rec = {"schema": records.SCHEMA, "kind": "step", "rank": 0, "iteration": 0, "warmup": False,
+           "wall_s": 0.6, "loss": 6.9, **{k: 0.1 for k in records.PHASE_KEYS}}
+    rec.update(over)
+    return json.dumps(rec)
+
+
+def test_writer_and_parser_round_trip(tmp_path):
+    path = tmp_path / "rank0.jsonl"
+    w = records.Writer(path)
+    w.write("step", rank=0, iteration=3, warmup=True, wall_s=0.5, loss=1.0,
+            **{k: 0.05 for k in records.PHASE_KEYS})
+    w.write("end", rank=0, iterations=4, checksum=1.5, elapsed_s=2.0)
+    w.close()
+    recs, errors = records.parse_file(path)
+    assert errors == []
+    assert [r["kind"] for r in recs] == ["step", "end"]
+    assert recs[0]["iteration"] == 3 and recs[0]["warmup"] is True
+
+
+def test_malformed_line_reported_with_file_and_line(tmp_path):
+    path = tmp_path / "rank1.jsonl"
+    path.write_text("\n".join([step(), '{"schema": "dlscale.record/1", "kind": "step", "rank"', step(iteration=1)]))
+    recs, errors = records.parse_file(path)
+    assert len(recs) == 2
+    assert errors == [f"{path}:2: not valid JSON (Expecting ':' delimiter)"]
+
+
+def test_missing_phase_and_bad_values():
+    lines = [step(comm_s=None), json.dumps({"schema": records.SCHEMA, "kind": "step", "rank": 0}),
+             step(forward_s=-1.0), json.dumps({"schema": "other/9", "kind": "step"}),
+             json.dumps({"schema": records.SCHEMA, "kind": "lap"}), "[1, 2]"]
+    recs, errors = records.parse_lines(lines, source="f")
+    assert recs == []
+    assert errors[0] == "f:1: comm_s is None, expected a finite non-negative number of seconds"
+    assert errors[1].startswith("f:2: step record lacks iteration, warmup, io_s")
+    assert errors[2].startswith("f:3: forward_s is -1.0")
+    assert errors[3] == "f:4: schema is 'other/9', expected 'dlscale.record/1'"
+    assert errors[4].startswith("f:5: unknown kind 'lap'")
+    assert errors[5] == "f:6: not a JSON object"

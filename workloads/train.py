@@ -1,0 +1,126 @@
+"""One rank of a training run: `python -m workloads.train SPEC.json` (started by mpirun).
+
+The loop is the same for every framework; a framework supplies a Trainer with one method per SGD
+phase and a `sync()` that waits for its device and engine. Each phase is timed between two syncs,
+so a phase's time is the work it launched, not work queued by an earlier one. Every iteration,
+warm-up included (flagged), becomes one record line in ``rank<R>.jsonl`` in the run folder.
+"""
+
+import importlib
+import json
+import math
+import os
+import platform
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness.records import IDENTITY, Writer
+
+TRAINERS = {"torch": "workloads.torch_trainer"}
+POOL = 4  # distinct synthetic batches per rank, used in turn
+
+
+class SyntheticData:
+    """Per-rank synthetic images and labels from numpy, identical for every framework.
+
+    Batch k of rank r comes from the generator seeded with (seed, r, k); iteration i uses batch
+    i mod POOL. Images are NCHW float32 standard normal, labels uniform over the classes. The pool is
+    made before timing starts; the io phase then copies the iteration's batch into the framework's
+    host staging buffer, the h2d phase moves it to the device.
+    """
+
+    def __init__(self, seed, rank, batch_size, image_size, classes, pool=POOL):
+        self.batches = []
+        for k in range(pool):
+            rng = np.random.default_rng([seed, rank, k])
+            x = rng.standard_normal((batch_size, 3, image_size, image_size), dtype=np.float32)
+            y = rng.integers(0, classes, size=batch_size, dtype=np.int64)
+            self.batches.append((x, y))
+
+    def __call__(self, iteration):
+        return self.batches[iteration % len(self.batches)]
+
+
+def load_trainer(spec):
+    framework = spec["framework"]
+    if framework not in TRAINERS:
+        raise SystemExit(f"unknown framework {framework!r}; known: {', '.join(TRAINERS)}")
+    return importlib.import_module(TRAINERS[framework]).Trainer(spec)
+
+
+def timed_step(trainer, batch):
+    """Run one SGD iteration; return (phase seconds, start time, loss handle)."""
+    now = time.perf_counter
+    start = now()
+    host = trainer.load(batch)
+    trainer.sync()
+    t_io = now()
+    dev = trainer.h2d(host)
+    trainer.sync()
+    t_h2d = now()
+    loss = trainer.forward(dev)
+    trainer.sync()
+    t_fwd = now()
+    trainer.backward(loss)
+    trainer.sync()
+    t_bwd = now()
+    trainer.comm()
+    trainer.sync()
+    t_comm = now()
+    trainer.update()
+    trainer.sync()
+    end = now()
+    phases = {
+        "io_s": t_io - start, "h2d_s": t_h2d - t_io, "forward_s": t_fwd - t_h2d,
+        "backward_s": t_bwd - t_fwd, "comm_s": t_comm - t_bwd, "update_s": end - t_comm,
+    }
+    return phases, start, loss
+
+
+def provenance(trainer, spec):
+    env_keys = sorted(k for k in os.environ if k.startswith(("OMP_", "MKL_", "HOROVOD_", "TF_", "MXNET_",
+                                                              "OMPI_COMM_WORLD_SIZE", "CUDA_VISIBLE")))
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "argv": sys.argv,
+        "pid": os.getpid(),
+        "environ": {k: os.environ[k] for k in env_keys},
+        "framework": trainer.describe(),
+        "launch": spec.get("launch", {}),
+    }
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    spec = json.loads(Path(argv[0]).read_text())
+    trainer = load_trainer(spec)
+    out = Path(spec["out_dir"])
+    writer = Writer(out / f"rank{trainer.rank}.jsonl")
+    writer.write(
+        "run", **{k: spec[k] for k in IDENTITY}, rank=trainer.rank, size=trainer.size,
+        local_rank=trainer.local_rank, host=socket.gethostname(), provenance=provenance(trainer, spec),
+    )
+    data = SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"])
+    warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
+    started = time.perf_counter()
+    for it in range(total):
+        phases, start, loss = timed_step(trainer, data(it))
+        loss = trainer.loss_value(loss)
+        # The iteration's wall time is taken apart from the phases and includes the loop's own
+        # work (loss read-back), so that phases summing to it shows the timing misses nothing.
+        wall = time.perf_counter() - start
+        writer.write("step", rank=trainer.rank, iteration=it, warmup=it < warmup, **phases, wall_s=wall,
+                     loss=loss if math.isfinite(loss) else str(loss))
+    writer.write("end", rank=trainer.rank, iterations=total, checksum=trainer.checksum(),
+                 elapsed_s=time.perf_counter() - started)
+    writer.close()
+    trainer.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -12,6 +12,7 @@ configfile: "config/config.yaml"
 cfg.validate(config)
 
 RESULTS = config.get("results", "results")
+LOGS = config.get("logs", "logs")
 PY = sys.executable
 
 

@@ -19,7 +19,8 @@ PHASE_COLOURS = dict(zip(PHASES, ["#8c564b", "#e377c2", "#2ca02c", "#1f77b4", "#
 
 
 def _panels(summary, sharey=True):
-    models = sorted(summary["model"].unique())
+    """One panel per model; with no successful run at all, one panel saying so."""
+    models = sorted(summary["model"].unique()) or ["no successful runs (see summary.csv)"]
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), sharey=sharey, squeeze=False)
     return fig, dict(zip(models, axes[0]))
 

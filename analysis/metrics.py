@@ -37,7 +37,10 @@ def mean_ci(values, confidence=0.95):
 
 def run_table(tidy):
     """One row per run: mean iteration time, throughput and mean phase times (measured iterations)."""
-    measured = tidy[~tidy["warmup"]]
+    measured = tidy[~tidy["warmup"].astype(bool)]
+    if measured.empty:
+        return pd.DataFrame(columns=RUN_KEYS + ["iteration_s", "iterations", "ranks", "throughput_img_per_s"]
+                            + [f"{p}_s" for p in PHASES])
     wall = measured[measured["phase"] == "wall"]
     step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
     runs = step.groupby(RUN_KEYS, observed=True).agg(iteration_s="mean", iterations="count").reset_index()

@@ -55,7 +55,7 @@ def cmd_launch(args):
     results = Path(conf.get("results", "results"))
     rel = cfg.run_path(run)
     status = launch.launch(conf, run, results / "runs" / rel, env.load_record(env.build()),
-                           Path("logs/runs") / f"{rel}.log", results / "attempts" / rel)
+                           Path(conf.get("logs", "logs")) / "runs" / f"{rel}.log", results / "attempts" / rel)
     print(json.dumps(status, indent=2))
     return 0 if status["status"] == "ok" else 1
 

@@ -27,8 +27,13 @@ def thread_env(threads):
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 
-def mpirun_argv(hosts, ranks_per_node, launcher, python, spec_path, env, as_root=False):
-    """argv for Open MPI's mpirun: `ranks_per_node` ranks on each of `hosts`.
+def workload_command(python, spec_path):
+    """The program every rank of a training run executes."""
+    return [str(python), *WORKLOAD, str(spec_path)]
+
+
+def mpirun_argv(hosts, ranks_per_node, launcher, command, env, as_root=False):
+    """argv for Open MPI's mpirun: `ranks_per_node` ranks on each of `hosts`, each running `command`.
 
     `env` is exported to every rank with -x NAME=VALUE (sorted, so the argv is deterministic).
     """
@@ -44,8 +49,7 @@ def mpirun_argv(hosts, ranks_per_node, launcher, python, spec_path, env, as_root
     for name, value in sorted(env.items()):
         argv += ["-x", f"{name}={value}"]
     argv += list(launcher.get("extra_args", []))
-    argv += [str(python), *WORKLOAD, str(spec_path)]
-    return argv
+    return argv + list(command)
 
 
 def run_spec(config, run, out_dir):
@@ -139,8 +143,9 @@ def launch(config, run, run_dir, env_record, log_path, attempts_root):
                              hostfile=config["hostfile"])
     spec = run_spec(config, run, run_dir.resolve())
     spec_path = run_dir / "spec.json"
-    argv = mpirun_argv(hosts, run["ranks_per_node"], config["launcher"], env_record["python"],
-                       spec_path.resolve(), rank_env(config), as_root=os.geteuid() == 0)
+    argv = mpirun_argv(hosts, run["ranks_per_node"], config["launcher"],
+                       workload_command(env_record["python"], spec_path.resolve()), rank_env(config),
+                       as_root=os.geteuid() == 0)
     spec["launch"] = {"argv": argv, "hosts": hosts, "mpi": env_record.get("mpi", {}),
                       "pins": env_record.get("pins", {}), "environment": env_record.get("key")}
     spec_path.write_text(json.dumps(spec, indent=2) + "\n")

@@ -13,7 +13,7 @@ rule tidy:
         tidy=f"{RESULTS}/tidy.csv",
         runs=f"{RESULTS}/runs.csv",
     log:
-        "logs/tidy.log",
+        f"{LOGS}/tidy.log",
     run:
         report.write_tables(input, output.tidy, output.runs)
 
@@ -25,7 +25,7 @@ rule summary:
     output:
         f"{RESULTS}/summary.csv",
     log:
-        "logs/summary.log",
+        f"{LOGS}/summary.log",
     run:
         report.write_summary(input.tidy, input.runs, output[0])
 
@@ -36,6 +36,6 @@ rule figures:
     output:
         FIGURES,
     log:
-        "logs/figures.log",
+        f"{LOGS}/figures.log",
     run:
         report.write_figures(input[0], f"{RESULTS}/figures")

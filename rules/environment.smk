@@ -9,6 +9,6 @@ rule environment:
     output:
         ENV_RECORD,
     log:
-        "logs/environment.log",
+        f"{LOGS}/environment.log",
     shell:
         "{PY} -m harness env build --record {output} > {log} 2>&1"

@@ -38,7 +38,7 @@ rule run:
     output:
         f"{RUN_DIR}/status.json",
     log:
-        f"logs/runs/{cfg.RUN_PATTERN}.log",
+        f"{LOGS}/runs/{cfg.RUN_PATTERN}.log",
     params:
         settings=run_settings(),
     threads: workflow.cores

@@ -3,7 +3,7 @@ from harness import launch
 
 def test_mpirun_argv_single_node_exact():
     argv = launch.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
-                              "/env/bin/python", "/r/spec.json",
+                              launch.workload_command("/env/bin/python", "/r/spec.json"),
                               {"OMP_NUM_THREADS": "1", "PYTHONPATH": "/repo"}, as_root=True)
     assert argv == ["mpirun", "--allow-run-as-root", "-np", "2", "--host", "localhost:2",
                     "--map-by", "ppr:2:node", "--bind-to", "none",
@@ -14,7 +14,7 @@ def test_mpirun_argv_single_node_exact():
 def test_mpirun_argv_cluster_exact():
     launcher = {"name": "mpirun", "bind_to": "core", "oversubscribe": True,
                 "extra_args": ["--mca", "pml", "ucx"]}
-    argv = launch.mpirun_argv(["node01", "node02", "node03"], 4, launcher, "py", "s.json",
+    argv = launch.mpirun_argv(["node01", "node02", "node03"], 4, launcher, ["py", "-m", "workloads.train", "s.json"],
                               {"UCX_TLS": "rc,sm", "HOROVOD_FUSION_THRESHOLD": "0"})
     assert argv == ["mpirun", "-np", "12", "--host", "node01:4,node02:4,node03:4",
                     "--map-by", "ppr:4:node", "--bind-to", "core", "--oversubscribe",

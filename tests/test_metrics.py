@@ -63,3 +63,17 @@ def test_failed_runs_are_counted_with_reasons():
     assert failed["repeats_ok"] == 0 and failed["repeats_failed"] == 1
     assert failed["failure_reasons"] == "mpirun exited with code 1"
     assert math.isnan(failed["throughput_img_per_s"])
+
+
+def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
+    from analysis import figures, tidy
+
+    empty = pd.DataFrame(columns=tidy.TIDY_COLUMNS)
+    keys = dict(zip(metrics.RUN_KEYS, ["torch", "m", "overlap", 1, 1, 8, 64, 10, 1, "fp32", 0]))
+    status = pd.DataFrame([{**keys, "status": "failed", "reasons": "timed out after 1 s; job killed"}])
+    summary = metrics.summarize(metrics.run_table(empty), status)
+    assert summary[["repeats_ok", "repeats_failed", "failure_reasons"]].values.tolist() == [
+        [0, 1, "timed out after 1 s; job killed"]]
+    paths = figures.draw_all(summary, tmp_path)
+    assert sorted(p.name for p in paths) == sorted(f"{n}.{e}" for n in ("throughput", "efficiency", "phases")
+                                                   for e in ("pdf", "png"))

@@ -7,6 +7,7 @@ comm = "sequential": backward completes, then one grouped allreduce (average) of
 place, then the update.
 """
 
+import horovod
 import horovod.torch as hvd
 import torch
 
@@ -42,7 +43,7 @@ class Trainer:
 
     def describe(self):
         return {
-            "name": "torch", "torch": torch.__version__, "horovod": hvd.__version__,
+            "name": "torch", "torch": torch.__version__, "horovod": horovod.__version__,
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
             "mkldnn": torch.backends.mkldnn.is_available(), "layout": "NCHW", "device": str(self.device),
             "mpi_threads_supported": hvd.mpi_threads_supported(),

@@ -1,0 +1,50 @@
+"""A bare PyTorch + Horovod training loop: no phases, no syncs, no records (the benchmark's baseline).
+
+Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
+Same model, data, optimizer and threads as workloads.torch_trainer in overlap mode.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import horovod.torch as hvd
+import torch
+
+from workloads.registry import build_model
+from workloads.train import SyntheticData
+
+spec = json.loads(Path(sys.argv[1]).read_text())
+hvd.init()
+torch.set_num_threads(spec["threads_per_rank"])
+torch.set_num_interop_threads(spec["threads_per_rank"])
+torch.manual_seed(spec["seed"])
+model = build_model("torch", spec["model"], spec["classes"])
+opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
+hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average)
+data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
+batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data.batches]
+loss_fn = torch.nn.CrossEntropyLoss()
+
+
+def step(i):
+    x, y = batches[i % len(batches)]
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+for i in range(spec["warmup"]):
+    step(i)
+start = time.perf_counter()
+for i in range(spec["warmup"], spec["warmup"] + spec["iterations"]):
+    loss = step(i)
+loss.item()
+elapsed = time.perf_counter() - start
+if hvd.rank() == 0:
+    print(json.dumps({"throughput_img_per_s": hvd.size() * spec["batch_size"] * spec["iterations"] / elapsed}))
+hvd.shutdown()

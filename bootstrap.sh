@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Set up everything this harness needs on a fresh machine, then link .venv to the environment:
+#  1. MPI: uses the mpicc/mpirun on PATH (on a cluster, `module load` your site's MPI first).
+#     If there is none and this is Debian/Ubuntu as root, installs Open MPI from the distribution.
+#  2. A C++ compiler (for Horovod), installed the same way when missing.
+#  3. The workload environment (frameworks, Horovod, snakemake, analysis, pytest): built once per
+#     pin set under ~/.cache/dlscale/envs (10-15 minutes on 2 cores), reused afterwards.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need=()
+command -v mpicc >/dev/null && command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+command -v g++ >/dev/null || need+=(g++)
+command -v make >/dev/null || need+=(make)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing ${need[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "bootstrap: missing ${need[*]}. Install them (Debian/Ubuntu: sudo apt-get install ${need[*]})," >&2
+    echo "or on a cluster load the site's MPI and compiler modules, then run this again." >&2
+    exit 1
+  fi
+fi
+
+PYTHON=${PYTHON:-python3}
+"$PYTHON" -m harness env build --link .venv

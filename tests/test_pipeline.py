@@ -1,0 +1,56 @@
+"""A real Snakemake run of a tiny study, then a second run that must do nothing."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from tests.conftest import ROOT, tiny_config
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
+
+
+def test_tiny_study_end_to_end(tmp_path):
+    conf = tiny_config(tmp_path, repeats=2, logs=str(tmp_path / "logs"))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = Path(conf["results"])
+
+    runs = pd.read_csv(results / "runs.csv")
+    assert len(runs) == 4 and (runs["status"] == "ok").all(), runs[["status", "reasons"]]
+    assert runs["framework_version"].str.startswith("2.13.0").all()
+
+    tidy = pd.read_csv(results / "tidy.csv")
+    # (1 + 2 ranks) x 2 repeats x (warmup + iterations) x 7 phases (six phases and wall)
+    assert len(tidy) == 3 * 2 * (1 + 3) * 7
+    assert set(tidy["phase"]) == {"io", "h2d", "forward", "backward", "comm", "update", "wall"}
+
+    summary = pd.read_csv(results / "summary.csv")
+    assert sorted(summary["ranks"]) == [1, 2]
+    assert (summary["throughput_img_per_s"] > 0).all() and (summary["repeats_ok"] == 2).all()
+    assert summary.loc[summary["ranks"] == 1, "efficiency"].item() == 1.0
+    assert summary["throughput_img_per_s_ci_lo"].notna().all()
+
+    for name in ("throughput", "efficiency", "phases"):
+        for ext in ("pdf", "png"):
+            assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
+
+    again = subprocess.run(SNAKEMAKE + ["--configfile", str(path), "--dry-run"], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_bad_config_stops_before_anything_runs(tmp_path):
+    conf = tiny_config(tmp_path, framework=["torch", "caffe"])
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "config key 'framework[1]': 'caffe' is not one of" in proc.stdout + proc.stderr
+    assert not Path(conf["results"]).exists()

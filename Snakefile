@@ -1,8 +1,6 @@
 # dlscale: a scaling study of data-parallel training through Horovod.
 # config (validated) -> run matrix -> one MPI job per run -> per-rank records -> tidy table
 # -> summary -> figures. Every arrow is a file under results/ (logs under logs/).
-import sys
-
 from harness import config as cfg
 
 
@@ -11,11 +9,8 @@ configfile: "config/config.yaml"
 
 cfg.validate(config)
 
-RESULTS = config.get("results", "results")
-LOGS = config.get("logs", "logs")
-PY = sys.executable
 
-
+include: "rules/common.smk"
 include: "rules/environment.smk"
 include: "rules/runs.smk"
 include: "rules/analysis.smk"

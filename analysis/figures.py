@@ -57,7 +57,8 @@ def _line_figure(summary, column, ylabel, title, ideal=None):
         ax.grid(alpha=0.3)
     first = next(iter(panels.values()))
     first.set_ylabel(ylabel)
-    first.legend(fontsize=7)
+    if first.get_legend_handles_labels()[0]:
+        first.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -92,7 +93,8 @@ def phases(summary, outdir):
         ax.grid(alpha=0.3, axis="y")
     first = next(iter(panels.values()))
     first.set_ylabel("mean time per iteration (s)")
-    first.legend(fontsize=7)
+    if first.get_legend_handles_labels()[0]:
+        first.legend(fontsize=7)
     fig.suptitle("Where an iteration's time goes (mean over ranks, iterations, repeats)", fontsize=10)
     return _save(fig, outdir, "phases")
 

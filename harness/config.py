@@ -124,3 +124,25 @@ RUN_PATTERN = ("{framework}/{model}/{comm}/nodes{nodes}_rpn{ranks_per_node}_bs{b
 
 def run_path(run):
     return RUN_PATTERN.format(**run)
+
+
+def run_from_wildcards(wildcards):
+    """A run identity from the results tree's wildcards (counts become ints)."""
+    return {k: (str(wildcards[k]) if k in ("framework", "model", "comm") else int(wildcards[k]))
+            for k in MATRIX_KEYS + ("repeat",)}
+
+
+# Settings every run's result depends on besides its identity: a change re-runs the study.
+RUN_SETTINGS = ("image_size", "classes", "threads_per_rank", "precision", "warmup", "iterations", "lr",
+                "momentum", "seed", "hostfile", "launcher")
+
+
+def run_settings(config):
+    return {k: config[k] for k in RUN_SETTINGS}
+
+
+def run_files(config, run):
+    """(run folder, log file, attempts folder) of one run."""
+    rel = run_path(run)
+    results, logs = Path(config.get("results", "results")), Path(config.get("logs", "logs"))
+    return results / "runs" / rel, logs / "runs" / f"{rel}.log", results / "attempts" / rel

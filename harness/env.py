@@ -105,9 +105,9 @@ def check_build(python):
 def _build(path, mpi, log):
     py = path / "bin" / "python"
     _run([sys.executable, "-m", "venv", str(path)], log)
-    _run([py, "-m", "pip", "install", "--upgrade", "pip==24.3.1", "setuptools==75.8.0", "wheel"], log)
-    pins = [f"{name}=={version}" for name, version in envspec.all_pins().items()]
-    _run([py, "-m", "pip", "install", *pins, "cmake==3.31.6"], log)
+    _run([py, "-m", "pip", "install", f"pip=={envspec.BUILD_PINS['pip']}"], log)
+    pins = {**envspec.all_pins(), "cmake": envspec.BUILD_PINS["cmake"]}
+    _run([py, "-m", "pip", "install", *(f"{name}=={version}" for name, version in pins.items())], log)
     site = subprocess.run(
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,

@@ -27,7 +27,15 @@ TOOL_PINS = {
     "jsonschema": "4.26.0",
     "pyyaml": "6.0.3",
     "pytest": "9.2.0",
+    # Horovod's own build and run requirements, pinned so that pip does not pick them.
+    "cloudpickle": "3.1.2",
+    "cffi": "2.1.1",
+    "setuptools": "84.2.1",
+    "wheel": "0.48.0",
 }
+
+# Tools that build the environment (pip itself, and cmake for Horovod's build).
+BUILD_PINS = {"pip": "24.3.1", "cmake": "3.31.6"}
 
 HOROVOD_VERSION = "0.28.1"
 
@@ -107,6 +115,7 @@ def recipe():
     """Everything that decides the environment's content, as plain data (hashed by harness.env)."""
     return {
         "pins": all_pins(),
+        "build_pins": BUILD_PINS,
         "horovod": HOROVOD_VERSION,
         "horovod_build_env": HOROVOD_BUILD_ENV,
         "horovod_edits": HOROVOD_EDITS,

@@ -132,10 +132,10 @@ def _keep_previous(run_dir, attempts_root):
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
-def launch(config, run, run_dir, env_record, log_path, attempts_root):
-    """Run one study run end to end and write run_dir/status.json. Returns the status dict."""
-    run_dir, log_path = Path(run_dir), Path(log_path)
-    _keep_previous(run_dir, Path(attempts_root))
+def launch(config, run, env_record):
+    """Run one study run end to end and write its status.json. Returns the status dict."""
+    run_dir, log_path, attempts_root = cfg.run_files(config, run)
+    _keep_previous(run_dir, attempts_root)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text("")
     hostfile = cfg.resolve(config["hostfile"])

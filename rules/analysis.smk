@@ -1,9 +1,4 @@
 # Records -> tidy table and run table -> summary -> figures.
-from analysis import figures as figs
-from analysis import report
-
-FIGURES = expand(f"{RESULTS}/figures/{{name}}.{{ext}}", name=["throughput", "efficiency", "phases"],
-                 ext=["pdf", "png"])
 
 
 rule tidy:

@@ -1,6 +1,5 @@
 # The workload environment (frameworks + Horovod + MPI bindings), built once per pin set and
 # machine under ~/.cache/dlscale/envs and reused; this rule records which one the study uses.
-ENV_RECORD = f"{RESULTS}/environment.json"
 
 
 rule environment:
@@ -10,5 +9,7 @@ rule environment:
         ENV_RECORD,
     log:
         f"{LOGS}/environment.log",
+    params:
+        python=sys.executable,
     shell:
-        "{PY} -m harness env build --record {output} > {log} 2>&1"
+        "{params.python} -m harness env build --record {output} > {log} 2>&1"

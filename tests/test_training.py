@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from harness import config as cfg
 from harness import launch
 from harness.records import PHASE_KEYS, parse_file
 from tests.conftest import ROOT, tiny_config
@@ -65,10 +66,11 @@ def test_phases_add_up_to_wall_time(tmp_path):
     conf = tiny_config(tmp_path, iterations=8, batch_size=[8], model=["googlenet"])
     run = {"framework": "torch", "model": "googlenet", "comm": "overlap", "nodes": 1,
            "ranks_per_node": 2, "batch_size": 8, "repeat": 0}
-    status = launch.launch(conf, run, tmp_path / "run", ENV_RECORD, tmp_path / "run.log", tmp_path / "att")
+    status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
+    run_dir, _, _ = cfg.run_files(conf, run)
     for rank in (0, 1):
-        recs, errors = parse_file(tmp_path / "run" / f"rank{rank}.jsonl")
+        recs, errors = parse_file(run_dir / f"rank{rank}.jsonl")
         assert errors == []
         run_rec = recs[0]
         assert run_rec["kind"] == "run" and run_rec["rank"] == rank and run_rec["size"] == 2
@@ -85,12 +87,13 @@ def test_timeout_kills_run_and_keeps_logs(tmp_path):
     conf = tiny_config(tmp_path, run_timeout_s=1, iterations=100000)
     run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "nodes": 1,
            "ranks_per_node": 2, "batch_size": 4, "repeat": 0}
-    status = launch.launch(conf, run, tmp_path / "run", ENV_RECORD, tmp_path / "run.log", tmp_path / "att")
+    status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][0] == "timed out after 1 s; job killed"
-    saved = json.loads((tmp_path / "run" / "status.json").read_text())
-    assert saved["status"] == "failed" and (tmp_path / "run.log").exists()
+    run_dir, log, attempts = cfg.run_files(conf, run)
+    saved = json.loads((run_dir / "status.json").read_text())
+    assert saved["status"] == "failed" and "timed out" in saved["reasons"][0] and log.exists()
     # a second attempt moves the first one's files aside instead of overwriting them
-    launch.launch(conf, run, tmp_path / "run", ENV_RECORD, tmp_path / "run.log", tmp_path / "att")
-    kept = list((tmp_path / "att").iterdir())
+    launch.launch(conf, run, ENV_RECORD)
+    kept = list(attempts.iterdir())
     assert len(kept) == 1 and (kept[0] / "status.json").exists()

@@ -38,7 +38,7 @@ class Inception(nn.Module):
 
 
 @register("torch", "googlenet")
-def googlenet(classes):
+def googlenet(classes, image_size=None):
     return nn.Sequential(
         BasicConv2d(3, 64, kernel_size=7, stride=2, padding=3),
         nn.MaxPool2d(3, stride=2, ceil_mode=True),
@@ -64,7 +64,7 @@ def googlenet(classes):
 
 
 @register("torch", "alexnet")
-def alexnet(classes):
+def alexnet(classes, image_size=None):
     return nn.Sequential(
         nn.Conv2d(3, 64, kernel_size=11, stride=4, padding=2), nn.ReLU(inplace=True),
         nn.MaxPool2d(3, stride=2),
@@ -108,7 +108,7 @@ class Bottleneck(nn.Module):
 
 
 @register("torch", "resnet50")
-def resnet50(classes):
+def resnet50(classes, image_size=None):
     layers, cin = [], 64
     for planes, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
         for i in range(blocks):
@@ -123,7 +123,7 @@ def resnet50(classes):
 
 
 @register("torch", "tinynet")
-def tinynet(classes):
+def tinynet(classes, image_size=None):
     return nn.Sequential(
         nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
         nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(),

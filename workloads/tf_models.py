@@ -17,6 +17,31 @@ from keras import layers
 from workloads.registry import register
 
 TORCH_BN_MOMENTUM = 0.1
+_TRACKED = []  # weight-bearing layers of the model being built, in PyTorch's definition order
+
+
+def track(layer):
+    _TRACKED.append(layer)
+    return layer
+
+
+def tf_model(name):
+    """Register a builder; the model it returns carries `weight_layers` in PyTorch's order."""
+
+    def decorate(fn):
+        def build(classes, image_size):
+            _TRACKED.clear()
+            model = fn(classes, image_size)
+            model.weight_layers = list(_TRACKED)
+            return model
+
+        return register("tensorflow", name)(build)
+
+    return decorate
+
+
+def dense(units):
+    return track(layers.Dense(units))
 
 
 def pool_out(size, k, s, p, ceil):
@@ -78,11 +103,11 @@ class TorchFlatten(layers.Layer):
 def conv(x, filters, k, s=1, p=0, bias=True, name=None):
     if p:
         x = layers.ZeroPadding2D(p)(x)
-    return layers.Conv2D(filters, k, strides=s, padding="valid", use_bias=bias, name=name)(x)
+    return track(layers.Conv2D(filters, k, strides=s, padding="valid", use_bias=bias, name=name))(x)
 
 
 def bn(x, eps):
-    return layers.BatchNormalization(epsilon=eps, momentum=1 - TORCH_BN_MOMENTUM)(x)
+    return track(layers.BatchNormalization(epsilon=eps, momentum=1 - TORCH_BN_MOMENTUM))(x)
 
 
 def basic_conv(x, filters, k, s=1, p=0):
@@ -101,7 +126,7 @@ def _model(inputs, outputs, name):
     return keras.Model(inputs, outputs, name=name)
 
 
-@register("tensorflow", "googlenet")
+@tf_model("googlenet")
 def googlenet(classes, image_size):
     inp = keras.Input((image_size, image_size, 3))
     x = basic_conv(inp, 64, 7, 2, 3)
@@ -120,10 +145,10 @@ def googlenet(classes, image_size):
     x = inception(x, 384, 192, 384, 48, 128, 128)
     x = layers.GlobalAveragePooling2D()(x)
     x = layers.Dropout(0.2)(x)
-    return _model(inp, layers.Dense(classes)(x), "googlenet")
+    return _model(inp, dense(classes)(x), "googlenet")
 
 
-@register("tensorflow", "alexnet")
+@tf_model("alexnet")
 def alexnet(classes, image_size):
     inp = keras.Input((image_size, image_size, 3))
     x = layers.ReLU()(conv(inp, 64, 11, 4, 2))
@@ -135,9 +160,9 @@ def alexnet(classes, image_size):
     x = layers.ReLU()(conv(x, 256, 3, p=1))
     x = MaxPool(3, 2)(x)
     x = TorchFlatten()(AdaptiveAvgPool(6)(x))
-    x = layers.ReLU()(layers.Dense(4096)(layers.Dropout(0.5)(x)))
-    x = layers.ReLU()(layers.Dense(4096)(layers.Dropout(0.5)(x)))
-    return _model(inp, layers.Dense(classes)(x), "alexnet")
+    x = layers.ReLU()(dense(4096)(layers.Dropout(0.5)(x)))
+    x = layers.ReLU()(dense(4096)(layers.Dropout(0.5)(x)))
+    return _model(inp, dense(classes)(x), "alexnet")
 
 
 def bottleneck(x, planes, stride):
@@ -150,7 +175,7 @@ def bottleneck(x, planes, stride):
     return layers.ReLU()(layers.Add()([y, x]))
 
 
-@register("tensorflow", "resnet50")
+@tf_model("resnet50")
 def resnet50(classes, image_size):
     inp = keras.Input((image_size, image_size, 3))
     x = layers.ReLU()(bn(conv(inp, 64, 7, 2, 3, bias=False), 1e-5))
@@ -159,13 +184,13 @@ def resnet50(classes, image_size):
         for i in range(blocks):
             x = bottleneck(x, planes, stride if i == 0 else 1)
     x = layers.GlobalAveragePooling2D()(x)
-    return _model(inp, layers.Dense(classes)(x), "resnet50")
+    return _model(inp, dense(classes)(x), "resnet50")
 
 
-@register("tensorflow", "tinynet")
+@tf_model("tinynet")
 def tinynet(classes, image_size):
     inp = keras.Input((image_size, image_size, 3))
     x = layers.ReLU()(conv(inp, 8, 3, 2, 1))
     x = layers.ReLU()(conv(x, 16, 3, 2, 1))
     x = TorchFlatten()(AdaptiveAvgPool(4)(x))
-    return _model(inp, layers.Dense(classes)(x), "tinynet")
+    return _model(inp, dense(classes)(x), "tinynet")

@@ -24,7 +24,10 @@ CHECKSUM_RTOL = 1e-6
 
 
 def thread_env(threads):
-    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    """Compute threads of one rank, for every framework: OpenMP/MKL pools (PyTorch, MXNet, oneDNN)
+    and MXNet's engine workers; PyTorch and TensorFlow also set their pools in the workload."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+            "MXNET_CPU_WORKER_NTHREADS": str(threads)}
 
 
 def workload_command(python, spec_path):

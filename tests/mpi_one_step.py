@@ -1,4 +1,9 @@
-"""Run under mpirun by test_training.py: one SGD step through the real Trainer, weights saved."""
+"""One SGD step through a framework's real Trainer; weights saved (used by test_training.py).
+
+  python tests/mpi_one_step.py SPEC.json            under mpirun: each rank steps on its own batch
+  python tests/mpi_one_step.py SPEC.json --single N  one process, one step on ranks 0..N-1's
+                                                     batches together (spec batch_size x N)
+"""
 
 import json
 import sys
@@ -9,11 +14,19 @@ import numpy as np
 from workloads.train import SyntheticData, load_trainer, timed_step
 
 spec = json.loads(Path(sys.argv[1]).read_text())
+single = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--single" else 0
+batch_size = spec["batch_size"]
+if single:
+    spec = {**spec, "batch_size": batch_size * single}
 trainer = load_trainer(spec)
 out = Path(spec["out_dir"])
-if trainer.rank == 0:
-    np.savez(out / "init.npz", *trainer.state())
-data = SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"])
-timed_step(trainer, data(0))
-np.savez(out / f"rank{trainer.rank}.npz", *trainer.state())
+tag = "single" if single else f"rank{trainer.rank}"
+if single or trainer.rank == 0:
+    np.savez(out / f"init_{tag}.npz", *trainer.state())
+ranks = range(single) if single else [trainer.rank]
+parts = [SyntheticData(spec["seed"], r, batch_size, spec["image_size"], spec["classes"], trainer.layout)(0)
+         for r in ranks]
+batch = tuple(np.concatenate([p[i] for p in parts]) for i in (0, 1))
+timed_step(trainer, batch)
+np.savez(out / f"{tag}.npz", *trainer.state())
 trainer.shutdown()

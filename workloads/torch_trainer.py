@@ -15,6 +15,8 @@ from workloads.registry import build_model
 
 
 class Trainer:
+    layout = "NCHW"
+
     def __init__(self, spec):
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()

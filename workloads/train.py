@@ -20,7 +20,8 @@ import numpy as np
 
 from harness.records import IDENTITY, Writer
 
-TRAINERS = {"torch": "workloads.torch_trainer"}
+TRAINERS = {"torch": "workloads.torch_trainer", "tensorflow": "workloads.tf_trainer",
+            "mxnet": "workloads.mx_trainer"}
 POOL = 4  # distinct synthetic batches per rank, used in turn
 
 
@@ -29,16 +30,19 @@ class SyntheticData:
 
     Batch k of rank r comes from the generator seeded with (seed, r, k); iteration i uses batch
     i mod POOL. Images are NCHW float32 standard normal, labels uniform over the classes. The pool is
-    made before timing starts; the io phase then copies the iteration's batch into the framework's
-    host staging buffer, the h2d phase moves it to the device.
+    made before timing starts, in the framework's layout (NHWC is the same values transposed); the io
+    phase then copies the iteration's batch into the framework's host staging buffer, the h2d phase
+    moves it to the device.
     """
 
-    def __init__(self, seed, rank, batch_size, image_size, classes, pool=POOL):
+    def __init__(self, seed, rank, batch_size, image_size, classes, layout="NCHW", pool=POOL):
         self.batches = []
         for k in range(pool):
             rng = np.random.default_rng([seed, rank, k])
             x = rng.standard_normal((batch_size, 3, image_size, image_size), dtype=np.float32)
             y = rng.integers(0, classes, size=batch_size, dtype=np.int64)
+            if layout == "NHWC":
+                x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
             self.batches.append((x, y))
 
     def __call__(self, iteration):
@@ -105,7 +109,8 @@ def main(argv=None):
         "run", **{k: spec[k] for k in IDENTITY}, rank=trainer.rank, size=trainer.size,
         local_rank=trainer.local_rank, host=socket.gethostname(), provenance=provenance(trainer, spec),
     )
-    data = SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"])
+    data = SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"],
+                         trainer.layout)
     warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
     started = time.perf_counter()
     for it in range(total):

@@ -1,0 +1,94 @@
+"""MXNet data-parallel training through horovod.mxnet's DistributedTrainer, one method per phase.
+
+MXNet runs every operation asynchronously on its engine, also on CPU: each phase ends with
+`mx.nd.waitall()`, so its time is its own work. The network is hybridized (static graph).
+Horovod has no backward hook for MXNet; the allreduces are pushed once backward is done:
+comm = "overlap": one allreduce per gradient (DistributedTrainer's default), pushed together and
+run by the engine concurrently (overlap among tensors); comm = "sequential": one grouped
+allreduce (DistributedTrainer with num_groups=1). Gradients are averaged; the update is MXNet's
+SGD with momentum, equivalent to PyTorch's for a constant learning rate.
+"""
+
+import os
+
+import horovod
+import horovod.mxnet as hvd
+import mxnet as mx
+import numpy as np
+
+from workloads.registry import build_model
+
+
+class Trainer:
+    layout = "NCHW"
+
+    def __init__(self, spec):
+        hvd.init()
+        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        if spec["precision"] != "fp32":
+            raise SystemExit(f"precision {spec['precision']!r} is not supported on CPU; use fp32")
+        self.ctx = mx.cpu()
+        mx.random.seed(spec["seed"])
+        np.random.seed(spec["seed"])
+        self.net = build_model("mxnet", spec["model"], spec["classes"], spec["image_size"])
+        self.net.initialize(mx.init.Xavier(), ctx=self.ctx)
+        self.net.hybridize(static_alloc=True, static_shape=True)
+        params = self.net.collect_params()
+        hvd.broadcast_parameters(params, root_rank=0)
+        self.params = [p for p in params.values() if p.grad_req != "null"]
+        self.trainer = hvd.DistributedTrainer(
+            params, "sgd", {"learning_rate": spec["lr"], "momentum": spec["momentum"]},
+            num_groups=0 if spec["comm"] == "overlap" else 1)
+        self.loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+        shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
+        self.staging_x = mx.nd.empty(shape, ctx=mx.cpu())
+        self.staging_y = mx.nd.empty((spec["batch_size"],), ctx=mx.cpu())
+
+    def describe(self):
+        features = mx.runtime.Features()
+        return {
+            "name": "mxnet", "mxnet": mx.__version__, "horovod": horovod.__version__, "layout": self.layout,
+            "mkldnn": features.is_enabled("MKLDNN"), "device": str(self.ctx), "hybridized": True,
+            # MXNet takes its threads from the environment (set by the launcher)
+            "intra_op_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
+            "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
+        }
+
+    def sync(self):
+        mx.nd.waitall()
+
+    def load(self, batch):
+        x, y = batch
+        self.staging_x[:] = x
+        self.staging_y[:] = y
+        return self.staging_x, self.staging_y
+
+    def h2d(self, host):
+        return tuple(t.as_in_context(self.ctx) for t in host)
+
+    def forward(self, batch):
+        x, y = batch
+        with mx.autograd.record():
+            loss = self.loss_fn(self.net(x), y).mean()
+        return loss
+
+    def backward(self, loss):
+        loss.backward()
+
+    def comm(self):
+        self.trainer.allreduce_grads()
+
+    def update(self):
+        self.trainer.update(1)  # the loss is already a batch mean
+
+    def loss_value(self, loss):
+        return float(loss.asscalar())
+
+    def checksum(self):
+        return float(sum(np.sum(p.data().asnumpy(), dtype=np.float64) for p in self.params))
+
+    def state(self):
+        return [p.data().asnumpy().copy() for p in self.params]
+
+    def shutdown(self):
+        hvd.shutdown()

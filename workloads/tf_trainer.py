@@ -1,0 +1,111 @@
+"""TensorFlow data-parallel training through horovod.tensorflow, one method per SGD phase.
+
+The forward pass is a `tf.function`; it is called under an eager GradientTape, so the backward
+pass (`tape.gradient`) runs the function's compiled gradient: forward and backward are both
+compiled and still timed apart. Horovod has no per-gradient hook for TensorFlow, so communication
+starts once backward has returned (as with Horovod's DistributedGradientTape):
+comm = "overlap": one allreduce per gradient, all issued together in one compiled function, so
+Horovod negotiates, fuses and reduces them concurrently (overlap among tensors, not with backward);
+comm = "sequential": one grouped allreduce of all gradients.
+The update is SGD with momentum written as PyTorch defines it (m = mu m + g; w -= lr m).
+Keras 3 variables are not tf.Variables: Horovod and the tape get each variable's `.value`.
+"""
+
+import horovod
+import horovod.tensorflow as hvd
+import keras
+import numpy as np
+import tensorflow as tf
+
+from workloads.registry import build_model
+
+
+class Trainer:
+    layout = "NHWC"
+
+    def __init__(self, spec):
+        threads = spec["threads_per_rank"]
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        hvd.init()
+        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        if spec["precision"] != "fp32":
+            raise SystemExit(f"precision {spec['precision']!r} is not supported on CPU; use fp32")
+        self.gpu = bool(tf.config.list_physical_devices("GPU"))
+        keras.utils.set_random_seed(spec["seed"])
+        self.model = build_model("tensorflow", spec["model"], spec["classes"], spec["image_size"])
+        self.vars = [v.value for v in self.model.trainable_variables]
+        hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)
+        self.momentum = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.vars]
+        self.lr, self.mu = spec["lr"], spec["momentum"]
+        self.overlap = spec["comm"] == "overlap"
+        self._forward = tf.function(self._forward_fn)
+        self._allreduce = tf.function(self._allreduce_fn)
+        self._update = tf.function(self._update_fn)
+        self.tape = self.grads = None
+
+    def describe(self):
+        return {
+            "name": "tensorflow", "tensorflow": tf.__version__, "keras": keras.__version__,
+            "horovod": horovod.__version__, "layout": self.layout,
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "onednn": tf.sysconfig.get_build_info().get("is_mkl_build", "default (oneDNN on x86)"),
+            "device": "gpu" if self.gpu else "cpu", "compiled": "tf.function (forward, gradient, allreduce, update)",
+        }
+
+    def sync(self):
+        if self.gpu:
+            tf.test.experimental.sync_devices()
+
+    def load(self, batch):
+        x, y = batch
+        return tf.constant(x), tf.constant(y)
+
+    def h2d(self, host):
+        if not self.gpu:
+            return host
+        with tf.device("/GPU:0"):
+            return tuple(tf.identity(t) for t in host)
+
+    def _forward_fn(self, x, y):
+        logits = self.model(x, training=True)
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+
+    def forward(self, batch):
+        self.tape = tf.GradientTape()
+        with self.tape:
+            return self._forward(*batch)
+
+    def backward(self, loss):
+        self.grads = self.tape.gradient(loss, self.vars)
+        self.tape = None
+
+    def _allreduce_fn(self, grads):
+        if self.overlap:
+            return [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
+        return hvd.grouped_allreduce(grads, op=hvd.Average)
+
+    def comm(self):
+        self.grads = self._allreduce(self.grads)
+
+    def _update_fn(self, grads):
+        for v, m, g in zip(self.vars, self.momentum, grads):
+            m.assign(self.mu * m + g)
+            v.assign_sub(self.lr * m)
+
+    def update(self):
+        self._update(self.grads)
+        self.grads = None
+
+    def loss_value(self, loss):
+        return float(loss.numpy())
+
+    def checksum(self):
+        return float(sum(np.sum(v.numpy(), dtype=np.float64) for v in self.vars))
+
+    def state(self):
+        return [v.numpy().copy() for v in self.vars]
+
+    def shutdown(self):
+        hvd.shutdown()

@@ -61,9 +61,10 @@ def test_two_ranks_average_gradients(tmp_path, framework, comm):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
 
 
-def test_phases_add_up_to_wall_time(tmp_path):
-    conf = tiny_config(tmp_path, iterations=8, batch_size=[8], model=["googlenet"])
-    run = {"framework": "torch", "model": "googlenet", "comm": "overlap", "nodes": 1,
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_phases_add_up_to_wall_time(tmp_path, framework):
+    conf = tiny_config(tmp_path, iterations=8, batch_size=[8], model=["googlenet"], framework=[framework])
+    run = {"framework": framework, "model": "googlenet", "comm": "overlap", "nodes": 1,
            "ranks_per_node": 2, "batch_size": 8, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status

@@ -10,6 +10,7 @@ outcome, good or bad, is written to ``status.json``; a failed run never stops th
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -126,6 +127,18 @@ def check_run(run_dir, size):
     return problems, errors
 
 
+ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b(?::.*)?$")
+
+
+def first_error(log_text):
+    """The first Python exception line a rank printed (the root cause, not the echoes), or None."""
+    for line in log_text.splitlines():
+        line = line.strip()
+        if ERROR_LINE.match(line):
+            return line
+    return None
+
+
 def _keep_previous(run_dir, attempts_root):
     """Move an earlier attempt's files out of the way (never delete measured data)."""
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -163,7 +176,10 @@ def launch(config, run, env_record):
     status = {**run, "status": "failed" if problems else "ok", "reasons": problems, "returncode": rc,
               "elapsed_s": round(time.time() - started, 3), "argv": argv, "log": str(log_path)}
     if problems:
-        tail = log_path.read_text(errors="replace").splitlines()[-20:]
-        status["log_tail"] = tail
+        text = log_path.read_text(errors="replace")
+        error = first_error(text)
+        if error:
+            problems.insert(1 if timed_out or rc != 0 else 0, f"first error: {error}")
+        status["log_tail"] = text.splitlines()[-20:]
     (run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
     return status

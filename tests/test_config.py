@@ -6,7 +6,7 @@ from harness import config as cfg
 def test_default_config_is_valid(base_config):
     cfg.validate(base_config)
     runs = cfg.matrix(base_config)
-    assert len(runs) == 3 * 2 * 3  # models x ranks_per_node x repeats
+    assert len(runs) == 3 * 3 * 2 * 3  # frameworks x models x ranks_per_node x repeats
     assert runs[0] == {"framework": "torch", "model": "alexnet", "comm": "overlap", "nodes": 1,
                        "ranks_per_node": 1, "batch_size": 8, "repeat": 0}
     assert cfg.run_path(runs[0]) == "torch/alexnet/overlap/nodes1_rpn1_bs8/repeat0"
@@ -14,6 +14,7 @@ def test_default_config_is_valid(base_config):
 
 @pytest.mark.parametrize("key, value, message", [
     ("framework", ["torch", "caffe"], "config key 'framework[1]': 'caffe' is not one of"),
+    ("framework", [], "config key 'framework': [] should be non-empty"),
     ("model", ["vgg16"], "config key 'model[0]': 'vgg16' is not one of"),
     ("ranks_per_node", [0], "config key 'ranks_per_node[0]': 0 is less than the minimum of 1"),
     ("batch_size", [-8], "config key 'batch_size[0]': -8 is less than the minimum of 1"),

@@ -36,3 +36,15 @@ def test_execute_kills_the_whole_group_on_timeout(tmp_path):
     rc, timed_out = launch.execute(["bash", "-c", "sleep 30 & echo started; wait"], log, timeout_s=1)
     assert timed_out and rc != 0
     assert "started" in log.read_text()
+
+
+def test_first_error_finds_the_root_cause():
+    log = """[1,0]<stderr>:Traceback (most recent call last):
+  File "x.py", line 1, in <module>
+ModuleNotFoundError: No module named 'mxnet'
+RuntimeError: later echo
+mpirun detected that one or more processes exited with non-zero status"""
+    assert launch.first_error(log) == "ModuleNotFoundError: No module named 'mxnet'"
+    assert launch.first_error("all fine\n") is None
+    assert launch.first_error("horovod.common.exceptions.HorovodInternalError: lost rank 1") == \
+        "horovod.common.exceptions.HorovodInternalError: lost rank 1"

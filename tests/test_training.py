@@ -97,3 +97,17 @@ def test_timeout_kills_run_and_keeps_logs(tmp_path):
     launch.launch(conf, run, ENV_RECORD)
     kept = list(attempts.iterdir())
     assert len(kept) == 1 and (kept[0] / "status.json").exists()
+
+
+def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path):
+    conf = tiny_config(tmp_path)
+    broken = tmp_path / "libmxnet.so"
+    broken.write_text("not a library\n")
+    conf["launcher"]["env"] = {"MXNET_LIBRARY_PATH": str(broken)}  # `import mxnet` fails on every rank
+    run = {"framework": "mxnet", "model": "tinynet", "comm": "overlap", "nodes": 1,
+           "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
+    status = launch.launch(conf, run, ENV_RECORD)
+    assert status["status"] == "failed"
+    assert status["reasons"][0] == "mpirun exited with code 1"
+    assert status["reasons"][1].startswith("first error: OSError: ")
+    assert "libmxnet.so" in status["reasons"][1]

@@ -1,12 +1,13 @@
 """Benchmark (not a test): does the harness's instrumentation slow training down?
 
-Runs the harness's PyTorch workload and a bare training loop (bench/bare_torch.py) with the same
-model, batch, input size, threads and data, alternately, several times, one rank each through the
-same mpirun, and prints the median throughputs and their ratio. The harness's throughput is the one
-it reports itself (batch / mean iteration wall time over measured iterations). Target: >= 0.97.
+Runs the harness's workload of one framework and a bare training loop of that framework
+(bench/bare_<framework>.py) with the same model, batch, input size, threads and data, alternately,
+several times, one rank each through the same mpirun, and prints the median throughputs and their
+ratio. The harness's throughput is the one it reports itself (batch / mean iteration wall time over
+measured iterations). Target: >= 0.97.
 
-  .venv/bin/python bench/overhead.py [--model resnet50] [--batch-size 8] [--image-size 112]
-                                     [--threads 2] [--iterations 20] [--trials 3]
+  .venv/bin/python bench/overhead.py [--framework torch] [--model resnet50] [--batch-size 8]
+                     [--image-size 112] [--threads 2] [--iterations 20] [--trials 3]
 """
 
 import argparse
@@ -26,6 +27,7 @@ from harness.records import parse_file  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--framework", default="torch", choices=["torch", "tensorflow", "mxnet"])
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--image-size", type=int, default=112)
@@ -35,7 +37,7 @@ def main():
     ap.add_argument("--trials", type=int, default=3)
     args = ap.parse_args()
 
-    spec = {"framework": "torch", "model": args.model, "comm": "overlap", "nodes": 1, "ranks_per_node": 1,
+    spec = {"framework": args.framework, "model": args.model, "comm": "overlap", "nodes": 1, "ranks_per_node": 1,
             "batch_size": args.batch_size, "image_size": args.image_size, "classes": 1000,
             "threads_per_rank": args.threads, "precision": "fp32", "repeat": 0, "warmup": args.warmup,
             "iterations": args.iterations, "lr": 0.01, "momentum": 0.9, "seed": 0}
@@ -47,7 +49,7 @@ def main():
             out.mkdir()
             spec_path = out / "spec.json"
             spec_path.write_text(json.dumps({**spec, "out_dir": str(out)}))
-            for kind, command in (("bare", [sys.executable, str(ROOT / "bench" / "bare_torch.py"), str(spec_path)]),
+            for kind, command in (("bare", [sys.executable, str(ROOT / "bench" / f"bare_{args.framework}.py"), str(spec_path)]),
                                   ("harness", launch.workload_command(sys.executable, spec_path))):
                 argv = launch.mpirun_argv(["localhost"], 1, {"name": "mpirun", "bind_to": "none"}, command, env,
                                           as_root=os.geteuid() == 0)
@@ -64,7 +66,7 @@ def main():
                     harness.append(args.batch_size / statistics.mean(walls))
             print(f"trial {trial}: bare {bare[-1]:.2f} img/s, harness {harness[-1]:.2f} img/s", flush=True)
     hb, bb = statistics.median(harness), statistics.median(bare)
-    print(f"{args.model} batch {args.batch_size} {args.image_size}x{args.image_size}, {args.threads} threads, "
+    print(f"{args.framework} {args.model} batch {args.batch_size} {args.image_size}x{args.image_size}, {args.threads} threads, "
           f"{args.iterations} iterations x {args.trials} trials")
     print(f"median throughput: harness {hb:.2f} img/s, bare loop {bb:.2f} img/s, ratio {hb / bb:.3f}")
 

@@ -22,18 +22,20 @@ def test_tiny_study_end_to_end(tmp_path):
     results = Path(conf["results"])
 
     runs = pd.read_csv(results / "runs.csv")
-    assert len(runs) == 4 and (runs["status"] == "ok").all(), runs[["status", "reasons"]]
-    assert runs["framework_version"].str.startswith("2.13.0").all()
+    assert len(runs) == 8 and (runs["status"] == "ok").all(), runs[["status", "reasons"]]
+    versions = dict(zip(runs["framework"], runs["framework_version"].astype(str)))
+    assert versions["torch"].startswith("2.13.0") and versions["mxnet"] == "1.9.1"
 
     tidy = pd.read_csv(results / "tidy.csv")
-    # (1 + 2 ranks) x 2 repeats x (warmup + iterations) x 7 phases (six phases and wall)
-    assert len(tidy) == 3 * 2 * (1 + 3) * 7
+    # 2 frameworks x (1 + 2 ranks) x 2 repeats x (warmup + iterations) x 7 phases (six and wall)
+    assert len(tidy) == 2 * 3 * 2 * (1 + 3) * 7
     assert set(tidy["phase"]) == {"io", "h2d", "forward", "backward", "comm", "update", "wall"}
 
     summary = pd.read_csv(results / "summary.csv")
-    assert sorted(summary["ranks"]) == [1, 2]
+    assert sorted(zip(summary["framework"], summary["ranks"])) == [("mxnet", 1), ("mxnet", 2),
+                                                                   ("torch", 1), ("torch", 2)]
     assert (summary["throughput_img_per_s"] > 0).all() and (summary["repeats_ok"] == 2).all()
-    assert summary.loc[summary["ranks"] == 1, "efficiency"].item() == 1.0
+    assert (summary.loc[summary["ranks"] == 1, "efficiency"] == 1.0).all()
     assert summary["throughput_img_per_s_ci_lo"].notna().all()
 
     for name in ("throughput", "efficiency", "phases"):

@@ -47,7 +47,7 @@ class Trainer:
     def describe(self):
         return {
             "name": "tensorflow", "tensorflow": tf.__version__, "keras": keras.__version__,
-            "horovod": horovod.__version__, "layout": self.layout,
+            "horovod": horovod.__version__, "comm_overlaps_backward": False, "layout": self.layout,
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "onednn": tf.sysconfig.get_build_info().get("is_mkl_build", "default (oneDNN on x86)"),

@@ -1,0 +1,54 @@
+"""A bare MXNet + Horovod training loop: record, backward, trainer.step, with no wait until the
+end (the engine pipelines iterations), no phases and no records (the benchmark's baseline).
+Same model, data, optimizer and threads as workloads.mx_trainer in overlap mode.
+
+Usage (under mpirun): python bench/bare_mxnet.py SPEC.json -> prints {"throughput_img_per_s": ...}
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import horovod.mxnet as hvd
+import mxnet as mx
+import numpy as np
+
+from workloads.registry import build_model
+from workloads.train import SyntheticData
+
+spec = json.loads(Path(sys.argv[1]).read_text())
+hvd.init()
+mx.random.seed(spec["seed"])
+np.random.seed(spec["seed"])
+net = build_model("mxnet", spec["model"], spec["classes"], spec["image_size"])
+net.initialize(mx.init.Xavier(), ctx=mx.cpu())
+net.hybridize(static_alloc=True, static_shape=True)
+params = net.collect_params()
+hvd.broadcast_parameters(params, root_rank=0)
+trainer = hvd.DistributedTrainer(params, "sgd", {"learning_rate": spec["lr"], "momentum": spec["momentum"]})
+loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
+batches = [(mx.nd.array(x), mx.nd.array(y)) for x, y in data.batches]
+
+
+def step(i):
+    x, y = batches[i % len(batches)]
+    with mx.autograd.record():
+        loss = loss_fn(net(x), y).mean()
+    loss.backward()
+    trainer.step(1)
+    return loss
+
+
+for i in range(spec["warmup"]):
+    step(i)
+mx.nd.waitall()
+start = time.perf_counter()
+for i in range(spec["warmup"], spec["warmup"] + spec["iterations"]):
+    loss = step(i)
+mx.nd.waitall()
+elapsed = time.perf_counter() - start
+if hvd.rank() == 0:
+    print(json.dumps({"throughput_img_per_s": hvd.size() * spec["batch_size"] * spec["iterations"] / elapsed}))
+hvd.shutdown()

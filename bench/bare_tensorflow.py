@@ -1,0 +1,56 @@
+"""A bare TensorFlow + Horovod training loop: the whole step in one tf.function, no phases, no
+syncs, no records (the benchmark's baseline). Same model, data, optimizer and threads as
+workloads.tf_trainer in overlap mode (one allreduce per gradient).
+
+Usage (under mpirun): python bench/bare_tensorflow.py SPEC.json -> prints {"throughput_img_per_s": ...}
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import horovod.tensorflow as hvd
+import keras
+import tensorflow as tf
+
+from workloads.registry import build_model
+from workloads.train import SyntheticData
+
+spec = json.loads(Path(sys.argv[1]).read_text())
+tf.config.threading.set_intra_op_parallelism_threads(spec["threads_per_rank"])
+tf.config.threading.set_inter_op_parallelism_threads(spec["threads_per_rank"])
+hvd.init()
+keras.utils.set_random_seed(spec["seed"])
+model = build_model("tensorflow", spec["model"], spec["classes"], spec["image_size"])
+variables = [v.value for v in model.trainable_variables]
+hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
+momentum = [tf.Variable(tf.zeros_like(v), trainable=False) for v in variables]
+lr, mu = spec["lr"], spec["momentum"]
+data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"], "NHWC")
+batches = [(tf.constant(x), tf.constant(y)) for x, y in data.batches]
+
+
+@tf.function
+def step(x, y):
+    with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    grads = tape.gradient(loss, variables)
+    grads = [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
+    for v, m, g in zip(variables, momentum, grads):
+        m.assign(mu * m + g)
+        v.assign_sub(lr * m)
+    return loss
+
+
+for i in range(spec["warmup"]):
+    step(*batches[i % len(batches)])
+start = time.perf_counter()
+for i in range(spec["warmup"], spec["warmup"] + spec["iterations"]):
+    loss = step(*batches[i % len(batches)])
+float(loss.numpy())
+elapsed = time.perf_counter() - start
+if hvd.rank() == 0:
+    print(json.dumps({"throughput_img_per_s": hvd.size() * spec["batch_size"] * spec["iterations"] / elapsed}))
+hvd.shutdown()

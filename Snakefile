@@ -13,6 +13,7 @@ cfg.validate(config)
 include: "rules/common.smk"
 include: "rules/environment.smk"
 include: "rules/runs.smk"
+include: "rules/allreduce.smk"
 include: "rules/analysis.smk"
 
 
@@ -20,4 +21,5 @@ rule all:
     input:
         f"{RESULTS}/tidy.csv",
         f"{RESULTS}/summary.csv",
+        f"{RESULTS}/allreduce_fit.csv",
         FIGURES,

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from analysis import figures, metrics, tidy
+from analysis import comm, figures, metrics, tidy
 
 
 def write_tables(status_paths, tidy_path, runs_path):
@@ -20,3 +20,10 @@ def write_summary(tidy_path, runs_path, out_path):
 
 def write_figures(summary_path, outdir):
     return figures.draw_all(pd.read_csv(summary_path), outdir)
+
+
+def write_comm(sweeps, sweep_path, fit_path):
+    """sweeps: {path: (nodes, ranks_per_node)}."""
+    table, fits = comm.tables([(path, n, r) for path, (n, r) in sweeps.items()])
+    table.to_csv(sweep_path, index=False)
+    fits.to_csv(fit_path, index=False)

@@ -183,3 +183,26 @@ def launch(config, run, env_record):
         status["log_tail"] = text.splitlines()[-20:]
     (run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
     return status
+
+
+def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path):
+    """Run the allreduce sweep (harness.allreduce) on the run's hosts and ranks.
+
+    A sweep that fails leaves one line in `out_path` saying why, so the study goes on.
+    """
+    out_path, log_path = Path(out_path), Path(log_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("")
+    hosts = cfg.select_hosts(cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node,
+                             hostfile=config["hostfile"])
+    command = [env_record["python"], "-m", "harness.allreduce", str(out_path.resolve()),
+               "--max-bytes", str(config["allreduce_max_bytes"])]
+    argv = mpirun_argv(hosts, ranks_per_node, config["launcher"], command, rank_env(config),
+                       as_root=os.geteuid() == 0)
+    rc, timed_out = execute(argv, log_path, config["run_timeout_s"])
+    if rc != 0 or timed_out:
+        reason = f"timed out after {config['run_timeout_s']} s" if timed_out else f"mpirun exited with code {rc}"
+        error = first_error(log_path.read_text(errors="replace"))
+        out_path.write_text(json.dumps({"schema": "dlscale.allreduce/1", "failed": reason, "error": error,
+                                        "nodes": nodes, "ranks_per_node": ranks_per_node}) + "\n")

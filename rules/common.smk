@@ -10,5 +10,12 @@ RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
 ENV_RECORD = f"{RESULTS}/environment.json"
 RUNS = [f"{RESULTS}/runs/{cfg.run_path(run)}/status.json" for run in cfg.matrix(config)]
+# One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks.
+SWEEPS = {
+    f"{RESULTS}/allreduce/nodes{n}_rpn{r}.jsonl": (n, r)
+    for n in config["nodes"]
+    for r in config["ranks_per_node"]
+    if n * r > 1
+}
 FIGURES = expand(f"{RESULTS}/figures/{{name}}.{{ext}}", name=["throughput", "efficiency", "phases"],
                  ext=["pdf", "png"])

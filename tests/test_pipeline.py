@@ -38,6 +38,12 @@ def test_tiny_study_end_to_end(tmp_path):
     assert (summary.loc[summary["ranks"] == 1, "efficiency"] == 1.0).all()
     assert summary["throughput_img_per_s_ci_lo"].notna().all()
 
+    fit = pd.read_csv(results / "allreduce_fit.csv", keep_default_na=False)
+    assert fit[["nodes", "ranks_per_node", "sizes", "failure"]].values.tolist() == [[1, 2, 10, ""]]
+    assert float(fit["beta_s_per_byte"].item()) > 0
+    sweep = pd.read_csv(results / "allreduce.csv")
+    assert sweep["bytes"].max() == 1 << 20 and (sweep["busbw_bytes_per_s"] > 0).all()
+
     for name in ("throughput", "efficiency", "phases"):
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000

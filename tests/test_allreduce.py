@@ -1,0 +1,62 @@
+"""Allreduce sweep: the model maths on known numbers, and a real 2-rank sweep through mpirun."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from analysis import comm
+from harness import allreduce, launch
+from tests.conftest import tiny_config
+
+
+def test_sizes_and_repetitions():
+    assert allreduce.sizes(1024) == [4, 16, 64, 256, 1024]
+    assert allreduce.sizes(1000)[-1] == 1000
+    assert allreduce.sizes()[-1] == 256 * allreduce.MIB
+    assert allreduce.repetitions(4) == 50 and allreduce.repetitions(256 * allreduce.MIB) == 3
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    assert allreduce.bus_bandwidth(10.0, 2) == pytest.approx(10.0)
+    assert allreduce.bus_bandwidth(10.0, 8) == pytest.approx(17.5)
+
+
+def test_fit_recovers_known_alpha_beta():
+    alpha, beta, ranks = 20e-6, 1 / 1.25e9, 4  # 20 us, 10 Gbit/s
+    nbytes = allreduce.sizes(64 * allreduce.MIB)
+    times = [allreduce.ring_time(m, ranks, alpha, beta) for m in nbytes]
+    a, b, err = allreduce.fit_ring(nbytes, times, ranks)
+    assert a == pytest.approx(alpha, rel=1e-6) and b == pytest.approx(beta, rel=1e-6) and err < 1e-9
+    noisy = [t * (1.1 if i % 2 else 0.9) for i, t in enumerate(times)]
+    a, b, err = allreduce.fit_ring(nbytes, noisy, ranks)  # +-10% noise: close fit, error near 10%
+    assert a == pytest.approx(alpha, rel=0.2) and b == pytest.approx(beta, rel=0.2) and 0.05 < err < 0.15
+    with pytest.raises(ValueError, match="at least 2 ranks"):
+        allreduce.fit_ring(nbytes, times, 1)
+
+
+def test_real_two_rank_sweep(tmp_path):
+    out = tmp_path / "sweep.jsonl"
+    argv = launch.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
+                              [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(4 << 20)],
+                              {"PYTHONPATH": str(launch.cfg.ROOT)}, as_root=os.geteuid() == 0)
+    rc, timed_out = launch.execute(argv, tmp_path / "log", timeout_s=120)
+    assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["bytes"] for r in rows] == allreduce.sizes(4 << 20)
+    assert all(r["ranks"] == 2 and len(r["times_s"]) == allreduce.repetitions(r["bytes"]) for r in rows)
+    # large messages take longer than small ones: the sweep measures something
+    assert rows[-1]["median_s"] > rows[0]["median_s"]
+    alpha, beta, err = allreduce.fit_ring([r["bytes"] for r in rows], [r["median_s"] for r in rows], 2)
+    assert beta > 0
+
+
+def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
+    conf = tiny_config(tmp_path)
+    conf["launcher"]["extra_args"] = ["--no-such-mpirun-option"]
+    out = tmp_path / "sweep.jsonl"
+    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log")
+    table, fits = comm.tables([(out, 1, 2)])
+    assert table.empty
+    assert fits["failure"].item().startswith("mpirun exited with code")

@@ -47,7 +47,8 @@ class Trainer:
     def describe(self):
         features = mx.runtime.Features()
         return {
-            "name": "mxnet", "mxnet": mx.__version__, "horovod": horovod.__version__, "comm_overlaps_backward": False, "layout": self.layout,
+            "name": "mxnet", "mxnet": mx.__version__, "horovod": horovod.__version__,
+            "comm_overlaps_backward": False, "layout": self.layout,
             "mkldnn": features.is_enabled("MKLDNN"), "device": str(self.ctx), "hybridized": True,
             # MXNet takes its threads from the environment (set by the launcher)
             "intra_op_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,

@@ -45,7 +45,8 @@ class Trainer:
 
     def describe(self):
         return {
-            "name": "torch", "torch": torch.__version__, "horovod": horovod.__version__, "comm_overlaps_backward": self.overlap,
+            "name": "torch", "torch": torch.__version__, "horovod": horovod.__version__,
+            "comm_overlaps_backward": self.overlap,
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
             "mkldnn": torch.backends.mkldnn.is_available(), "layout": "NCHW", "device": str(self.device),
             "mpi_threads_supported": hvd.mpi_threads_supported(),

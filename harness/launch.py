@@ -148,20 +148,38 @@ def _keep_previous(run_dir, attempts_root):
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
+def _fresh_log(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+
+
+def job_argv(config, nodes, ranks_per_node, command):
+    """(hosts, mpirun argv) of one MPI job of the study: the hostfile's first `nodes` hosts."""
+    hosts = cfg.select_hosts(cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node,
+                             hostfile=config["hostfile"])
+    argv = mpirun_argv(hosts, ranks_per_node, config["launcher"], command, rank_env(config),
+                       as_root=os.geteuid() == 0)
+    return hosts, argv
+
+
+def job_failure(rc, timed_out, timeout_s):
+    """Why a finished MPI job failed, or None."""
+    if timed_out:
+        return f"timed out after {timeout_s} s; job killed"
+    if rc != 0:
+        return f"mpirun exited with code {rc}"
+    return None
+
+
 def launch(config, run, env_record):
     """Run one study run end to end and write its status.json. Returns the status dict."""
     run_dir, log_path, attempts_root = cfg.run_files(config, run)
     _keep_previous(run_dir, attempts_root)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text("")
-    hostfile = cfg.resolve(config["hostfile"])
-    hosts = cfg.select_hosts(cfg.parse_hostfile(hostfile), run["nodes"], run["ranks_per_node"],
-                             hostfile=config["hostfile"])
+    _fresh_log(log_path)
     spec = run_spec(config, run, run_dir.resolve())
     spec_path = run_dir / "spec.json"
-    argv = mpirun_argv(hosts, run["ranks_per_node"], config["launcher"],
-                       workload_command(env_record["python"], spec_path.resolve()), rank_env(config),
-                       as_root=os.geteuid() == 0)
+    hosts, argv = job_argv(config, run["nodes"], run["ranks_per_node"],
+                           workload_command(env_record["python"], spec_path.resolve()))
     spec["launch"] = {"argv": argv, "hosts": hosts, "mpi": env_record.get("mpi", {}),
                       "pins": env_record.get("pins", {}), "environment": env_record.get("key")}
     spec_path.write_text(json.dumps(spec, indent=2) + "\n")
@@ -169,17 +187,16 @@ def launch(config, run, env_record):
     rc, timed_out = execute(argv, log_path, config["run_timeout_s"])
     size = run["nodes"] * run["ranks_per_node"]
     problems, _ = check_run(run_dir, size)
-    if timed_out:
-        problems.insert(0, f"timed out after {config['run_timeout_s']} s; job killed")
-    elif rc != 0:
-        problems.insert(0, f"mpirun exited with code {rc}")
+    failure = job_failure(rc, timed_out, config["run_timeout_s"])
+    if failure:
+        problems.insert(0, failure)
     status = {**run, "status": "failed" if problems else "ok", "reasons": problems, "returncode": rc,
               "elapsed_s": round(time.time() - started, 3), "argv": argv, "log": str(log_path)}
     if problems:
         text = log_path.read_text(errors="replace")
         error = first_error(text)
         if error:
-            problems.insert(1 if timed_out or rc != 0 else 0, f"first error: {error}")
+            problems.insert(1 if failure else 0, f"first error: {error}")
         status["log_tail"] = text.splitlines()[-20:]
     (run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
     return status
@@ -190,19 +207,17 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
 
     A sweep that fails leaves one line in `out_path` saying why, so the study goes on.
     """
+    from harness.allreduce import SCHEMA
+
     out_path, log_path = Path(out_path), Path(log_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text("")
-    hosts = cfg.select_hosts(cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node,
-                             hostfile=config["hostfile"])
+    _fresh_log(log_path)
     command = [env_record["python"], "-m", "harness.allreduce", str(out_path.resolve()),
                "--max-bytes", str(config["allreduce_max_bytes"])]
-    argv = mpirun_argv(hosts, ranks_per_node, config["launcher"], command, rank_env(config),
-                       as_root=os.geteuid() == 0)
+    _, argv = job_argv(config, nodes, ranks_per_node, command)
     rc, timed_out = execute(argv, log_path, config["run_timeout_s"])
-    if rc != 0 or timed_out:
-        reason = f"timed out after {config['run_timeout_s']} s" if timed_out else f"mpirun exited with code {rc}"
+    failure = job_failure(rc, timed_out, config["run_timeout_s"])
+    if failure:
         error = first_error(log_path.read_text(errors="replace"))
-        out_path.write_text(json.dumps({"schema": "dlscale.allreduce/1", "failed": reason, "error": error,
+        out_path.write_text(json.dumps({"schema": SCHEMA, "failed": failure, "error": error,
                                         "nodes": nodes, "ranks_per_node": ranks_per_node}) + "\n")

@@ -101,3 +101,64 @@ def phases(summary, outdir):
 
 def draw_all(summary, outdir):
     return [p for draw in (throughput, efficiency, phases) for p in draw(summary, outdir)]
+
+
+MODEL_MARKERS = {"alexnet": "s", "googlenet": "^", "resnet50": "o", "tinynet": "x"}
+
+
+def model_fit(table, error, outdir):
+    """Predicted against measured iteration and communication time, one point per run."""
+    pred = table.dropna(subset=["predicted_iteration_s"])
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
+    for ax, (meas, col, what) in zip(axes, [("iteration_s", "predicted_iteration_s", "iteration time"),
+                                           ("comm_total_s", "predicted_comm_total_s", "communication time")]):
+        for r in pred.itertuples():
+            ax.scatter(getattr(r, meas), getattr(r, col), color=FRAMEWORK_COLOURS.get(r.framework),
+                       marker=MODEL_MARKERS.get(r.model, "o"), facecolors="none" if r.comm == "sequential" else None)
+        values = pred[[meas, col]].to_numpy().ravel()
+        values = values[values > 0] if len(values) else values
+        if len(values):
+            lo, hi = values.min() / 1.3, values.max() * 1.3
+            ax.plot([lo, hi], [lo, hi], color="grey", linestyle=":")
+            ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="grey", alpha=0.15)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        key = "median_abs_error_iteration" if meas == "iteration_s" else "median_abs_error_comm_total"
+        ax.set_title(f"{what}: median |error| {error.get(key, float('nan')):.1%} ({len(pred)} runs)", fontsize=9)
+        ax.set_xlabel(f"measured {what} (s)")
+        ax.set_ylabel(f"predicted {what} (s)")
+        ax.grid(alpha=0.3)
+    handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=f) for f, c in FRAMEWORK_COLOURS.items()]
+    handles += [plt.Line2D([], [], color="black", marker=m, linestyle="", markerfacecolor="none", label=n)
+                for n, m in MODEL_MARKERS.items() if n in set(pred["model"])]
+    axes[0].legend(handles=handles, fontsize=7, title="hollow: sequential; band: ±10%", title_fontsize=7)
+    fig.suptitle("Performance model against measurement (allreduce fit of this study's sweep)", fontsize=10)
+    return _save(fig, outdir, "model")
+
+
+LINK_COLOURS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
+FRAMEWORK_STYLES = {"torch": "-", "tensorflow": "--", "mxnet": ":"}
+
+
+def extrapolation(table, outdir):
+    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it)."""
+    if "overlap" in set(table["comm"]):
+        table = table[table["comm"] == "overlap"]
+    fig, panels = _panels(table, sharey=True)
+    colours = dict(zip(dict.fromkeys(table["link"]), LINK_COLOURS * 4))
+    for model, ax in panels.items():
+        for (fw, link), g in table[table["model"] == model].groupby(["framework", "link"], sort=False):
+            ax.plot(g["ranks"], g["predicted_efficiency"], color=colours[link],
+                    linestyle=FRAMEWORK_STYLES.get(fw, "-"), label=f"{link}, {fw}")
+        ax.set_title(model)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("ranks (one per node)")
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3)
+    first = next(iter(panels.values()))
+    first.set_ylabel("predicted efficiency T(1) / T(N)")
+    if first.get_legend_handles_labels()[0]:
+        first.legend(fontsize=6)
+    fig.suptitle("PREDICTION, not measured: performance model with this study's 1-rank phase times and "
+                 "assumed link parameters", fontsize=9, color="#b00000")
+    return _save(fig, outdir, "extrapolation")

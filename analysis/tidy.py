@@ -2,7 +2,9 @@
 
 tidy.csv: one row per run x rank x iteration x phase (phases io, h2d, forward, backward, comm,
 update, and `wall` for the iteration's wall time), column `seconds`; warm-up rows are kept and
-flagged. runs.csv: one row per run: status, reasons, and the settings and versions it ran with.
+flagged. runs.csv: one row per run: status, reasons, the settings and versions it ran with, the
+gradients (tensors, bytes) and, from Horovod's timeline, the allreduce time and fused operations
+per measured iteration (timeline_comm_s, timeline_ops).
 A malformed record line stops the table with the file and line named; a failed run's records are
 left out of tidy.csv (its status row says why) but stay on disk.
 """
@@ -14,6 +16,8 @@ import pandas as pd
 
 from harness.records import PHASES, RecordError, parse_file
 from analysis.metrics import RUN_KEYS
+from analysis.model import timeline_comm
+from workloads.train import TIMELINE
 
 TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "phase", "seconds"]
 
@@ -33,6 +37,11 @@ def _provenance_row(run_rec):
         "mpi_version": launch.get("mpi", {}).get("version", ""),
         "environment": launch.get("environment", ""),
         "hosts": ",".join(launch.get("hosts", [])),
+        "link_rate_mbit": (launch.get("emulated") or {}).get("rate_mbit"),
+        "link_delay_ms": (launch.get("emulated") or {}).get("delay_ms"),
+        "comm_overlaps_backward": fw.get("comm_overlaps_backward"),
+        "grad_tensors": run_rec.get("gradients", {}).get("tensors"),
+        "grad_bytes": run_rec.get("gradients", {}).get("bytes"),
         "command": " ".join(launch.get("argv", [])),
     }
 
@@ -59,6 +68,8 @@ def read_run(status_path):
             row.update(_provenance_row(run_rec))
         if status["status"] != "ok":
             continue
+        if rank == 0 and (run_dir / TIMELINE).exists():
+            row["timeline_comm_s"], row["timeline_ops"] = timeline_comm(run_dir / TIMELINE, spec["iterations"])
         host = run_rec["host"] if run_rec else ""
         for rec in records:
             if rec["kind"] != "step":

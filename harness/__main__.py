@@ -4,6 +4,12 @@
   env path                                  print the environment's folder (exit 1 if not built)
   check-config CONFIG                       validate a study config and its hostfile
   launch CONFIG KEY=VALUE...                run one run of the study by hand (framework=torch ...)
+  emulate run --nodes N [--rate-mbit R] [--delay-ms D] [--slots S] -- COMMAND...
+                                            make an emulated cluster, run COMMAND (e.g. mpirun ...)
+                                            in its node 0 with $DLSCALE_HOSTFILE, then remove it
+  emulate up NAME --nodes N [...] [--hostfile FILE]   make a named emulated cluster and keep it
+  emulate down NAME | --all                 remove emulated clusters and every process in them
+  emulate list                              the emulated clusters that exist
 """
 
 import argparse
@@ -52,12 +58,47 @@ def cmd_launch(args):
         if key not in run:
             raise cfg.ConfigError(f"unknown run key {key!r}; known: {', '.join(run)}")
         run[key] = int(value) if isinstance(run[key], int) else value
-    results = Path(conf.get("results", "results"))
-    rel = cfg.run_path(run)
-    status = launch.launch(conf, run, results / "runs" / rel, env.load_record(env.build()),
-                           Path(conf.get("logs", "logs")) / "runs" / f"{rel}.log", results / "attempts" / rel)
+    status = launch.launch(conf, run, env.load_record(env.build()))
     print(json.dumps(status, indent=2))
     return 0 if status["status"] == "ok" else 1
+
+
+def cmd_emulate(args):
+    import os
+    import subprocess
+
+    from harness import emulate
+
+    if args.action == "list":
+        print("\n".join(emulate.clusters()))
+        return 0
+    if args.action == "down":
+        names = emulate.clusters() if args.all else [f"{emulate.PREFIX}-{args.name}"]
+        for name in names:
+            print(f"removed {name}: {' '.join(emulate.down(name)) or 'nothing was there'}")
+        return 0
+    if not args.nodes:
+        raise ValueError(f"emulate {args.action} needs --nodes")
+    if args.action == "up":
+        made = emulate.up(args.nodes, args.rate_mbit, args.delay_ms, name=f"{emulate.PREFIX}-{args.name}")
+        text = made.hostfile(args.slots)
+        if args.hostfile:
+            Path(args.hostfile).write_text(text)
+        env = " ".join(f"{k}='{v}'" for k, v in made.launch_env().items())
+        print(f"{text}# start jobs in node 0 with:\n{env} {' '.join(made.wrap(['mpirun', '...']))}\n"
+              f"# remove with: python -m harness emulate down {args.name}")
+        return 0
+    command = args.command
+    if not command:
+        raise ValueError("emulate run needs a command after --")
+    with emulate.cluster(args.nodes, args.rate_mbit, args.delay_ms) as made:
+        hostfile = Path(f"/tmp/{made.name}.hostfile")
+        hostfile.write_text(made.hostfile(args.slots))
+        env = {**os.environ, **made.launch_env(), "DLSCALE_HOSTFILE": str(hostfile)}
+        try:
+            return subprocess.run(made.wrap(command), env=env).returncode
+        finally:
+            hostfile.unlink()
 
 
 def main(argv=None):
@@ -76,7 +117,20 @@ def main(argv=None):
     p.add_argument("config")
     p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="run keys differing from the first run")
     p.set_defaults(fn=cmd_launch)
-    args = parser.parse_args(argv)
+    p = sub.add_parser("emulate", help="emulated multi-node clusters (network namespaces)")
+    p.add_argument("action", choices=["run", "up", "down", "list"])
+    p.add_argument("name", nargs="?", default="cli", help="cluster name for up/down (default: cli)")
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--rate-mbit", type=float, help="link rate in Mbit/s (default: unshaped)")
+    p.add_argument("--delay-ms", type=float, default=0, help="one-way link delay (needs netem)")
+    p.add_argument("--slots", type=int, default=1, help="slots per node in the hostfile")
+    p.add_argument("--hostfile", help="write the cluster's hostfile here (up)")
+    p.add_argument("--all", action="store_true", help="remove every emulated cluster (down)")
+    p.set_defaults(fn=cmd_emulate)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:len(argv) - len(command) - ("--" in argv)])
+    args.command = command
     try:
         return args.fn(args)
     except (ValueError, RuntimeError) as exc:

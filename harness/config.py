@@ -93,8 +93,18 @@ def resolve(path, base=ROOT):
 
 
 def validate(config):
-    """Schema, then the checks a schema cannot express (hostfile exists and is big enough)."""
+    """Schema, then the checks a schema cannot express: the hostfile exists and is big enough, or,
+    for an emulated cluster, this machine can make one."""
     validate_schema(config)
+    if config.get("emulate"):
+        from harness import emulate
+
+        ok, why = emulate.available()
+        if not ok:
+            raise ConfigError(f"config key 'emulate': {why}")
+        if max(config["nodes"]) > emulate.MAX_NODES:
+            raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
+        return config
     hostfile = resolve(config["hostfile"])
     hosts = parse_hostfile(hostfile)
     for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):

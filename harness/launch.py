@@ -7,6 +7,7 @@ ranks, missing phases, non-finite loss, ranks whose weights disagree after train
 outcome, good or bad, is written to ``status.json``; a failed run never stops the study.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from harness import config as cfg
+from harness import emulate
 from harness.records import IDENTITY, PHASE_KEYS, parse_file
 
 WORKLOAD = ["-m", "workloads.train"]
@@ -66,7 +68,8 @@ def run_spec(config, run, out_dir):
 
 
 def rank_env(config):
-    env = {**thread_env(config["threads_per_rank"]), "PYTHONPATH": str(cfg.ROOT)}
+    # HOROVOD_TIMELINE=DYNAMIC lets rank 0 record Horovod's timeline over the measured iterations.
+    env = {**thread_env(config["threads_per_rank"]), "PYTHONPATH": str(cfg.ROOT), "HOROVOD_TIMELINE": "DYNAMIC"}
     env.update({k: str(v) for k, v in config["launcher"].get("env", {}).items()})
     return env
 
@@ -153,13 +156,25 @@ def _fresh_log(path):
     path.write_text("")
 
 
-def job_argv(config, nodes, ranks_per_node, command):
-    """(hosts, mpirun argv) of one MPI job of the study: the hostfile's first `nodes` hosts."""
-    hosts = cfg.select_hosts(cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node,
-                             hostfile=config["hostfile"])
-    argv = mpirun_argv(hosts, ranks_per_node, config["launcher"], command, rank_env(config),
-                       as_root=os.geteuid() == 0)
-    return hosts, argv
+@contextlib.contextmanager
+def job(config, nodes, ranks_per_node, command):
+    """One MPI job of the study: yields (hosts, mpirun argv, process environment, cluster or None).
+
+    Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the config, the nodes of an
+    emulated cluster made for this job (mpirun then runs in its node 0) and removed afterwards.
+    """
+    env = rank_env(config)
+    emulated = config.get("emulate")
+    if not emulated:
+        hosts = cfg.select_hosts(cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node,
+                                 hostfile=config["hostfile"])
+        yield hosts, mpirun_argv(hosts, ranks_per_node, config["launcher"], command, env,
+                                 as_root=os.geteuid() == 0), None, None
+        return
+    with emulate.cluster(nodes, emulated["rate_mbit"], emulated.get("delay_ms", 0)) as cluster:
+        argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env,
+                           as_root=os.geteuid() == 0)
+        yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
 
 
 def job_failure(rc, timed_out, timeout_s):
@@ -178,16 +193,20 @@ def launch(config, run, env_record):
     _fresh_log(log_path)
     spec = run_spec(config, run, run_dir.resolve())
     spec_path = run_dir / "spec.json"
-    hosts, argv = job_argv(config, run["nodes"], run["ranks_per_node"],
-                           workload_command(env_record["python"], spec_path.resolve()))
-    spec["launch"] = {"argv": argv, "hosts": hosts, "mpi": env_record.get("mpi", {}),
-                      "pins": env_record.get("pins", {}), "environment": env_record.get("key")}
-    spec_path.write_text(json.dumps(spec, indent=2) + "\n")
     started = time.time()
-    rc, timed_out = execute(argv, log_path, config["run_timeout_s"])
+    command = workload_command(env_record["python"], spec_path.resolve())
+    try:
+        with job(config, run["nodes"], run["ranks_per_node"], command) as (hosts, argv, proc_env, cluster):
+            spec["launch"] = {"argv": argv, "hosts": hosts, "mpi": env_record.get("mpi", {}),
+                              "pins": env_record.get("pins", {}), "environment": env_record.get("key"),
+                              "emulated": cluster.describe() if cluster else None}
+            spec_path.write_text(json.dumps(spec, indent=2) + "\n")
+            rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
+        failure = job_failure(rc, timed_out, config["run_timeout_s"])
+    except emulate.EmulationError as exc:
+        argv, rc, failure = [], None, f"emulated cluster: {exc}"
     size = run["nodes"] * run["ranks_per_node"]
     problems, _ = check_run(run_dir, size)
-    failure = job_failure(rc, timed_out, config["run_timeout_s"])
     if failure:
         problems.insert(0, failure)
     status = {**run, "status": "failed" if problems else "ok", "reasons": problems, "returncode": rc,
@@ -214,9 +233,12 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
     _fresh_log(log_path)
     command = [env_record["python"], "-m", "harness.allreduce", str(out_path.resolve()),
                "--max-bytes", str(config["allreduce_max_bytes"])]
-    _, argv = job_argv(config, nodes, ranks_per_node, command)
-    rc, timed_out = execute(argv, log_path, config["run_timeout_s"])
-    failure = job_failure(rc, timed_out, config["run_timeout_s"])
+    try:
+        with job(config, nodes, ranks_per_node, command) as (_, argv, proc_env, _cluster):
+            rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
+        failure = job_failure(rc, timed_out, config["run_timeout_s"])
+    except emulate.EmulationError as exc:
+        failure = f"emulated cluster: {exc}"
     if failure:
         error = first_error(log_path.read_text(errors="replace"))
         out_path.write_text(json.dumps({"schema": SCHEMA, "failed": failure, "error": error,

@@ -40,6 +40,7 @@ class Trainer:
             params, "sgd", {"learning_rate": spec["lr"], "momentum": spec["momentum"]},
             num_groups=0 if spec["comm"] == "overlap" else 1)
         self.loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+        self.hvd = hvd
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
         self.staging_x = mx.nd.empty(shape, ctx=mx.cpu())
         self.staging_y = mx.nd.empty((spec["batch_size"],), ctx=mx.cpu())
@@ -54,6 +55,9 @@ class Trainer:
             "intra_op_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
             "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
         }
+
+    def gradient_sizes(self):
+        return [p.data().size * np.dtype(p.data().dtype).itemsize for p in self.params]
 
     def sync(self):
         mx.nd.waitall()

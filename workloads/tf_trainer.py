@@ -43,6 +43,7 @@ class Trainer:
         self._allreduce = tf.function(self._allreduce_fn)
         self._update = tf.function(self._update_fn)
         self.tape = self.grads = None
+        self.hvd = hvd
 
     def describe(self):
         return {
@@ -53,6 +54,9 @@ class Trainer:
             "onednn": tf.sysconfig.get_build_info().get("is_mkl_build", "default (oneDNN on x86)"),
             "device": "gpu" if self.gpu else "cpu", "compiled": "tf.function (forward, gradient, allreduce, update)",
         }
+
+    def gradient_sizes(self):
+        return [int(v.shape.num_elements()) * v.dtype.size for v in self.vars]
 
     def sync(self):
         if self.gpu:

@@ -7,6 +7,8 @@ comm = "sequential": backward completes, then one grouped allreduce (average) of
 place, then the update.
 """
 
+import time
+
 import horovod
 import horovod.torch as hvd
 import torch
@@ -39,6 +41,12 @@ class Trainer:
                                            op=hvd.Average)
         self.optimizer = opt
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        # When each gradient is complete during backward (host clock), for the layer-wise model.
+        self.ready = [0.0] * len(self.params)
+        for i, p in enumerate(self.params):
+            p.register_post_accumulate_grad_hook(lambda _p, i=i: self._mark_ready(i))
+        self.backward_start = 0.0
+        self.hvd = hvd
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
         self.staging_x = torch.empty(shape, dtype=torch.float32)
         self.staging_y = torch.empty(spec["batch_size"], dtype=torch.int64)
@@ -70,7 +78,18 @@ class Trainer:
         return self.loss_fn(self.model(x), y)
 
     def backward(self, loss):
+        self.backward_start = time.perf_counter()
         loss.backward()
+
+    def _mark_ready(self, i):
+        self.ready[i] = time.perf_counter()
+
+    def gradient_ready(self):
+        """Seconds from the start of the last backward until each gradient was complete."""
+        return [t - self.backward_start for t in self.ready]
+
+    def gradient_sizes(self):
+        return [p.numel() * p.element_size() for p in self.params]
 
     def comm(self):
         if self.overlap:

@@ -23,6 +23,7 @@ from harness.records import IDENTITY, Writer
 TRAINERS = {"torch": "workloads.torch_trainer", "tensorflow": "workloads.tf_trainer",
             "mxnet": "workloads.mx_trainer"}
 POOL = 4  # distinct synthetic batches per rank, used in turn
+TIMELINE = "timeline.json"
 
 
 class SyntheticData:
@@ -86,7 +87,7 @@ def timed_step(trainer, batch):
 
 
 def provenance(trainer, spec):
-    env_keys = sorted(k for k in os.environ if k.startswith(("OMP_", "MKL_", "HOROVOD_", "TF_", "MXNET_",
+    env_keys = sorted(k for k in os.environ if k.startswith(("OMP_", "MKL_", "HOROVOD_", "TF_", "MXNET_", "DLSCALE_",
                                                               "OMPI_COMM_WORLD_SIZE", "CUDA_VISIBLE")))
     return {
         "python": platform.python_version(),
@@ -105,24 +106,37 @@ def main(argv=None):
     trainer = load_trainer(spec)
     out = Path(spec["out_dir"])
     writer = Writer(out / f"rank{trainer.rank}.jsonl")
+    sizes = trainer.gradient_sizes()
     writer.write(
         "run", **{k: spec[k] for k in IDENTITY}, rank=trainer.rank, size=trainer.size,
-        local_rank=trainer.local_rank, host=socket.gethostname(), provenance=provenance(trainer, spec),
+        local_rank=trainer.local_rank, host=os.environ.get("DLSCALE_NODE") or socket.gethostname(),
+        gradients={"tensors": len(sizes), "bytes": sum(sizes), "sizes": sizes},
+        provenance=provenance(trainer, spec),
     )
     data = SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"],
                          trainer.layout)
     warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
+    # Horovod's timeline (written by rank 0) covers the measured iterations only.
+    timeline = trainer.size > 1 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
+    ready = []
     started = time.perf_counter()
     for it in range(total):
+        if timeline and it == warmup:
+            trainer.hvd.start_timeline(str(out / TIMELINE))
         phases, start, loss = timed_step(trainer, data(it))
+        if it >= warmup and hasattr(trainer, "gradient_ready"):
+            ready.append(trainer.gradient_ready())
         loss = trainer.loss_value(loss)
         # The iteration's wall time is taken apart from the phases and includes the loop's own
         # work (loss read-back), so that phases summing to it shows the timing misses nothing.
         wall = time.perf_counter() - start
         writer.write("step", rank=trainer.rank, iteration=it, warmup=it < warmup, **phases, wall_s=wall,
                      loss=loss if math.isfinite(loss) else str(loss))
+    if timeline:
+        trainer.hvd.stop_timeline()
+    extra = {"gradient_ready_s": np.median(ready, axis=0).tolist()} if ready else {}
     writer.write("end", rank=trainer.rank, iterations=total, checksum=trainer.checksum(),
-                 elapsed_s=time.perf_counter() - started)
+                 elapsed_s=time.perf_counter() - started, **extra)
     writer.close()
     trainer.shutdown()
 

@@ -1,0 +1,198 @@
+"""Communication inside training, and a performance model of synchronous SGD that predicts it.
+
+Measured, per run (model.csv):
+- comm_total_s: all allreduce work of an iteration, overlapped or not. In `sequential` mode it is
+  the comm phase; in `overlap` mode it is the union of the intervals in which Horovod's timeline
+  (rank 0, measured iterations only) shows an allreduce executing, per measured iteration.
+- comm_exposed_s: what the step waits for, the comm phase; overlap_ratio = 1 - exposed / total.
+
+Model, for a run on N ranks, from the 1-rank run of the same framework, model, comm mode and
+batch (its io, h2d, forward, backward and update times) and the alpha-beta ring fit of the study's
+allreduce sweep on the same nodes and ranks:
+- Gradient i (sizes from the run's records) is ready r_i seconds into backward: measured per
+  tensor in PyTorch, whose allreduces start from backward hooks; at the end of backward where the
+  framework starts communication after backward (TensorFlow, MXNet) and in sequential mode.
+- Horovod's background thread wakes every cycle (HOROVOD_CYCLE_TIME, 1 ms), fuses the gradients
+  ready by then into buffers of at most HOROVOD_FUSION_THRESHOLD bytes (128 MiB), and reduces the
+  buffers one after another, each taking T(m) = 2(N-1) alpha + 2(N-1)/N m beta.
+- Predicted iteration = io + h2d + forward + backward + update + exposed, where exposed is how
+  far the last allreduce ends after backward; comm_total is the sum of the buffers' times.
+The extrapolation applies the same model with link parameters instead of a measured fit.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.allreduce import ring_time
+from harness.records import parse_file
+
+FUSION_THRESHOLD = 128 * 1024 * 1024
+CYCLE_S = 1e-3
+COMPUTE = ["io_s", "h2d_s", "forward_s", "backward_s", "update_s"]
+MATCH = ["framework", "model", "comm", "batch_size", "image_size", "classes", "threads_per_rank", "precision"]
+
+
+def timeline_comm(path, iterations):
+    """(allreduce seconds per iteration, fused allreduce operations per iteration) from a Horovod
+    timeline: the union of the intervals in which any ALLREDUCE operation executes."""
+    events = json.loads(Path(path).read_text())
+    stacks, spans = {}, []
+    for ev in events:
+        if ev.get("ph") == "B":
+            stacks.setdefault(ev["pid"], []).append((ev["name"], ev["ts"]))
+        elif ev.get("ph") == "E" and stacks.get(ev["pid"]):
+            name, start = stacks[ev["pid"]].pop()
+            if name == "ALLREDUCE":
+                spans.append((start, ev["ts"]))
+    total, end = 0, -math.inf
+    for start, stop in sorted(spans):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    ops = len({start for start, _ in spans})
+    return total / 1e6 / iterations, ops / iterations
+
+
+def fusion_buffers(sizes, threshold=FUSION_THRESHOLD):
+    """Sizes of the fused buffers Horovod makes from tensors ready together (in order)."""
+    buffers = []
+    for size in sizes:
+        if buffers and buffers[-1] + size <= threshold:
+            buffers[-1] += size
+        else:
+            buffers.append(size)
+    return buffers
+
+
+def schedule(ready, sizes, ranks, alpha, beta, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
+    """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`."""
+    order = sorted(range(len(sizes)), key=lambda i: ready[i])
+    t_cycle, t_free, busy, k = -cycle, 0.0, 0.0, 0
+    while k < len(order):
+        t_cycle = max(t_cycle + cycle, t_free)
+        first = ready[order[k]]
+        if first > t_cycle:  # sleep whole cycles until the next gradient is there
+            t_cycle += math.ceil((first - t_cycle) / cycle) * cycle
+        batch = []
+        while k < len(order) and ready[order[k]] <= t_cycle:
+            batch.append(sizes[order[k]])
+            k += 1
+        t_free = t_cycle
+        for buf in fusion_buffers(batch, threshold):
+            step = ring_time(buf, ranks, alpha, beta)
+            t_free += step
+            busy += step
+    return t_free, busy
+
+
+def predict(base, sizes, ready, ranks, alpha, beta, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
+    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks.
+
+    base: 1-rank phase means (COMPUTE keys); ready: seconds into backward at which each gradient
+    is ready, or None when communication starts after backward.
+    """
+    backward = base["backward_s"]
+    compute = sum(base[k] for k in COMPUTE)
+    if ranks < 2:
+        return {"iteration_s": compute, "comm_total_s": 0.0, "comm_exposed_s": 0.0}
+    ready = [backward] * len(sizes) if ready is None else [min(r, backward) for r in ready]
+    end, busy = schedule(ready, sizes, ranks, alpha, beta, threshold, cycle)
+    exposed = max(0.0, end - backward)
+    return {"iteration_s": compute + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
+
+
+def run_details(run_dir):
+    """Gradient sizes, readiness profile (or None) and the settings the model needs, from rank 0."""
+    records, _ = parse_file(Path(run_dir) / "rank0.jsonl")
+    run = next(r for r in records if r["kind"] == "run")
+    end = next((r for r in records if r["kind"] == "end"), {})
+    fw = run["provenance"]["framework"]
+    environ = run["provenance"].get("environ", {})
+    return {
+        "sizes": run.get("gradients", {}).get("sizes", []),
+        "ready": end.get("gradient_ready_s") if fw.get("comm_overlaps_backward") else None,
+        "threshold": int(environ.get("HOROVOD_FUSION_THRESHOLD", FUSION_THRESHOLD)),
+        "cycle": float(environ.get("HOROVOD_CYCLE_TIME", CYCLE_S * 1e3)) / 1e3,
+    }
+
+
+def _relerr(pred, meas):
+    return (pred - meas) / meas if meas else math.nan
+
+
+def baselines(table):
+    """Per MATCH key, from its 1-rank runs: mean compute phases (base) and the run_details."""
+    out = {}
+    for key, group in table[table["ranks"] == 1].groupby(MATCH, observed=True):
+        details = run_details(group["run_dir"].iloc[0])
+        details["base"] = group[COMPUTE].mean().to_dict()
+        out[key] = details
+    return out
+
+
+def model_table(runs, status, fits):
+    """One row per successful run: measured and predicted iteration and communication times.
+
+    runs: metrics.run_table; status: runs.csv (run_dir, gradient and timeline columns);
+    fits: allreduce_fit.csv. A run is predicted when its study has the matching 1-rank run and an
+    allreduce fit for its nodes and ranks per node.
+    """
+    keys = MATCH + ["nodes", "ranks_per_node", "repeat"]
+    table = runs.merge(status[status["status"] == "ok"], on=keys, how="inner")
+    bases = baselines(table)
+    fit_by = {(r.nodes, r.ranks_per_node): r for r in fits.itertuples() if not pd.isna(r.alpha_s)}
+    rows = []
+    for r in table.to_dict("records"):
+        seq = r["comm"] == "sequential" or r["ranks"] == 1
+        total = r["comm_s"] if seq else r.get("timeline_comm_s", math.nan)
+        row = {k: r.get(k) for k in COLUMNS[:COLUMNS.index("iteration_s")]}
+        row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r["comm_s"],
+                   overlap_ratio=max(0.0, 1 - r["comm_s"] / total) if total and total > 0 else math.nan)
+        base = bases.get(tuple(r[k] for k in MATCH))
+        fit = fit_by.get((r["nodes"], r["ranks_per_node"]))
+        if r["ranks"] > 1 and base and fit is not None:
+            p = predict(base["base"], base["sizes"], None if seq else base["ready"], r["ranks"], fit.alpha_s,
+                        fit.beta_s_per_byte, base["threshold"], base["cycle"])
+            row.update({f"predicted_{k}": v for k, v in p.items()})
+            row["error_iteration"] = _relerr(p["iteration_s"], r["iteration_s"])
+            row["error_comm_total"] = _relerr(p["comm_total_s"], total)
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=COLUMNS), bases
+
+
+COLUMNS = MATCH + ["nodes", "ranks_per_node", "ranks", "repeat", "grad_tensors", "grad_bytes", "link_rate_mbit",
+                   "iteration_s", "comm_total_s", "comm_exposed_s", "overlap_ratio", "predicted_iteration_s",
+                   "predicted_comm_total_s", "predicted_comm_exposed_s", "error_iteration", "error_comm_total"]
+
+
+def model_error(table):
+    """Median |relative error| of predicted iteration and communication time, over predicted runs."""
+    pred = table.dropna(subset=["error_iteration"])
+    return {"runs": len(pred), "median_abs_error_iteration": float(pred["error_iteration"].abs().median()),
+            "median_abs_error_comm_total": float(pred["error_comm_total"].abs().median())}
+
+
+def extrapolate(bases, links, max_ranks=1024):
+    """Predicted weak-scaling efficiency T(1)/T(N) for N = 2, 4, ... max_ranks over each link.
+
+    bases: from `baselines`; links: {name: {"gbit_s": bandwidth, "latency_us": alpha}}. The ring
+    spans all N ranks with the link as its slowest hop (one rank per node).
+    """
+    rows = []
+    for key, b in bases.items():
+        ident = dict(zip(MATCH, key))
+        single = sum(b["base"].values())
+        ready = None if ident["comm"] == "sequential" else b["ready"]
+        for name, link in links.items():
+            alpha, beta = link["latency_us"] * 1e-6, 8 / (link["gbit_s"] * 1e9)
+            n = 2
+            while n <= max_ranks:
+                p = predict(b["base"], b["sizes"], ready, n, alpha, beta, b["threshold"], b["cycle"])
+                rows.append({**ident, "link": name, "ranks": n, "predicted_iteration_s": p["iteration_s"],
+                             "predicted_efficiency": single / p["iteration_s"]})
+                n *= 2
+    return pd.DataFrame(rows, columns=MATCH + ["link", "ranks", "predicted_iteration_s", "predicted_efficiency"])

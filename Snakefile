@@ -1,6 +1,7 @@
 # dlscale: a scaling study of data-parallel training through Horovod.
 # config (validated) -> run matrix -> one MPI job per run -> per-rank records -> tidy table
-# -> summary -> figures. Every arrow is a file under results/ (logs under logs/).
+# -> summary -> figures, and allreduce sweeps -> alpha-beta fit -> performance model against
+# the runs and extrapolated to larger clusters. Every arrow is a file under results/ (logs under logs/).
 from harness import config as cfg
 
 
@@ -22,4 +23,6 @@ rule all:
         f"{RESULTS}/tidy.csv",
         f"{RESULTS}/summary.csv",
         f"{RESULTS}/allreduce_fit.csv",
+        f"{RESULTS}/model.csv",
         FIGURES,
+        MODEL_FIGURES,

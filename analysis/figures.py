@@ -132,7 +132,7 @@ def model_fit(table, error, outdir):
     handles += [plt.Line2D([], [], color="black", marker=m, linestyle="", markerfacecolor="none", label=n)
                 for n, m in MODEL_MARKERS.items() if n in set(pred["model"])]
     axes[0].legend(handles=handles, fontsize=7, title="hollow: sequential; band: ±10%", title_fontsize=7)
-    fig.suptitle("Performance model against measurement (allreduce fit of this study's sweep)", fontsize=10)
+    fig.suptitle("Performance model against measurement (allreduce times from this study's sweep)", fontsize=10)
     return _save(fig, outdir, "model")
 
 

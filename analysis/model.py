@@ -7,17 +7,20 @@ Measured, per run (model.csv):
 - comm_exposed_s: what the step waits for, the comm phase; overlap_ratio = 1 - exposed / total.
 
 Model, for a run on N ranks, from the 1-rank run of the same framework, model, comm mode and
-batch (its io, h2d, forward, backward and update times) and the alpha-beta ring fit of the study's
-allreduce sweep on the same nodes and ranks:
+batch (its io, h2d, forward, backward and update times) and the study's allreduce sweep on the
+same nodes and ranks, which gives the time T(m) of one allreduce of m bytes (`sweep_cost`: the
+measured medians, linear between sizes and beyond the largest; the alpha-beta ring fit where a
+sweep has too few sizes):
 - Gradient i (sizes from the run's records) is ready r_i seconds into backward: measured per
   tensor in PyTorch, whose allreduces start from backward hooks; at the end of backward where the
   framework starts communication after backward (TensorFlow, MXNet) and in sequential mode.
 - Horovod's background thread wakes every cycle (HOROVOD_CYCLE_TIME, 1 ms), fuses the gradients
   ready by then into buffers of at most HOROVOD_FUSION_THRESHOLD bytes (128 MiB), and reduces the
-  buffers one after another, each taking T(m) = 2(N-1) alpha + 2(N-1)/N m beta.
+  buffers one after another, each taking T(m).
 - Predicted iteration = io + h2d + forward + backward + update + exposed, where exposed is how
   far the last allreduce ends after backward; comm_total is the sum of the buffers' times.
-The extrapolation applies the same model with link parameters instead of a measured fit.
+The extrapolation applies the same model with the ring model T(m) = 2(N-1) alpha + 2(N-1)/N m beta
+for given link parameters instead of a measured sweep.
 """
 
 import json
@@ -68,8 +71,27 @@ def fusion_buffers(sizes, threshold=FUSION_THRESHOLD):
     return buffers
 
 
-def schedule(ready, sizes, ranks, alpha, beta, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
-    """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`."""
+def sweep_cost(nbytes, times):
+    """T(m) from a sweep's (bytes, median seconds): linear between sizes, extended past both ends."""
+    m, t = np.asarray(nbytes, float), np.asarray(times, float)
+    order = np.argsort(m)
+    m, t = m[order], t[order]
+    if len(m) < 2:
+        raise ValueError("an allreduce sweep needs at least two sizes")
+    slope = (t[-1] - t[-2]) / (m[-1] - m[-2])
+
+    def cost(size):
+        return float(np.interp(size, m, t)) if size <= m[-1] else float(t[-1] + slope * (size - m[-1]))
+    return cost
+
+
+def ring_cost(ranks, alpha, beta):
+    return lambda size: ring_time(size, ranks, alpha, beta)
+
+
+def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
+    """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`;
+    cost(m) is the time of one allreduce of m bytes."""
     order = sorted(range(len(sizes)), key=lambda i: ready[i])
     t_cycle, t_free, busy, k = -cycle, 0.0, 0.0, 0
     while k < len(order):
@@ -83,14 +105,15 @@ def schedule(ready, sizes, ranks, alpha, beta, threshold=FUSION_THRESHOLD, cycle
             k += 1
         t_free = t_cycle
         for buf in fusion_buffers(batch, threshold):
-            step = ring_time(buf, ranks, alpha, beta)
+            step = cost(buf)
             t_free += step
             busy += step
     return t_free, busy
 
 
-def predict(base, sizes, ready, ranks, alpha, beta, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
-    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks.
+def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
+    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where
+    one allreduce of m bytes takes cost(m).
 
     base: 1-rank phase means (COMPUTE keys); ready: seconds into backward at which each gradient
     is ready, or None when communication starts after backward.
@@ -100,7 +123,7 @@ def predict(base, sizes, ready, ranks, alpha, beta, threshold=FUSION_THRESHOLD, 
     if ranks < 2:
         return {"iteration_s": compute, "comm_total_s": 0.0, "comm_exposed_s": 0.0}
     ready = [backward] * len(sizes) if ready is None else [min(r, backward) for r in ready]
-    end, busy = schedule(ready, sizes, ranks, alpha, beta, threshold, cycle)
+    end, busy = schedule(ready, sizes, cost, threshold, cycle)
     exposed = max(0.0, end - backward)
     return {"iteration_s": compute + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
 
@@ -134,17 +157,29 @@ def baselines(table):
     return out
 
 
-def model_table(runs, status, fits):
+def costs(sweep, fits):
+    """{(nodes, ranks_per_node): T(m)} from the sweep table, else the fit (allreduce*.csv)."""
+    out = {}
+    for r in fits.itertuples():
+        if not pd.isna(r.alpha_s):
+            out[(r.nodes, r.ranks_per_node)] = ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte)
+    for (nodes, rpn), g in sweep.groupby(["nodes", "ranks_per_node"]):
+        if len(g) >= 2:
+            out[(nodes, rpn)] = sweep_cost(g["bytes"], g["median_s"])
+    return out
+
+
+def model_table(runs, status, sweep, fits):
     """One row per successful run: measured and predicted iteration and communication times.
 
-    runs: metrics.run_table; status: runs.csv (run_dir, gradient and timeline columns);
-    fits: allreduce_fit.csv. A run is predicted when its study has the matching 1-rank run and an
-    allreduce fit for its nodes and ranks per node.
+    runs: metrics.run_table; status: runs.csv (run_dir, gradient and timeline columns); sweep and
+    fits: allreduce.csv and allreduce_fit.csv. A run is predicted when its study has the matching
+    1-rank run and an allreduce sweep for its nodes and ranks per node.
     """
     keys = MATCH + ["nodes", "ranks_per_node", "repeat"]
     table = runs.merge(status[status["status"] == "ok"], on=keys, how="inner")
     bases = baselines(table)
-    fit_by = {(r.nodes, r.ranks_per_node): r for r in fits.itertuples() if not pd.isna(r.alpha_s)}
+    cost_by = costs(sweep, fits)
     rows = []
     for r in table.to_dict("records"):
         seq = r["comm"] == "sequential" or r["ranks"] == 1
@@ -153,10 +188,10 @@ def model_table(runs, status, fits):
         row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r["comm_s"],
                    overlap_ratio=max(0.0, 1 - r["comm_s"] / total) if total and total > 0 else math.nan)
         base = bases.get(tuple(r[k] for k in MATCH))
-        fit = fit_by.get((r["nodes"], r["ranks_per_node"]))
-        if r["ranks"] > 1 and base and fit is not None:
-            p = predict(base["base"], base["sizes"], None if seq else base["ready"], r["ranks"], fit.alpha_s,
-                        fit.beta_s_per_byte, base["threshold"], base["cycle"])
+        cost = cost_by.get((r["nodes"], r["ranks_per_node"]))
+        if r["ranks"] > 1 and base and cost is not None:
+            p = predict(base["base"], base["sizes"], None if seq else base["ready"], r["ranks"], cost,
+                        base["threshold"], base["cycle"])
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = _relerr(p["iteration_s"], r["iteration_s"])
             row["error_comm_total"] = _relerr(p["comm_total_s"], total)
@@ -191,7 +226,7 @@ def extrapolate(bases, links, max_ranks=1024):
             alpha, beta = link["latency_us"] * 1e-6, 8 / (link["gbit_s"] * 1e9)
             n = 2
             while n <= max_ranks:
-                p = predict(b["base"], b["sizes"], ready, n, alpha, beta, b["threshold"], b["cycle"])
+                p = predict(b["base"], b["sizes"], ready, n, ring_cost(n, alpha, beta), b["threshold"], b["cycle"])
                 rows.append({**ident, "link": name, "ranks": n, "predicted_iteration_s": p["iteration_s"],
                              "predicted_efficiency": single / p["iteration_s"]})
                 n *= 2

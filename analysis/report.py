@@ -31,12 +31,12 @@ def write_comm(sweeps, sweep_path, fit_path):
     fits.to_csv(fit_path, index=False)
 
 
-def write_model(tidy_path, runs_path, fit_path, extrapolate, out_dir, figure_dir):
+def write_model(tidy_path, runs_path, sweep_path, fit_path, extrapolate, out_dir, figure_dir):
     """model.csv (measured and predicted communication and iteration time per run), model_error.json,
     gradients.csv (tensors and bytes per framework and model), extrapolation.csv, and figures."""
     runs = metrics.run_table(pd.read_csv(tidy_path))
     status = pd.read_csv(runs_path, keep_default_na=False, na_values=[""])
-    table, bases = model.model_table(runs, status, pd.read_csv(fit_path))
+    table, bases = model.model_table(runs, status, pd.read_csv(sweep_path), pd.read_csv(fit_path))
     error = model.model_error(table)
     table.to_csv(f"{out_dir}/model.csv", index=False)
     with open(f"{out_dir}/model_error.json", "w") as fh:

@@ -1,4 +1,4 @@
-# Records -> tidy table and run table -> summary -> figures.
+# Records -> tidy table and run table -> summary -> figures; with the allreduce fit -> model.
 
 
 rule tidy:
@@ -34,3 +34,24 @@ rule figures:
         f"{LOGS}/figures.log",
     run:
         report.write_figures(input[0], f"{RESULTS}/figures")
+
+
+rule model:
+    input:
+        tidy=f"{RESULTS}/tidy.csv",
+        runs=f"{RESULTS}/runs.csv",
+        sweep=f"{RESULTS}/allreduce.csv",
+        fit=f"{RESULTS}/allreduce_fit.csv",
+    output:
+        table=f"{RESULTS}/model.csv",
+        error=f"{RESULTS}/model_error.json",
+        gradients=f"{RESULTS}/gradients.csv",
+        extrapolation=f"{RESULTS}/extrapolation.csv",
+        figures=MODEL_FIGURES,
+    log:
+        f"{LOGS}/model.log",
+    params:
+        extrapolate=json.dumps(config["extrapolate"], sort_keys=True),
+    run:
+        report.write_model(input.tidy, input.runs, input.sweep, input.fit, config["extrapolate"], RESULTS,
+                           f"{RESULTS}/figures")

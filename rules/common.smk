@@ -17,5 +17,7 @@ SWEEPS = {
     for r in config["ranks_per_node"]
     if n * r > 1
 }
+MODEL_FIGURES = expand(f"{RESULTS}/figures/{{name}}.{{ext}}", name=["model", "extrapolation"],
+                       ext=["pdf", "png"])
 FIGURES = expand(f"{RESULTS}/figures/{{name}}.{{ext}}", name=["throughput", "efficiency", "phases"],
                  ext=["pdf", "png"])

@@ -98,7 +98,7 @@ def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
         t_cycle = max(t_cycle + cycle, t_free)
         first = ready[order[k]]
         if first > t_cycle:  # sleep whole cycles until the next gradient is there
-            t_cycle += math.ceil((first - t_cycle) / cycle) * cycle
+            t_cycle += math.ceil((first - t_cycle) / cycle - 1e-9) * cycle
         batch = []
         while k < len(order) and ready[order[k]] <= t_cycle:
             batch.append(sizes[order[k]])

@@ -25,7 +25,7 @@ class ConfigError(ValueError):
 def _key_path(error):
     parts = [f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
              for i, p in enumerate(error.absolute_path)]
-    return "".join(parts) or "(top level)"
+    return f"'{''.join(parts)}'" if parts else "(top level)"
 
 
 def validate_schema(config):
@@ -39,7 +39,7 @@ def validate_schema(config):
             raise ConfigError(f"config key {_key_path(e)}: {e.message} (known keys: {known})")
         if e.validator == "required":
             raise ConfigError(f"config key {_key_path(e)}: {e.message}")
-        raise ConfigError(f"config key '{_key_path(e)}': {e.message}")
+        raise ConfigError(f"config key {_key_path(e)}: {e.message}")
 
 
 def parse_hostfile(path):

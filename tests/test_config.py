@@ -21,6 +21,11 @@ def test_default_config_is_valid(base_config):
     ("repeats", 0, "config key 'repeats': 0 is less than the minimum of 1"),
     ("iterations", "ten", "config key 'iterations': 'ten' is not of type 'integer'"),
     ("image_size", 32, "config key 'image_size': 32 is less than the minimum of 64"),
+    ("emulate", {"rate_mbit": 0}, "config key 'emulate.rate_mbit': 0 is less than or equal to the minimum of 0"),
+    ("emulate", {"delay_ms": 1}, "config key 'emulate': 'rate_mbit' is a required property"),
+    ("extrapolate", {"max_ranks": 1024, "links": {}}, "config key 'extrapolate.links': {} should be non-empty"),
+    ("extrapolate", {"max_ranks": 8, "links": {"ib": {"gbit_s": 56}}},
+     "config key 'extrapolate.links.ib': 'latency_us' is a required property"),
 ])
 def test_schema_errors_name_the_key(base_config, key, value, message):
     base_config[key] = value
@@ -85,3 +90,22 @@ def test_hostfile_errors(tmp_path, text, message):
 def test_shipped_cluster_example_parses():
     hosts = cfg.parse_hostfile(cfg.ROOT / "hostfiles" / "example-4x4")
     assert hosts == [(f"node0{i}", 4) for i in range(1, 5)]
+
+
+def test_emulated_study_config_is_valid_where_clusters_can_be_made(base_config):
+    import yaml
+
+    from harness import emulate
+    from tests.conftest import ROOT
+
+    base_config.update(yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text()))
+    base_config["hostfile"] = "no/such/hostfile"  # an emulated study does not read it
+    ok, why = emulate.available()
+    if not ok:
+        with pytest.raises(cfg.ConfigError, match=f"config key 'emulate': {why}"):
+            cfg.validate(base_config)
+        return
+    cfg.validate(base_config)
+    runs = cfg.matrix(base_config)
+    assert len(runs) == 3 * 3 * 2 * 2 * 2  # frameworks x models x comm modes x nodes x repeats
+    assert {r["nodes"] for r in runs} == {1, 2} and {r["comm"] for r in runs} == {"overlap", "sequential"}

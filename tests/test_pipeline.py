@@ -1,5 +1,6 @@
 """A real Snakemake run of a tiny study, then a second run that must do nothing."""
 
+import json
 import os
 import subprocess
 import sys
@@ -44,7 +45,22 @@ def test_tiny_study_end_to_end(tmp_path):
     sweep = pd.read_csv(results / "allreduce.csv")
     assert sweep["bytes"].max() == 1 << 20 and (sweep["busbw_bytes_per_s"] > 0).all()
 
-    for name in ("throughput", "efficiency", "phases"):
+    # communication and the performance model: every 2-rank run predicted, timeline comm measured
+    model = pd.read_csv(results / "model.csv")
+    two = model[model["ranks"] == 2]
+    assert len(two) == 4 and (two["predicted_iteration_s"] > 0).all() and two["error_iteration"].notna().all()
+    assert (two["comm_total_s"] > 0).all() and two["overlap_ratio"].between(0, 1).all()
+    assert json.loads((results / "model_error.json").read_text())["runs"] == 4
+    grads = pd.read_csv(results / "gradients.csv")
+    from workloads.registry import build_model
+    params = list(build_model("torch", "tinynet", conf["classes"]).parameters())
+    assert grads.values.tolist() == [["mxnet", "tinynet", len(params), 4 * sum(p.numel() for p in params)],
+                                     ["torch", "tinynet", len(params), 4 * sum(p.numel() for p in params)]]
+    ext = pd.read_csv(results / "extrapolation.csv")
+    assert ext["ranks"].max() == 1024 and set(ext["link"]) == set(conf["extrapolate"]["links"])
+    assert ext["predicted_efficiency"].between(0, 1.0 + 1e-9).all()
+
+    for name in ("throughput", "efficiency", "phases", "model", "extrapolation"):
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
 

@@ -4,6 +4,12 @@ The loop is the same for every framework; a framework supplies a Trainer with on
 phase and a `sync()` that waits for its device and engine. Each phase is timed between two syncs,
 so a phase's time is the work it launched, not work queued by an earlier one. Every iteration,
 warm-up included (flagged), becomes one record line in ``rank<R>.jsonl`` in the run folder.
+
+The run record also holds the gradients' sizes (for the performance model). Where the framework
+reports when each gradient is complete (PyTorch's backward hooks), the end record holds the median
+time of each, in seconds from the start of backward (`gradient_ready_s`). With more than one rank
+and HOROVOD_TIMELINE=DYNAMIC (set by the launcher), rank 0 records Horovod's timeline of the
+measured iterations only, in ``timeline.json``.
 """
 
 import importlib

@@ -1,0 +1,117 @@
+"""Emulated clusters: real network namespaces, shaped links, and real mpirun jobs across them.
+
+Skipped, with the reason, where this machine cannot make namespaces (not root, no iproute2 or
+no kernel support); CI runs them as root.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from harness import config as cfg
+from harness import emulate, launch
+from harness.records import parse_file
+from tests.conftest import ROOT, tiny_config
+
+OK, WHY = emulate.available()
+pytestmark = pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
+ENV_RECORD = json.loads((ROOT / "results" / "environment.json").read_text()) if OK else None
+
+
+def _mine():
+    return [c for c in emulate.clusters() if c.startswith(f"{emulate.PREFIX}-p{os.getpid()}-")]
+
+
+def _links(ns=None):
+    argv = ["ip", "-o", "link"] if ns is None else ["ip", "-n", ns, "-o", "link"]
+    return sorted(line.split(":")[1].strip() for line in subprocess.run(argv, capture_output=True,
+                                                                         text=True).stdout.splitlines())
+
+
+def test_cluster_is_made_shaped_and_removed():
+    before_ns, before_links = set(emulate.namespaces()), _links()
+    with emulate.cluster(3, rate_mbit=250) as made:
+        assert set(made.namespaces + [made.switch]) <= set(emulate.namespaces())
+        assert made.hosts == ["10.213.0.1", "10.213.0.2", "10.213.0.3"]
+        assert made.hostfile(2) == "10.213.0.1 slots=2\n10.213.0.2 slots=2\n10.213.0.3 slots=2\n"
+        assert _links() == before_links, "the machine's own namespace must not change"
+        qdisc = subprocess.run(["ip", "netns", "exec", made.namespaces[1], "tc", "qdisc", "show", "dev", "eth0"],
+                               capture_output=True, text=True).stdout
+        assert "tbf" in qdisc and "250Mbit" in qdisc
+        ping = subprocess.run(["ip", "netns", "exec", made.namespaces[0], sys.executable, "-c",
+                               "import socket; s = socket.create_connection(('10.213.0.3', 9), timeout=5)"],
+                              capture_output=True, text=True)
+        assert "ConnectionRefusedError" in ping.stderr  # node 2 answered (nothing listens on port 9)
+    assert set(emulate.namespaces()) == before_ns
+
+
+def test_cluster_is_removed_when_the_job_fails_and_its_processes_are_killed():
+    with pytest.raises(RuntimeError, match="job failed"):
+        with emulate.cluster(2) as made:
+            sleeper = subprocess.Popen(["ip", "netns", "exec", made.namespaces[1], "sleep", "600"])
+            raise RuntimeError("job failed")
+    assert sleeper.wait(timeout=10) != 0
+    assert not [ns for ns in emulate.namespaces() if ns.startswith(made.name)]
+
+
+def test_orphaned_clusters_of_dead_processes_are_removed():
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    orphan = emulate.up(1, name=f"{emulate.PREFIX}-p{dead.pid}-test")
+    removed = emulate.remove_orphans()
+    assert f"{orphan.name}-n0" in removed and orphan.name not in emulate.clusters()
+
+
+def test_bad_link_settings_are_refused():
+    with pytest.raises(emulate.EmulationError, match="link rate must be positive"):
+        emulate.up(2, rate_mbit=0)
+    with pytest.raises(emulate.EmulationError, match="1 to 250 nodes"):
+        emulate.up(0)
+
+
+def test_delay_uses_netem_or_says_it_is_missing():
+    try:
+        with emulate.cluster(2, rate_mbit=100, delay_ms=5) as made:
+            qdisc = subprocess.run(["ip", "netns", "exec", made.namespaces[0], "tc", "qdisc", "show", "dev",
+                                    "eth0"], capture_output=True, text=True).stdout
+            assert "netem" in qdisc and "delay 5ms" in qdisc and "tbf" in qdisc
+    except emulate.EmulationError as exc:
+        assert "netem" in str(exc) and "emulate.delay_ms" in str(exc)
+    assert not _mine(), "a cluster that failed to come up was left behind"
+
+
+def test_cli_runs_a_command_in_node_0_with_the_hostfile():
+    proc = subprocess.run([sys.executable, "-m", "harness", "emulate", "run", "--nodes", "2", "--slots", "2",
+                           "--rate-mbit", "100", "--", "sh", "-c", "cat $DLSCALE_HOSTFILE; echo node=$DLSCALE_NODE"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "10.213.0.1 slots=2\n10.213.0.2 slots=2\n" in proc.stdout and "-n0" in proc.stdout
+
+
+def _comm_times(tmp_path, rate):
+    conf = tiny_config(tmp_path / str(rate), emulate={"rate_mbit": rate}, framework=["torch"], iterations=4)
+    run = {"framework": "torch", "model": "tinynet", "comm": "sequential", "nodes": 2, "ranks_per_node": 1,
+           "batch_size": 4, "repeat": 0}
+    status = launch.launch(conf, run, ENV_RECORD)
+    assert status["status"] == "ok", status
+    run_dir, _, _ = cfg.run_files(conf, run)
+    spec = json.loads((run_dir / "spec.json").read_text())
+    assert spec["launch"]["hosts"] == ["10.213.0.1", "10.213.0.2"]
+    assert spec["launch"]["emulated"]["rate_mbit"] == rate
+    records = [parse_file(run_dir / f"rank{r}.jsonl")[0] for r in (0, 1)]
+    hosts = {recs[0]["host"] for recs in records}
+    assert len(hosts) == 2 and all(h.endswith(("-n0", "-n1")) for h in hosts), hosts  # one rank per node
+    return [s["comm_s"] for s in records[0] if s["kind"] == "step" and not s["warmup"]]
+
+
+def test_two_emulated_nodes_communication_grows_as_bandwidth_drops(tmp_path):
+    fast = statistics.median(_comm_times(tmp_path, 400))
+    slow = statistics.median(_comm_times(tmp_path, 40))
+    # tinynet's gradients are 1 MB: ~0.2 s per allreduce at 40 Mbit/s, ~0.02 s at 400 Mbit/s
+    assert slow > 4 * fast, (fast, slow)
+    assert slow > 0.1
+    assert not _mine(), "clusters left behind"

@@ -1,0 +1,112 @@
+"""Performance model and Horovod timeline parsing, on numbers worked out by hand."""
+
+import json
+
+import pytest
+
+from analysis import model
+from harness.allreduce import ring_time
+
+BASE = {"io_s": 0.001, "h2d_s": 0.0, "forward_s": 0.1, "backward_s": 0.2, "update_s": 0.01}
+COMPUTE = 0.311
+
+
+def linear(seconds_per_byte, latency=0.0):
+    return lambda m: latency + m * seconds_per_byte
+
+
+def test_fusion_buffers_fill_up_to_threshold_in_order():
+    assert model.fusion_buffers([50, 50, 50], threshold=120) == [100, 50]
+    assert model.fusion_buffers([200, 10, 10], threshold=120) == [200, 20]  # too big: alone
+    assert model.fusion_buffers([], threshold=120) == []
+
+
+def test_sequential_exposes_all_communication():
+    sizes = [100, 200, 300]
+    p = model.predict(BASE, sizes, None, 2, linear(1e-4), threshold=10**9)
+    assert p["comm_total_s"] == pytest.approx(0.06)  # one fused buffer of 600 bytes
+    assert p["comm_exposed_s"] == pytest.approx(0.06)
+    assert p["iteration_s"] == pytest.approx(COMPUTE + 0.06)
+
+
+def test_overlap_hides_communication_behind_backward():
+    sizes = [100, 100, 100]  # each allreduce takes 0.01 s
+    cost = linear(1e-4)
+    early = model.predict(BASE, sizes, [0.02, 0.05, 0.10], 2, cost, threshold=100)
+    assert early["comm_total_s"] == pytest.approx(0.03)
+    assert early["comm_exposed_s"] == pytest.approx(0.0)  # all done long before backward ends
+    late = model.predict(BASE, sizes, [0.02, 0.05, 0.195], 2, cost, threshold=100)
+    # the last gradient is picked up at the next 1 ms cycle (0.195 s) and takes 0.01 s
+    assert late["comm_exposed_s"] == pytest.approx(0.005, abs=1e-9)
+    assert late["iteration_s"] == pytest.approx(COMPUTE + 0.005)
+
+
+def test_gradients_ready_in_one_cycle_are_fused():
+    sizes = [100, 100]
+    cost = linear(1e-4, latency=0.05)  # a big per-message cost makes fusion visible
+    _, fused_busy = model.schedule([0.0002, 0.0008], sizes, cost, threshold=1000, cycle=1e-3)
+    _, apart_busy = model.schedule([0.0002, 0.0015], sizes, cost, threshold=1000, cycle=1e-3)
+    assert fused_busy == pytest.approx(0.05 + 0.02)  # cycle at 1 ms takes both: one message
+    assert apart_busy == pytest.approx(2 * 0.05 + 0.02)
+
+
+def test_one_rank_is_compute_only():
+    p = model.predict(BASE, [10**6], None, 1, linear(1.0))
+    assert p == {"iteration_s": pytest.approx(COMPUTE), "comm_total_s": 0.0, "comm_exposed_s": 0.0}
+
+
+def test_sweep_cost_interpolates_and_extends():
+    cost = model.sweep_cost([4, 1024, 4096], [1e-5, 2e-5, 5e-5])
+    assert cost(4) == pytest.approx(1e-5) and cost(1024) == pytest.approx(2e-5)
+    assert cost(2560) == pytest.approx(3.5e-5)
+    assert cost(8192) == pytest.approx(5e-5 + 4096 * (3e-5 / 3072))
+    assert cost(1) == pytest.approx(1e-5)
+    with pytest.raises(ValueError, match="two sizes"):
+        model.sweep_cost([4], [1e-5])
+
+
+def test_ring_cost_matches_the_allreduce_module():
+    assert model.ring_cost(8, 2e-6, 1e-9)(1 << 20) == ring_time(1 << 20, 8, 2e-6, 1e-9)
+
+
+def _timeline(path, events):
+    """A timeline in Horovod 0.28's chrome-trace format (metadata, then B/E events per tensor)."""
+    out = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"start_time_since_epoch_in_micros": 1}}]
+    for pid, name, start, end, inner in events:
+        out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"allreduce.{pid}"}})
+        out.append({"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": start - 500, "pid": pid})
+        out.append({"ph": "E", "ts": start - 100, "pid": pid})
+        out.append({"ph": "B", "name": name, "ts": start, "pid": pid})
+        for act, a, b in inner:
+            out += [{"ph": "B", "name": act, "ts": a, "pid": pid}, {"ph": "E", "ts": b, "pid": pid}]
+        out.append({"ph": "E", "ts": end, "pid": pid})
+    path.write_text(json.dumps(out))
+
+
+def test_timeline_comm_is_the_union_of_allreduce_intervals(tmp_path):
+    path = tmp_path / "timeline.json"
+    _timeline(path, [
+        (1, "ALLREDUCE", 1000, 3000, [("MPI_ALLREDUCE", 1100, 2900)]),  # fused with pid 2
+        (2, "ALLREDUCE", 1000, 3000, [("MPI_ALLREDUCE", 1100, 2900)]),
+        (3, "ALLREDUCE", 2500, 4000, []),  # overlaps the first: adds 1000 us
+        (4, "ALLREDUCE", 10000, 11000, []),  # second iteration
+    ])
+    seconds, ops = model.timeline_comm(path, iterations=2)
+    assert seconds == pytest.approx((3000 + 1000) / 1e6 / 2)
+    assert ops == pytest.approx(3 / 2)  # three distinct operations (start times) over two iterations
+
+
+def test_extrapolation_falls_with_ranks_and_rises_with_bandwidth():
+    bases = {("torch", "alexnet", "overlap", 8, 64, 1000, 1, "fp32"):
+             {"base": BASE, "sizes": [4 * 10**6] * 10, "ready": [0.02 * i for i in range(10)],
+              "threshold": model.FUSION_THRESHOLD, "cycle": model.CYCLE_S}}
+    links = {"slow": {"gbit_s": 1, "latency_us": 50}, "fast": {"gbit_s": 100, "latency_us": 1}}
+    table = model.extrapolate(bases, links, max_ranks=64)
+    assert sorted(set(table["ranks"])) == [2, 4, 8, 16, 32, 64]
+    for _, g in table.groupby("link"):
+        eff = g.sort_values("ranks")["predicted_efficiency"].tolist()
+        assert all(a >= b for a, b in zip(eff, eff[1:])) and 0 < eff[-1] <= 1
+    slow = table[table["link"] == "slow"].set_index("ranks")["predicted_efficiency"]
+    fast = table[table["link"] == "fast"].set_index("ranks")["predicted_efficiency"]
+    assert (fast > slow).all()
+    assert slow[64] < 0.5  # 40 MB over 1 Gbit/s cannot hide behind a 0.2 s backward

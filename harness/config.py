@@ -104,6 +104,9 @@ def validate(config):
             raise ConfigError(f"config key 'emulate': {why}")
         if max(config["nodes"]) > emulate.MAX_NODES:
             raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
+        if config["launcher"].get("bind_to", "none") != "none":
+            raise ConfigError("config key 'launcher.bind_to': must be none on an emulated cluster (each "
+                              "emulated node already runs on CPUs of its own; mpirun would bind across them)")
         return config
     hostfile = resolve(config["hostfile"])
     hosts = parse_hostfile(hostfile)

@@ -47,12 +47,24 @@ def _ns_run(ns, *argv):
     return _run("ip", "netns", "exec", ns, *argv)
 
 
+def node_cpus(nodes, cpus=None):
+    """The CPUs each emulated node may use: this machine's CPUs split evenly between the nodes (in
+    turn when there are more nodes than CPUs), so that nodes do not take each other's cores."""
+    cpus = sorted(os.sched_getaffinity(0) if cpus is None else cpus)
+    share = max(1, len(cpus) // nodes)
+    return [",".join(str(cpus[(i * share + k) % len(cpus)]) for k in range(share)) for i in range(nodes)]
+
+
 @dataclass
 class Cluster:
     name: str
     nodes: int
     rate_mbit: float | None
     delay_ms: float
+    cpus: list = None
+
+    def __post_init__(self):
+        self.cpus = self.cpus or node_cpus(self.nodes)
 
     @property
     def switch(self):
@@ -71,17 +83,19 @@ class Cluster:
         return "".join(f"{host} slots={slots}\n" for host in self.hosts)
 
     def launch_env(self):
-        """Environment for mpirun: the agent, and the host -> namespace map it reads."""
+        """Environment for mpirun: the agent, and the host -> namespace and CPUs map it reads."""
         return {"OMPI_MCA_plm_rsh_agent": str(AGENT), "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
-                "DLSCALE_NETNS_MAP": " ".join(f"{h}={ns}" for h, ns in zip(self.hosts, self.namespaces))}
+                "DLSCALE_NETNS_MAP": " ".join(f"{h}={ns}={c}" for h, ns, c in
+                                              zip(self.hosts, self.namespaces, self.cpus))}
 
     def wrap(self, argv):
-        """argv that runs `argv` (mpirun) inside node 0."""
-        return ["ip", "netns", "exec", self.namespaces[0], "env", f"DLSCALE_NODE={self.namespaces[0]}", *argv]
+        """argv that runs `argv` (mpirun) inside node 0, on node 0's CPUs."""
+        return ["taskset", "-c", self.cpus[0], "ip", "netns", "exec", self.namespaces[0], "env",
+                f"DLSCALE_NODE={self.namespaces[0]}", *argv]
 
     def describe(self):
         return {"name": self.name, "nodes": self.nodes, "rate_mbit": self.rate_mbit, "delay_ms": self.delay_ms,
-                "hosts": self.hosts, "namespaces": self.namespaces}
+                "hosts": self.hosts, "namespaces": self.namespaces, "cpus": self.cpus}
 
 
 def _shape(ns, dev, rate_mbit, delay_ms):
@@ -101,7 +115,7 @@ def _shape(ns, dev, rate_mbit, delay_ms):
                 "burst", str(burst), "latency", "100ms")
 
 
-def up(nodes, rate_mbit=None, delay_ms=0, name=None):
+def up(nodes, rate_mbit=None, delay_ms=0, name=None, cpus=None):
     """Create an emulated cluster of `nodes` nodes; on any error, remove what was made and raise."""
     if not 1 <= nodes <= MAX_NODES:
         raise EmulationError(f"an emulated cluster has 1 to {MAX_NODES} nodes, not {nodes}")
@@ -110,7 +124,7 @@ def up(nodes, rate_mbit=None, delay_ms=0, name=None):
     if delay_ms < 0:
         raise EmulationError(f"link delay cannot be negative, got {delay_ms} ms")
     name = name or f"{PREFIX}-p{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    cluster = Cluster(name, nodes, rate_mbit, delay_ms)
+    cluster = Cluster(name, nodes, rate_mbit, delay_ms, cpus)
     if set(cluster.namespaces + [cluster.switch]) & set(namespaces()):
         raise EmulationError(f"an emulated cluster named {name} exists; remove it with "
                              f"`python -m harness emulate down {name}`")
@@ -173,10 +187,10 @@ def remove_orphans():
 
 
 @contextlib.contextmanager
-def cluster(nodes, rate_mbit=None, delay_ms=0):
+def cluster(nodes, rate_mbit=None, delay_ms=0, cpus=None):
     """An emulated cluster for the length of a `with` block, removed however the block ends."""
     remove_orphans()
-    made = up(nodes, rate_mbit, delay_ms)
+    made = up(nodes, rate_mbit, delay_ms, cpus=cpus)
     try:
         yield made
     finally:

@@ -161,7 +161,8 @@ def job(config, nodes, ranks_per_node, command):
     """One MPI job of the study: yields (hosts, mpirun argv, process environment, cluster or None).
 
     Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the config, the nodes of an
-    emulated cluster made for this job (mpirun then runs in its node 0) and removed afterwards.
+    emulated cluster made for this job (mpirun then runs in its node 0) and removed afterwards;
+    emulated node i runs on CPUs of its own (emulate.node_cpus over the study's largest node count).
     """
     env = rank_env(config)
     emulated = config.get("emulate")
@@ -171,7 +172,9 @@ def job(config, nodes, ranks_per_node, command):
         yield hosts, mpirun_argv(hosts, ranks_per_node, config["launcher"], command, env,
                                  as_root=os.geteuid() == 0), None, None
         return
-    with emulate.cluster(nodes, emulated["rate_mbit"], emulated.get("delay_ms", 0)) as cluster:
+    # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
+    cpus = emulate.node_cpus(max(config["nodes"]))[:nodes]
+    with emulate.cluster(nodes, emulated["rate_mbit"], emulated.get("delay_ms", 0), cpus) as cluster:
         argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env,
                            as_root=os.geteuid() == 0)
         yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster

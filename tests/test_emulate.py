@@ -18,7 +18,7 @@ from harness.records import parse_file
 from tests.conftest import ROOT, tiny_config
 
 OK, WHY = emulate.available()
-pytestmark = pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
+needs_netns = pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
 ENV_RECORD = json.loads((ROOT / "results" / "environment.json").read_text()) if OK else None
 
 
@@ -32,12 +32,22 @@ def _links(ns=None):
                                                                          text=True).stdout.splitlines())
 
 
+def test_nodes_get_cpus_of_their_own():
+    assert emulate.node_cpus(2, [0, 1]) == ["0", "1"]
+    assert emulate.node_cpus(1, [0, 1]) == ["0,1"]
+    assert emulate.node_cpus(2, [0, 1, 2, 3]) == ["0,1", "2,3"]
+    assert emulate.node_cpus(3, [0, 1]) == ["0", "1", "0"]  # more nodes than CPUs: in turn
+
+
+@needs_netns
 def test_cluster_is_made_shaped_and_removed():
     before_ns, before_links = set(emulate.namespaces()), _links()
     with emulate.cluster(3, rate_mbit=250) as made:
         assert set(made.namespaces + [made.switch]) <= set(emulate.namespaces())
         assert made.hosts == ["10.213.0.1", "10.213.0.2", "10.213.0.3"]
         assert made.hostfile(2) == "10.213.0.1 slots=2\n10.213.0.2 slots=2\n10.213.0.3 slots=2\n"
+        assert made.launch_env()["DLSCALE_NETNS_MAP"].split() == [
+            f"10.213.0.{i + 1}={ns}={cpus}" for i, (ns, cpus) in enumerate(zip(made.namespaces, made.cpus))]
         assert _links() == before_links, "the machine's own namespace must not change"
         qdisc = subprocess.run(["ip", "netns", "exec", made.namespaces[1], "tc", "qdisc", "show", "dev", "eth0"],
                                capture_output=True, text=True).stdout
@@ -49,6 +59,7 @@ def test_cluster_is_made_shaped_and_removed():
     assert set(emulate.namespaces()) == before_ns
 
 
+@needs_netns
 def test_cluster_is_removed_when_the_job_fails_and_its_processes_are_killed():
     with pytest.raises(RuntimeError, match="job failed"):
         with emulate.cluster(2) as made:
@@ -58,6 +69,7 @@ def test_cluster_is_removed_when_the_job_fails_and_its_processes_are_killed():
     assert not [ns for ns in emulate.namespaces() if ns.startswith(made.name)]
 
 
+@needs_netns
 def test_orphaned_clusters_of_dead_processes_are_removed():
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -66,6 +78,7 @@ def test_orphaned_clusters_of_dead_processes_are_removed():
     assert f"{orphan.name}-n0" in removed and orphan.name not in emulate.clusters()
 
 
+@needs_netns
 def test_bad_link_settings_are_refused():
     with pytest.raises(emulate.EmulationError, match="link rate must be positive"):
         emulate.up(2, rate_mbit=0)
@@ -73,6 +86,7 @@ def test_bad_link_settings_are_refused():
         emulate.up(0)
 
 
+@needs_netns
 def test_delay_uses_netem_or_says_it_is_missing():
     try:
         with emulate.cluster(2, rate_mbit=100, delay_ms=5) as made:
@@ -84,6 +98,7 @@ def test_delay_uses_netem_or_says_it_is_missing():
     assert not _mine(), "a cluster that failed to come up was left behind"
 
 
+@needs_netns
 def test_cli_runs_a_command_in_node_0_with_the_hostfile():
     proc = subprocess.run([sys.executable, "-m", "harness", "emulate", "run", "--nodes", "2", "--slots", "2",
                            "--rate-mbit", "100", "--", "sh", "-c", "cat $DLSCALE_HOSTFILE; echo node=$DLSCALE_NODE"],
@@ -105,9 +120,11 @@ def _comm_times(tmp_path, rate):
     records = [parse_file(run_dir / f"rank{r}.jsonl")[0] for r in (0, 1)]
     hosts = {recs[0]["host"] for recs in records}
     assert len(hosts) == 2 and all(h.endswith(("-n0", "-n1")) for h in hosts), hosts  # one rank per node
+    assert spec["launch"]["argv"][:4] == ["taskset", "-c", spec["launch"]["emulated"]["cpus"][0], "ip"]
     return [s["comm_s"] for s in records[0] if s["kind"] == "step" and not s["warmup"]]
 
 
+@needs_netns
 def test_two_emulated_nodes_communication_grows_as_bandwidth_drops(tmp_path):
     fast = statistics.median(_comm_times(tmp_path, 400))
     slow = statistics.median(_comm_times(tmp_path, 40))
@@ -115,3 +132,11 @@ def test_two_emulated_nodes_communication_grows_as_bandwidth_drops(tmp_path):
     assert slow > 4 * fast, (fast, slow)
     assert slow > 0.1
     assert not _mine(), "clusters left behind"
+
+
+@needs_netns
+def test_emulated_study_refuses_binding(base_config):
+    base_config["emulate"] = {"rate_mbit": 100}
+    base_config["launcher"]["bind_to"] = "core"
+    with pytest.raises(cfg.ConfigError, match="config key 'launcher.bind_to': must be none on an emulated"):
+        cfg.validate(base_config)

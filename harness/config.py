@@ -104,10 +104,15 @@ def validate(config):
             raise ConfigError(f"config key 'emulate': {why}")
         if max(config["nodes"]) > emulate.MAX_NODES:
             raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
+        if config["launcher"]["name"] != "mpirun":
+            raise ConfigError("config key 'launcher.name': an emulated cluster is started with mpirun "
+                              f"(its remote-launch agent), not {config['launcher']['name']}")
         if config["launcher"].get("bind_to", "none") != "none":
             raise ConfigError("config key 'launcher.bind_to': must be none on an emulated cluster (each "
                               "emulated node already runs on CPUs of its own; mpirun would bind across them)")
         return config
+    if config["launcher"]["name"] == "srun":
+        return config  # Slurm places the ranks; the hostfile is not read
     hostfile = resolve(config["hostfile"])
     hosts = parse_hostfile(hostfile)
     for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):

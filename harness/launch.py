@@ -1,6 +1,7 @@
 """Launch one run as one MPI job, keep its logs, and decide whether it ran right.
 
-`mpirun_argv` is a pure function from a run to an argv list (tested by exact argv). `execute`
+`mpirun_argv`, `horovodrun_argv` and `srun_argv` are pure functions from a run to an argv list
+(tested by exact argv); `launcher.name` in the config picks one. `execute`
 starts the job in its own process group with a time limit; a job that times out is killed whole.
 `check_run` reads every rank's records and returns the reasons the run is not correct (missing
 ranks, missing phases, non-finite loss, ranks whose weights disagree after training). The
@@ -56,6 +57,39 @@ def mpirun_argv(hosts, ranks_per_node, launcher, command, env, as_root=False):
         argv += ["-x", f"{name}={value}"]
     argv += list(launcher.get("extra_args", []))
     return argv + list(command)
+
+
+def _env_prefix(env):
+    """`env NAME=VALUE ...` before a command: how srun and horovodrun runs get the rank environment
+    (values may hold commas, which srun's --export cannot carry)."""
+    return ["env", *(f"{name}={value}" for name, value in sorted(env.items()))] if env else []
+
+
+def horovodrun_argv(hosts, ranks_per_node, launcher, command, env):
+    """argv for `horovodrun --mpi` (Horovod's launcher over mpirun; it adds --allow-run-as-root and
+    exports the launching environment itself). Binding and extra mpirun arguments pass through."""
+    binding = f"--bind-to {launcher.get('bind_to', 'none')} --map-by ppr:{ranks_per_node}:node"
+    if launcher.get("oversubscribe"):
+        binding += " --oversubscribe"
+    argv = ["horovodrun", "-np", str(len(hosts) * ranks_per_node),
+            "-H", ",".join(f"{h}:{ranks_per_node}" for h in hosts), "--mpi", f"--binding-args={binding}"]
+    if launcher.get("network_interfaces"):
+        argv.append(f"--network-interfaces={','.join(launcher['network_interfaces'])}")
+    if launcher.get("extra_args"):
+        argv.append(f"--mpi-args={' '.join(launcher['extra_args'])}")
+    return argv + _env_prefix(env) + list(command)
+
+
+SRUN_BIND = {"none": "none", "core": "cores", "socket": "sockets", "numa": "ldoms", "hwthread": "threads"}
+
+
+def srun_argv(nodes, ranks_per_node, launcher, command, env):
+    """argv for Slurm's srun inside an allocation: `nodes` nodes, `ranks_per_node` tasks each, MPI
+    wired up by the `launcher.mpi` plugin (pmix by default), the job killed if one rank dies."""
+    argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes * ranks_per_node}",
+            f"--ntasks-per-node={ranks_per_node}", f"--cpu-bind={SRUN_BIND[launcher.get('bind_to', 'none')]}",
+            f"--mpi={launcher.get('mpi', 'pmix')}", "--kill-on-bad-exit=1"]
+    return argv + list(launcher.get("extra_args", [])) + _env_prefix(env) + list(command)
 
 
 def run_spec(config, run, out_dir):
@@ -164,13 +198,23 @@ def job(config, nodes, ranks_per_node, command):
     emulated cluster made for this job (mpirun then runs in its node 0) and removed afterwards;
     emulated node i runs on CPUs of its own (emulate.node_cpus over the study's largest node count).
     """
-    env = rank_env(config)
+    env, launcher = rank_env(config), config["launcher"]
     emulated = config.get("emulate")
+    if launcher["name"] == "srun":
+        if not shutil.which("srun"):
+            raise LaunchError("launcher srun: no srun on PATH (run the study inside a Slurm allocation, "
+                              "or use the Slurm profile)")
+        yield ([os.environ.get("SLURM_JOB_NODELIST", "(Slurm allocation)")],
+               srun_argv(nodes, ranks_per_node, launcher, command, env), None, None)
+        return
     if not emulated:
         hosts = cfg.select_hosts(cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node,
                                  hostfile=config["hostfile"])
-        yield hosts, mpirun_argv(hosts, ranks_per_node, config["launcher"], command, env,
-                                 as_root=os.geteuid() == 0), None, None
+        if launcher["name"] == "horovodrun":
+            yield hosts, horovodrun_argv(hosts, ranks_per_node, launcher, command, env), None, None
+        else:
+            yield hosts, mpirun_argv(hosts, ranks_per_node, launcher, command, env,
+                                     as_root=os.geteuid() == 0), None, None
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
     cpus = emulate.node_cpus(max(config["nodes"]))[:nodes]
@@ -180,12 +224,16 @@ def job(config, nodes, ranks_per_node, command):
         yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
 
 
-def job_failure(rc, timed_out, timeout_s):
+class LaunchError(RuntimeError):
+    pass
+
+
+def job_failure(rc, timed_out, timeout_s, launcher="mpirun"):
     """Why a finished MPI job failed, or None."""
     if timed_out:
         return f"timed out after {timeout_s} s; job killed"
     if rc != 0:
-        return f"mpirun exited with code {rc}"
+        return f"{launcher} exited with code {rc}"
     return None
 
 
@@ -205,9 +253,11 @@ def launch(config, run, env_record):
                               "emulated": cluster.describe() if cluster else None}
             spec_path.write_text(json.dumps(spec, indent=2) + "\n")
             rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
-        failure = job_failure(rc, timed_out, config["run_timeout_s"])
+        failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
     except emulate.EmulationError as exc:
         argv, rc, failure = [], None, f"emulated cluster: {exc}"
+    except LaunchError as exc:
+        argv, rc, failure = [], None, str(exc)
     size = run["nodes"] * run["ranks_per_node"]
     problems, _ = check_run(run_dir, size)
     if failure:
@@ -239,9 +289,11 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
     try:
         with job(config, nodes, ranks_per_node, command) as (_, argv, proc_env, _cluster):
             rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
-        failure = job_failure(rc, timed_out, config["run_timeout_s"])
+        failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
     except emulate.EmulationError as exc:
         failure = f"emulated cluster: {exc}"
+    except LaunchError as exc:
+        failure = str(exc)
     if failure:
         error = first_error(log_path.read_text(errors="replace"))
         out_path.write_text(json.dumps({"schema": SCHEMA, "failed": failure, "error": error,

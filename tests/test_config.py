@@ -109,3 +109,12 @@ def test_emulated_study_config_is_valid_where_clusters_can_be_made(base_config):
     runs = cfg.matrix(base_config)
     assert len(runs) == 3 * 3 * 2 * 2 * 2  # frameworks x models x comm modes x nodes x repeats
     assert {r["nodes"] for r in runs} == {1, 2} and {r["comm"] for r in runs} == {"overlap", "sequential"}
+
+
+def test_srun_study_does_not_read_the_hostfile(base_config):
+    base_config["launcher"].update(name="srun", mpi="pmix")
+    base_config["hostfile"] = "no/such/hostfile"
+    cfg.validate(base_config)
+    base_config["launcher"]["name"] = "qsub"
+    with pytest.raises(cfg.ConfigError, match="config key 'launcher.name': 'qsub' is not one of"):
+        cfg.validate(base_config)

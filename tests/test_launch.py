@@ -22,6 +22,39 @@ def test_mpirun_argv_cluster_exact():
                     "--mca", "pml", "ucx", "py", "-m", "workloads.train", "s.json"]
 
 
+def test_horovodrun_argv_exact():
+    launcher = {"name": "horovodrun", "bind_to": "core", "oversubscribe": True,
+                "network_interfaces": ["ib0", "ib1"], "extra_args": ["--mca", "pml", "ucx"]}
+    argv = launch.horovodrun_argv(["node01", "node02"], 4, launcher, ["py", "-m", "workloads.train", "s.json"],
+                                  {"UCX_TLS": "rc,sm", "OMP_NUM_THREADS": "2"})
+    assert argv == ["horovodrun", "-np", "8", "-H", "node01:4,node02:4", "--mpi",
+                    "--binding-args=--bind-to core --map-by ppr:4:node --oversubscribe",
+                    "--network-interfaces=ib0,ib1", "--mpi-args=--mca pml ucx",
+                    "env", "OMP_NUM_THREADS=2", "UCX_TLS=rc,sm", "py", "-m", "workloads.train", "s.json"]
+
+
+def test_srun_argv_exact():
+    launcher = {"name": "srun", "bind_to": "core", "mpi": "pmi2", "extra_args": ["--gpus-per-task=1"]}
+    argv = launch.srun_argv(4, 2, launcher, ["py", "-m", "workloads.train", "s.json"], {"UCX_TLS": "rc,sm"})
+    assert argv == ["srun", "--nodes=4", "--ntasks=8", "--ntasks-per-node=2", "--cpu-bind=cores", "--mpi=pmi2",
+                    "--kill-on-bad-exit=1", "--gpus-per-task=1", "env", "UCX_TLS=rc,sm",
+                    "py", "-m", "workloads.train", "s.json"]
+    plain = launch.srun_argv(1, 1, {"name": "srun"}, ["py"], {})
+    assert plain == ["srun", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpu-bind=none", "--mpi=pmix",
+                     "--kill-on-bad-exit=1", "py"]
+
+
+def test_srun_without_slurm_fails_the_run_with_the_reason(base_config, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun anywhere
+    base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"))
+    base_config["launcher"]["name"] = "srun"
+    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "nodes": 1, "ranks_per_node": 1,
+           "batch_size": 4, "repeat": 0}
+    status = launch.launch(base_config, run, {"python": "python3"})
+    assert status["status"] == "failed"
+    assert status["reasons"][0].startswith("launcher srun: no srun on PATH")
+
+
 def test_rank_env_sets_threads_and_config_env(base_config):
     base_config["threads_per_rank"] = 3
     base_config["launcher"]["env"] = {"HOROVOD_CYCLE_TIME": 1}

@@ -18,6 +18,18 @@ include: "rules/allreduce.smk"
 include: "rules/analysis.smk"
 
 
+# Everything but the MPI jobs (runs, allreduce sweeps) runs where snakemake runs, also when a
+# cluster executor (profiles/slurm) submits the MPI jobs.
+localrules:
+    all,
+    environment,
+    tidy,
+    summary,
+    figures,
+    allreduce_tables,
+    model,
+
+
 rule all:
     input:
         f"{RESULTS}/tidy.csv",

@@ -3,7 +3,8 @@
 The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
 ``~/.cache/dlscale/envs``), in a folder named by a hash of `harness.envspec.recipe()`, the
 interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
-a change of pins, edits or MPI builds a new one. A folder only counts once its ``COMPLETE`` marker
+a change of pins, edits or MPI builds a new one. ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
+variant (CUDA framework builds, Horovod with NCCL; see `harness.envspec`) in a folder of its own. A folder only counts once its ``COMPLETE`` marker
 exists, which is written last, after `horovodrun --check-build` has shown every framework and MPI;
 a half-built folder is removed and built again. A lock keeps two builders apart.
 
@@ -29,7 +30,9 @@ from harness import envspec
 
 MARKER = "COMPLETE"
 RECORD = "environment.json"
-REQUIRED_BUILD_FEATURES = ["TensorFlow", "PyTorch", "MXNet", "MPI"]
+REQUIRED_BUILD_FEATURES = {"cpu": ["TensorFlow", "PyTorch", "MXNet", "MPI"],
+                           "cuda": ["TensorFlow", "PyTorch", "MXNet", "MPI", "NCCL"]}
+VARIANT_VAR = "DLSCALE_ENV_VARIANT"
 
 
 class EnvError(RuntimeError):
@@ -55,9 +58,31 @@ def find_mpi():
     return {"mpirun": shutil.which("mpirun"), "mpicc": shutil.which("mpicc"), "version": version}
 
 
-def env_key(mpi):
+def variant():
+    """The environment variant: `cpu` (default) or `cuda`, from $DLSCALE_ENV_VARIANT."""
+    name = os.environ.get(VARIANT_VAR, "cpu")
+    if name not in envspec.VARIANTS:
+        raise EnvError(f"{VARIANT_VAR}={name!r}: the environment variants are {', '.join(envspec.VARIANTS)}")
+    return name
+
+
+def find_nvcc():
+    """nvcc of the CUDA toolkit Horovod's GPU build uses ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH,
+    /usr/local/cuda), or an EnvError saying what to install."""
+    for home in (os.environ.get("HOROVOD_CUDA_HOME"), os.environ.get("CUDA_HOME")):
+        if home and (Path(home) / "bin" / "nvcc").exists():
+            return Path(home) / "bin" / "nvcc"
+    found = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if not found:
+        raise EnvError("the cuda environment builds Horovod's GPU operations with nvcc, and no CUDA toolkit "
+                       "was found ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH, /usr/local/cuda): load the site's "
+                       "CUDA module (12.x) first")
+    return Path(found)
+
+
+def env_key(mpi, variant="cpu"):
     content = {
-        "recipe": envspec.recipe(),
+        "recipe": envspec.recipe(variant),
         "python": platform.python_version(),
         "machine": platform.machine(),
         "mpi": mpi["version"],
@@ -66,8 +91,10 @@ def env_key(mpi):
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def env_dir(mpi=None):
-    return env_root() / f"py{sys.version_info.major}{sys.version_info.minor}-{env_key(mpi or find_mpi())}"
+def env_dir(mpi=None, variant_name=None):
+    name = variant_name or variant()
+    tag = "" if name == "cpu" else f"{name}-"
+    return env_root() / f"py{sys.version_info.major}{sys.version_info.minor}-{tag}{env_key(mpi or find_mpi(), name)}"
 
 
 def is_complete(path):
@@ -93,26 +120,42 @@ def apply_edits(src, edits=envspec.HOROVOD_EDITS):
         path.write_text(text.replace(old, new))
 
 
-def check_build(python):
+def check_build(python, variant_name="cpu"):
     """`horovodrun --check-build` output, and the required features it does not list as built."""
     out = subprocess.run(
         [str(Path(python).parent / "horovodrun"), "--check-build"], capture_output=True, text=True
     ).stdout
     built = set(re.findall(r"\[X\]\s+(\S+)", out))
-    return out, [f for f in REQUIRED_BUILD_FEATURES if f not in built]
+    return out, [f for f in REQUIRED_BUILD_FEATURES[variant_name] if f not in built]
 
 
-def _build(path, mpi, log):
+def nccl_build_env(site):
+    """Build settings for Horovod against the NCCL of the nvidia-nccl wheel, which ships only
+    libnccl.so.2: a libnccl.so link is added so that the build's library search finds it."""
+    home = Path(site) / "nvidia" / "nccl"
+    lib = home / "lib" / "libnccl.so"
+    if not lib.exists():
+        lib.symlink_to("libnccl.so.2")
+    return {"HOROVOD_NCCL_HOME": str(home), "LD_LIBRARY_PATH": os.pathsep.join(
+        filter(None, [str(home / "lib"), os.environ.get("LD_LIBRARY_PATH")]))}
+
+
+def _build(path, mpi, log, variant_name="cpu"):
     py = path / "bin" / "python"
+    cuda = {}
+    if variant_name == "cuda":
+        cuda["HOROVOD_CUDA_HOME"] = str(find_nvcc().parent.parent)  # fail before downloading GBs
     _run([sys.executable, "-m", "venv", str(path)], log)
     _run([py, "-m", "pip", "install", f"pip=={envspec.BUILD_PINS['pip']}"], log)
-    pins = {**envspec.all_pins(), "cmake": envspec.BUILD_PINS["cmake"]}
+    pins = {**envspec.all_pins(variant_name), "cmake": envspec.BUILD_PINS["cmake"]}
     _run([py, "-m", "pip", "install", *(f"{name}=={version}" for name, version in pins.items())], log)
     site = subprocess.run(
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     Path(site, "sitecustomize.py").write_text(envspec.SITECUSTOMIZE)
+    if variant_name == "cuda":
+        cuda.update(nccl_build_env(site))
 
     with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
         _run([py, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
@@ -131,7 +174,8 @@ def _build(path, mpi, log):
             cpath.append(os.environ["CPATH"])
         build_env = {
             **os.environ,
-            **envspec.HOROVOD_BUILD_ENV,
+            **envspec.horovod_build_env(variant_name),
+            **cuda,
             "CPATH": os.pathsep.join(cpath),
             "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
             "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
@@ -139,7 +183,7 @@ def _build(path, mpi, log):
         _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)],
              log, env=build_env)
 
-    out, missing = check_build(py)
+    out, missing = check_build(py, variant_name)
     log.write(out)
     if missing:
         raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")
@@ -147,7 +191,8 @@ def _build(path, mpi, log):
         "path": str(path),
         "python": str(py),
         "key": path.name,
-        "pins": envspec.all_pins(),
+        "variant": variant_name,
+        "pins": envspec.all_pins(variant_name),
         "horovod": envspec.HOROVOD_VERSION,
         "mpi": mpi,
         "check_build": out,
@@ -165,8 +210,8 @@ def _locked(lockfile):
 
 def build(quiet=False):
     """Return the path of a complete environment, building it first if there is none."""
-    mpi = find_mpi()
-    path = env_dir(mpi)
+    mpi, variant_name = find_mpi(), variant()
+    path = env_dir(mpi, variant_name)
     if is_complete(path):
         return path
     with _locked(path.with_name(path.name + ".lock")):
@@ -180,7 +225,7 @@ def build(quiet=False):
                   "this takes about 10-15 minutes once", file=sys.stderr)
         with open(log_path, "w") as log:
             try:
-                _build(path, mpi, log)
+                _build(path, mpi, log, variant_name)
             except BaseException:
                 shutil.rmtree(path, ignore_errors=True)
                 raise

@@ -21,12 +21,16 @@ FRAMEWORK_PINS = {
 TOOL_PINS = {
     "mpi4py": "4.1.2",
     "snakemake": "9.27.1",
-    "pandas": "3.0.6",
+    # pandas < 3: the newest Slurm executor plugin that accepts numpy 1.26 (2.6.1) wants pandas < 3.
+    "pandas": "2.3.3",
     "matplotlib": "3.11.2",
     "scipy": "1.17.1",
     "jsonschema": "4.26.0",
     "pyyaml": "6.0.3",
     "pytest": "9.2.0",
+    # Snakemake's Slurm executor (profiles/slurm) and the job-step executor it runs inside each job.
+    "snakemake-executor-plugin-slurm": "2.6.1",
+    "snakemake-executor-plugin-slurm-jobstep": "0.6.1",
     # Horovod's own build and run requirements, pinned so that pip does not pick them.
     "cloudpickle": "3.1.2",
     "cffi": "2.1.1",
@@ -48,6 +52,27 @@ HOROVOD_BUILD_ENV = {
     "HOROVOD_WITHOUT_GLOO": "1",
     "HOROVOD_CPU_OPERATIONS": "MPI",
 }
+
+# The CUDA variant (DLSCALE_ENV_VARIANT=cuda, for GPU clusters): GPU builds of the three
+# frameworks from PyPI, and Horovod built with NCCL for GPU collectives. What each build supports,
+# as read from the wheels (November 2026; not yet run on a GPU by this project):
+# - torch 2.13.0 from PyPI is the CUDA 13.0 build: compute capability 7.5-12.0 (T4, A100, H100,
+#   B200), NVIDIA driver >= 580.
+# - tensorflow[and-cuda] 2.21.0: CUDA 12.5+ libraries from PyPI; kernels for sm_60-sm_89, H100
+#   (sm_90) through PTX compiled at start-up.
+# - mxnet-cu117 1.9.1, the last CUDA build of MXNet: kernels for sm_50, 60, 70, 80, 86 and no PTX,
+#   so it runs on V100/A100-class GPUs but not on H100 or newer: there its runs fail (MXNet
+#   reports that no kernel image is available), they do not fall back to the CPU.
+CUDA_FRAMEWORK_PINS = {
+    "torch": "2.13.0",
+    "tensorflow[and-cuda]": "2.21.0",
+    "mxnet-cu117": "1.9.1",
+    "numpy": "1.26.4",
+}
+# NCCL for Horovod's build and run (headers and libnccl.so.2).
+CUDA_EXTRA_PINS = {"nvidia-nccl-cu12": "2.27.7"}
+CUDA_HOROVOD_BUILD_ENV = {**HOROVOD_BUILD_ENV, "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_LINK": "SHARED"}
+VARIANTS = ("cpu", "cuda")
 
 # Source edits to the Horovod sdist, as (file, old text, new text). Each old text must occur
 # exactly once, otherwise the build stops: a silent no-op edit would build a broken Horovod.
@@ -106,18 +131,25 @@ sys.meta_path.insert(0, _MxnetNumpyShim())
 VERSIONED_MODULES = ["torch", "tensorflow", "mxnet", "numpy", "horovod", "mpi4py"]
 
 
-def all_pins():
-    """Every pinned Python package, frameworks first."""
+def all_pins(variant="cpu"):
+    """Every pinned Python package of a variant, frameworks first."""
+    if variant == "cuda":
+        return {**CUDA_FRAMEWORK_PINS, **CUDA_EXTRA_PINS, **TOOL_PINS}
     return {**FRAMEWORK_PINS, **TOOL_PINS}
 
 
-def recipe():
+def horovod_build_env(variant="cpu"):
+    return CUDA_HOROVOD_BUILD_ENV if variant == "cuda" else HOROVOD_BUILD_ENV
+
+
+def recipe(variant="cpu"):
     """Everything that decides the environment's content, as plain data (hashed by harness.env)."""
     return {
-        "pins": all_pins(),
+        "variant": variant,
+        "pins": all_pins(variant),
         "build_pins": BUILD_PINS,
         "horovod": HOROVOD_VERSION,
-        "horovod_build_env": HOROVOD_BUILD_ENV,
+        "horovod_build_env": horovod_build_env(variant),
         "horovod_edits": HOROVOD_EDITS,
         "tf_extra_includes": TF_EXTRA_INCLUDES,
         "sitecustomize": SITECUSTOMIZE,

@@ -83,11 +83,14 @@ def horovodrun_argv(hosts, ranks_per_node, launcher, command, env):
 SRUN_BIND = {"none": "none", "core": "cores", "socket": "sockets", "numa": "ldoms", "hwthread": "threads"}
 
 
-def srun_argv(nodes, ranks_per_node, launcher, command, env):
-    """argv for Slurm's srun inside an allocation: `nodes` nodes, `ranks_per_node` tasks each, MPI
-    wired up by the `launcher.mpi` plugin (pmix by default), the job killed if one rank dies."""
+def srun_argv(nodes, ranks_per_node, launcher, command, env, cpus_per_task=1):
+    """argv for Slurm's srun inside an allocation: `nodes` nodes, `ranks_per_node` tasks each with
+    `cpus_per_task` CPUs, MPI wired up by the `launcher.mpi` plugin (pmix by default), the job
+    killed if one rank dies. Every count is explicit: Snakemake's Slurm job step removes the
+    allocation's SLURM_* counts from the environment."""
     argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes * ranks_per_node}",
-            f"--ntasks-per-node={ranks_per_node}", f"--cpu-bind={SRUN_BIND[launcher.get('bind_to', 'none')]}",
+            f"--ntasks-per-node={ranks_per_node}", f"--cpus-per-task={cpus_per_task}",
+            f"--cpu-bind={SRUN_BIND[launcher.get('bind_to', 'none')]}",
             f"--mpi={launcher.get('mpi', 'pmix')}", "--kill-on-bad-exit=1"]
     return argv + list(launcher.get("extra_args", [])) + _env_prefix(env) + list(command)
 
@@ -204,8 +207,8 @@ def job(config, nodes, ranks_per_node, command):
         if not shutil.which("srun"):
             raise LaunchError("launcher srun: no srun on PATH (run the study inside a Slurm allocation, "
                               "or use the Slurm profile)")
-        yield ([os.environ.get("SLURM_JOB_NODELIST", "(Slurm allocation)")],
-               srun_argv(nodes, ranks_per_node, launcher, command, env), None, None)
+        yield ([f"slurm job {os.environ.get('SLURM_JOB_ID', '?')}"],
+               srun_argv(nodes, ranks_per_node, launcher, command, env, config["threads_per_rank"]), None, None)
         return
     if not emulated:
         hosts = cfg.select_hosts(cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node,

@@ -3,13 +3,14 @@
 
 
 rule environment:
-    input:
-        "harness/envspec.py",
     output:
         ENV_RECORD,
     log:
         f"{LOGS}/environment.log",
     params:
         python=sys.executable,
+        # The environment's folder: a hash of its recipe, variant, Python and MPI. The study reruns
+        # when the environment it runs in changes, not when harness/envspec.py is merely edited.
+        key=env.env_dir().name,
     shell:
         "{params.python} -m harness env build --record {output} > {log} 2>&1"

@@ -41,3 +41,35 @@ def test_mxnet_imports_through_the_numpy_shim():
     code = "import numpy, mxnet; print(numpy.__version__, mxnet.__version__, float(mxnet.nd.ones(3).sum().asscalar()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == [envspec.FRAMEWORK_PINS["numpy"], envspec.FRAMEWORK_PINS["mxnet"], "3.0"]
+
+
+def test_cuda_variant_is_a_separate_environment(monkeypatch):
+    mpi = {"version": "mpirun (Open MPI) 4.1.4", "mpicc": "/usr/bin/mpicc"}
+    assert env.env_key(mpi, "cuda") != env.env_key(mpi, "cpu")
+    cuda = envspec.recipe("cuda")
+    assert cuda["horovod_build_env"]["HOROVOD_GPU_OPERATIONS"] == "NCCL"
+    assert {"torch", "tensorflow[and-cuda]", "mxnet-cu117", "nvidia-nccl-cu12"} <= set(cuda["pins"])
+    assert "tensorflow-cpu" not in cuda["pins"] and "HOROVOD_GPU_OPERATIONS" not in envspec.recipe("cpu")[
+        "horovod_build_env"]
+    monkeypatch.setenv(env.VARIANT_VAR, "cuda")
+    assert env.env_dir(mpi).name.startswith(f"py{sys.version_info.major}{sys.version_info.minor}-cuda-")
+    monkeypatch.setenv(env.VARIANT_VAR, "rocm")
+    with pytest.raises(env.EnvError, match="DLSCALE_ENV_VARIANT='rocm': the environment variants are cpu, cuda"):
+        env.variant()
+
+
+def test_cuda_build_needs_nvcc_and_links_pip_nccl(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("HOROVOD_CUDA_HOME", raising=False)
+    monkeypatch.setattr(env.Path, "exists", lambda self: False if str(self).startswith("/usr/local/cuda") else
+                        env.os.path.exists(self))
+    with pytest.raises(env.EnvError, match="no CUDA toolkit was found"):
+        env.find_nvcc()
+    monkeypatch.undo()
+    lib = tmp_path / "nvidia" / "nccl" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libnccl.so.2").write_text("")
+    settings = env.nccl_build_env(tmp_path)
+    assert settings["HOROVOD_NCCL_HOME"] == str(tmp_path / "nvidia" / "nccl")
+    assert (lib / "libnccl.so").resolve() == (lib / "libnccl.so.2").resolve()

@@ -35,12 +35,14 @@ def test_horovodrun_argv_exact():
 
 def test_srun_argv_exact():
     launcher = {"name": "srun", "bind_to": "core", "mpi": "pmi2", "extra_args": ["--gpus-per-task=1"]}
-    argv = launch.srun_argv(4, 2, launcher, ["py", "-m", "workloads.train", "s.json"], {"UCX_TLS": "rc,sm"})
-    assert argv == ["srun", "--nodes=4", "--ntasks=8", "--ntasks-per-node=2", "--cpu-bind=cores", "--mpi=pmi2",
+    argv = launch.srun_argv(4, 2, launcher, ["py", "-m", "workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8)
+    assert argv == ["srun", "--nodes=4", "--ntasks=8", "--ntasks-per-node=2", "--cpus-per-task=8",
+                    "--cpu-bind=cores", "--mpi=pmi2",
                     "--kill-on-bad-exit=1", "--gpus-per-task=1", "env", "UCX_TLS=rc,sm",
                     "py", "-m", "workloads.train", "s.json"]
     plain = launch.srun_argv(1, 1, {"name": "srun"}, ["py"], {})
-    assert plain == ["srun", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpu-bind=none", "--mpi=pmix",
+    assert plain == ["srun", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpus-per-task=1",
+                     "--cpu-bind=none", "--mpi=pmix",
                      "--kill-on-bad-exit=1", "py"]
 
 

@@ -1,0 +1,52 @@
+"""The Slurm profile: a dry run shows every MPI job with the nodes, tasks and resources it would ask
+Slurm for (this machine has no Slurm; the executor plugin is in the environment)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import ROOT
+
+
+def _jobs(text):
+    """{rule: [(wildcards dict, resources dict)]} from snakemake's dry-run listing."""
+    jobs = {}
+    for block in re.split(r"\n(?=\[[^\]]+\]\nrule )", text):
+        rule = re.search(r"^rule (\w+):", block, re.M)
+        if not rule:
+            continue
+        fields = {}
+        for key in ("wildcards", "resources"):
+            m = re.search(rf"^\s+{key}: (.*)$", block, re.M)
+            fields[key] = dict(kv.split("=", 1) for kv in m.group(1).split(", ")) if m else {}
+        jobs.setdefault(rule.group(1), []).append((fields["wildcards"], fields["resources"]))
+    return jobs
+
+
+def test_slurm_profile_dry_run_lists_jobs_with_their_resources(tmp_path):
+    study = {"framework": ["torch"], "model": ["tinynet"], "comm": ["overlap"], "nodes": [1, 2],
+             "ranks_per_node": [1, 4], "repeats": 1, "results": str(tmp_path / "results"),
+             "logs": str(tmp_path / "logs")}
+    extra = tmp_path / "study.yaml"
+    extra.write_text(yaml.safe_dump(study))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--configfile",
+                           "config/slurm.yaml", str(extra), "--dry-run", "--nolock"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = _jobs(proc.stdout)
+    runs = {(w["nodes"], w["ranks_per_node"]): r for w, r in jobs["run"]}
+    assert set(runs) == {("1", "1"), ("1", "4"), ("2", "1"), ("2", "4")}
+    big = runs[("2", "4")]
+    assert (big["nodes"], big["tasks"], big["mpi"], big["cpus_per_task"]) == ("2", "8", "srun", "8")
+    assert big["slurm_extra"] == "--exclusive --gpus-per-node=4"
+    assert big["slurm_account"] == "CHANGE-ME" and big["runtime"] == "30"
+    single = runs[("1", "1")]
+    assert (single["nodes"], single["tasks"], single["mpi"]) == ("1", "1", "")  # a plain job, not MPI
+    sweeps = {(w["nodes"], w["ranks_per_node"]): r for w, r in jobs["allreduce"]}
+    assert set(sweeps) == {("1", "4"), ("2", "1"), ("2", "4")}
+    assert (sweeps[("2", "1")]["tasks"], sweeps[("2", "1")]["mpi"]) == ("2", "srun")
+    assert {"tidy", "summary", "model", "figures"} <= set(jobs)
+    assert not Path(study["results"]).exists()  # a dry run submits and writes nothing

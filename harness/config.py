@@ -151,12 +151,12 @@ def run_from_wildcards(wildcards):
 
 
 # Settings every run's result depends on besides its identity: a change re-runs the study.
-RUN_SETTINGS = ("image_size", "classes", "threads_per_rank", "precision", "warmup", "iterations", "lr",
-                "momentum", "seed", "hostfile", "launcher")
+RUN_SETTINGS = ("image_size", "classes", "threads_per_rank", "precision", "device", "warmup", "iterations",
+                "lr", "momentum", "seed", "hostfile", "launcher", "emulate")
 
 
 def run_settings(config):
-    return {k: config[k] for k in RUN_SETTINGS}
+    return {k: config.get(k) for k in RUN_SETTINGS}
 
 
 def run_files(config, run):

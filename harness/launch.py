@@ -99,7 +99,7 @@ def run_spec(config, run, out_dir):
     """The complete description of one run handed to every rank (spec.json)."""
     spec = {k: config[k] for k in IDENTITY if k in config}
     spec.update(run)
-    spec.update({k: config[k] for k in ("warmup", "iterations", "lr", "momentum", "seed")})
+    spec.update({k: config[k] for k in ("warmup", "iterations", "lr", "momentum", "seed", "device")})
     spec["out_dir"] = str(out_dir)
     return spec
 

@@ -29,6 +29,8 @@ from pathlib import Path
 PREFIX = "dlsemu"
 SUBNET = "10.213.0"
 MAX_NODES = 250
+# How long a packet may wait in a link's queue before it is dropped (tbf latency).
+QUEUE_MS = 3
 AGENT = Path(__file__).resolve().parent / "netns-agent"
 
 
@@ -112,7 +114,7 @@ def _shape(ns, dev, rate_mbit, delay_ms):
         # The bucket must hold at least one timer tick of traffic (4 ms covers HZ=250) and a GSO packet.
         burst = max(int(rate_mbit * 1e6 / 8 * 0.004), 64 * 1024)
         _ns_run(ns, "tc", "qdisc", "add", "dev", dev, *parent, "handle", "10:", "tbf", "rate", f"{rate_mbit}mbit",
-                "burst", str(burst), "latency", "100ms")
+                "burst", str(burst), "latency", f"{QUEUE_MS}ms")
 
 
 def up(nodes, rate_mbit=None, delay_ms=0, name=None, cpus=None):

@@ -111,3 +111,26 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path):
     assert status["reasons"][0] == "mpirun exited with code 1"
     assert status["reasons"][1].startswith("first error: OSError: ")
     assert "libmxnet.so" in status["reasons"][1]
+
+
+@pytest.mark.parametrize("framework, name", [("torch", "PyTorch"), ("tensorflow", "TensorFlow"), ("mxnet", "MXNet")])
+def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name):
+    conf = tiny_config(tmp_path, device="gpu")
+    run = {"framework": framework, "model": "tinynet", "comm": "overlap", "nodes": 1,
+           "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
+    status = launch.launch(conf, run, ENV_RECORD)
+    assert status["status"] == "failed"
+    reason = status["reasons"][1]
+    assert reason.startswith(f"first error: workloads.devices.DeviceError: device gpu: {name} "), reason
+    assert "sees no GPU" in reason and "cuda environment" in reason
+
+
+def test_mixed_precision_needs_a_gpu(tmp_path):
+    conf = tiny_config(tmp_path, precision="mixed")
+    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "nodes": 1,
+           "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
+    status = launch.launch(conf, run, ENV_RECORD)
+    assert status["status"] == "failed"
+    assert status["reasons"][1] == ("first error: workloads.devices.DeviceError: precision mixed needs device gpu "
+                                    "(half-precision kernels and loss scaling are what mixed precision means on "
+                                    "the GPUs the study compares)")

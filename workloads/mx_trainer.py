@@ -7,6 +7,11 @@ comm = "overlap": one allreduce per gradient (DistributedTrainer's default), pus
 run by the engine concurrently (overlap among tensors); comm = "sequential": one grouped
 allreduce (DistributedTrainer with num_groups=1). Gradients are averaged; the update is MXNet's
 SGD with momentum, equivalent to PyTorch's for a constant learning rate.
+device = "gpu": rank r uses mx.gpu(r) (its local rank), batches are staged in pinned host memory
+(`cpu_pinned`) and copied with `copyto`; the phase boundaries wait with `waitall` as on CPU.
+precision = "mixed": MXNet's AMP (`mxnet.contrib.amp`, float16) with its dynamic loss scaling.
+The last CUDA builds of MXNet (1.9.1, up to CUDA 11.7) have kernels up to sm_86: on newer GPUs the
+run fails with MXNet's error; it does not fall back to the CPU.
 """
 
 import os
@@ -16,6 +21,7 @@ import horovod.mxnet as hvd
 import mxnet as mx
 import numpy as np
 
+from workloads.devices import check_precision, gpu_for_rank
 from workloads.registry import build_model
 
 
@@ -25,9 +31,21 @@ class Trainer:
     def __init__(self, spec):
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
-        if spec["precision"] != "fp32":
-            raise SystemExit(f"precision {spec['precision']!r} is not supported on CPU; use fp32")
-        self.ctx = mx.cpu()
+        check_precision(spec)
+        self.gpu = spec.get("device", "cpu") == "gpu"
+        if self.gpu:
+            features = mx.runtime.Features()
+            index = gpu_for_rank("MXNet", mx.__version__, mx.context.num_gpus(), self.local_rank,
+                                 "a CUDA build" if features.is_enabled("CUDA") else "a CPU-only build")
+            self.ctx = mx.gpu(index)
+        else:
+            self.ctx = mx.cpu()
+        self.amp = spec["precision"] == "mixed"
+        if self.amp:
+            from mxnet.contrib import amp
+
+            amp.init()
+            self._amp = amp
         mx.random.seed(spec["seed"])
         np.random.seed(spec["seed"])
         self.net = build_model("mxnet", spec["model"], spec["classes"], spec["image_size"])
@@ -39,11 +57,14 @@ class Trainer:
         self.trainer = hvd.DistributedTrainer(
             params, "sgd", {"learning_rate": spec["lr"], "momentum": spec["momentum"]},
             num_groups=0 if spec["comm"] == "overlap" else 1)
+        if self.amp:
+            self._amp.init_trainer(self.trainer)
         self.loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
         self.hvd = hvd
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
-        self.staging_x = mx.nd.empty(shape, ctx=mx.cpu())
-        self.staging_y = mx.nd.empty((spec["batch_size"],), ctx=mx.cpu())
+        host = mx.cpu_pinned() if self.gpu else mx.cpu()
+        self.staging_x = mx.nd.empty(shape, ctx=host)
+        self.staging_y = mx.nd.empty((spec["batch_size"],), ctx=host)
 
     def describe(self):
         features = mx.runtime.Features()
@@ -51,6 +72,7 @@ class Trainer:
             "name": "mxnet", "mxnet": mx.__version__, "horovod": horovod.__version__,
             "comm_overlaps_backward": False, "layout": self.layout,
             "mkldnn": features.is_enabled("MKLDNN"), "device": str(self.ctx), "hybridized": True,
+            "cuda": features.is_enabled("CUDA"), "precision": "mixed (contrib.amp float16)" if self.amp else "fp32",
             # MXNet takes its threads from the environment (set by the launcher)
             "intra_op_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
             "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
@@ -78,7 +100,11 @@ class Trainer:
         return loss
 
     def backward(self, loss):
-        loss.backward()
+        if self.amp:
+            with self._amp.scale_loss(loss, self.trainer) as scaled:
+                mx.autograd.backward(scaled)
+        else:
+            loss.backward()
 
     def comm(self):
         self.trainer.allreduce_grads()

@@ -9,6 +9,11 @@ Horovod negotiates, fuses and reduces them concurrently (overlap among tensors, 
 comm = "sequential": one grouped allreduce of all gradients.
 The update is SGD with momentum written as PyTorch defines it (m = mu m + g; w -= lr m).
 Keras 3 variables are not tf.Variables: Horovod and the tape get each variable's `.value`.
+device = "gpu": rank r sees only GPU r of its node (its local rank), with memory growth; h2d copies
+the batch onto it and every phase boundary waits with `sync_devices`. device = "cpu" hides any
+GPU. precision = "mixed": the Keras policy mixed_float16 (float16 compute, float32 variables), the
+loss in float32, and dynamic loss scaling (x2 after 2000 finite steps, /2 and no update on a
+non-finite gradient).
 """
 
 import horovod
@@ -17,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from workloads.devices import check_precision, gpu_for_rank
 from workloads.registry import build_model
 
 
@@ -29,9 +35,20 @@ class Trainer:
         tf.config.threading.set_inter_op_parallelism_threads(threads)
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
-        if spec["precision"] != "fp32":
-            raise SystemExit(f"precision {spec['precision']!r} is not supported on CPU; use fp32")
-        self.gpu = bool(tf.config.list_physical_devices("GPU"))
+        check_precision(spec)
+        gpus = tf.config.list_physical_devices("GPU")
+        self.gpu = spec.get("device", "cpu") == "gpu"
+        if self.gpu:
+            index = gpu_for_rank("TensorFlow", tf.__version__, len(gpus), self.local_rank,
+                                 "a CUDA build" if tf.test.is_built_with_cuda() else "a CPU-only build")
+            tf.config.set_visible_devices(gpus[index], "GPU")
+            tf.config.experimental.set_memory_growth(gpus[index], True)
+        elif gpus:
+            tf.config.set_visible_devices([], "GPU")
+        self.amp = spec["precision"] == "mixed"
+        keras.mixed_precision.set_global_policy("mixed_float16" if self.amp else "float32")
+        self.scale = tf.Variable(2.0 ** 15 if self.amp else 1.0, trainable=False)
+        self.good_steps = tf.Variable(0, trainable=False)
         keras.utils.set_random_seed(spec["seed"])
         self.model = build_model("tensorflow", spec["model"], spec["classes"], spec["image_size"])
         self.vars = [v.value for v in self.model.trainable_variables]
@@ -53,6 +70,9 @@ class Trainer:
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "onednn": tf.sysconfig.get_build_info().get("is_mkl_build", "default (oneDNN on x86)"),
             "device": "gpu" if self.gpu else "cpu", "compiled": "tf.function (forward, gradient, allreduce, update)",
+            "gpu_name": tf.config.experimental.get_device_details(
+                tf.config.get_visible_devices("GPU")[0]).get("device_name") if self.gpu else None,
+            "precision": "mixed (mixed_float16, dynamic loss scaling)" if self.amp else "fp32",
         }
 
     def gradient_sizes(self):
@@ -73,8 +93,9 @@ class Trainer:
             return tuple(tf.identity(t) for t in host)
 
     def _forward_fn(self, x, y):
-        logits = self.model(x, training=True)
-        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        logits = tf.cast(self.model(x, training=True), tf.float32)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        return loss, loss * self.scale
 
     def forward(self, batch):
         self.tape = tf.GradientTape()
@@ -82,7 +103,7 @@ class Trainer:
             return self._forward(*batch)
 
     def backward(self, loss):
-        self.grads = self.tape.gradient(loss, self.vars)
+        self.grads = self.tape.gradient(loss[1], self.vars)  # of the scaled loss (scale 1 in fp32)
         self.tape = None
 
     def _allreduce_fn(self, grads):
@@ -94,16 +115,30 @@ class Trainer:
         self.grads = self._allreduce(self.grads)
 
     def _update_fn(self, grads):
-        for v, m, g in zip(self.vars, self.momentum, grads):
-            m.assign(self.mu * m + g)
-            v.assign_sub(self.lr * m)
+        if not self.amp:
+            for v, m, g in zip(self.vars, self.momentum, grads):
+                m.assign(self.mu * m + g)
+                v.assign_sub(self.lr * m)
+            return
+        grads = [tf.cast(g, tf.float32) / self.scale for g in grads]
+        if tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads]):
+            for v, m, g in zip(self.vars, self.momentum, grads):
+                m.assign(self.mu * m + g)
+                v.assign_sub(self.lr * m)
+            self.good_steps.assign_add(1)
+            if self.good_steps >= 2000:
+                self.scale.assign(self.scale * 2.0)
+                self.good_steps.assign(0)
+        else:
+            self.scale.assign(self.scale / 2.0)
+            self.good_steps.assign(0)
 
     def update(self):
         self._update(self.grads)
         self.grads = None
 
     def loss_value(self, loss):
-        return float(loss.numpy())
+        return float(loss[0].numpy())
 
     def checksum(self):
         return float(sum(np.sum(v.numpy(), dtype=np.float64) for v in self.vars))

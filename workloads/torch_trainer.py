@@ -5,6 +5,10 @@ hook, so communication runs during backward; the comm phase is what the step sti
 (`synchronize()`), and the update runs with synchronisation skipped.
 comm = "sequential": backward completes, then one grouped allreduce (average) of all gradients in
 place, then the update.
+device = "gpu": rank r uses GPU r of its node (its local rank); batches are staged in pinned host
+memory and copied with `non_blocking`, and every phase boundary waits with
+`torch.cuda.synchronize`. precision = "mixed": forward under `torch.autocast` (float16) and a
+GradScaler (dynamic loss scaling) around backward and the update; fp32 otherwise.
 """
 
 import time
@@ -13,6 +17,7 @@ import horovod
 import horovod.torch as hvd
 import torch
 
+from workloads.devices import check_precision, gpu_for_rank
 from workloads.registry import build_model
 
 
@@ -25,9 +30,17 @@ class Trainer:
         threads = spec["threads_per_rank"]
         torch.set_num_threads(threads)
         torch.set_num_interop_threads(threads)
-        if spec["precision"] != "fp32":
-            raise SystemExit(f"precision {spec['precision']!r} is not supported on CPU; use fp32")
-        self.device = torch.device("cpu")
+        check_precision(spec)
+        self.gpu = spec.get("device", "cpu") == "gpu"
+        if self.gpu:
+            index = gpu_for_rank("PyTorch", torch.__version__, torch.cuda.device_count(), self.local_rank,
+                                 f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build")
+            torch.cuda.set_device(index)
+            self.device = torch.device("cuda", index)
+        else:
+            self.device = torch.device("cpu")
+        self.amp = spec["precision"] == "mixed"
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         torch.manual_seed(spec["seed"])
         self.model = build_model("torch", spec["model"], spec["classes"]).to(self.device)
         self.model.train()
@@ -43,13 +56,14 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         # When each gradient is complete during backward (host clock), for the layer-wise model.
         self.ready = [0.0] * len(self.params)
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(len(self.params) + 1)] if self.gpu else None
         for i, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(lambda _p, i=i: self._mark_ready(i))
         self.backward_start = 0.0
         self.hvd = hvd
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
-        self.staging_x = torch.empty(shape, dtype=torch.float32)
-        self.staging_y = torch.empty(spec["batch_size"], dtype=torch.int64)
+        self.staging_x = torch.empty(shape, dtype=torch.float32, pin_memory=self.gpu)
+        self.staging_y = torch.empty(spec["batch_size"], dtype=torch.int64, pin_memory=self.gpu)
 
     def describe(self):
         return {
@@ -57,6 +71,8 @@ class Trainer:
             "comm_overlaps_backward": self.overlap,
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
             "mkldnn": torch.backends.mkldnn.is_available(), "layout": "NCHW", "device": str(self.device),
+            "gpu_name": torch.cuda.get_device_name(self.device) if self.gpu else None,
+            "cuda": torch.version.cuda, "precision": "mixed (autocast float16, GradScaler)" if self.amp else "fp32",
             "mpi_threads_supported": hvd.mpi_threads_supported(),
         }
 
@@ -75,17 +91,25 @@ class Trainer:
 
     def forward(self, batch):
         x, y = batch
-        return self.loss_fn(self.model(x), y)
+        with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+            return self.loss_fn(self.model(x), y)
 
     def backward(self, loss):
         self.backward_start = time.perf_counter()
-        loss.backward()
+        if self.gpu:
+            self.events[-1].record()
+        self.scaler.scale(loss).backward()
 
     def _mark_ready(self, i):
         self.ready[i] = time.perf_counter()
+        if self.gpu:  # on the GPU the gradient is done when the work queued so far is
+            self.events[i].record()
 
     def gradient_ready(self):
-        """Seconds from the start of the last backward until each gradient was complete."""
+        """Seconds from the start of the last backward until each gradient was complete (host clock
+        on CPU; CUDA events on the GPU, read after the backward phase's synchronize)."""
+        if self.gpu:
+            return [self.events[-1].elapsed_time(e) / 1e3 for e in self.events[:-1]]
         return [t - self.backward_start for t in self.ready]
 
     def gradient_sizes(self):
@@ -98,11 +122,14 @@ class Trainer:
             hvd.grouped_allreduce_([p.grad for p in self.params], op=hvd.Average)
 
     def update(self):
+        # GradScaler.step is optimizer.step() when fp32; with mixed precision it unscales the
+        # (averaged) gradients and skips the step if any is not finite.
         if self.overlap:
             with self.optimizer.skip_synchronize():
-                self.optimizer.step()
+                self.scaler.step(self.optimizer)
         else:
-            self.optimizer.step()
+            self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.optimizer.zero_grad()
 
     def loss_value(self, loss):

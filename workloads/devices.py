@@ -1,0 +1,23 @@
+"""Device and precision checks shared by the trainers: a run asked to use a GPU that its framework
+cannot use fails with the reason; it never falls back to the CPU."""
+
+
+class DeviceError(RuntimeError):
+    pass
+
+
+def check_precision(spec):
+    if spec["precision"] == "mixed" and spec.get("device", "cpu") != "gpu":
+        raise DeviceError("precision mixed needs device gpu (half-precision kernels and loss scaling "
+                          "are what mixed precision means on the GPUs the study compares)")
+
+
+def gpu_for_rank(framework, version, count, local_rank, build):
+    """The GPU index of this rank (its local rank), or a DeviceError saying why there is none."""
+    if count == 0:
+        raise DeviceError(f"device gpu: {framework} {version} sees no GPU ({build}); run device gpu "
+                          "studies on GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)")
+    if local_rank >= count:
+        raise DeviceError(f"device gpu: local rank {local_rank} but {framework} sees {count} GPU(s) on this "
+                          "node; ranks_per_node must not exceed the GPUs per node")
+    return local_rank

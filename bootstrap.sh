@@ -3,7 +3,8 @@
 #  1. MPI: uses the mpicc/mpirun on PATH (on a cluster, `module load` your site's MPI first).
 #     If there is none and this is Debian/Ubuntu as root, installs Open MPI from the distribution.
 #  2. A C++ compiler (for Horovod), installed the same way when missing.
-#  3. The workload environment (frameworks, Horovod, snakemake, analysis, pytest): built once per
+#  3. iproute2 and taskset for emulated clusters (root only; their tests skip without them).
+#  4. The workload environment (frameworks, Horovod, snakemake, analysis, pytest): built once per
 #     pin set under ~/.cache/dlscale/envs (10-15 minutes on 2 cores), reused afterwards.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -12,6 +13,11 @@ need=()
 command -v mpicc >/dev/null && command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 command -v g++ >/dev/null || need+=(g++)
 command -v make >/dev/null || need+=(make)
+# iproute2 (ip, tc) and taskset for emulated clusters: installed when root can; optional otherwise.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  command -v ip >/dev/null && command -v tc >/dev/null || need+=(iproute2)
+  command -v taskset >/dev/null || need+=(util-linux)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: installing ${need[*]}" >&2

@@ -19,7 +19,7 @@ from tests.conftest import ROOT, tiny_config
 
 OK, WHY = emulate.available()
 needs_netns = pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
-ENV_RECORD = json.loads((ROOT / "results" / "environment.json").read_text()) if OK else None
+ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 
 
 def _mine():

@@ -67,6 +67,8 @@ class Cluster:
 
     def __post_init__(self):
         self.cpus = self.cpus or node_cpus(self.nodes)
+        if len(self.cpus) != self.nodes:
+            raise EmulationError(f"{self.nodes} emulated nodes need {self.nodes} CPU sets, got {self.cpus}")
 
     @property
     def switch(self):

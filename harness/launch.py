@@ -220,7 +220,7 @@ def job(config, nodes, ranks_per_node, command):
                                      as_root=os.geteuid() == 0), None, None
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
-    cpus = emulate.node_cpus(max(config["nodes"]))[:nodes]
+    cpus = emulate.node_cpus(max(*config["nodes"], nodes))[:nodes]
     with emulate.cluster(nodes, emulated["rate_mbit"], emulated.get("delay_ms", 0), cpus) as cluster:
         argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env,
                            as_root=os.geteuid() == 0)

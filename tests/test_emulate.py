@@ -112,7 +112,7 @@ def _comm_times(tmp_path, rate):
     run = {"framework": "torch", "model": "tinynet", "comm": "sequential", "nodes": 2, "ranks_per_node": 1,
            "batch_size": 4, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
-    assert status["status"] == "ok", status
+    assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
     run_dir, _, _ = cfg.run_files(conf, run)
     spec = json.loads((run_dir / "spec.json").read_text())
     assert spec["launch"]["hosts"] == ["10.213.0.1", "10.213.0.2"]

@@ -193,9 +193,15 @@ def _fresh_log(path):
     path.write_text("")
 
 
+class LaunchError(RuntimeError):
+    pass
+
+
 @contextlib.contextmanager
 def job(config, nodes, ranks_per_node, command):
-    """One MPI job of the study: yields (hosts, mpirun argv, process environment, cluster or None).
+    """One MPI job of the study: yields (hosts, launcher argv, process environment or None, emulated
+    cluster or None). The launcher is `launcher.name`: mpirun, horovodrun or srun (Slurm places
+    the ranks; the hostfile is not read).
 
     Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the config, the nodes of an
     emulated cluster made for this job (mpirun then runs in its node 0) and removed afterwards;
@@ -225,10 +231,6 @@ def job(config, nodes, ranks_per_node, command):
         argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env,
                            as_root=os.geteuid() == 0)
         yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
-
-
-class LaunchError(RuntimeError):
-    pass
 
 
 def job_failure(rc, timed_out, timeout_s, launcher="mpirun"):

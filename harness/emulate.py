@@ -5,7 +5,11 @@ veth pair joins it to a bridge in the switch namespace ``<name>-sw``. `tc` shape
 of every link: a token bucket (tbf) at the link rate on the node's eth0 (what the node sends) and on
 the switch port (what it receives), and a netem delay in front of each when a one-way delay is
 asked for. Nothing is added to the machine's own network namespace, so all traffic stays inside the
-namespaces made here.
+namespaces made here. Each link queues at most QUEUE_MS before dropping, like a switch port: with
+deep queues, acks waited behind data and throughput halved at random (measured).
+
+Each node also runs on CPUs of its own (`node_cpus`, applied with taskset to mpirun and to the
+daemons), so that emulated nodes do not take each other's cores.
 
 mpirun runs in node 0 (`Cluster.wrap`). It starts its daemons on the other nodes through Open MPI's
 remote-launch agent setting (`plm_rsh_agent`), here the script `netns-agent`. That script finds the

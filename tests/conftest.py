@@ -6,6 +6,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# The environment record launch.launch needs: the tests' own interpreter.
+ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 
 
 @pytest.fixture

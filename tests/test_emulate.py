@@ -15,11 +15,10 @@ import pytest
 from harness import config as cfg
 from harness import emulate, launch
 from harness.records import parse_file
-from tests.conftest import ROOT, tiny_config
+from tests.conftest import ENV_RECORD, ROOT, tiny_config
 
 OK, WHY = emulate.available()
 needs_netns = pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
-ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 
 
 def _mine():

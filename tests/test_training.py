@@ -12,10 +12,9 @@ import pytest
 from harness import config as cfg
 from harness import launch
 from harness.records import PHASE_KEYS, parse_file
-from tests.conftest import ROOT, tiny_config
+from tests.conftest import ENV_RECORD, ROOT, tiny_config
 
 FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
-ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 
 
 def run_two_ranks(tmp_path, spec, script):

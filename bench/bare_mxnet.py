@@ -1,6 +1,7 @@
 """A bare MXNet + Horovod training loop: record, backward, trainer.step, with no wait until the
 end (the engine pipelines iterations), no phases and no records (the benchmark's baseline).
-Same model, data, optimizer and threads as workloads.mx_trainer in overlap mode.
+Same model, data, optimizer, threads, device and precision as workloads.mx_trainer in overlap mode:
+on the GPU each step copies its batch from pinned host memory; mixed precision is contrib.amp.
 
 Usage (under mpirun): python bench/bare_mxnet.py SPEC.json -> prints {"throughput_img_per_s": ...}
 """
@@ -19,24 +20,38 @@ from workloads.train import SyntheticData
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 hvd.init()
+gpu = spec.get("device", "cpu") == "gpu"
+ctx = mx.gpu(hvd.local_rank()) if gpu else mx.cpu()
+amp = spec["precision"] == "mixed"
+if amp:
+    from mxnet.contrib import amp as mx_amp
+
+    mx_amp.init()
 mx.random.seed(spec["seed"])
 np.random.seed(spec["seed"])
 net = build_model("mxnet", spec["model"], spec["classes"], spec["image_size"])
-net.initialize(mx.init.Xavier(), ctx=mx.cpu())
+net.initialize(mx.init.Xavier(), ctx=ctx)
 net.hybridize(static_alloc=True, static_shape=True)
 params = net.collect_params()
 hvd.broadcast_parameters(params, root_rank=0)
 trainer = hvd.DistributedTrainer(params, "sgd", {"learning_rate": spec["lr"], "momentum": spec["momentum"]})
+if amp:
+    mx_amp.init_trainer(trainer)
 loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
-batches = [(mx.nd.array(x), mx.nd.array(y)) for x, y in data.batches]
+host = mx.cpu_pinned() if gpu else mx.cpu()
+batches = [(mx.nd.array(x, ctx=host), mx.nd.array(y, ctx=host)) for x, y in data.batches]
 
 
 def step(i):
-    x, y = batches[i % len(batches)]
+    x, y = (t.as_in_context(ctx) for t in batches[i % len(batches)])
     with mx.autograd.record():
         loss = loss_fn(net(x), y).mean()
-    loss.backward()
+    if amp:
+        with mx_amp.scale_loss(loss, trainer) as scaled:
+            mx.autograd.backward(scaled)
+    else:
+        loss.backward()
     trainer.step(1)
     return loss
 

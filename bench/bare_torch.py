@@ -1,7 +1,9 @@
 """A bare PyTorch + Horovod training loop: no phases, no syncs, no records (the benchmark's baseline).
 
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
-Same model, data, optimizer and threads as workloads.torch_trainer in overlap mode.
+Same model, data, optimizer, threads, device and precision as workloads.torch_trainer in overlap
+mode: on the GPU each step copies its batch from pinned host memory, and mixed precision is autocast
+float16 with a GradScaler.
 """
 
 import json
@@ -20,20 +22,29 @@ hvd.init()
 torch.set_num_threads(spec["threads_per_rank"])
 torch.set_num_interop_threads(spec["threads_per_rank"])
 torch.manual_seed(spec["seed"])
-model = build_model("torch", spec["model"], spec["classes"])
+gpu = spec.get("device", "cpu") == "gpu"
+device = torch.device("cuda", hvd.local_rank()) if gpu else torch.device("cpu")
+amp = spec["precision"] == "mixed"
+scaler = torch.amp.GradScaler("cuda", enabled=amp)
+model = build_model("torch", spec["model"], spec["classes"]).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average)
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
-batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data.batches]
+batches = [(torch.from_numpy(x).pin_memory() if gpu else torch.from_numpy(x),
+            torch.from_numpy(y).pin_memory() if gpu else torch.from_numpy(y)) for x, y in data.batches]
 loss_fn = torch.nn.CrossEntropyLoss()
 
 
 def step(i):
-    x, y = batches[i % len(batches)]
-    loss = loss_fn(model(x), y)
-    loss.backward()
-    opt.step()
+    x, y = (t.to(device, non_blocking=True) for t in batches[i % len(batches)])
+    with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    opt.synchronize()
+    with opt.skip_synchronize():
+        scaler.step(opt)
+    scaler.update()
     opt.zero_grad()
     return loss
 
@@ -43,7 +54,7 @@ for i in range(spec["warmup"]):
 start = time.perf_counter()
 for i in range(spec["warmup"], spec["warmup"] + spec["iterations"]):
     loss = step(i)
-loss.item()
+loss.item()  # waits for the device
 elapsed = time.perf_counter() - start
 if hvd.rank() == 0:
     print(json.dumps({"throughput_img_per_s": hvd.size() * spec["batch_size"] * spec["iterations"] / elapsed}))

@@ -4,10 +4,13 @@ Runs the harness's workload of one framework and a bare training loop of that fr
 (bench/bare_<framework>.py) with the same model, batch, input size, threads and data, alternately,
 several times, one rank each through the same mpirun, and prints the median throughputs and their
 ratio. The harness's throughput is the one it reports itself (batch / mean iteration wall time over
-measured iterations). Target: >= 0.97.
+measured iterations). Target: >= 0.97. With --device gpu both use GPU 0 (in the cuda environment:
+DLSCALE_ENV_VARIANT=cuda) and copy every batch from pinned host memory; --precision mixed makes both
+run float16 with loss scaling.
 
   .venv/bin/python bench/overhead.py [--framework torch] [--model resnet50] [--batch-size 8]
                      [--image-size 112] [--threads 1] [--iterations 20] [--trials 5]
+                     [--device cpu|gpu] [--precision fp32|mixed]
 """
 
 import argparse
@@ -35,11 +38,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "mixed"])
     args = ap.parse_args()
 
     spec = {"framework": args.framework, "model": args.model, "comm": "overlap", "nodes": 1, "ranks_per_node": 1,
             "batch_size": args.batch_size, "image_size": args.image_size, "classes": 1000,
-            "threads_per_rank": args.threads, "precision": "fp32", "repeat": 0, "warmup": args.warmup,
+            "threads_per_rank": args.threads, "precision": args.precision, "device": args.device, "repeat": 0, "warmup": args.warmup,
             "iterations": args.iterations, "lr": 0.01, "momentum": 0.9, "seed": 0}
     env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {}})
     harness, bare = [], []
@@ -62,13 +67,14 @@ def main():
                     bare.append(json.loads(line)["throughput_img_per_s"])
                 else:
                     recs, errors = parse_file(out / "rank0.jsonl")
+                    device = next(r for r in recs if r["kind"] == "run")["provenance"]["framework"].get("gpu_name") or "cpu"
                     walls = [r["wall_s"] for r in recs if r["kind"] == "step" and not r["warmup"]]
                     harness.append(args.batch_size / statistics.mean(walls))
             print(f"trial {trial}: bare {bare[-1]:.2f} img/s, harness {harness[-1]:.2f} img/s", flush=True)
     hb, bb = statistics.median(harness), statistics.median(bare)
     paired = statistics.median(h / b for h, b in zip(harness, bare))
-    print(f"{args.framework} {args.model} batch {args.batch_size} {args.image_size}x{args.image_size}, "
-          f"{args.threads} threads, {args.iterations} iterations x {args.trials} trials")
+    print(f"{args.framework} {args.model} on {device}, {args.precision}, batch {args.batch_size} "
+          f"{args.image_size}x{args.image_size}, {args.threads} threads, {args.iterations} iterations x {args.trials} trials")
     print(f"median throughput: harness {hb:.2f} img/s, bare loop {bb:.2f} img/s, ratio {hb / bb:.3f}; "
           f"median of paired ratios {paired:.3f}")
 

@@ -93,9 +93,11 @@ def resolve(path, base=ROOT):
 
 
 def validate(config):
-    """Schema, then the checks a schema cannot express: the hostfile exists and is big enough, or,
-    for an emulated cluster, this machine can make one."""
+    """Schema, then the checks a schema cannot express: the device suits the precision and the
+    environment, the hostfile exists and is big enough, or, for an emulated cluster, this machine
+    can make one."""
     validate_schema(config)
+    check_device(config)
     if config.get("emulate"):
         from harness import emulate
 
@@ -118,6 +120,20 @@ def validate(config):
     for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):
         select_hosts(hosts, nodes, rpn, hostfile=config["hostfile"])
     return config
+
+
+def check_device(config):
+    """A study that cannot run as asked stops here rather than failing every run."""
+    from harness import env
+
+    device = config.get("device", "cpu")
+    if config.get("precision") == "mixed" and device != "gpu":
+        raise ConfigError("config key 'precision': mixed needs device gpu (float16 compute and loss scaling "
+                          "are what mixed precision means on the GPUs the study compares)")
+    if device == "gpu" and env.variant() != "cuda":
+        raise ConfigError(f"config key 'device': gpu runs need the cuda environment (GPU builds of the "
+                          f"frameworks, Horovod with NCCL), and {env.VARIANT_VAR} selects the "
+                          f"{env.variant()} one; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake")
 
 
 def load(path):

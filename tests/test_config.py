@@ -118,3 +118,25 @@ def test_srun_study_does_not_read_the_hostfile(base_config):
     base_config["launcher"]["name"] = "qsub"
     with pytest.raises(cfg.ConfigError, match="config key 'launcher.name': 'qsub' is not one of"):
         cfg.validate(base_config)
+
+
+def test_mixed_precision_on_the_cpu_stops_the_study(base_config):
+    with pytest.raises(cfg.ConfigError, match="config key 'precision': mixed needs device gpu"):
+        cfg.validate({**base_config, "precision": "mixed"})
+
+
+def test_gpu_study_needs_the_cuda_environment(base_config, monkeypatch):
+    monkeypatch.delenv("DLSCALE_ENV_VARIANT", raising=False)
+    with pytest.raises(cfg.ConfigError, match="config key 'device': gpu runs need the cuda environment.*"
+                                              "DLSCALE_ENV_VARIANT=cuda"):
+        cfg.validate({**base_config, "device": "gpu"})
+    monkeypatch.setenv("DLSCALE_ENV_VARIANT", "cuda")
+    cfg.validate({**base_config, "device": "gpu", "precision": "mixed"})
+
+
+def test_gpu_config_is_valid_in_the_cuda_environment(base_config, monkeypatch):
+    import yaml
+
+    monkeypatch.setenv("DLSCALE_ENV_VARIANT", "cuda")
+    gpu = cfg.validate({**base_config, **yaml.safe_load(cfg.resolve("config/gpu.yaml").read_text())})
+    assert (gpu["device"], gpu["image_size"], len(cfg.matrix(gpu))) == ("gpu", 224, 3 * 3 * 3)

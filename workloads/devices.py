@@ -2,6 +2,10 @@
 cannot use fails with the reason; it never falls back to the CPU."""
 
 
+import os
+import subprocess
+
+
 class DeviceError(RuntimeError):
     pass
 
@@ -21,3 +25,16 @@ def gpu_for_rank(framework, version, count, local_rank, build):
         raise DeviceError(f"device gpu: local rank {local_rank} but {framework} sees {count} GPU(s) on this "
                           "node; ranks_per_node must not exceed the GPUs per node")
     return local_rank
+
+
+def nvidia_smi_name(index):
+    """The name of GPU `index` as this process numbers it (through $CUDA_VISIBLE_DEVICES), from
+    nvidia-smi, for frameworks that do not report it (MXNet); None when nvidia-smi cannot say."""
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    physical = visible[index].strip() if index < len(visible) else str(index)
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", physical],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

@@ -21,7 +21,7 @@ import horovod.mxnet as hvd
 import mxnet as mx
 import numpy as np
 
-from workloads.devices import check_precision, gpu_for_rank
+from workloads.devices import check_precision, gpu_for_rank, nvidia_smi_name
 from workloads.registry import build_model
 
 
@@ -72,6 +72,7 @@ class Trainer:
             "name": "mxnet", "mxnet": mx.__version__, "horovod": horovod.__version__,
             "comm_overlaps_backward": False, "layout": self.layout,
             "mkldnn": features.is_enabled("MKLDNN"), "device": str(self.ctx), "hybridized": True,
+            "gpu_name": nvidia_smi_name(self.ctx.device_id) if self.gpu else None,
             "cuda": features.is_enabled("CUDA"), "precision": "mixed (contrib.amp float16)" if self.amp else "fp32",
             # MXNet takes its threads from the environment (set by the launcher)
             "intra_op_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,

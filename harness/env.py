@@ -66,18 +66,42 @@ def variant():
     return name
 
 
-def find_nvcc():
-    """nvcc of the CUDA toolkit Horovod's GPU build uses ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH,
-    /usr/local/cuda), or an EnvError saying what to install."""
-    for home in (os.environ.get("HOROVOD_CUDA_HOME"), os.environ.get("CUDA_HOME")):
-        if home and (Path(home) / "bin" / "nvcc").exists():
-            return Path(home) / "bin" / "nvcc"
-    found = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-    if not found:
-        raise EnvError("the cuda environment builds Horovod's GPU operations with nvcc, and no CUDA toolkit "
-                       "was found ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH, /usr/local/cuda): load the site's "
-                       "CUDA module (12.x) first")
-    return Path(found)
+def _nvcc_facts(nvcc):
+    """(toolkit root, release) as nvcc itself reports them; a wrapper script on PATH reports the
+    toolkit it runs."""
+    try:
+        version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+        dry = subprocess.run([nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+                             capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    top = re.search(r"^#\$ TOP=(.+)$", dry, re.M)
+    release = re.search(r"release (\d+\.\d+)", version)
+    return (Path(top.group(1).strip()).resolve() if top else None), (release.group(1) if release else None)
+
+
+def find_cuda_home():
+    """The CUDA toolkit Horovod's GPU build compiles with ($HOROVOD_CUDA_HOME, $CUDA_HOME, the nvcc
+    on PATH, /usr/local/cuda): its root folder, checked to hold nvcc and the runtime headers and to
+    be the CUDA release PyTorch's wheel was built with; otherwise an EnvError saying what to load."""
+    candidates = [os.environ.get("HOROVOD_CUDA_HOME"), os.environ.get("CUDA_HOME"), shutil.which("nvcc"),
+                  "/usr/local/cuda"]
+    for candidate in filter(None, candidates):
+        nvcc = Path(candidate) if Path(candidate).name == "nvcc" else Path(candidate) / "bin" / "nvcc"
+        if not nvcc.exists():
+            continue
+        home, release = _nvcc_facts(nvcc)
+        if home is None or not any(home.glob("**/include/cuda_runtime.h")):
+            continue
+        if release is None or release.split(".")[0] != envspec.CUDA_TOOLKIT_MAJOR:
+            raise EnvError(f"the CUDA toolkit in {home} is release {release}, and the cuda environment's PyTorch "
+                           f"is built with CUDA {envspec.CUDA_TOOLKIT_MAJOR}.x, whose headers Horovod's GPU "
+                           f"build compiles against: load a CUDA {envspec.CUDA_TOOLKIT_MAJOR}.x toolkit "
+                           "(or point $HOROVOD_CUDA_HOME at one)")
+        return home
+    raise EnvError("the cuda environment builds Horovod's GPU operations with nvcc, and no CUDA toolkit with "
+                   "nvcc and its headers was found ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH, /usr/local/cuda): "
+                   f"load the site's CUDA {envspec.CUDA_TOOLKIT_MAJOR}.x module first")
 
 
 def env_key(mpi, variant="cpu"):
@@ -144,7 +168,7 @@ def _build(path, mpi, log, variant_name="cpu"):
     py = path / "bin" / "python"
     cuda = {}
     if variant_name == "cuda":
-        cuda["HOROVOD_CUDA_HOME"] = str(find_nvcc().parent.parent)  # fail before downloading GBs
+        cuda["HOROVOD_CUDA_HOME"] = str(find_cuda_home())  # fail before downloading GBs
     _run([sys.executable, "-m", "venv", str(path)], log)
     _run([py, "-m", "pip", "install", f"pip=={envspec.BUILD_PINS['pip']}"], log)
     pins = {**envspec.all_pins(variant_name), "cmake": envspec.BUILD_PINS["cmake"]}

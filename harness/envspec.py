@@ -69,6 +69,9 @@ CUDA_FRAMEWORK_PINS = {
     "mxnet-cu117": "1.9.1",
     "numpy": "1.26.4",
 }
+# Horovod's GPU build compiles its PyTorch extension against the CUDA headers of the toolkit it
+# finds, so that toolkit must be the release PyTorch's wheel was built with (CUDA 13).
+CUDA_TOOLKIT_MAJOR = "13"
 # NCCL for Horovod's build and run (headers and libnccl.so.2).
 CUDA_EXTRA_PINS = {"nvidia-nccl-cu12": "2.27.7"}
 CUDA_HOROVOD_BUILD_ENV = {**HOROVOD_BUILD_ENV, "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_LINK": "SHARED"}

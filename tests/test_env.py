@@ -58,14 +58,42 @@ def test_cuda_variant_is_a_separate_environment(monkeypatch):
         env.variant()
 
 
-def test_cuda_build_needs_nvcc_and_links_pip_nccl(tmp_path, monkeypatch):
+def fake_toolkit(root, release):
+    """A CUDA toolkit folder whose nvcc answers --version and --dryrun as nvcc does."""
+    (root / "bin").mkdir(parents=True)
+    (root / "include").mkdir()
+    (root / "include" / "cuda_runtime.h").write_text("")
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(f"""#!/bin/sh
+case "$1" in
+  --version) echo "Cuda compilation tools, release {release}, V{release}.1";;
+  --dryrun) echo '#$ TOP={root}/bin/..' >&2;;
+esac
+""")
+    nvcc.chmod(0o755)
+    return root
+
+
+def test_cuda_build_finds_the_toolkit_of_the_right_release_and_links_pip_nccl(tmp_path, monkeypatch):
+    for var in ("CUDA_HOME", "HOROVOD_CUDA_HOME"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.delenv("CUDA_HOME", raising=False)
-    monkeypatch.delenv("HOROVOD_CUDA_HOME", raising=False)
-    monkeypatch.setattr(env.Path, "exists", lambda self: False if str(self).startswith("/usr/local/cuda") else
-                        env.os.path.exists(self))
-    with pytest.raises(env.EnvError, match="no CUDA toolkit was found"):
-        env.find_nvcc()
+    real_exists = env.Path.exists
+    monkeypatch.setattr(env.Path, "exists", lambda self: not str(self).startswith("/usr/local/cuda") and real_exists(self))
+    with pytest.raises(env.EnvError, match="no CUDA toolkit with nvcc and its headers was found"):
+        env.find_cuda_home()
+    # A wrapper script on PATH (as site modules and this machine have) leads to the toolkit it runs.
+    toolkit = fake_toolkit(tmp_path / "cuda-13.0", "13.0")
+    (tmp_path / "wrapper").mkdir()
+    wrapper = tmp_path / "wrapper" / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\nexec {toolkit}/bin/nvcc "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'wrapper'}:/usr/bin:/bin")
+    assert env.find_cuda_home() == toolkit.resolve()
+    monkeypatch.setenv("HOROVOD_CUDA_HOME", str(fake_toolkit(tmp_path / "cuda-12.4", "12.4")))
+    with pytest.raises(env.EnvError, match=r"cuda-12.4 is release 12.4, and the cuda environment's PyTorch is "
+                                           r"built with CUDA 13.x"):
+        env.find_cuda_home()
     monkeypatch.undo()
     lib = tmp_path / "nvidia" / "nccl" / "lib"
     lib.mkdir(parents=True)

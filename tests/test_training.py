@@ -63,6 +63,7 @@ def test_two_ranks_average_gradients(tmp_path, framework, comm):
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_phases_add_up_to_wall_time(tmp_path, framework):
     conf = tiny_config(tmp_path, iterations=8, batch_size=[8], model=["googlenet"], framework=[framework])
+    conf["launcher"]["env"] = {"NCCL_DEBUG": "WARN", "UCX_TLS": "sm,self"}  # transport settings, recorded
     run = {"framework": framework, "model": "googlenet", "comm": "overlap", "nodes": 1,
            "ranks_per_node": 2, "batch_size": 8, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
@@ -74,6 +75,8 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
         run_rec = recs[0]
         assert run_rec["kind"] == "run" and run_rec["rank"] == rank and run_rec["size"] == 2
         assert run_rec["provenance"]["framework"]["intra_op_threads"] == 1
+        environ = run_rec["provenance"]["environ"]
+        assert (environ["NCCL_DEBUG"], environ["UCX_TLS"]) == ("WARN", "sm,self")
         steps = [r for r in recs if r["kind"] == "step"]
         assert [s["warmup"] for s in steps] == [True] + [False] * 8
         for s in steps[1:]:

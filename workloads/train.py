@@ -94,6 +94,7 @@ def timed_step(trainer, batch):
 
 def provenance(trainer, spec):
     env_keys = sorted(k for k in os.environ if k.startswith(("OMP_", "MKL_", "HOROVOD_", "TF_", "MXNET_", "DLSCALE_",
+                                                              "NCCL_", "UCX_",
                                                               "OMPI_COMM_WORLD_SIZE", "CUDA_VISIBLE")))
     return {
         "python": platform.python_version(),

@@ -171,8 +171,8 @@ def _build(path, mpi, log, variant_name="cpu"):
         cuda["HOROVOD_CUDA_HOME"] = str(find_cuda_home())  # fail before downloading GBs
     _run([sys.executable, "-m", "venv", str(path)], log)
     _run([py, "-m", "pip", "install", f"pip=={envspec.BUILD_PINS['pip']}"], log)
-    pins = {**envspec.all_pins(variant_name), "cmake": envspec.BUILD_PINS["cmake"]}
-    _run([py, "-m", "pip", "install", *(f"{name}=={version}" for name, version in pins.items())], log)
+    _run([py, "-m", "pip", "install", *envspec.requirements(variant_name), f"cmake=={envspec.BUILD_PINS['cmake']}"],
+         log)
     site = subprocess.run(
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,

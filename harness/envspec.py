@@ -74,6 +74,10 @@ CUDA_FRAMEWORK_PINS = {
 CUDA_TOOLKIT_MAJOR = "13"
 # NCCL for Horovod's build and run (headers and libnccl.so.2).
 CUDA_EXTRA_PINS = {"nvidia-nccl-cu12": "2.27.7"}
+# Pins the cuda variant asks for with `===` (exactly this version string): PyPI's torch 2.13.0 is
+# the CUDA build, and `==` would also take a local CPU build `2.13.0+cpu` that a site's pip
+# configuration offers (find-links), as it does on this project's machines.
+CUDA_EXACT_PINS = ("torch",)
 CUDA_HOROVOD_BUILD_ENV = {**HOROVOD_BUILD_ENV, "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_LINK": "SHARED"}
 VARIANTS = ("cpu", "cuda")
 
@@ -141,6 +145,12 @@ def all_pins(variant="cpu"):
     return {**FRAMEWORK_PINS, **TOOL_PINS}
 
 
+def requirements(variant="cpu"):
+    """The pip requirement strings of a variant's pins."""
+    exact = CUDA_EXACT_PINS if variant == "cuda" else ()
+    return [f"{name}{'===' if name in exact else '=='}{version}" for name, version in all_pins(variant).items()]
+
+
 def horovod_build_env(variant="cpu"):
     return CUDA_HOROVOD_BUILD_ENV if variant == "cuda" else HOROVOD_BUILD_ENV
 
@@ -150,6 +160,7 @@ def recipe(variant="cpu"):
     return {
         "variant": variant,
         "pins": all_pins(variant),
+        **({"exact_pins": CUDA_EXACT_PINS} if variant == "cuda" else {}),
         "build_pins": BUILD_PINS,
         "horovod": HOROVOD_VERSION,
         "horovod_build_env": horovod_build_env(variant),

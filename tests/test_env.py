@@ -51,6 +51,8 @@ def test_cuda_variant_is_a_separate_environment(monkeypatch):
     assert {"torch", "tensorflow[and-cuda]", "mxnet-cu117", "nvidia-nccl-cu12"} <= set(cuda["pins"])
     assert "tensorflow-cpu" not in cuda["pins"] and "HOROVOD_GPU_OPERATIONS" not in envspec.recipe("cpu")[
         "horovod_build_env"]
+    # the CUDA torch exactly (a local 2.13.0+cpu wheel satisfies ==2.13.0, not ===2.13.0)
+    assert "torch===2.13.0" in envspec.requirements("cuda") and "torch==2.13.0" in envspec.requirements("cpu")
     monkeypatch.setenv(env.VARIANT_VAR, "cuda")
     assert env.env_dir(mpi).name.startswith(f"py{sys.version_info.major}{sys.version_info.minor}-cuda-")
     monkeypatch.setenv(env.VARIANT_VAR, "rocm")

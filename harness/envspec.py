@@ -72,8 +72,10 @@ CUDA_FRAMEWORK_PINS = {
 # Horovod's GPU build compiles its PyTorch extension against the CUDA headers of the toolkit it
 # finds, so that toolkit must be the release PyTorch's wheel was built with (CUDA 13).
 CUDA_TOOLKIT_MAJOR = "13"
-# NCCL for Horovod's build and run (headers and libnccl.so.2).
-CUDA_EXTRA_PINS = {"nvidia-nccl-cu12": "2.27.7"}
+# NCCL for Horovod's build and run: the one PyTorch's wheel requires (nvidia-nccl-cu13, the same
+# version), so that one libnccl.so.2 serves both. The cu12 and cu13 NCCL wheels install the same
+# file (nvidia/nccl/lib/libnccl.so.2), so a second one would silently overwrite PyTorch's.
+CUDA_EXTRA_PINS = {"nvidia-nccl-cu13": "2.29.7"}
 # Pins the cuda variant asks for with `===` (exactly this version string): PyPI's torch 2.13.0 is
 # the CUDA build, and `==` would also take a local CPU build `2.13.0+cpu` that a site's pip
 # configuration offers (find-links), as it does on this project's machines.

@@ -48,7 +48,7 @@ def test_cuda_variant_is_a_separate_environment(monkeypatch):
     assert env.env_key(mpi, "cuda") != env.env_key(mpi, "cpu")
     cuda = envspec.recipe("cuda")
     assert cuda["horovod_build_env"]["HOROVOD_GPU_OPERATIONS"] == "NCCL"
-    assert {"torch", "tensorflow[and-cuda]", "mxnet-cu117", "nvidia-nccl-cu12"} <= set(cuda["pins"])
+    assert {"torch", "tensorflow[and-cuda]", "mxnet-cu117", "nvidia-nccl-cu13"} <= set(cuda["pins"])
     assert "tensorflow-cpu" not in cuda["pins"] and "HOROVOD_GPU_OPERATIONS" not in envspec.recipe("cpu")[
         "horovod_build_env"]
     # the CUDA torch exactly (a local 2.13.0+cpu wheel satisfies ==2.13.0, not ===2.13.0)

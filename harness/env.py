@@ -13,6 +13,7 @@ environment exists.
 """
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import json
@@ -144,10 +145,10 @@ def apply_edits(src, edits=envspec.HOROVOD_EDITS):
         path.write_text(text.replace(old, new))
 
 
-def check_build(python, variant_name="cpu"):
+def check_build(python, variant_name="cpu", environ=None):
     """`horovodrun --check-build` output, and the required features it does not list as built."""
     out = subprocess.run(
-        [str(Path(python).parent / "horovodrun"), "--check-build"], capture_output=True, text=True
+        [str(Path(python).parent / "horovodrun"), "--check-build"], capture_output=True, text=True, env=environ
     ).stdout
     built = set(re.findall(r"\[X\]\s+(\S+)", out))
     return out, [f for f in REQUIRED_BUILD_FEATURES[variant_name] if f not in built]
@@ -164,6 +165,28 @@ def nccl_build_env(site):
         filter(None, [str(home / "lib"), os.environ.get("LD_LIBRARY_PATH")]))}
 
 
+def driver_stub(directory, library):
+    """For a build on a machine without the NVIDIA driver (a login node, this project's machines):
+    mxnet-cu117's libmxnet.so links the driver (libcuda.so.1) directly, so `import mxnet`, which
+    Horovod's build and check-build do, fails there. This makes, in `directory`, a libcuda.so.1
+    whose driver functions (those `library` asks for) all return CUDA_ERROR_NO_DEVICE, and returns
+    `directory` for LD_LIBRARY_PATH, for the build and its check only; runs use the node's driver.
+    Returns None where the driver is present."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return None
+    except OSError:
+        pass
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True,
+                               check=True).stdout
+    names = sorted(set(re.findall(r"^\s+U (cu[A-Z]\w*)(?:@\S*)?$", undefined, re.M)))
+    source = Path(directory) / "libcuda_stub.c"
+    source.write_text("".join(f"int {name}(void) {{ return 100; }}\n" for name in names))
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(Path(directory) / "libcuda.so.1"),
+                    str(source)], check=True, capture_output=True)
+    return Path(directory)
+
+
 def _build(path, mpi, log, variant_name="cpu"):
     py = path / "bin" / "python"
     cuda = {}
@@ -177,11 +200,14 @@ def _build(path, mpi, log, variant_name="cpu"):
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
-    Path(site, "sitecustomize.py").write_text(envspec.SITECUSTOMIZE)
-    if variant_name == "cuda":
-        cuda.update(nccl_build_env(site))
-
+    Path(site, "sitecustomize.py").write_text(envspec.sitecustomize(variant_name))
     with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
+        if variant_name == "cuda":
+            cuda.update(nccl_build_env(site))
+            stub = driver_stub(tmp, Path(site) / "mxnet" / "libmxnet.so")
+            if stub:
+                log.write(f"no NVIDIA driver here: building with the driver stub {stub}/libcuda.so.1\n")
+                cuda["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), cuda["LD_LIBRARY_PATH"]])
         _run([py, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
               f"horovod=={envspec.HOROVOD_VERSION}", "-d", tmp], log)
         sdist = next(Path(tmp).glob("horovod-*.tar.gz"))
@@ -206,8 +232,7 @@ def _build(path, mpi, log, variant_name="cpu"):
         }
         _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)],
              log, env=build_env)
-
-    out, missing = check_build(py, variant_name)
+        out, missing = check_build(py, variant_name, build_env)
     log.write(out)
     if missing:
         raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")

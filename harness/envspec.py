@@ -75,7 +75,21 @@ CUDA_TOOLKIT_MAJOR = "13"
 # NCCL for Horovod's build and run: the one PyTorch's wheel requires (nvidia-nccl-cu13, the same
 # version), so that one libnccl.so.2 serves both. The cu12 and cu13 NCCL wheels install the same
 # file (nvidia/nccl/lib/libnccl.so.2), so a second one would silently overwrite PyTorch's.
-CUDA_EXTRA_PINS = {"nvidia-nccl-cu13": "2.29.7"}
+# mxnet-cu117 links CUDA 11 libraries by name (libcudart.so.11.0, libcublas.so.11, libcudnn.so.8,
+# ...) and ships none of them; these wheels provide them (CUDA 11.8, which 11.7 builds run on).
+# They install beside TensorFlow's CUDA 12 libraries under different file names.
+MXNET_CUDA11_PINS = {
+    "nvidia-cuda-runtime-cu11": "11.8.89",
+    "nvidia-cublas-cu11": "11.11.3.6",
+    "nvidia-cudnn-cu11": "8.9.6.50",
+    "nvidia-cufft-cu11": "10.9.0.58",
+    "nvidia-curand-cu11": "10.3.0.86",
+    "nvidia-cusolver-cu11": "11.4.1.48",
+    "nvidia-cusparse-cu11": "11.7.5.86",
+    "nvidia-cuda-nvrtc-cu11": "11.8.89",
+    "nvidia-nvtx-cu11": "11.8.86",
+}
+CUDA_EXTRA_PINS = {"nvidia-nccl-cu13": "2.29.7", **MXNET_CUDA11_PINS}
 # Pins the cuda variant asks for with `===` (exactly this version string): PyPI's torch 2.13.0 is
 # the CUDA build, and `==` would also take a local CPU build `2.13.0+cpu` that a site's pip
 # configuration offers (find-links), as it does on this project's machines.
@@ -136,6 +150,41 @@ class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _MxnetNumpyShim())
 '''
 
+# The cuda variant's sitecustomize also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11
+# wheels, which are not on the library path) just before mxnet is imported, dependencies first, so
+# that the loader finds them by name when libmxnet.so asks. libcuda.so.1 (the driver) is not among
+# them: it comes from the GPU node's NVIDIA driver.
+MXNET_CUDA11_LIBS = [
+    "libcudart.so.11.0", "libcublasLt.so.11", "libcublas.so.11", "libnvrtc.so.11.2", "libnvrtc-builtins.so.11.8",
+    "libcufft.so.10", "libcurand.so.10", "libcusparse.so.11", "libcusolver.so.11", "libcudnn_ops_infer.so.8",
+    "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8", "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8",
+    "libcudnn_adv_train.so.8", "libcudnn.so.8", "libnvToolsExt.so.1",
+]
+CUDA_SITECUSTOMIZE = f'''
+
+class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "mxnet":
+            sys.meta_path.remove(self)
+            import ctypes
+            import glob
+            import os
+
+            site = os.path.dirname(os.path.abspath(__file__))
+            for soname in {MXNET_CUDA11_LIBS!r}:
+                for lib in glob.glob(os.path.join(site, "nvidia", "*", "lib", soname)):
+                    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        return None
+
+
+sys.meta_path.insert(0, _MxnetCuda11Libraries())
+'''
+
+
+def sitecustomize(variant="cpu"):
+    return SITECUSTOMIZE + (CUDA_SITECUSTOMIZE if variant == "cuda" else "")
+
+
 # The modules whose versions are recorded with every result.
 VERSIONED_MODULES = ["torch", "tensorflow", "mxnet", "numpy", "horovod", "mpi4py"]
 
@@ -168,5 +217,5 @@ def recipe(variant="cpu"):
         "horovod_build_env": horovod_build_env(variant),
         "horovod_edits": HOROVOD_EDITS,
         "tf_extra_includes": TF_EXTRA_INCLUDES,
-        "sitecustomize": SITECUSTOMIZE,
+        "sitecustomize": sitecustomize(variant),
     }

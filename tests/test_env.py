@@ -103,3 +103,29 @@ def test_cuda_build_finds_the_toolkit_of_the_right_release_and_links_pip_nccl(tm
     settings = env.nccl_build_env(tmp_path)
     assert settings["HOROVOD_NCCL_HOME"] == str(tmp_path / "nvidia" / "nccl")
     assert (lib / "libnccl.so").resolve() == (lib / "libnccl.so.2").resolve()
+
+
+def test_driver_stub_lets_a_library_that_links_the_driver_load_without_one(tmp_path):
+    """mxnet-cu117 links libcuda.so.1; on a build machine without the NVIDIA driver the builder
+    makes a stub of exactly the driver functions the library asks for, all reporting no device."""
+    import ctypes
+
+    (tmp_path / "uses_driver.c").write_text(
+        "int cuInit(unsigned); int cuDeviceGetCount(int *);\n"
+        "int probe(void) { int n = 0; return cuInit(0) * 1000 + cuDeviceGetCount(&n); }\n")
+    library = tmp_path / "libuses_driver.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "uses_driver.c")], check=True)
+    stub = env.driver_stub(tmp_path, library)
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        assert stub is None  # a machine with the driver builds against it
+        return
+    except OSError:
+        pass
+    assert sorted(line.split("(")[0].split()[-1] for line in (tmp_path / "libcuda_stub.c").read_text().splitlines()) == [
+        "cuDeviceGetCount", "cuInit"]
+    # in a process of its own, so that no stub driver stays loaded in the tests' process
+    code = (f"import ctypes; ctypes.CDLL({str(stub / 'libcuda.so.1')!r}, mode=ctypes.RTLD_GLOBAL); "
+            f"print(ctypes.CDLL({str(library)!r}).probe())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(100 * 1000 + 100)  # CUDA_ERROR_NO_DEVICE from both

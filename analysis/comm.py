@@ -1,7 +1,8 @@
 """Allreduce sweeps -> one row per (nodes, ranks_per_node, bytes), and the ring model's fit.
 
 allreduce.csv: median and minimum time per size, algorithm and bus bandwidth (nccl-tests
-definitions, from the median). allreduce_fit.csv: per (nodes, ranks_per_node) the fitted alpha
+definitions, from the median) and the transport measured (MPI on host memory, or Horovod's NCCL
+on GPU memory in a GPU study). allreduce_fit.csv: per (nodes, ranks_per_node) the fitted alpha
 (latency, s), beta (s/byte) and the bandwidth 1/beta, with the fit's median |relative error|; a
 sweep that failed is a row with its reason.
 """
@@ -14,7 +15,7 @@ import pandas as pd
 from harness import allreduce
 
 SWEEP_COLUMNS = ["nodes", "ranks_per_node", "ranks", "bytes", "median_s", "min_s", "algbw_bytes_per_s",
-                 "busbw_bytes_per_s"]
+                 "busbw_bytes_per_s", "transport"]
 FIT_COLUMNS = ["nodes", "ranks_per_node", "ranks", "alpha_s", "beta_s_per_byte", "bandwidth_bytes_per_s",
                "fit_median_rel_error", "sizes", "failure"]
 
@@ -31,7 +32,8 @@ def read_sweep(path, nodes, ranks_per_node):
         algbw = rec["bytes"] / rec["median_s"]
         rows.append({"nodes": nodes, "ranks_per_node": ranks_per_node, "ranks": rec["ranks"],
                      "bytes": rec["bytes"], "median_s": rec["median_s"], "min_s": min(rec["times_s"]),
-                     "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": allreduce.bus_bandwidth(algbw, rec["ranks"])})
+                     "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": allreduce.bus_bandwidth(algbw, rec["ranks"]),
+                     "transport": rec.get("transport", "mpi (host memory)")})
     return rows, failure
 
 

@@ -1,8 +1,12 @@
 """Allreduce sweep (run under mpirun with mpi4py) and its analysis.
 
-`python -m harness.allreduce OUT.jsonl [--max-bytes N]`: every rank allreduces float32 buffers of
-4 bytes to `--max-bytes` (default 256 MiB, doubling by 4x), each size repeated after a barrier;
-rank 0 writes one JSON line per size with the slowest rank's time of each repetition.
+`python -m harness.allreduce OUT.jsonl [--max-bytes N] [--device gpu]`: every rank allreduces
+float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, doubling by 4x), each size repeated
+after a barrier; rank 0 writes one JSON line per size with the slowest rank's time of each
+repetition. On the CPU the buffers are host memory reduced by MPI (mpi4py), the path Horovod's CPU
+operations take; with `--device gpu` they are CUDA tensors of the rank's GPU (its local rank)
+reduced by Horovod's PyTorch allreduce, which in the cuda environment is NCCL, the path the
+gradients of a GPU study take.
 
 Bandwidths follow nccl-tests: algorithm bandwidth = bytes / time; bus bandwidth for allreduce =
 algbw x 2(n-1)/n. The latency-bandwidth (alpha-beta) model of ring allreduce on n ranks,
@@ -18,6 +22,10 @@ import time
 import numpy as np
 
 SCHEMA = "dlscale.allreduce/1"
+
+
+class SweepError(RuntimeError):
+    pass
 MIB = 1 << 20
 
 
@@ -55,32 +63,74 @@ def fit_ring(nbytes, times, ranks):
     return float(alpha), float(beta), float(np.median(np.abs(pred - t) / t))
 
 
+def host_allreduce(comm):
+    """MPI allreduce of host buffers: for a size, a callable that runs one and returns element 0."""
+    from mpi4py import MPI
+
+    def prepare(nbytes):
+        send = np.ones(nbytes // 4, dtype=np.float32)
+        recv = np.empty_like(send)
+
+        def run():
+            comm.Allreduce(send, recv, op=MPI.SUM)
+            return recv[0]
+        return run
+    return prepare, "mpi (host memory)"
+
+
+def gpu_allreduce(comm):
+    """Horovod's PyTorch allreduce of CUDA tensors on the local rank's GPU (NCCL in the cuda
+    environment), waiting for the GPU before the clock stops."""
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init(comm=comm)
+    if torch.cuda.device_count() <= hvd.local_rank():
+        raise SweepError(f"allreduce sweep on device gpu: PyTorch {torch.__version__} sees "
+                         f"{torch.cuda.device_count()} GPU(s), local rank {hvd.local_rank()} needs one; "
+                         "run GPU studies on GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)")
+    torch.cuda.set_device(hvd.local_rank())
+
+    def prepare(nbytes):
+        buf = torch.ones(nbytes // 4, dtype=torch.float32, device="cuda")
+        torch.cuda.synchronize()
+
+        def run():
+            out = hvd.allreduce(buf, op=hvd.Sum, name=f"sweep.{nbytes}")
+            torch.cuda.synchronize()
+            return out[0].item()
+        return run
+    nccl = "nccl" if hvd.nccl_built() else "mpi"
+    return prepare, f"horovod {nccl} ({torch.cuda.get_device_name()})"
+
+
 def main(argv=None):
     from mpi4py import MPI
 
     argv = sys.argv[1:] if argv is None else argv
     out = argv[0]
     max_bytes = int(argv[argv.index("--max-bytes") + 1]) if "--max-bytes" in argv else 256 * MIB
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
+    allreduce, transport = gpu_allreduce(comm) if device == "gpu" else host_allreduce(comm)
     fh = open(out, "w") if rank == 0 else None
     for nbytes in sizes(max_bytes):
-        send = np.ones(nbytes // 4, dtype=np.float32)
-        recv = np.empty_like(send)
+        run = allreduce(nbytes)
         reps = repetitions(nbytes)
         times = []
         for i in range(reps + 2):  # two warm-up repetitions
             comm.Barrier()
             start = time.perf_counter()
-            comm.Allreduce(send, recv, op=MPI.SUM)
+            result = run()
             elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
             if i >= 2:
                 times.append(elapsed)
-        if recv[0] != n:
-            raise SystemExit(f"allreduce of {nbytes} bytes gave {recv[0]}, expected {n}")
+        if result != n:
+            raise SweepError(f"allreduce of {nbytes} bytes gave {result}, expected {n}")
         if fh:
             fh.write(json.dumps({"schema": SCHEMA, "bytes": nbytes, "ranks": n, "host": MPI.Get_processor_name(),
-                                 "mpi": MPI.Get_library_version().splitlines()[0], "times_s": times,
+                                 "mpi": MPI.Get_library_version().splitlines()[0], "transport": transport, "times_s": times,
                                  "median_s": statistics.median(times)}) + "\n")
             fh.flush()
     if fh:

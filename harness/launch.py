@@ -290,7 +290,7 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _fresh_log(log_path)
     command = [env_record["python"], "-m", "harness.allreduce", str(out_path.resolve()),
-               "--max-bytes", str(config["allreduce_max_bytes"])]
+               "--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]
     try:
         with job(config, nodes, ranks_per_node, command) as (_, argv, proc_env, _cluster):
             rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)

@@ -46,6 +46,7 @@ def test_real_two_rank_sweep(tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["bytes"] for r in rows] == allreduce.sizes(4 << 20)
     assert all(r["ranks"] == 2 and len(r["times_s"]) == allreduce.repetitions(r["bytes"]) for r in rows)
+    assert {r["transport"] for r in rows} == {"mpi (host memory)"}
     # large messages take longer than small ones: the sweep measures something
     assert rows[-1]["median_s"] > rows[0]["median_s"]
     alpha, beta, err = allreduce.fit_ring([r["bytes"] for r in rows], [r["median_s"] for r in rows], 2)
@@ -60,3 +61,14 @@ def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
     table, fits = comm.tables([(out, 1, 2)])
     assert table.empty
     assert fits["failure"].item().startswith("mpirun exited with code")
+
+
+def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):
+    conf = tiny_config(tmp_path, device="gpu")
+    out = tmp_path / "sweep.jsonl"
+    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log")
+    table, fits = comm.tables([(out, 1, 2)])
+    assert table.empty
+    failure = fits["failure"].item()
+    assert failure.startswith("mpirun exited with code 1"), failure
+    assert "allreduce sweep on device gpu: PyTorch" in failure and "sees 0 GPU(s)" in failure, failure

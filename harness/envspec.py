@@ -163,9 +163,13 @@ MXNET_CUDA11_LIBS = [
 CUDA_SITECUSTOMIZE = f'''
 
 class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
+    # Stays in sys.meta_path (removing it while the import system walks the list would skip the
+    # numpy shim after it) and loads once.
+    loaded = False
+
     def find_spec(self, name, path=None, target=None):
-        if name == "mxnet":
-            sys.meta_path.remove(self)
+        if name == "mxnet" and not self.loaded:
+            self.loaded = True
             import ctypes
             import glob
             import os

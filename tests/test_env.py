@@ -1,5 +1,6 @@
 """The environment builder's pure parts, and the environment the tests run in."""
 
+import os
 import subprocess
 import sys
 
@@ -129,3 +130,12 @@ def test_driver_stub_lets_a_library_that_links_the_driver_load_without_one(tmp_p
             f"print(ctypes.CDLL({str(library)!r}).probe())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(100 * 1000 + 100)  # CUDA_ERROR_NO_DEVICE from both
+
+
+def test_cuda_sitecustomize_keeps_the_numpy_shim(tmp_path):
+    """The cuda variant's second import hook (MXNet's CUDA 11 libraries) must not hide the first."""
+    (tmp_path / "sitecustomize.py").write_text(envspec.sitecustomize("cuda"))
+    code = "import sys, mxnet, numpy; print(numpy.bool is bool, type(sys.meta_path[0]).__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout
+    assert out.split() == ["True", "_MxnetCuda11Libraries"]

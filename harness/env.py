@@ -191,7 +191,10 @@ def _build(path, mpi, log, variant_name="cpu"):
     py = path / "bin" / "python"
     cuda = {}
     if variant_name == "cuda":
-        cuda["HOROVOD_CUDA_HOME"] = str(find_cuda_home())  # fail before downloading GBs
+        home = str(find_cuda_home())  # fail before downloading GBs
+        # Horovod's CMake reads HOROVOD_CUDA_HOME; its PyTorch part asks torch.utils.cpp_extension,
+        # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
+        cuda.update(HOROVOD_CUDA_HOME=home, CUDA_HOME=home)
     _run([sys.executable, "-m", "venv", str(path)], log)
     _run([py, "-m", "pip", "install", f"pip=={envspec.BUILD_PINS['pip']}"], log)
     _run([py, "-m", "pip", "install", *envspec.requirements(variant_name), f"cmake=={envspec.BUILD_PINS['cmake']}"],

@@ -217,12 +217,16 @@ def _build(path, mpi, log, variant_name="cpu"):
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")
         src = Path(tmp) / f"horovod-{envspec.HOROVOD_VERSION}"
-        apply_edits(src)
+        apply_edits(src, envspec.horovod_edits(variant_name))
         tf_include = subprocess.run(
             [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
             capture_output=True, text=True, check=True,
         ).stdout.strip().splitlines()[-1]
         cpath = [str(Path(tf_include) / inc) for inc in envspec.TF_EXTRA_INCLUDES]
+        if variant_name == "cuda":
+            # MXNet's headers include cuBLAS and cuRAND headers, which a minimal CUDA toolkit lacks:
+            # those of PyTorch's CUDA 13 library wheels, the toolkit's release, are there.
+            cpath.append(str(Path(site) / "nvidia" / "cu13" / "include"))
         if os.environ.get("CPATH"):
             cpath.append(os.environ["CPATH"])
         build_env = {

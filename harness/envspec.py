@@ -123,6 +123,45 @@ HOROVOD_EDITS = [
     ),
 ]
 
+# Source edits for the cuda variant's GPU operations (applied after HOROVOD_EDITS). Horovod's
+# TensorFlow ops take the CUDA stream of a TF device context through
+# stream_executor::gpu::AsGpuStreamValue, which TensorFlow 2.21 no longer exports (the library
+# loads, then fails on the undefined symbol); the stream's platform handle is that CUDA stream.
+CUDA_HOROVOD_EDITS = [
+    (
+        "horovod/tensorflow/mpi_ops.cc",
+        """// Forward declaration of AsGpuStreamValue
+namespace stream_executor {
+namespace gpu {
+GpuStreamHandle AsGpuStreamValue(Stream* stream);
+} // namespace stream_executor
+} // namespace gpu
+""",
+        "",
+    ),
+    (
+        "horovod/tensorflow/mpi_ops.cc",
+        """#include "tensorflow/stream_executor/stream.h"
+#endif // TENSORFLOW_VERSION >= 2011000000
+""",
+        """#include "tensorflow/stream_executor/stream.h"
+#endif // TENSORFLOW_VERSION >= 2011000000
+namespace stream_executor {
+namespace gpu {
+inline GpuStreamHandle AsGpuStreamValue(Stream* stream) {
+  return static_cast<GpuStreamHandle>(stream->platform_specific_handle().stream);
+}
+} // namespace gpu
+} // namespace stream_executor
+""",
+    ),
+]
+
+
+def horovod_edits(variant="cpu"):
+    return HOROVOD_EDITS + (CUDA_HOROVOD_EDITS if variant == "cuda" else [])
+
+
 # Header folders inside the TensorFlow wheel that its own headers include but that are not on
 # the default include path (relative to tensorflow's include directory).
 TF_EXTRA_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]
@@ -219,7 +258,7 @@ def recipe(variant="cpu"):
         "build_pins": BUILD_PINS,
         "horovod": HOROVOD_VERSION,
         "horovod_build_env": horovod_build_env(variant),
-        "horovod_edits": HOROVOD_EDITS,
+        "horovod_edits": horovod_edits(variant),
         "tf_extra_includes": TF_EXTRA_INCLUDES,
         "sitecustomize": sitecustomize(variant),
     }

@@ -199,6 +199,9 @@ def _build(path, mpi, log, variant_name="cpu"):
     _run([py, "-m", "pip", "install", f"pip=={envspec.BUILD_PINS['pip']}"], log)
     _run([py, "-m", "pip", "install", *envspec.requirements(variant_name), f"cmake=={envspec.BUILD_PINS['cmake']}"],
          log)
+    if variant_name == "cuda":  # the NCCL on disk must be PyTorch's (see envspec.NCCL_WHEEL)
+        nccl = f"{envspec.NCCL_WHEEL}=={envspec.CUDA_EXTRA_PINS[envspec.NCCL_WHEEL]}"
+        _run([py, "-m", "pip", "install", "--force-reinstall", "--no-deps", nccl], log)
     site = subprocess.run(
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,

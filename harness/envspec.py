@@ -73,8 +73,11 @@ CUDA_FRAMEWORK_PINS = {
 # finds, so that toolkit must be the release PyTorch's wheel was built with (CUDA 13).
 CUDA_TOOLKIT_MAJOR = "13"
 # NCCL for Horovod's build and run: the one PyTorch's wheel requires (nvidia-nccl-cu13, the same
-# version), so that one libnccl.so.2 serves both. The cu12 and cu13 NCCL wheels install the same
-# file (nvidia/nccl/lib/libnccl.so.2), so a second one would silently overwrite PyTorch's.
+# version). TensorFlow's and-cuda extra requires nvidia-nccl-cu12 too, and the cu12 and cu13 NCCL
+# wheels write the same file (nvidia/nccl/lib/libnccl.so.2): whichever pip installs last wins (seen:
+# a newer cu12 NCCL replaced PyTorch's). So both are pinned to one NCCL version, and the builder
+# reinstalls PyTorch's (NCCL_WHEEL) after everything else, so that the file on disk is always it.
+NCCL_WHEEL = "nvidia-nccl-cu13"
 # mxnet-cu117 links CUDA 11 libraries by name (libcudart.so.11.0, libcublas.so.11, libcudnn.so.8,
 # ...) and ships none of them; these wheels provide them (CUDA 11.8, which 11.7 builds run on).
 # They install beside TensorFlow's CUDA 12 libraries under different file names.
@@ -89,7 +92,7 @@ MXNET_CUDA11_PINS = {
     "nvidia-cuda-nvrtc-cu11": "11.8.89",
     "nvidia-nvtx-cu11": "11.8.86",
 }
-CUDA_EXTRA_PINS = {"nvidia-nccl-cu13": "2.29.7", **MXNET_CUDA11_PINS}
+CUDA_EXTRA_PINS = {NCCL_WHEEL: "2.29.7", "nvidia-nccl-cu12": "2.29.7", **MXNET_CUDA11_PINS}
 # Pins the cuda variant asks for with `===` (exactly this version string): PyPI's torch 2.13.0 is
 # the CUDA build, and `==` would also take a local CPU build `2.13.0+cpu` that a site's pip
 # configuration offers (find-links), as it does on this project's machines.

@@ -53,6 +53,8 @@ def test_cuda_variant_is_a_separate_environment(monkeypatch):
     assert "tensorflow-cpu" not in cuda["pins"] and "HOROVOD_GPU_OPERATIONS" not in envspec.recipe("cpu")[
         "horovod_build_env"]
     # the CUDA torch exactly (a local 2.13.0+cpu wheel satisfies ==2.13.0, not ===2.13.0)
+    # one NCCL version whichever of the two NCCL wheels writes libnccl.so.2 last
+    assert cuda["pins"]["nvidia-nccl-cu12"] == cuda["pins"][envspec.NCCL_WHEEL]
     assert "torch===2.13.0" in envspec.requirements("cuda") and "torch==2.13.0" in envspec.requirements("cpu")
     monkeypatch.setenv(env.VARIANT_VAR, "cuda")
     assert env.env_dir(mpi).name.startswith(f"py{sys.version_info.major}{sys.version_info.minor}-cuda-")

@@ -194,13 +194,14 @@ sys.meta_path.insert(0, _MxnetNumpyShim())
 
 # The cuda variant's sitecustomize also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11
 # wheels, which are not on the library path) just before mxnet is imported, dependencies first, so
-# that the loader finds them by name when libmxnet.so asks. libcuda.so.1 (the driver) is not among
+# that the loader finds them by name when libmxnet.so asks, and the environment's NCCL, which
+# libmxnet.so links too (PyTorch loads it for itself, MXNet alone does not). libcuda.so.1 (the driver) is not among
 # them: it comes from the GPU node's NVIDIA driver.
 MXNET_CUDA11_LIBS = [
     "libcudart.so.11.0", "libcublasLt.so.11", "libcublas.so.11", "libnvrtc.so.11.2", "libnvrtc-builtins.so.11.8",
     "libcufft.so.10", "libcurand.so.10", "libcusparse.so.11", "libcusolver.so.11", "libcudnn_ops_infer.so.8",
     "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8", "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8",
-    "libcudnn_adv_train.so.8", "libcudnn.so.8", "libnvToolsExt.so.1",
+    "libcudnn_adv_train.so.8", "libcudnn.so.8", "libnvToolsExt.so.1", "libnccl.so.2",
 ]
 CUDA_SITECUSTOMIZE = f'''
 

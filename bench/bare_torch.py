@@ -31,8 +31,8 @@ opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average)
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
-batches = [(torch.from_numpy(x).pin_memory() if gpu else torch.from_numpy(x),
-            torch.from_numpy(y).pin_memory() if gpu else torch.from_numpy(y)) for x, y in data.batches]
+staged = (lambda a: torch.from_numpy(a).pin_memory()) if gpu else torch.from_numpy  # host memory
+batches = [(staged(x), staged(y)) for x, y in data.batches]
 loss_fn = torch.nn.CrossEntropyLoss()
 
 

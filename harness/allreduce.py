@@ -22,11 +22,11 @@ import time
 import numpy as np
 
 SCHEMA = "dlscale.allreduce/1"
+MIB = 1 << 20
 
 
 class SweepError(RuntimeError):
     pass
-MIB = 1 << 20
 
 
 def sizes(max_bytes=256 * MIB, min_bytes=4, factor=4):

@@ -1,7 +1,6 @@
 """Device and precision checks shared by the trainers: a run asked to use a GPU that its framework
 cannot use fails with the reason; it never falls back to the CPU."""
 
-
 import os
 import subprocess
 
@@ -37,4 +36,6 @@ def nvidia_smi_name(index):
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None

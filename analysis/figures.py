@@ -40,13 +40,13 @@ def _line_figure(summary, column, ylabel, title, ideal=None):
     ok = summary[summary["repeats_ok"] > 0]
     fig, panels = _panels(ok, sharey=False)
     for model, ax in panels.items():
-        for (fw, comm), g in ok[ok["model"] == model].groupby(["framework", "comm"]):
+        for (fw, comm, layout, timing), g in ok[ok["model"] == model].groupby(["framework", "comm", "layout", "timing"]):
             g = g.groupby("ranks", as_index=False).first().sort_values("ranks")
             yerr = [g[column] - g[f"{column}_ci_lo"], g[f"{column}_ci_hi"] - g[column]] \
                 if f"{column}_ci_lo" in g else None
             ax.errorbar(g["ranks"], g[column], yerr=yerr, marker="o", capsize=3,
                         color=FRAMEWORK_COLOURS.get(fw), linestyle=COMM_STYLES.get(comm, "-"),
-                        label=f"{fw} ({comm})")
+                        label=f"{fw} ({comm}, {layout}, {timing})")
         if ideal is not None:
             ranks = sorted(ok["ranks"].unique())
             ax.plot(ranks, [ideal(r) for r in ranks], color="grey", linestyle=":", label="ideal")
@@ -80,8 +80,8 @@ def phases(summary, outdir):
     ok = summary[summary["repeats_ok"] > 0]
     fig, panels = _panels(ok, sharey=False)
     for model, ax in panels.items():
-        g = ok[ok["model"] == model].sort_values(["framework", "comm", "ranks"])
-        labels = [f"{r.framework}\n{r.comm}\n{r.ranks}r" for r in g.itertuples()]
+        g = ok[ok["model"] == model].sort_values(["framework", "comm", "layout", "timing", "ranks"])
+        labels = [f"{r.framework}\n{r.comm}\n{r.timing}\n{r.ranks}r" for r in g.itertuples()]
         bottom = [0.0] * len(g)
         for phase in PHASES:
             values = g[f"{phase}_s"].fillna(0).tolist()
@@ -95,7 +95,8 @@ def phases(summary, outdir):
     first.set_ylabel("mean time per iteration (s)")
     if first.get_legend_handles_labels()[0]:
         first.legend(fontsize=7)
-    fig.suptitle("Where an iteration's time goes (mean over ranks, iterations, repeats)", fontsize=10)
+    fig.suptitle("Where an iteration's time goes (mean over ranks, iterations, repeats; native runs: from the "
+                 "traced iterations, comm = exposed communication)", fontsize=9)
     return _save(fig, outdir, "phases")
 
 

@@ -16,10 +16,13 @@ from scipy import stats
 
 from harness.records import PHASES
 
-RUN_KEYS = ["framework", "model", "comm", "nodes", "ranks_per_node", "batch_size", "image_size",
+RUN_KEYS = ["framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size", "image_size",
             "classes", "threads_per_rank", "precision", "repeat"]
 CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
-BASELINE_KEYS = ["framework", "model", "comm", "batch_size", "image_size", "classes",
+# Phase columns of the run table: the six phases, and from native runs' traces all allreduce time
+# (comm_total) and the part of it overlapped with compute (overlap).
+PHASE_COLUMNS = PHASES + ("comm_total", "overlap")
+BASELINE_KEYS = ["framework", "model", "comm", "layout", "timing", "batch_size", "image_size", "classes",
                  "threads_per_rank", "precision"]
 
 
@@ -40,16 +43,18 @@ def run_table(tidy):
     measured = tidy[~tidy["warmup"].astype(bool)]
     if measured.empty:
         return pd.DataFrame(columns=RUN_KEYS + ["iteration_s", "iterations", "ranks", "throughput_img_per_s"]
-                            + [f"{p}_s" for p in PHASES])
-    wall = measured[measured["phase"] == "wall"]
+                            + [f"{p}_s" for p in PHASE_COLUMNS])
+    # throughput from the measured iterations only: never the traced (profiled) ones
+    wall = measured[(measured["phase"] == "wall") & ~measured["profiled"].astype(bool)]
     step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
     runs = step.groupby(RUN_KEYS, observed=True).agg(iteration_s="mean", iterations="count").reset_index()
     ranks = runs["nodes"] * runs["ranks_per_node"]
     runs["ranks"] = ranks
     runs["throughput_img_per_s"] = ranks * runs["batch_size"] / runs["iteration_s"]
-    phases = (measured[measured["phase"].isin(PHASES)]
+    # phases: phased runs' measured iterations, native runs' traced iterations (from the traces)
+    phases = (measured[measured["phase"].isin(PHASE_COLUMNS)]
               .groupby(RUN_KEYS + ["phase"], observed=True)["seconds"].mean()
-              .unstack("phase").reindex(columns=list(PHASES)))
+              .unstack("phase").reindex(columns=list(PHASE_COLUMNS)))
     phases.columns = [f"{p}_s" for p in phases.columns]
     return runs.merge(phases.reset_index(), on=RUN_KEYS, how="left")
 
@@ -60,7 +65,7 @@ def summarize(runs, status=None):
     `status` (one row per run with a `status` and `reasons` column) adds counts of failed runs and
     their reasons, also for configurations with no successful run.
     """
-    value_cols = ["iteration_s", "throughput_img_per_s"] + [f"{p}_s" for p in PHASES]
+    value_cols = ["iteration_s", "throughput_img_per_s"] + [f"{p}_s" for p in PHASE_COLUMNS]
     rows = []
     for key, group in runs.groupby(CONFIG_KEYS, observed=True):
         row = dict(zip(CONFIG_KEYS, key))

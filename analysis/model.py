@@ -36,7 +36,7 @@ from harness.records import parse_file
 FUSION_THRESHOLD = 128 * 1024 * 1024
 CYCLE_S = 1e-3
 COMPUTE = ["io_s", "h2d_s", "forward_s", "backward_s", "update_s"]
-MATCH = ["framework", "model", "comm", "batch_size", "image_size", "classes", "threads_per_rank", "precision"]
+MATCH = ["framework", "model", "comm", "layout", "timing", "batch_size", "image_size", "classes", "threads_per_rank", "precision"]
 
 
 def timeline_comm(path, iterations):
@@ -152,7 +152,11 @@ def baselines(table):
     out = {}
     for key, group in table[table["ranks"] == 1].groupby(MATCH, observed=True):
         details = run_details(group["run_dir"].iloc[0])
-        details["base"] = group[COMPUTE].mean().to_dict()
+        base = group[COMPUTE].mean()
+        if key[MATCH.index("timing")] == "native":
+            # traced iterations run under the profiler: scale their phases to the measured iteration
+            base = base * group["iteration_s"].mean() / (base.sum() + group["comm_s"].mean())
+        details["base"] = base.to_dict()
         out[key] = details
     return out
 
@@ -183,10 +187,14 @@ def model_table(runs, status, sweep, fits):
     rows = []
     for r in table.to_dict("records"):
         seq = r["comm"] == "sequential" or r["ranks"] == 1
-        total = r["comm_s"] if seq else r.get("timeline_comm_s", math.nan)
+        if r["timing"] == "native":  # from the traces: all allreduce time, and the part during compute
+            total = r.get("comm_total_s", math.nan)
+            ratio = r.get("overlap_s", math.nan) / total if total and total > 0 else math.nan
+        else:
+            total = r["comm_s"] if seq else r.get("timeline_comm_s", math.nan)
+            ratio = 1 - r["comm_s"] / total if total and total > 0 else math.nan
         row = {k: r.get(k) for k in COLUMNS[:COLUMNS.index("iteration_s")]}
-        row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r["comm_s"],
-                   overlap_ratio=max(0.0, 1 - r["comm_s"] / total) if total and total > 0 else math.nan)
+        row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r["comm_s"], overlap_ratio=ratio)
         base = bases.get(tuple(r[k] for k in MATCH))
         cost = cost_by.get((r["nodes"], r["ranks_per_node"]))
         if r["ranks"] > 1 and base and cost is not None:

@@ -2,7 +2,10 @@
 
 tidy.csv: one row per run x rank x iteration x phase (phases io, h2d, forward, backward, comm,
 update, and `wall` for the iteration's wall time), column `seconds`; warm-up rows are kept and
-flagged. runs.csv: one row per run: status, reasons, the settings and versions it ran with, the
+flagged. Phased runs' phases come from their records (`source` records). Native runs' records hold
+the wall time only; their traced iterations (flagged `profiled`) get the phases derived from each
+rank's trace (`source` trace, analysis/trace.py), plus `comm_total` (all allreduce time) and
+`overlap` (allreduce time during compute). runs.csv: one row per run: status, reasons, the settings and versions it ran with, the
 gradients (tensors, bytes) and, from Horovod's timeline, the allreduce time and fused operations
 per measured iteration (timeline_comm_s, timeline_ops).
 A malformed record line stops the table with the file and line named; a failed run's records are
@@ -15,11 +18,13 @@ from pathlib import Path
 import pandas as pd
 
 from harness.records import PHASES, RecordError, parse_file
+from analysis import trace
 from analysis.metrics import RUN_KEYS
 from analysis.model import timeline_comm
 from workloads.train import TIMELINE
+from workloads.trace import trace_name
 
-TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "phase", "seconds"]
+TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "profiled", "source", "phase", "seconds"]
 
 
 def _provenance_row(run_rec):
@@ -31,7 +36,9 @@ def _provenance_row(run_rec):
         "horovod_version": fw.get("horovod", ""),
         "intra_op_threads": fw.get("intra_op_threads"),
         "inter_op_threads": fw.get("inter_op_threads"),
-        "layout": fw.get("layout", ""),
+        "layout_used": fw.get("layout", ""),
+        "autotune": fw.get("autotune"),
+        "tf32": fw.get("tf32"),
         "device": fw.get("device", ""),
         "python_version": prov.get("python", ""),
         "mpi_version": launch.get("mpi", {}).get("version", ""),
@@ -75,9 +82,16 @@ def read_run(status_path):
             if rec["kind"] != "step":
                 continue
             base = {**identity, "rank": rank, "host": host, "iteration": rec["iteration"],
-                    "warmup": rec["warmup"]}
-            for phase in PHASES + ("wall",):
+                    "warmup": rec["warmup"], "profiled": rec.get("profiled", False), "source": "records"}
+            for phase in [p for p in PHASES if f"{p}_s" in rec] + ["wall"]:
                 rows.append({**base, "phase": phase, "seconds": rec[f"{phase}_s"]})
+        if (run_dir / trace_name(rank)).exists():
+            framework, events = trace.read(run_dir / trace_name(rank))
+            for (_, iteration), phases in sorted(trace.derive(framework, events).items()):
+                base = {**identity, "rank": rank, "host": host, "iteration": iteration, "warmup": False,
+                        "profiled": True, "source": "trace"}
+                for phase in PHASES + trace.EXTRA:
+                    rows.append({**base, "phase": phase, "seconds": phases[f"{phase}_s"]})
     return row, rows
 
 

@@ -1,6 +1,7 @@
 """A bare TensorFlow + Horovod training loop: the whole step in one tf.function, no phases, no
 syncs, no records (the benchmark's baseline). Same model, data, optimizer and threads as
-workloads.tf_trainer in overlap mode (one allreduce per gradient), on the same device: on the GPU
+workloads.tf_trainer in overlap mode (one allreduce per gradient; none on one rank), on the same
+device: on the GPU
 the host batch is copied in the step; mixed precision is the mixed_float16 policy with the same
 dynamic loss scaling (halve on overflow and skip, double after 2000 good steps).
 
@@ -37,7 +38,8 @@ lr, mu = spec["lr"], spec["momentum"]
 scale = tf.Variable(2.0 ** 15 if amp else 1.0, trainable=False)
 good = tf.Variable(0, trainable=False)
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"], "NHWC")
-batches = [(tf.constant(x), tf.constant(y)) for x, y in data.batches]
+with tf.device("/CPU:0"):  # host memory, as the harness stages its batches
+    batches = [(tf.constant(x), tf.constant(y)) for x, y in data.batches]
 
 
 @tf.function
@@ -47,7 +49,8 @@ def step(x, y):
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
         scaled = loss * scale  # scale 1 in fp32, as in the harness
     grads = tape.gradient(scaled, variables)
-    grads = [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
+    if hvd.size() > 1:  # one rank communicates nothing, as in the harness
+        grads = [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
     if not amp:
         for v, m, g in zip(variables, momentum, grads):
             m.assign(mu * m + g)

@@ -1,8 +1,8 @@
 """A bare PyTorch + Horovod training loop: no phases, no syncs, no records (the benchmark's baseline).
 
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
-Same model, data, optimizer, threads, device and precision as workloads.torch_trainer in overlap
-mode: on the GPU each step copies its batch from pinned host memory, and mixed precision is autocast
+Same model, data, layout, optimizer, threads, device and precision as workloads.torch_trainer in
+overlap mode: on the GPU each step copies its batch from pinned host memory, and mixed precision is autocast
 float16 with a GradScaler.
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import horovod.torch as hvd
 import torch
 
+from workloads.devices import resolve_layout
 from workloads.registry import build_model
 from workloads.train import SyntheticData
 
@@ -26,13 +27,15 @@ gpu = spec.get("device", "cpu") == "gpu"
 device = torch.device("cuda", hvd.local_rank()) if gpu else torch.device("cpu")
 amp = spec["precision"] == "mixed"
 scaler = torch.amp.GradScaler("cuda", enabled=amp)
-model = build_model("torch", spec["model"], spec["classes"]).to(device)
+fmt = torch.channels_last if resolve_layout("torch", spec.get("layout", "best")) == "NHWC" else torch.contiguous_format
+torch.backends.cudnn.benchmark = spec.get("autotune", True)
+model = build_model("torch", spec["model"], spec["classes"]).to(device, memory_format=fmt)
 opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average)
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
 staged = (lambda a: torch.from_numpy(a).pin_memory()) if gpu else torch.from_numpy  # host memory
-batches = [(staged(x), staged(y)) for x, y in data.batches]
+batches = [(staged(x).contiguous(memory_format=fmt), staged(y)) for x, y in data.batches]
 loss_fn = torch.nn.CrossEntropyLoss()
 
 

@@ -1,21 +1,25 @@
-"""Benchmark (not a test): does the harness's instrumentation slow training down?
+"""Benchmark (not a test): does the harness's timing change the speed of what it times?
 
-Runs the harness's workload of one framework and a bare training loop of that framework
-(bench/bare_<framework>.py) with the same model, batch, input size, threads and data, alternately,
-several times, one rank each through the same mpirun, and prints the median throughputs and their
-ratio. The harness's throughput is the one it reports itself (batch / mean iteration wall time over
-measured iterations). Target: >= 0.97. With --device gpu both use GPU 0 (in the cuda environment:
-DLSCALE_ENV_VARIANT=cuda) and copy every batch from pinned host memory; --precision mixed makes both
-run float16 with loss scaling.
+For each framework and rank count, runs three things through the same mpirun with the same model,
+batch, input size, threads, layout and data: a bare Horovod training loop of that framework
+(bench/bare_<framework>.py: no phases, syncs or records), the harness in `native` timing, and the
+harness in `phased` timing. Each trial runs all three in a rotating order (so none always goes
+first), timed end to end by the loop's own clock over the measured iterations (the harness's
+throughput is what it reports: ranks x batch / mean iteration time of the slowest rank; the bare
+loop's is ranks x batch x iterations / elapsed). Prints per framework and ranks the median over
+trials of the paired ratios native/bare and phased/bare with their spread (min-max), and writes
+bench/results/overhead.csv. Target: native/bare >= 0.99.
 
-  .venv/bin/python bench/overhead.py [--framework torch] [--model resnet50] [--batch-size 8]
-                     [--image-size 112] [--threads 1] [--iterations 20] [--trials 5]
-                     [--device cpu|gpu] [--precision fp32|mixed]
+  .venv/bin/python bench/overhead.py [--framework torch tensorflow mxnet] [--ranks 1 2]
+      [--model resnet50] [--batch-size 8] [--image-size 64] [--iterations 20] [--trials 7]
+      [--device cpu|gpu] [--precision fp32|mixed] [--out bench/results/overhead.csv]
 """
 
 import argparse
+import csv
 import json
 import os
+import platform
 import statistics
 import sys
 import tempfile
@@ -27,56 +31,108 @@ sys.path.insert(0, str(ROOT))
 from harness import launch  # noqa: E402
 from harness.records import parse_file  # noqa: E402
 
+KINDS = ("bare", "native", "phased")
+
+
+def machine():
+    cores = os.cpu_count()
+    return f"{platform.node() or 'host'}: {cores} cores, {platform.machine()}, {platform.platform(terse=True)}"
+
+
+def throughput(kind, out, spec, ranks):
+    """Images/s of one finished run: the bare loop's printed figure or the harness's records."""
+    log = out / f"{kind}.log"
+    if kind == "bare":
+        line = [ln for ln in log.read_text().splitlines() if ln.startswith("{")][-1]
+        return json.loads(line)["throughput_img_per_s"]
+    steps = {}
+    for rank in range(ranks):
+        recs, errors = parse_file(out / kind / f"rank{rank}.jsonl")
+        if errors:
+            sys.exit(f"{kind}: {errors[0]}")
+        for r in recs:
+            if r["kind"] == "step" and not r["warmup"] and not r["profiled"]:
+                steps[r["iteration"]] = max(steps.get(r["iteration"], 0), r["wall_s"])
+    return ranks * spec["batch_size"] / statistics.mean(steps.values())
+
+
+def run_trial(framework, ranks, spec, env, tmp, trial):
+    out = Path(tmp) / f"{framework}_r{ranks}_t{trial}"
+    out.mkdir()
+    order = KINDS[trial % 3:] + KINDS[:trial % 3]  # rotate who goes first
+    result = {}
+    for kind in order:
+        folder = out / kind
+        folder.mkdir()
+        spec_path = folder / "spec.json"
+        timing = kind if kind != "bare" else "native"
+        spec_path.write_text(json.dumps({**spec, "framework": framework, "ranks_per_node": ranks, "timing": timing,
+                                         "out_dir": str(folder)}))
+        script = ([sys.executable, str(ROOT / "bench" / f"bare_{framework}.py"), str(spec_path)] if kind == "bare"
+                  else launch.workload_command(sys.executable, spec_path))
+        argv = launch.mpirun_argv(["localhost"], ranks, {"name": "mpirun", "bind_to": "none"}, script, env,
+                                  as_root=os.geteuid() == 0)
+        rc, _ = launch.execute(argv, out / f"{kind}.log", timeout_s=1800)
+        if rc != 0:
+            sys.exit(f"{framework} {kind} ({ranks} ranks) failed; see its log:\n{(out / f'{kind}.log').read_text()[-3000:]}")
+        result[kind] = throughput(kind, out, spec, ranks)
+    return result, order
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", default="torch", choices=["torch", "tensorflow", "mxnet"])
+    ap.add_argument("--framework", nargs="+", default=["torch", "tensorflow", "mxnet"],
+                    choices=["torch", "tensorflow", "mxnet"])
+    ap.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--image-size", type=int, default=112)
+    ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--layout", default="best")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=20)
-    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--trials", type=int, default=7)
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "mixed"])
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "overhead.csv"))
     args = ap.parse_args()
 
-    spec = {"framework": args.framework, "model": args.model, "comm": "overlap", "nodes": 1, "ranks_per_node": 1,
-            "batch_size": args.batch_size, "image_size": args.image_size, "classes": 1000,
-            "threads_per_rank": args.threads, "precision": args.precision, "device": args.device, "repeat": 0, "warmup": args.warmup,
-            "iterations": args.iterations, "lr": 0.01, "momentum": 0.9, "seed": 0}
-    env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {}})
-    harness, bare = [], []
+    spec = {"model": args.model, "comm": "overlap", "layout": args.layout, "nodes": 1, "batch_size": args.batch_size,
+            "image_size": args.image_size, "classes": 1000, "threads_per_rank": args.threads,
+            "precision": args.precision, "device": args.device, "repeat": 0, "warmup": args.warmup,
+            "iterations": args.iterations, "profile_iterations": 0, "autotune": True, "tf32": False, "lr": 0.01,
+            "momentum": 0.9, "seed": 0}
+    # the default study's rank environment: threads, math settings, MPI yielding when idle
+    env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for trial in range(args.trials):
-            out = Path(tmp) / f"trial{trial}"
-            out.mkdir()
-            spec_path = out / "spec.json"
-            spec_path.write_text(json.dumps({**spec, "out_dir": str(out)}))
-            for kind, command in (("bare", [sys.executable, str(ROOT / "bench" / f"bare_{args.framework}.py"), str(spec_path)]),
-                                  ("harness", launch.workload_command(sys.executable, spec_path))):
-                argv = launch.mpirun_argv(["localhost"], 1, {"name": "mpirun", "bind_to": "none"}, command, env,
-                                          as_root=os.geteuid() == 0)
-                log = out / f"{kind}.log"
-                rc, _ = launch.execute(argv, log, timeout_s=1800)
-                if rc != 0:
-                    sys.exit(f"{kind} run failed; see its log:\n{log.read_text()[-3000:]}")
-                if kind == "bare":
-                    line = [ln for ln in log.read_text().splitlines() if ln.startswith("{")][-1]
-                    bare.append(json.loads(line)["throughput_img_per_s"])
-                else:
-                    recs, errors = parse_file(out / "rank0.jsonl")
-                    device = next(r for r in recs if r["kind"] == "run")["provenance"]["framework"].get("gpu_name") or "cpu"
-                    walls = [r["wall_s"] for r in recs if r["kind"] == "step" and not r["warmup"]]
-                    harness.append(args.batch_size / statistics.mean(walls))
-            print(f"trial {trial}: bare {bare[-1]:.2f} img/s, harness {harness[-1]:.2f} img/s", flush=True)
-    hb, bb = statistics.median(harness), statistics.median(bare)
-    paired = statistics.median(h / b for h, b in zip(harness, bare))
-    print(f"{args.framework} {args.model} on {device}, {args.precision}, batch {args.batch_size} "
-          f"{args.image_size}x{args.image_size}, {args.threads} threads, {args.iterations} iterations x {args.trials} trials")
-    print(f"median throughput: harness {hb:.2f} img/s, bare loop {bb:.2f} img/s, ratio {hb / bb:.3f}; "
-          f"median of paired ratios {paired:.3f}")
+        for framework in args.framework:
+            for ranks in args.ranks:
+                trials = []
+                for trial in range(args.trials):
+                    result, order = run_trial(framework, ranks, spec, env, tmp, trial)
+                    trials.append(result)
+                    print(f"{framework} {ranks} rank(s) trial {trial} ({' > '.join(order)}): "
+                          + ", ".join(f"{k} {result[k]:.2f} img/s" for k in KINDS), flush=True)
+                for timing in ("native", "phased"):
+                    ratios = [t[timing] / t["bare"] for t in trials]
+                    rows.append({"framework": framework, "ranks": ranks, "timing": timing,
+                                 "ratio": round(statistics.median(ratios), 4), "ratio_min": round(min(ratios), 4),
+                                 "ratio_max": round(max(ratios), 4), "trials": len(trials),
+                                 "harness_img_per_s": round(statistics.median(t[timing] for t in trials), 3),
+                                 "bare_img_per_s": round(statistics.median(t["bare"] for t in trials), 3),
+                                 "model": args.model, "batch_size": args.batch_size, "image_size": args.image_size,
+                                 "device": args.device, "precision": args.precision, "machine": machine()})
+                    r = rows[-1]
+                    print(f"  {framework} {ranks} rank(s) {timing}/bare: median {r['ratio']:.3f} "
+                          f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f}, {r['trials']} paired trials)", flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

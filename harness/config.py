@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
 
 # Run identity in the order of the results tree; each is a wildcard, a config key and a column.
-MATRIX_KEYS = ("framework", "model", "comm", "nodes", "ranks_per_node", "batch_size")
+MATRIX_KEYS = ("framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size")
 
 
 class ConfigError(ValueError):
@@ -152,7 +152,8 @@ def matrix(config):
     return [dict(zip(MATRIX_KEYS + ("repeat",), combo)) for combo in combos]
 
 
-RUN_PATTERN = ("{framework}/{model}/{comm}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}/"
+WORD_KEYS = ("framework", "model", "comm", "layout", "timing")
+RUN_PATTERN = ("{framework}/{model}/{comm}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}/"
                "repeat{repeat}")
 
 
@@ -162,13 +163,14 @@ def run_path(run):
 
 def run_from_wildcards(wildcards):
     """A run identity from the results tree's wildcards (counts become ints)."""
-    return {k: (str(wildcards[k]) if k in ("framework", "model", "comm") else int(wildcards[k]))
+    return {k: (str(wildcards[k]) if k in WORD_KEYS else int(wildcards[k]))
             for k in MATRIX_KEYS + ("repeat",)}
 
 
 # Settings every run's result depends on besides its identity: a change re-runs the study.
 RUN_SETTINGS = ("image_size", "classes", "threads_per_rank", "precision", "device", "warmup", "iterations",
-                "lr", "momentum", "seed", "hostfile", "launcher", "emulate")
+                "profile_iterations", "autotune", "tf32", "lr", "momentum", "seed", "hostfile", "launcher",
+                "emulate")
 
 
 def run_settings(config):

@@ -124,6 +124,38 @@ HOROVOD_EDITS = [
         "::xla::StatusOr<::xla::XlaOp> HVDAllreduceOp::BuildAllreduceCustomCall(",
         "::absl::StatusOr<::xla::XlaOp> HVDAllreduceOp::BuildAllreduceCustomCall(",
     ),
+    # Timelines on every rank, not only the coordinator, when HOROVOD_TIMELINE=DYNAMIC: each rank
+    # calls hvd.start_timeline with a file of its own, so every rank's allreduces are on record
+    # (native-timing traces). A fixed HOROVOD_TIMELINE file stays the coordinator's alone.
+    (
+        "horovod/common/operations.cc",
+        "  if (timeline_env) {\n    if (is_coordinator) {\n",
+        '  if (timeline_env) {\n    if (is_coordinator || std::string(timeline_env) == "DYNAMIC") {\n',
+    ),
+    (
+        "horovod/common/operations.cc",
+        "  if (is_coordinator) {\n    horovod_global.timeline.Initialize(\n",
+        "  if (true) {  // dlscale: every rank (DYNAMIC)\n    horovod_global.timeline.Initialize(\n",
+    ),
+    (
+        "horovod/common/operations.cc",
+        '  if (is_coordinator) {\n    horovod_global.timeline.SetPendingTimelineFile(std::string(""));\n',
+        '  if (true) {  // dlscale: every rank (DYNAMIC)\n    horovod_global.timeline.SetPendingTimelineFile(std::string(""));\n',
+    ),
+    # The timeline's writer thread spins (sched_yield) for the whole run once a timeline exists,
+    # also while no file is open (HOROVOD_TIMELINE=DYNAMIC): on a node whose cores all compute, that
+    # takes CPU from training. It sleeps 1 ms when it has nothing to write instead (events carry the
+    # time they were enqueued, so writing later changes no timestamp).
+    (
+        "horovod/common/timeline.cc",
+        "    // Allow scheduler to schedule other work for this core.\n    std::this_thread::yield();\n",
+        "    // dlscale: sleep while there is nothing to write instead of spinning.\n"
+        "    if (record_queue_.empty()) {\n"
+        "      std::this_thread::sleep_for(std::chrono::milliseconds(1));\n"
+        "    } else {\n"
+        "      std::this_thread::yield();\n"
+        "    }\n",
+    ),
 ]
 
 # Source edits for the cuda variant's GPU operations (applied after HOROVOD_EDITS). Horovod's

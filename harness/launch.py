@@ -21,7 +21,8 @@ from pathlib import Path
 
 from harness import config as cfg
 from harness import emulate
-from harness.records import IDENTITY, PHASE_KEYS, parse_file
+from harness.records import IDENTITY, parse_file
+from workloads.trace import trace_name
 
 WORKLOAD = ["-m", "workloads.train"]
 CHECKSUM_RTOL = 1e-6
@@ -99,14 +100,26 @@ def run_spec(config, run, out_dir):
     """The complete description of one run handed to every rank (spec.json)."""
     spec = {k: config[k] for k in IDENTITY if k in config}
     spec.update(run)
-    spec.update({k: config[k] for k in ("warmup", "iterations", "lr", "momentum", "seed", "device")})
+    spec.update({k: config[k] for k in ("warmup", "iterations", "profile_iterations", "autotune", "tf32", "lr",
+                                        "momentum", "seed", "device")})
     spec["out_dir"] = str(out_dir)
     return spec
 
 
+def math_env(autotune, tf32):
+    """The same cuDNN autotuning and TF32 setting for every framework, where it is an environment
+    variable (TensorFlow's and MXNet's autotuning; NVIDIA's TF32 override reaches MXNet's cuBLAS and
+    cuDNN calls); PyTorch and TensorFlow also set their own switches from the spec."""
+    env = {"TF_CUDNN_USE_AUTOTUNE": str(int(autotune)), "MXNET_CUDNN_AUTOTUNE_DEFAULT": str(int(autotune))}
+    if not tf32:
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+    return env
+
+
 def rank_env(config):
-    # HOROVOD_TIMELINE=DYNAMIC lets rank 0 record Horovod's timeline over the measured iterations.
-    env = {**thread_env(config["threads_per_rank"]), "PYTHONPATH": str(cfg.ROOT), "HOROVOD_TIMELINE": "DYNAMIC"}
+    # HOROVOD_TIMELINE=DYNAMIC lets ranks record Horovod's timeline over chosen iterations only.
+    env = {**thread_env(config["threads_per_rank"]), **math_env(config.get("autotune", True), config.get("tf32", False)),
+           "PYTHONPATH": str(cfg.ROOT), "HOROVOD_TIMELINE": "DYNAMIC"}
     env.update({k: str(v) for k, v in config["launcher"].get("env", {}).items()})
     return env
 
@@ -132,9 +145,14 @@ def execute(argv, log_path, timeout_s, env=None):
             return proc.returncode, True
 
 
-def check_run(run_dir, size):
-    """Correctness of a finished run from its records. Returns (problems, parse errors)."""
+def check_run(run_dir, size, traced=False):
+    """Correctness of a finished run from its records (and, when `traced`, every rank's trace file).
+    Returns (problems, parse errors)."""
     problems, errors, checksums = [], [], {}
+    if traced:
+        missing = [r for r in range(size) if not (Path(run_dir) / trace_name(r)).is_file()]
+        if missing:
+            problems.append(f"rank(s) {missing} wrote no trace of the profiled iterations")
     for rank in range(size):
         path = Path(run_dir) / f"rank{rank}.jsonl"
         if not path.is_file():
@@ -264,7 +282,7 @@ def launch(config, run, env_record):
     except LaunchError as exc:
         argv, rc, failure = [], None, str(exc)
     size = run["nodes"] * run["ranks_per_node"]
-    problems, _ = check_run(run_dir, size)
+    problems, _ = check_run(run_dir, size, traced=run["timing"] == "native" and config["profile_iterations"] > 0)
     if failure:
         problems.insert(0, failure)
     status = {**run, "status": "failed" if problems else "ok", "reasons": problems, "returncode": rc,

@@ -2,7 +2,9 @@
 
 The writer (in every workload) and the parser (in the pipeline) share the constants below. A rank's
 file holds one ``run`` record (identity and provenance), one ``step`` record per iteration
-(warm-up included, flagged) and, if the rank finished, one ``end`` record. A malformed line is an
+(warm-up included, flagged; native timing's traced iterations flagged `profiled`) and, if the rank
+finished, one ``end`` record. A step record of a phased run holds every phase's seconds; one of a
+native run holds the wall time only (its phases come from the trace). A malformed line is an
 error naming the file and line; nothing is dropped silently.
 """
 
@@ -10,19 +12,19 @@ import json
 import math
 import time
 
-SCHEMA = "dlscale.record/1"
+SCHEMA = "dlscale.record/2"
 PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
 PHASE_KEYS = tuple(f"{p}_s" for p in PHASES)
 
 # The columns that identify a run; each is a config key, a wildcard and a table column.
 IDENTITY = (
-    "framework", "model", "comm", "nodes", "ranks_per_node", "batch_size", "image_size",
+    "framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size", "image_size",
     "classes", "threads_per_rank", "precision", "repeat",
 )
 
 REQUIRED = {
     "run": IDENTITY + ("rank", "size", "local_rank", "host", "provenance"),
-    "step": ("rank", "iteration", "warmup") + PHASE_KEYS + ("wall_s", "loss"),
+    "step": ("rank", "iteration", "warmup", "profiled", "wall_s", "loss"),
     "end": ("rank", "iterations", "checksum", "elapsed_s"),
 }
 
@@ -59,7 +61,10 @@ def validate(rec):
     if missing:
         return f"{kind} record lacks {', '.join(missing)}"
     if kind == "step":
-        for key in PHASE_KEYS + ("wall_s",):
+        present = [k for k in PHASE_KEYS if k in rec]
+        if present and len(present) != len(PHASE_KEYS):
+            return f"step record has {', '.join(present)} but lacks {', '.join(k for k in PHASE_KEYS if k not in rec)}"
+        for key in present + ["wall_s"]:
             value = rec[key]
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 return f"{key} is {value!r}, expected a finite non-negative number of seconds"

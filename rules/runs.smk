@@ -7,6 +7,8 @@ wildcard_constraints:
     framework="[a-z0-9]+",
     model="[a-z0-9]+",
     comm="[a-z]+",
+    layout="[A-Za-z]+",
+    timing="[a-z]+",
     nodes=r"\d+",
     ranks_per_node=r"\d+",
     batch_size=r"\d+",

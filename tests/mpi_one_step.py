@@ -24,7 +24,7 @@ tag = "single" if single else f"rank{trainer.rank}"
 if single or trainer.rank == 0:
     np.savez(out / f"init_{tag}.npz", *trainer.state())
 ranks = range(single) if single else [trainer.rank]
-parts = [SyntheticData(spec["seed"], r, batch_size, spec["image_size"], spec["classes"], trainer.layout)(0)
+parts = [SyntheticData(spec["seed"], r, batch_size, spec["image_size"], spec["classes"], trainer.data_layout)(0)
          for r in ranks]
 batch = tuple(np.concatenate([p[i] for p in parts]) for i in (0, 1))
 timed_step(trainer, batch)

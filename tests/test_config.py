@@ -7,9 +7,21 @@ def test_default_config_is_valid(base_config):
     cfg.validate(base_config)
     runs = cfg.matrix(base_config)
     assert len(runs) == 3 * 3 * 2 * 3  # frameworks x models x ranks_per_node x repeats
-    assert runs[0] == {"framework": "torch", "model": "alexnet", "comm": "overlap", "nodes": 1,
-                       "ranks_per_node": 1, "batch_size": 8, "repeat": 0}
-    assert cfg.run_path(runs[0]) == "torch/alexnet/overlap/nodes1_rpn1_bs8/repeat0"
+    assert runs[0] == {"framework": "torch", "model": "alexnet", "comm": "overlap", "layout": "best",
+                       "timing": "native", "nodes": 1, "ranks_per_node": 1, "batch_size": 8, "repeat": 0}
+    assert cfg.run_path(runs[0]) == "torch/alexnet/overlap/best/native/nodes1_rpn1_bs8/repeat0"
+    assert base_config["launcher"]["env"] == {"OMPI_MCA_mpi_yield_when_idle": 1}  # no busy-polling contention
+
+
+def test_layout_and_timing_are_study_dimensions(base_config):
+    base_config.update(layout=["NCHW", "NHWC"], timing=["native", "phased"], framework=["torch"], model=["resnet50"])
+    runs = cfg.matrix(base_config)
+    assert len(runs) == 2 * 2 * 2 * 3
+    assert {(r["layout"], r["timing"]) for r in runs} == {("NCHW", "native"), ("NCHW", "phased"),
+                                                         ("NHWC", "native"), ("NHWC", "phased")}
+    base_config["layout"] = ["nchw"]
+    with pytest.raises(cfg.ConfigError, match="config key 'layout\\[0\\]': 'nchw' is not one of"):
+        cfg.validate(base_config)
 
 
 @pytest.mark.parametrize("key, value, message", [

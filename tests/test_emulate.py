@@ -108,7 +108,8 @@ def test_cli_runs_a_command_in_node_0_with_the_hostfile():
 
 def _comm_times(tmp_path, rate):
     conf = tiny_config(tmp_path / str(rate), emulate={"rate_mbit": rate}, framework=["torch"], iterations=4)
-    run = {"framework": "torch", "model": "tinynet", "comm": "sequential", "nodes": 2, "ranks_per_node": 1,
+    run = {"framework": "torch", "model": "tinynet", "comm": "sequential", "layout": "best", "timing": "phased",
+           "nodes": 2, "ranks_per_node": 1,
            "batch_size": 4, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))

@@ -50,7 +50,7 @@ def test_srun_without_slurm_fails_the_run_with_the_reason(base_config, tmp_path,
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun anywhere
     base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"))
     base_config["launcher"]["name"] = "srun"
-    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "nodes": 1, "ranks_per_node": 1,
+    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1, "ranks_per_node": 1,
            "batch_size": 4, "repeat": 0}
     status = launch.launch(base_config, run, {"python": "python3"})
     assert status["status"] == "failed"
@@ -63,6 +63,12 @@ def test_rank_env_sets_threads_and_config_env(base_config):
     env = launch.rank_env(base_config)
     assert env["OMP_NUM_THREADS"] == "3" and env["MKL_NUM_THREADS"] == "3"
     assert env["HOROVOD_CYCLE_TIME"] == "1"
+    # autotuning and TF32 alike for every framework
+    assert (env["TF_CUDNN_USE_AUTOTUNE"], env["MXNET_CUDNN_AUTOTUNE_DEFAULT"], env["NVIDIA_TF32_OVERRIDE"]) == ("1", "1", "0")
+    base_config.update(autotune=False, tf32=True)
+    env = launch.rank_env(base_config)
+    assert (env["TF_CUDNN_USE_AUTOTUNE"], env["MXNET_CUDNN_AUTOTUNE_DEFAULT"]) == ("0", "0")
+    assert "NVIDIA_TF32_OVERRIDE" not in env
 
 
 def test_execute_kills_the_whole_group_on_timeout(tmp_path):

@@ -20,14 +20,14 @@ def test_mean_ci_known_values():
 def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8):
     """Rows of one run; walls_by_rank[rank] lists the measured iterations' wall times."""
     rows = []
-    ident = {"framework": "torch", "model": "m", "comm": "overlap", "nodes": 1, "ranks_per_node": ranks,
+    ident = {"framework": "torch", "model": "m", "comm": "overlap", "layout": "best", "timing": "phased", "nodes": 1, "ranks_per_node": ranks,
              "batch_size": batch, "image_size": 64, "classes": 10, "threads_per_rank": 1,
              "precision": "fp32", "repeat": repeat}
     for rank, walls in enumerate(walls_by_rank):
-        rows.append({**ident, "rank": rank, "host": "h", "iteration": 0, "warmup": True, "phase": "wall",
+        rows.append({**ident, "rank": rank, "host": "h", "iteration": 0, "warmup": True, "profiled": False, "phase": "wall",
                      "seconds": 100.0})  # warm-up must be ignored
         for it, wall in enumerate(walls, start=1):
-            base = {**ident, "rank": rank, "host": "h", "iteration": it, "warmup": False}
+            base = {**ident, "rank": rank, "host": "h", "iteration": it, "warmup": False, "profiled": False}
             rows.append({**base, "phase": "wall", "seconds": wall})
             rows += [{**base, "phase": p, "seconds": phase_s} for p in PHASES]
     return rows
@@ -69,7 +69,7 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     from analysis import figures, tidy
 
     empty = pd.DataFrame(columns=tidy.TIDY_COLUMNS)
-    keys = dict(zip(metrics.RUN_KEYS, ["torch", "m", "overlap", 1, 1, 8, 64, 10, 1, "fp32", 0]))
+    keys = dict(zip(metrics.RUN_KEYS, ["torch", "m", "overlap", "best", "native", 1, 1, 8, 64, 10, 1, "fp32", 0]))
     status = pd.DataFrame([{**keys, "status": "failed", "reasons": "timed out after 1 s; job killed"}])
     summary = metrics.summarize(metrics.run_table(empty), status)
     assert summary[["repeats_ok", "repeats_failed", "failure_reasons"]].values.tolist() == [

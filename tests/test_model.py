@@ -97,7 +97,7 @@ def test_timeline_comm_is_the_union_of_allreduce_intervals(tmp_path):
 
 
 def test_extrapolation_falls_with_ranks_and_rises_with_bandwidth():
-    bases = {("torch", "alexnet", "overlap", 8, 64, 1000, 1, "fp32"):
+    bases = {("torch", "alexnet", "overlap", "best", "native", 8, 64, 1000, 1, "fp32"):
              {"base": BASE, "sizes": [4 * 10**6] * 10, "ready": [0.02 * i for i in range(10)],
               "threshold": model.FUSION_THRESHOLD, "cycle": model.CYCLE_S}}
     links = {"slow": {"gbit_s": 1, "latency_us": 50}, "fast": {"gbit_s": 100, "latency_us": 1}}

@@ -28,9 +28,12 @@ def test_tiny_study_end_to_end(tmp_path):
     assert versions["torch"].startswith("2.13.0") and versions["mxnet"] == "1.9.1"
 
     tidy = pd.read_csv(results / "tidy.csv")
-    # 2 frameworks x (1 + 2 ranks) x 2 repeats x (warmup + iterations) x 7 phases (six and wall)
-    assert len(tidy) == 2 * 3 * 2 * (1 + 3) * 7
-    assert set(tidy["phase"]) == {"io", "h2d", "forward", "backward", "comm", "update", "wall"}
+    # native timing: 2 frameworks x (1 + 2 ranks) x 2 repeats x (the wall time of warm-up, measured and
+    # traced iterations + 8 trace-derived rows per traced iteration: six phases, comm_total, overlap)
+    assert len(tidy) == 2 * 3 * 2 * ((1 + 3 + 3) + 3 * 8)
+    assert set(tidy["phase"]) == {"io", "h2d", "forward", "backward", "comm", "update", "wall", "comm_total", "overlap"}
+    assert set(tidy.loc[tidy["phase"] != "wall", "source"]) == {"trace"}
+    assert set(tidy.loc[tidy["source"] == "trace", "profiled"]) == {True}
 
     summary = pd.read_csv(results / "summary.csv")
     assert sorted(zip(summary["framework"], summary["ranks"])) == [("mxnet", 1), ("mxnet", 2),

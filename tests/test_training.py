@@ -38,7 +38,8 @@ def load(path):
 def test_two_ranks_average_gradients(tmp_path, framework, comm):
     """After one step both ranks hold identical weights, equal to one process stepping on both
     ranks' batches together (tinynet: no batch norm or dropout, so the two must agree)."""
-    spec = {"framework": framework, "model": "tinynet", "comm": comm, "classes": 10, "image_size": 64,
+    spec = {"framework": framework, "model": "tinynet", "comm": comm, "layout": "best", "autotune": True, "tf32": False,
+            "classes": 10, "image_size": 64,
             "batch_size": 4, "threads_per_rank": 1, "precision": "fp32", "lr": 0.1, "momentum": 0.9,
             "seed": 3, "out_dir": str(tmp_path)}
     script = ROOT / "tests" / "mpi_one_step.py"
@@ -64,7 +65,7 @@ def test_two_ranks_average_gradients(tmp_path, framework, comm):
 def test_phases_add_up_to_wall_time(tmp_path, framework):
     conf = tiny_config(tmp_path, iterations=8, batch_size=[8], model=["googlenet"], framework=[framework])
     conf["launcher"]["env"] = {"NCCL_DEBUG": "WARN", "UCX_TLS": "sm,self"}  # transport settings, recorded
-    run = {"framework": framework, "model": "googlenet", "comm": "overlap", "nodes": 1,
+    run = {"framework": framework, "model": "googlenet", "comm": "overlap", "layout": "best", "timing": "phased", "nodes": 1,
            "ranks_per_node": 2, "batch_size": 8, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
@@ -87,7 +88,7 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
 
 def test_timeout_kills_run_and_keeps_logs(tmp_path):
     conf = tiny_config(tmp_path, run_timeout_s=1, iterations=100000)
-    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "nodes": 1,
+    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
            "ranks_per_node": 2, "batch_size": 4, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
@@ -106,7 +107,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path):
     broken = tmp_path / "libmxnet.so"
     broken.write_text("not a library\n")
     conf["launcher"]["env"] = {"MXNET_LIBRARY_PATH": str(broken)}  # `import mxnet` fails on every rank
-    run = {"framework": "mxnet", "model": "tinynet", "comm": "overlap", "nodes": 1,
+    run = {"framework": "mxnet", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
            "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
@@ -118,7 +119,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path):
 @pytest.mark.parametrize("framework, name", [("torch", "PyTorch"), ("tensorflow", "TensorFlow"), ("mxnet", "MXNet")])
 def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name):
     conf = tiny_config(tmp_path, device="gpu")
-    run = {"framework": framework, "model": "tinynet", "comm": "overlap", "nodes": 1,
+    run = {"framework": framework, "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
            "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
@@ -129,7 +130,7 @@ def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name)
 
 def test_mixed_precision_needs_a_gpu(tmp_path):
     conf = tiny_config(tmp_path, precision="mixed")
-    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "nodes": 1,
+    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
            "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"

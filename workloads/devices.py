@@ -39,3 +39,33 @@ def nvidia_smi_name(index):
     if out.returncode != 0:
         return None
     return out.stdout.strip() or None
+
+
+class LayoutError(ValueError):
+    pass
+
+
+# The layout each framework's own performance guidance recommends, per device (`layout: best`),
+# confirmed on the CPU by bench/layout.py (README, fairness table):
+# - PyTorch: channels_last (NHWC) for convolutional networks, on the CPU (oneDNN's blocked kernels;
+#   measured ResNet-50 1.57x, GoogLeNet 1.43x) and on GPUs (cuDNN's NHWC Tensor Core kernels).
+# - TensorFlow: NHWC, Keras's default; its CPU convolutions run NHWC only, and on GPUs Grappler's
+#   layout optimizer converts convolutions to the layout cuDNN runs fastest.
+# - MXNet: NCHW; its CPU convolutions (MKLDNN) take NCHW, and the Gluon models are written NCHW.
+BEST_LAYOUT = {"torch": "NHWC", "tensorflow": "NHWC", "mxnet": "NCHW"}
+# Layouts each framework's models here can run, and why not the other.
+LAYOUTS = {"torch": ("NCHW", "NHWC"), "tensorflow": ("NHWC",), "mxnet": ("NCHW",)}
+WHY_NOT = {
+    "tensorflow": "TensorFlow's CPU convolutions run NHWC only, and on GPUs its layout optimizer already "
+                  "converts NHWC convolutions to what cuDNN runs fastest; the TensorFlow models are NHWC",
+    "mxnet": "MXNet 1.9.1's CPU convolutions (MKLDNN) run NCHW, and the MXNet models are written NCHW",
+}
+
+
+def resolve_layout(framework, asked):
+    """The layout a run uses: `best` becomes the framework's recommended one; a forced layout the
+    framework cannot run is a LayoutError saying why."""
+    layout = BEST_LAYOUT[framework] if asked == "best" else asked
+    if layout not in LAYOUTS[framework]:
+        raise LayoutError(f"layout {asked}: {WHY_NOT[framework]}")
+    return layout

@@ -1,7 +1,10 @@
 """MXNet data-parallel training through horovod.mxnet's DistributedTrainer, one method per phase.
 
-MXNet runs every operation asynchronously on its engine, also on CPU: each phase ends with
-`mx.nd.waitall()`, so its time is its own work. The network is hybridized (static graph).
+MXNet runs every operation asynchronously on its engine, also on CPU: in phased timing each phase
+ends with `mx.nd.waitall()`, so its time is its own work; in native timing the whole step is pushed
+with no wait until its end, so the engine runs each gradient's allreduce as soon as backward has
+produced that gradient. The network is hybridized (static graph).
+One rank communicates nothing (DistributedTrainer skips its allreduce at size 1).
 Horovod has no backward hook for MXNet; the allreduces are pushed once backward is done:
 comm = "overlap": one allreduce per gradient (DistributedTrainer's default), pushed together and
 run by the engine concurrently (overlap among tensors); comm = "sequential": one grouped
@@ -9,6 +12,7 @@ allreduce (DistributedTrainer with num_groups=1). Gradients are averaged; the up
 SGD with momentum, equivalent to PyTorch's for a constant learning rate.
 device = "gpu": rank r uses mx.gpu(r) (its local rank), batches are staged in pinned host memory
 (`cpu_pinned`) and copied with `copyto`; the phase boundaries wait with `waitall` as on CPU.
+autotune: MXNET_CUDNN_AUTOTUNE_DEFAULT and tf32: NVIDIA_TF32_OVERRIDE (set by the launcher).
 precision = "mixed": MXNet's AMP (`mxnet.contrib.amp`, float16) with its dynamic loss scaling.
 The last CUDA builds of MXNet (1.9.1, up to CUDA 11.7) have kernels up to sm_86: on newer GPUs the
 run fails with MXNet's error; it does not fall back to the CPU.
@@ -21,14 +25,16 @@ import horovod.mxnet as hvd
 import mxnet as mx
 import numpy as np
 
-from workloads.devices import check_precision, gpu_for_rank, nvidia_smi_name
+from workloads import trainer
+from workloads.devices import check_precision, gpu_for_rank, nvidia_smi_name, resolve_layout
 from workloads.registry import build_model
 
 
-class Trainer:
-    layout = "NCHW"
+class Trainer(trainer.Trainer):
+    name = "mxnet"
 
     def __init__(self, spec):
+        self.layout = resolve_layout(self.name, spec["layout"])
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         check_precision(spec)
@@ -65,12 +71,16 @@ class Trainer:
         host = mx.cpu_pinned() if self.gpu else mx.cpu()
         self.staging_x = mx.nd.empty(shape, ctx=host)
         self.staging_y = mx.nd.empty((spec["batch_size"],), ctx=host)
+        self.profile_file = None
 
     def describe(self):
         features = mx.runtime.Features()
         return {
             "name": "mxnet", "mxnet": mx.__version__, "horovod": horovod.__version__,
-            "comm_overlaps_backward": False, "layout": self.layout,
+            "comm_overlaps_backward": "native timing only (the engine runs allreduces as gradients appear)",
+            "layout": self.layout,
+            "autotune": os.environ.get("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1") != "0",
+            "tf32": os.environ.get("NVIDIA_TF32_OVERRIDE") != "0",
             "mkldnn": features.is_enabled("MKLDNN"), "device": str(self.ctx), "hybridized": True,
             "gpu_name": nvidia_smi_name(self.ctx.device_id) if self.gpu else None,
             "cuda": features.is_enabled("CUDA"), "precision": "mixed (contrib.amp float16)" if self.amp else "fp32",
@@ -122,5 +132,62 @@ class Trainer:
     def state(self):
         return [p.data().asnumpy().copy() for p in self.params]
 
-    def shutdown(self):
-        hvd.shutdown()
+    def profile_start(self, folder):
+        self.profile_file = folder / "mxnet_profile.json"
+        mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=str(self.profile_file))
+        mx.profiler.set_state("run")
+
+    def annotate(self, name):
+        return _Task(name)
+
+    def profile_stop(self):
+        mx.nd.waitall()
+        mx.profiler.set_state("stop")
+        mx.profiler.dump()
+        return _complete_events(self.profile_file)
+
+
+_DOMAIN = None
+
+
+class _Task:
+    """An MXNet profiler task (a span in its trace) as a context manager."""
+
+    def __init__(self, name):
+        global _DOMAIN
+        _DOMAIN = _DOMAIN or mx.profiler.Domain("dlscale")
+        self.task = mx.profiler.Task(_DOMAIN, name)
+
+    def __enter__(self):
+        self.task.start()
+
+    def __exit__(self, *exc):
+        self.task.stop()
+
+
+def _complete_events(path):
+    """MXNet's Chrome trace as "X" events: operators (B/E pairs per thread; bulked operators are one
+    event named by its operators joined with commas) and the loop's tasks (b/e async pairs); the
+    C API calls and memory counters are left out."""
+    import json
+
+    events = json.loads(path.read_text())["traceEvents"]
+    out, open_ = [], {}
+    for e in events:
+        ph, cat = e.get("ph"), e.get("cat", "")
+        if cat in ("MXNET_C_API", "Device Storage") or ph not in ("X", "B", "E", "b", "e"):
+            continue
+        if cat == "operator" and ph in ("b", "e"):  # the same operators again, as async pairs
+            continue
+        if ph == "X":
+            out.append({"name": e["name"], "ph": "X", "ts": e["ts"], "dur": e.get("dur", 0), "tid": e.get("tid"),
+                        "cat": cat})
+            continue
+        key = (e.get("pid"), e.get("tid"), e.get("id"), e["name"])
+        if ph in ("B", "b"):
+            open_.setdefault(key, []).append(e)
+        elif open_.get(key):
+            b = open_[key].pop()
+            out.append({"name": e["name"], "ph": "X", "ts": b["ts"], "dur": e["ts"] - b["ts"], "tid": e.get("tid"),
+                        "cat": cat})
+    return out

@@ -7,10 +7,18 @@ starts once backward has returned (as with Horovod's DistributedGradientTape):
 comm = "overlap": one allreduce per gradient, all issued together in one compiled function, so
 Horovod negotiates, fuses and reduces them concurrently (overlap among tensors, not with backward);
 comm = "sequential": one grouped allreduce of all gradients.
+One rank communicates nothing in either mode (Horovod's TensorFlow allreduce has no size-1 shortcut,
+so the trainer skips it, as PyTorch's and MXNet's Horovod wrappers do).
 The update is SGD with momentum written as PyTorch defines it (m = mu m + g; w -= lr m).
 Keras 3 variables are not tf.Variables: Horovod and the tape get each variable's `.value`.
+Native timing (`step`): forward, gradient, allreduces and update in one compiled function, so
+TensorFlow's executor runs each gradient's allreduce as soon as that gradient exists (overlapping
+backward) and each variable's update as soon as its allreduce returns.
+The batch is staged in host memory (`tf.constant` under /CPU:0) in the io phase.
 device = "gpu": rank r sees only GPU r of its node (its local rank), with memory growth; h2d copies
-the batch onto it and every phase boundary waits with `sync_devices`. device = "cpu" hides any
+the batch onto it (a real copy from host memory) and every phase boundary waits with
+`sync_devices`. autotune: TF_CUDNN_USE_AUTOTUNE (set by the launcher); tf32:
+`enable_tensor_float_32_execution`. device = "cpu" hides any
 GPU. precision = "mixed": the Keras policy mixed_float16 (float16 compute, float32 variables), the
 loss in float32, and dynamic loss scaling (x2 after 2000 finite steps, /2 and no update on a
 non-finite gradient).
@@ -22,14 +30,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from workloads.devices import check_precision, gpu_for_rank
+from workloads import trainer
+from workloads.devices import check_precision, gpu_for_rank, resolve_layout
 from workloads.registry import build_model
 
 
-class Trainer:
-    layout = "NHWC"
+class Trainer(trainer.Trainer):
+    name = "tensorflow"
 
     def __init__(self, spec):
+        self.layout = resolve_layout(self.name, spec["layout"])
+        tf.config.experimental.enable_tensor_float_32_execution(spec["tf32"])
         threads = spec["threads_per_rank"]
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -59,7 +70,9 @@ class Trainer:
         self._forward = tf.function(self._forward_fn)
         self._allreduce = tf.function(self._allreduce_fn)
         self._update = tf.function(self._update_fn)
+        self._step = tf.function(self._step_fn)
         self.tape = self.grads = None
+        self.profile_dir = None
         self.hvd = hvd
 
     def describe(self):
@@ -69,7 +82,9 @@ class Trainer:
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "onednn": tf.sysconfig.get_build_info().get("is_mkl_build", "default (oneDNN on x86)"),
-            "device": "gpu" if self.gpu else "cpu", "compiled": "tf.function (forward, gradient, allreduce, update)",
+            "device": "gpu" if self.gpu else "cpu",
+            "compiled": "tf.function: forward, gradient, allreduce, update (phased); the whole step (native)",
+            "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
             "gpu_name": tf.config.experimental.get_device_details(
                 tf.config.get_visible_devices("GPU")[0]).get("device_name") if self.gpu else None,
             "precision": "mixed (mixed_float16, dynamic loss scaling)" if self.amp else "fp32",
@@ -84,7 +99,8 @@ class Trainer:
 
     def load(self, batch):
         x, y = batch
-        return tf.constant(x), tf.constant(y)
+        with tf.device("/CPU:0"):  # staged in host memory: h2d is the real copy on the GPU
+            return tf.constant(x), tf.constant(y)
 
     def h2d(self, host):
         if not self.gpu:
@@ -107,14 +123,35 @@ class Trainer:
         self.tape = None
 
     def _allreduce_fn(self, grads):
-        if self.overlap:
-            return [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
-        return hvd.grouped_allreduce(grads, op=hvd.Average)
+        if self.size == 1:
+            return list(grads)
+        with tf.name_scope("allreduce"):  # names in traces (analysis/trace.py)
+            if self.overlap:
+                return [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
+            return hvd.grouped_allreduce(grads, op=hvd.Average)
 
     def comm(self):
         self.grads = self._allreduce(self.grads)
 
+    def _step_fn(self, x, y):
+        with tf.GradientTape() as tape:
+            loss, scaled = self._forward_fn(x, y)
+        grads = tape.gradient(scaled, self.vars)
+        self._update_fn(self._allreduce_fn(grads))
+        return loss, scaled
+
+    def step(self, batch):
+        with self.span("dlscale:io"):
+            host = self.load(batch)
+        with self.span("dlscale:h2d"):
+            dev = self.h2d(host)
+        return self._step(*dev)
+
     def _update_fn(self, grads):
+        with tf.name_scope("update"):  # names in traces (analysis/trace.py)
+            self._sgd(grads)
+
+    def _sgd(self, grads):
         if not self.amp:
             for v, m, g in zip(self.vars, self.momentum, grads):
                 m.assign(self.mu * m + g)
@@ -146,5 +183,15 @@ class Trainer:
     def state(self):
         return [v.numpy().copy() for v in self.vars]
 
-    def shutdown(self):
-        hvd.shutdown()
+    def profile_start(self, folder):
+        self.profile_dir = folder / "tensorflow"
+        tf.profiler.experimental.start(str(self.profile_dir))
+
+    def annotate(self, name):
+        return tf.profiler.experimental.Trace(name)
+
+    def profile_stop(self):
+        from workloads.xplane import host_events
+
+        tf.profiler.experimental.stop()
+        return host_events(self.profile_dir)

@@ -5,9 +5,15 @@ hook, so communication runs during backward; the comm phase is what the step sti
 (`synchronize()`), and the update runs with synchronisation skipped.
 comm = "sequential": backward completes, then one grouped allreduce (average) of all gradients in
 place, then the update.
+One rank communicates nothing in either mode (DistributedOptimizer registers no hooks at size 1;
+the grouped allreduce is skipped), as in the other frameworks.
+layout = "NHWC" is PyTorch's channels_last: the model's weights and the staging buffer are
+channels_last, so the io phase converts the NCHW batch into it (as a data loader would).
 device = "gpu": rank r uses GPU r of its node (its local rank); batches are staged in pinned host
-memory and copied with `non_blocking`, and every phase boundary waits with
-`torch.cuda.synchronize`. precision = "mixed": forward under `torch.autocast` (float16) and a
+memory and copied with `non_blocking`, and a wait (`sync`) waits for this rank's compute stream
+only (`torch.cuda.current_stream().synchronize()`), not for Horovod's NCCL stream, so an
+allreduce still running is not counted as backward. autotune: cudnn.benchmark; tf32: PyTorch's
+TF32 switches for matmul and cuDNN. precision = "mixed": forward under `torch.autocast` (float16) and a
 GradScaler (dynamic loss scaling) around backward and the update; fp32 otherwise.
 """
 
@@ -17,14 +23,36 @@ import horovod
 import horovod.torch as hvd
 import torch
 
-from workloads.devices import check_precision, gpu_for_rank
+from workloads import trainer
+from workloads.devices import check_precision, gpu_for_rank, resolve_layout
 from workloads.registry import build_model
 
 
-class Trainer:
-    layout = "NCHW"
+class DenseView:
+    """Horovod allreduces contiguous tensors only. A channels_last gradient is dense, just not
+    contiguous in NCHW order: Horovod gets its NHWC view (the same memory, reduced in place), and
+    the optimizer gets it back as channels_last. A Horovod compressor (no compression)."""
+
+    @staticmethod
+    def compress(t):
+        if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
+            return t.permute(0, 2, 3, 1), True
+        return t, False
+
+    @staticmethod
+    def decompress(t, permuted):
+        return t.permute(0, 3, 1, 2) if permuted else t
+
+
+class Trainer(trainer.Trainer):
+    name = "torch"
+    data_layout = "NCHW"
 
     def __init__(self, spec):
+        self.layout = resolve_layout(self.name, spec["layout"])
+        self.memory_format = torch.channels_last if self.layout == "NHWC" else torch.contiguous_format
+        torch.backends.cudnn.benchmark = spec["autotune"]
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = spec["tf32"]
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         threads = spec["threads_per_rank"]
@@ -43,15 +71,16 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         torch.manual_seed(spec["seed"])
         self.model = build_model("torch", spec["model"], spec["classes"]).to(self.device)
+        hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)  # Horovod takes contiguous tensors
+        self.model.to(memory_format=self.memory_format)
         self.model.train()
         self.loss_fn = torch.nn.CrossEntropyLoss()
         opt = torch.optim.SGD(self.model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
-        hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(opt, root_rank=0)
         self.overlap = spec["comm"] == "overlap"
         if self.overlap:
             opt = hvd.DistributedOptimizer(opt, named_parameters=self.model.named_parameters(),
-                                           op=hvd.Average)
+                                           op=hvd.Average, compression=DenseView)
         self.optimizer = opt
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         # When each gradient is complete during backward (host clock), for the layer-wise model.
@@ -62,7 +91,9 @@ class Trainer:
         self.backward_start = 0.0
         self.hvd = hvd
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
-        self.staging_x = torch.empty(shape, dtype=torch.float32, pin_memory=self.gpu)
+        self.staging_x = torch.empty(shape, dtype=torch.float32, pin_memory=self.gpu).contiguous(
+            memory_format=self.memory_format)
+        self.profiler = None
         self.staging_y = torch.empty(spec["batch_size"], dtype=torch.int64, pin_memory=self.gpu)
 
     def describe(self):
@@ -70,15 +101,16 @@ class Trainer:
             "name": "torch", "torch": torch.__version__, "horovod": horovod.__version__,
             "comm_overlaps_backward": self.overlap,
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
-            "mkldnn": torch.backends.mkldnn.is_available(), "layout": "NCHW", "device": str(self.device),
+            "mkldnn": torch.backends.mkldnn.is_available(), "layout": self.layout, "device": str(self.device),
+            "autotune": torch.backends.cudnn.benchmark, "tf32": torch.backends.cuda.matmul.allow_tf32,
             "gpu_name": torch.cuda.get_device_name(self.device) if self.gpu else None,
             "cuda": torch.version.cuda, "precision": "mixed (autocast float16, GradScaler)" if self.amp else "fp32",
             "mpi_threads_supported": hvd.mpi_threads_supported(),
         }
 
     def sync(self):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        if self.gpu:  # this rank's compute stream, not Horovod's NCCL stream
+            torch.cuda.current_stream(self.device).synchronize()
 
     def load(self, batch):
         x, y = batch
@@ -118,8 +150,8 @@ class Trainer:
     def comm(self):
         if self.overlap:
             self.optimizer.synchronize()
-        else:
-            hvd.grouped_allreduce_([p.grad for p in self.params], op=hvd.Average)
+        elif self.size > 1:
+            hvd.grouped_allreduce_([DenseView.compress(p.grad)[0] for p in self.params], op=hvd.Average)
 
     def update(self):
         # GradScaler.step is optimizer.step() when fp32; with mixed precision it unscales the
@@ -143,5 +175,23 @@ class Trainer:
         """Parameters as numpy arrays, in definition order (for correctness tests)."""
         return [p.detach().cpu().numpy().copy() for p in self.params]
 
-    def shutdown(self):
-        hvd.shutdown()
+    def profile_start(self, folder):
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.gpu:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.profiler = torch.profiler.profile(activities=activities)
+        self.profiler.__enter__()
+
+    def annotate(self, name):
+        return torch.profiler.record_function(name)
+
+    def profile_stop(self):
+        self.profiler.__exit__(None, None, None)
+        events = []
+        for e in self.profiler.events():
+            if e.time_range.end <= e.time_range.start:
+                continue
+            events.append({"name": e.name, "ph": "X", "ts": e.time_range.start, "dur": e.time_range.elapsed_us(),
+                           "tid": e.thread, "cat": str(e.device_type).split(".")[-1].lower()})
+        self.profiler = None
+        return events

@@ -1,15 +1,23 @@
 """One rank of a training run: `python -m workloads.train SPEC.json` (started by mpirun).
 
-The loop is the same for every framework; a framework supplies a Trainer with one method per SGD
-phase and a `sync()` that waits for its device and engine. Each phase is timed between two syncs,
-so a phase's time is the work it launched, not work queued by an earlier one. Every iteration,
-warm-up included (flagged), becomes one record line in ``rank<R>.jsonl`` in the run folder.
+The loop is the same for every framework; a framework supplies a Trainer (workloads/trainer.py)
+with one method per SGD phase, its own whole `step()`, and a `sync()` that waits for its device
+and engine. Two timings (the spec's `timing`):
+- phased: each phase is timed between two syncs, so a phase's time is the work it launched, not
+  work queued by an earlier one (the original study's method; it stops TensorFlow and MXNet from
+  overlapping allreduce with backward).
+- native: the framework's own step with one sync per iteration; the record holds the wall time only.
+  Then `profile_iterations` more iterations run under the framework's profiler and Horovod's
+  timeline (every rank); the loop wraps each in an annotation and merges the three sources into
+  one Chrome trace per rank, ``trace_rank<R>.json`` (workloads/trace.py), from which the analysis
+  derives the phases. Traced iterations are flagged `profiled` and never count for throughput.
+Every iteration, warm-up included (flagged), becomes one record line in ``rank<R>.jsonl``.
 
 The run record also holds the gradients' sizes (for the performance model). Where the framework
 reports when each gradient is complete (PyTorch's backward hooks), the end record holds the median
 time of each, in seconds from the start of backward (`gradient_ready_s`). With more than one rank
-and HOROVOD_TIMELINE=DYNAMIC (set by the launcher), rank 0 records Horovod's timeline of the
-measured iterations only, in ``timeline.json``.
+and HOROVOD_TIMELINE=DYNAMIC (set by the launcher), phased runs have rank 0 record Horovod's timeline
+of the measured iterations only, in ``timeline.json``.
 """
 
 import importlib
@@ -25,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.records import IDENTITY, Writer
+from workloads import trace
 
 TRAINERS = {"torch": "workloads.torch_trainer", "tensorflow": "workloads.tf_trainer",
             "mxnet": "workloads.mx_trainer"}
@@ -92,9 +101,54 @@ def timed_step(trainer, batch):
     return phases, start, loss
 
 
+def native_step(trainer, batch):
+    """One iteration as the framework runs it fastest, one wait at the end; (start, loss handle)."""
+    start = time.perf_counter()
+    loss = trainer.step(batch)
+    trainer.sync()
+    return start, loss
+
+
+def profile(trainer, data, first, count, out):
+    """Run `count` iterations from `first` on under the framework's profiler and Horovod's timeline
+    (this rank's own file), each wrapped in an annotation; merge everything into this rank's Chrome
+    trace. Returns {iteration: (start, end, loss)} on the loop's perf_counter clock."""
+    folder = out / f"profile_rank{trainer.rank}"
+    folder.mkdir(exist_ok=True)
+    timeline = folder / "horovod_timeline.json"
+    trainer.hvd.start_timeline(str(timeline))
+    trainer.profile_start(folder)
+    trainer.profiling = True
+    clock = trace.Clock.now()
+    spans = {}
+    for it in range(first, first + count):
+        with trainer.annotate(f"{trace.ITERATION}{it}"):
+            start, loss = native_step(trainer, data(it))
+            end = time.perf_counter()
+        spans[it] = (start, end, trainer.loss_value(loss))
+    trainer.profiling = False
+    events = trainer.profile_stop()
+    trainer.hvd.stop_timeline()
+    _settled(timeline)
+    trace.write(out / trace.trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events,
+                timeline)
+    return spans
+
+
+def _settled(path, timeout_s=5.0):
+    """Wait until Horovod's writer thread has written all of `path` (its size stops changing)."""
+    last, deadline = -1, time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        size = path.stat().st_size if path.exists() else -1
+        if size == last and size > 0:
+            return
+        last = size
+
+
 def provenance(trainer, spec):
     env_keys = sorted(k for k in os.environ if k.startswith(("OMP_", "MKL_", "HOROVOD_", "TF_", "MXNET_", "DLSCALE_",
-                                                              "NCCL_", "UCX_",
+                                                              "NCCL_", "UCX_", "NVIDIA_TF32",
                                                               "OMPI_COMM_WORLD_SIZE", "CUDA_VISIBLE")))
     return {
         "python": platform.python_version(),
@@ -121,28 +175,41 @@ def main(argv=None):
         provenance=provenance(trainer, spec),
     )
     data = SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"],
-                         trainer.layout)
+                         trainer.data_layout)
     warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
-    # Horovod's timeline (written by rank 0) covers the measured iterations only.
-    timeline = trainer.size > 1 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
+    native = spec["timing"] == "native"
+    profiled = spec.get("profile_iterations", 0) if native else 0
+    # Phased runs: Horovod's timeline (written by rank 0) covers the measured iterations only.
+    timeline = (not native and trainer.size > 1 and trainer.rank == 0
+                and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC")
     ready = []
     started = time.perf_counter()
     for it in range(total):
         if timeline and it == warmup:
             trainer.hvd.start_timeline(str(out / TIMELINE))
-        phases, start, loss = timed_step(trainer, data(it))
-        if it >= warmup and hasattr(trainer, "gradient_ready"):
+        if native:
+            start, loss = native_step(trainer, data(it))
+            phases = {}
+        else:
+            phases, start, loss = timed_step(trainer, data(it))
+        if it >= warmup:
             ready.append(trainer.gradient_ready())
         loss = trainer.loss_value(loss)
         # The iteration's wall time is taken apart from the phases and includes the loop's own
         # work (loss read-back), so that phases summing to it shows the timing misses nothing.
         wall = time.perf_counter() - start
-        writer.write("step", rank=trainer.rank, iteration=it, warmup=it < warmup, **phases, wall_s=wall,
-                     loss=loss if math.isfinite(loss) else str(loss))
+        writer.write("step", rank=trainer.rank, iteration=it, warmup=it < warmup, profiled=False, **phases,
+                     wall_s=wall, loss=loss if math.isfinite(loss) else str(loss))
     if timeline:
         trainer.hvd.stop_timeline()
+    if profiled:
+        spans = profile(trainer, data, total, profiled, out)
+        for it, (start, end, loss) in spans.items():
+            writer.write("step", rank=trainer.rank, iteration=it, warmup=False, profiled=True, wall_s=end - start,
+                         loss=loss if math.isfinite(loss) else str(loss))
+    ready = [r for r in ready if r is not None]
     extra = {"gradient_ready_s": np.median(ready, axis=0).tolist()} if ready else {}
-    writer.write("end", rank=trainer.rank, iterations=total, checksum=trainer.checksum(),
+    writer.write("end", rank=trainer.rank, iterations=total + profiled, checksum=trainer.checksum(),
                  elapsed_s=time.perf_counter() - started, **extra)
     writer.close()
     trainer.shutdown()

@@ -1,0 +1,163 @@
+"""Phases of a native run's iterations from each rank's merged Chrome trace (workloads/trace.py).
+
+Each event is classified by its name (`classify`, one rule list per framework):
+- io, h2d: the loop's own annotations around staging the batch and moving it to the device;
+- backward, update: the framework's backward operations and optimizer operations;
+- forward: in TensorFlow's compiled step, every other operation (the model's and the loss's); in
+  PyTorch and MXNet any other operation before the iteration's first backward operation (after the
+  last backward operation it is update work: zeroing gradients, reading the loss);
+- comm: Horovod's ALLREDUCE activity on this rank (fusion-buffer copies and the MPI or NCCL
+  allreduce); wait: Horovod's negotiation (waiting until every rank has the tensor ready);
+- events that only contain others (executor, function-call and Python spans) are ignored.
+`derive` then walks each iteration (the loop's own start and end) through time: at every instant
+the iteration is in the highest-priority compute class active (io, h2d, update, backward, forward),
+else in `comm` (exposed communication) when an allreduce or its negotiation is in flight, else in
+the phase it was in before (the framework's own bookkeeping between operations; after io and h2d,
+the next phase's, whose dispatch it is). So the phases
+cover the iteration's wall time exactly. Besides: comm_total = the union of ALLREDUCE time in the
+iteration (overlapped or not), overlap = the part of it during which the rank also computed,
+overlap_ratio = overlap / comm_total (no clamping: both are measured).
+"""
+
+import json
+import math
+from pathlib import Path
+
+PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
+COMPUTE_PRIORITY = ("io", "h2d", "update", "backward", "forward")
+EXTRA = ("comm_total", "overlap")
+
+# (prefix or substring test, class) per framework, first match wins. "ignore" drops containers.
+RULES = {
+    "torch": [
+        ("prefix", "autograd::engine::evaluate_function", "backward"),
+        ("prefix", "Optimizer.step", "update"),
+        ("prefix", "Optimizer.zero_grad", "update"),
+        ("prefix", "ProfilerStep", "ignore"),
+        ("prefix", "cuda", "ignore"),  # runtime API calls (cudaLaunchKernel, ...) on the host
+    ],
+    "tensorflow": [  # operation names: scope/node:OpType (the trainer names its scopes)
+        ("prefix", "gradient_tape/", "backward"),
+        ("prefix", "update/", "update"),
+        ("prefix", "allreduce/", "ignore"),  # Horovod ops' enqueue; the allreduce is in Horovod's timeline
+        ("contains", "HorovodAllreduce", "ignore"),
+        ("contains", "HorovodGroupedAllreduce", "ignore"),
+    ],
+    "mxnet": [  # bulked operators are one event, their names joined by commas
+        ("contains", "_backward_", "backward"),
+        ("contains", "sgd_", "update"),
+        ("prefix", "horovod", "ignore"),
+        ("prefix", "DeleteVariable", "ignore"),
+        ("prefix", "WaitForVar", "ignore"),
+        ("prefix", "WaitForAll", "ignore"),
+    ],
+}
+
+
+def classify(framework, event):
+    """The class of one merged-trace event: io, h2d, forward, backward, update, compute (an
+    operation placed by position), comm, wait, or None (not counted)."""
+    name, cat = event.get("name", ""), event.get("cat")
+    if cat == "horovod":
+        if name == "ALLREDUCE":
+            return "comm"
+        return "wait" if name.startswith("NEGOTIATE") else None
+    if cat != "framework":
+        return None
+    if name == "dlscale:io":
+        return "io"
+    if name == "dlscale:h2d":
+        return "h2d"
+    if name.startswith("dlscale:"):
+        return None
+    for test, text, cls in RULES.get(framework, []):
+        if (name.startswith(text) if test == "prefix" else text in name):
+            return None if cls == "ignore" else cls
+    if framework == "tensorflow":
+        # one compiled graph: any other operation is the forward pass (the model's and the loss's),
+        # wherever the executor ran it (some gradient-shape work runs early)
+        return "forward" if _tf_op(event) else None
+    return "compute"
+
+
+def _tf_op(event):
+    """TensorFlow host events that are operations (`node_name:OpType`), not executor spans."""
+    name = event.get("name", "")
+    return ":" in name and not name.startswith(("Executor", "FunctionRun", "EagerExecute", "EagerLocalExecute",
+                                                "EagerKernelExecute", "Iterator", "ThreadpoolListener",
+                                                "KernelAndDeviceFunc", "$"))
+
+
+def _union(intervals):
+    total, end = 0.0, -math.inf
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def derive(framework, events):
+    """{(rank, iteration): {phase_s..., comm_total_s, overlap_s, overlap_ratio, wall_s}} from one
+    rank's merged trace events (microsecond timestamps)."""
+    iterations = [e for e in events if e.get("cat") == "dlscale" and e.get("name") == "iteration"]
+    classified = []
+    for e in events:
+        cls = classify(framework, e)
+        if cls:
+            classified.append((e["ts"], e["ts"] + e.get("dur", 0), cls))
+    out = {}
+    for it in iterations:
+        t0, t1 = it["ts"], it["ts"] + it["dur"]
+        inside = [(max(a, t0), min(b, t1), c) for a, b, c in classified if b > t0 and a < t1 and min(b, t1) > max(a, t0)]
+        out[(it["pid"], it["args"]["iteration"])] = phases_of(inside, t0, t1)
+    return out
+
+
+def phases_of(intervals, t0, t1):
+    """Phase seconds of one iteration [t0, t1] (microseconds) from classified intervals."""
+    backward = [(a, b) for a, b, c in intervals if c == "backward"]
+    first_bwd = min((a for a, _ in backward), default=math.inf)
+    last_bwd = max((b for _, b in backward), default=math.inf)
+    resolved = []
+    for a, b, c in intervals:
+        if c == "compute":
+            c = "forward" if a < first_bwd else ("update" if a >= last_bwd else "backward")
+        resolved.append((a, b, c))
+    edges = sorted([(a, 1, c) for a, b, c in resolved if b > a] + [(b, -1, c) for a, b, c in resolved if b > a])
+    edges.append((t1, 0, None))
+    counts = dict.fromkeys(COMPUTE_PRIORITY + ("comm", "wait"), 0)
+    totals = dict.fromkeys(PHASES, 0.0)
+    overlap, pending, previous, now = 0.0, 0.0, None, t0
+    for t, delta, cls in edges:
+        if t > now:  # the segment [now, t] under the current counts
+            compute = next((c for c in COMPUTE_PRIORITY if counts[c]), None)
+            if compute and counts["comm"]:
+                overlap += t - now
+            phase = compute or ("comm" if counts["comm"] or counts["wait"] else previous)
+            if phase is None or (not compute and phase in ("io", "h2d")):
+                # before the first operation, or after the batch was staged: the framework's dispatch
+                # of what comes next, given to the next phase seen
+                pending += t - now
+            else:
+                totals[phase] += t - now + pending
+                pending, previous = 0.0, phase
+            now = t
+        if cls:
+            counts[cls] += delta
+    if pending:
+        totals[previous or "io"] += pending
+    comm_total = _union([(a, b) for a, b, c in resolved if c == "comm"])
+    row = {f"{p}_s": v / 1e6 for p, v in totals.items()}
+    row.update(comm_total_s=comm_total / 1e6, overlap_s=overlap / 1e6, wall_s=(t1 - t0) / 1e6,
+               overlap_ratio=overlap / comm_total if comm_total > 0 else math.nan)
+    return row
+
+
+def read(path):
+    """(framework, events) of a merged trace file; a file that is not a trace is a ValueError."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        return doc["otherData"]["framework"], doc["traceEvents"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a dlscale trace ({exc})") from exc

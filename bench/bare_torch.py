@@ -16,6 +16,7 @@ import torch
 
 from workloads.devices import resolve_layout
 from workloads.registry import build_model
+from workloads.torch_trainer import DenseView
 from workloads.train import SyntheticData
 
 spec = json.loads(Path(sys.argv[1]).read_text())
@@ -29,10 +30,12 @@ amp = spec["precision"] == "mixed"
 scaler = torch.amp.GradScaler("cuda", enabled=amp)
 fmt = torch.channels_last if resolve_layout("torch", spec.get("layout", "best")) == "NHWC" else torch.contiguous_format
 torch.backends.cudnn.benchmark = spec.get("autotune", True)
-model = build_model("torch", spec["model"], spec["classes"]).to(device, memory_format=fmt)
+model = build_model("torch", spec["model"], spec["classes"]).to(device)
+hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # Horovod takes contiguous tensors
+model.to(memory_format=fmt)
 opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
-hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average)
+opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average,
+                               compression=DenseView)  # channels_last gradients through their NHWC view
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
 staged = (lambda a: torch.from_numpy(a).pin_memory()) if gpu else torch.from_numpy  # host memory
 batches = [(staged(x).contiguous(memory_format=fmt), staged(y)) for x, y in data.batches]

@@ -39,15 +39,17 @@ def machine():
     return f"{platform.node() or 'host'}: {cores} cores, {platform.machine()}, {platform.platform(terse=True)}"
 
 
-def throughput(kind, out, spec, ranks):
-    """Images/s of one finished run: the bare loop's printed figure or the harness's records."""
+def throughput(kind, out, spec, ranks, records=None):
+    """Images/s of one finished run: the bare loop's printed figure (out/<kind>.log) or the
+    harness's records (in `records`, by default out/<kind>)."""
     log = out / f"{kind}.log"
+    folder = Path(records) if records else out / kind
     if kind == "bare":
         line = [ln for ln in log.read_text().splitlines() if ln.startswith("{")][-1]
         return json.loads(line)["throughput_img_per_s"]
     steps = {}
     for rank in range(ranks):
-        recs, errors = parse_file(out / kind / f"rank{rank}.jsonl")
+        recs, errors = parse_file(folder / f"rank{rank}.jsonl")
         if errors:
             sys.exit(f"{kind}: {errors[0]}")
         for r in recs:

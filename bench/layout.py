@@ -1,0 +1,92 @@
+"""Benchmark (not a test): the layouts each framework can run, against each other, in the harness.
+
+`layout: best` is what each framework's own performance guidance recommends for the device
+(workloads/devices.BEST_LAYOUT); this confirms it on the machine at hand. For every framework and
+every layout its models can run (PyTorch NCHW and NHWC = channels_last; TensorFlow NHWC; MXNet
+NCHW), runs the harness in native timing on one rank, the layouts of a framework in a rotating
+order, several paired trials, and prints per model the median throughput of each layout and the
+median of the paired ratios against the framework's `best` one, with their spread. Writes
+bench/results/layout.csv.
+
+  .venv/bin/python bench/layout.py [--framework torch] [--model resnet50 googlenet alexnet]
+      [--batch-size 8] [--image-size 64] [--iterations 10] [--trials 5]
+"""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import launch  # noqa: E402
+from overhead import machine, throughput  # noqa: E402
+from workloads.devices import BEST_LAYOUT, LAYOUTS  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--framework", nargs="+", default=["torch", "tensorflow", "mxnet"])
+    ap.add_argument("--model", nargs="+", default=["resnet50", "googlenet", "alexnet"])
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "layout.csv"))
+    args = ap.parse_args()
+    spec = {"comm": "overlap", "timing": "native", "nodes": 1, "ranks_per_node": 1, "batch_size": args.batch_size,
+            "image_size": args.image_size, "classes": 1000, "threads_per_rank": args.threads, "precision": "fp32",
+            "device": "cpu", "repeat": 0, "warmup": args.warmup, "iterations": args.iterations,
+            "profile_iterations": 0, "autotune": True, "tf32": False, "lr": 0.01, "momentum": 0.9, "seed": 0}
+    env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for framework in args.framework:
+            layouts = LAYOUTS[framework]
+            for model in args.model:
+                got = {layout: [] for layout in layouts}
+                for trial in range(args.trials):
+                    order = layouts[trial % len(layouts):] + layouts[:trial % len(layouts)]
+                    for layout in order:
+                        out = Path(tmp) / f"{framework}_{model}_{layout}_{trial}"
+                        out.mkdir()
+                        (out / "spec.json").write_text(json.dumps({**spec, "framework": framework, "model": model,
+                                                                   "layout": layout, "out_dir": str(out)}))
+                        argv = launch.mpirun_argv(["localhost"], 1, {"name": "mpirun", "bind_to": "none"},
+                                                  launch.workload_command(sys.executable, out / "spec.json"), env,
+                                                  as_root=os.geteuid() == 0)
+                        rc, _ = launch.execute(argv, out.parent / f"{out.name}.log", timeout_s=1800)
+                        if rc != 0:
+                            sys.exit(f"{framework} {model} {layout} failed; see {out.parent / f'{out.name}.log'}")
+                        got[layout].append(throughput("harness", out.parent, spec, 1, records=out))
+                best = BEST_LAYOUT[framework]
+                for layout in layouts:
+                    ratios = [a / b for a, b in zip(got[layout], got[best])]
+                    rows.append({"framework": framework, "model": model, "layout": layout, "best": layout == best,
+                                 "img_per_s": round(statistics.median(got[layout]), 3),
+                                 "ratio_to_best": round(statistics.median(ratios), 4),
+                                 "ratio_min": round(min(ratios), 4), "ratio_max": round(max(ratios), 4),
+                                 "trials": args.trials, "batch_size": args.batch_size, "image_size": args.image_size,
+                                 "threads": args.threads, "machine": machine()})
+                    r = rows[-1]
+                    print(f"{framework} {model} {layout}{' (best)' if r['best'] else ''}: {r['img_per_s']:.2f} img/s, "
+                          f"x{r['ratio_to_best']:.3f} of best (min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f})",
+                          flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -46,7 +46,7 @@ class LayoutError(ValueError):
 
 
 # The layout each framework's own performance guidance recommends, per device (`layout: best`),
-# confirmed on the CPU by bench/layout.py (README, fairness table):
+# measured on the CPU (README, fairness table; bench/layout.py repeats the measurement):
 # - PyTorch: channels_last (NHWC) for convolutional networks, on the CPU (oneDNN's blocked kernels;
 #   measured ResNet-50 1.57x, GoogLeNet 1.43x) and on GPUs (cuDNN's NHWC Tensor Core kernels).
 # - TensorFlow: NHWC, Keras's default; its CPU convolutions run NHWC only, and on GPUs Grappler's

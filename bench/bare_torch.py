@@ -37,8 +37,16 @@ opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum
 opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average,
                                compression=DenseView)  # channels_last gradients through their NHWC view
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
-staged = (lambda a: torch.from_numpy(a).pin_memory()) if gpu else torch.from_numpy  # host memory
-batches = [(staged(x).contiguous(memory_format=fmt), staged(y)) for x, y in data.batches]
+
+
+def staged(a, memory_format=torch.contiguous_format):
+    """The batch in host memory, pinned on the GPU path, in the model's layout."""
+    t = torch.from_numpy(a)
+    buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=gpu, memory_format=memory_format)
+    return buf.copy_(t)
+
+
+batches = [(staged(x, fmt), staged(y)) for x, y in data.batches]
 loss_fn = torch.nn.CrossEntropyLoss()
 
 

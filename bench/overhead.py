@@ -12,7 +12,7 @@ bench/results/overhead.csv. Target: native/bare >= 0.99.
 
   .venv/bin/python bench/overhead.py [--framework torch tensorflow mxnet] [--ranks 1 2]
       [--model resnet50] [--batch-size 8] [--image-size 64] [--iterations 20] [--trials 7]
-      [--device cpu|gpu] [--precision fp32|mixed] [--out bench/results/overhead.csv]
+      [--device cpu|gpu] [--precision fp32|mixed] [--launcher mpirun|direct] [--out bench/results/overhead.csv]
 """
 
 import argparse
@@ -30,13 +30,15 @@ sys.path.insert(0, str(ROOT))
 
 from harness import launch  # noqa: E402
 from harness.records import parse_file  # noqa: E402
+from workloads.devices import nvidia_smi_name  # noqa: E402
 
 KINDS = ("bare", "native", "phased")
 
 
-def machine():
+def machine(device="cpu"):
     cores = os.cpu_count()
-    return f"{platform.node() or 'host'}: {cores} cores, {platform.machine()}, {platform.platform(terse=True)}"
+    gpu = f", {nvidia_smi_name(0)}" if device == "gpu" else ""
+    return f"{platform.node() or 'host'}: {cores} cores{gpu}, {platform.machine()}, {platform.platform(terse=True)}"
 
 
 def throughput(kind, out, spec, ranks, records=None):
@@ -58,7 +60,7 @@ def throughput(kind, out, spec, ranks, records=None):
     return ranks * spec["batch_size"] / statistics.mean(steps.values())
 
 
-def run_trial(framework, ranks, spec, env, tmp, trial):
+def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
     out = Path(tmp) / f"{framework}_r{ranks}_t{trial}"
     out.mkdir()
     order = KINDS[trial % 3:] + KINDS[:trial % 3]  # rotate who goes first
@@ -72,9 +74,13 @@ def run_trial(framework, ranks, spec, env, tmp, trial):
                                          "out_dir": str(folder)}))
         script = ([sys.executable, str(ROOT / "bench" / f"bare_{framework}.py"), str(spec_path)] if kind == "bare"
                   else launch.workload_command(sys.executable, spec_path))
-        argv = launch.mpirun_argv(["localhost"], ranks, {"name": "mpirun", "bind_to": "none"}, script, env,
-                                  as_root=os.geteuid() == 0)
-        rc, _ = launch.execute(argv, out / f"{kind}.log", timeout_s=1800)
+        if direct:  # one rank without a launcher (Horovod's Gloo controller, size 1)
+            argv, proc_env = script, {**os.environ, **env, "PYTHONPATH": os.pathsep.join(
+                filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")]))}
+        else:
+            argv, proc_env = launch.mpirun_argv(["localhost"], ranks, {"name": "mpirun", "bind_to": "none"}, script,
+                                                env, as_root=os.geteuid() == 0), None
+        rc, _ = launch.execute(argv, out / f"{kind}.log", timeout_s=1800, env=proc_env)
         if rc != 0:
             sys.exit(f"{framework} {kind} ({ranks} ranks) failed; see its log:\n{(out / f'{kind}.log').read_text()[-3000:]}")
         result[kind] = throughput(kind, out, spec, ranks)
@@ -96,8 +102,12 @@ def main():
     ap.add_argument("--trials", type=int, default=7)
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "mixed"])
+    ap.add_argument("--launcher", default="mpirun", choices=["mpirun", "direct"],
+                    help="direct: one rank started without mpirun (a GPU node with no MPI)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "overhead.csv"))
     args = ap.parse_args()
+    if args.launcher == "direct" and args.ranks != [1]:
+        ap.error("--launcher direct runs one rank: give --ranks 1")
 
     spec = {"model": args.model, "comm": "overlap", "layout": args.layout, "nodes": 1, "batch_size": args.batch_size,
             "image_size": args.image_size, "classes": 1000, "threads_per_rank": args.threads,
@@ -112,7 +122,7 @@ def main():
             for ranks in args.ranks:
                 trials = []
                 for trial in range(args.trials):
-                    result, order = run_trial(framework, ranks, spec, env, tmp, trial)
+                    result, order = run_trial(framework, ranks, spec, env, tmp, trial, args.launcher == "direct")
                     trials.append(result)
                     print(f"{framework} {ranks} rank(s) trial {trial} ({' > '.join(order)}): "
                           + ", ".join(f"{k} {result[k]:.2f} img/s" for k in KINDS), flush=True)
@@ -124,7 +134,7 @@ def main():
                                  "harness_img_per_s": round(statistics.median(t[timing] for t in trials), 3),
                                  "bare_img_per_s": round(statistics.median(t["bare"] for t in trials), 3),
                                  "model": args.model, "batch_size": args.batch_size, "image_size": args.image_size,
-                                 "device": args.device, "precision": args.precision, "machine": machine()})
+                                 "device": args.device, "precision": args.precision, "machine": machine(args.device)})
                     r = rows[-1]
                     print(f"  {framework} {ranks} rank(s) {timing}/bare: median {r['ratio']:.3f} "
                           f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f}, {r['trials']} paired trials)", flush=True)

@@ -91,8 +91,9 @@ class Trainer(trainer.Trainer):
         self.backward_start = 0.0
         self.hvd = hvd
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
-        self.staging_x = torch.empty(shape, dtype=torch.float32, pin_memory=self.gpu).contiguous(
-            memory_format=self.memory_format)
+        # allocated pinned in its layout (`.contiguous(memory_format=)` on a pinned tensor would copy it
+        # into pageable memory)
+        self.staging_x = torch.empty(shape, dtype=torch.float32, pin_memory=self.gpu, memory_format=self.memory_format)
         self.profiler = None
         self.staging_y = torch.empty(spec["batch_size"], dtype=torch.int64, pin_memory=self.gpu)
 
@@ -105,7 +106,8 @@ class Trainer(trainer.Trainer):
             "autotune": torch.backends.cudnn.benchmark, "tf32": torch.backends.cuda.matmul.allow_tf32,
             "gpu_name": torch.cuda.get_device_name(self.device) if self.gpu else None,
             "cuda": torch.version.cuda, "precision": "mixed (autocast float16, GradScaler)" if self.amp else "fp32",
-            "mpi_threads_supported": hvd.mpi_threads_supported(),
+            "controller": "MPI" if hvd.mpi_enabled() else "Gloo",
+            "mpi_threads_supported": hvd.mpi_threads_supported() if hvd.mpi_enabled() else None,
         }
 
     def sync(self):
@@ -187,6 +189,10 @@ class Trainer(trainer.Trainer):
 
     def profile_stop(self):
         self.profiler.__exit__(None, None, None)
+        if self.gpu:
+            events = [_kineto_event(e) for e in self.profiler.profiler.kineto_results.events() if e.duration_ns() > 0]
+            self.profiler = None
+            return events
         events = []
         for e in self.profiler.events():
             if e.time_range.end <= e.time_range.start:
@@ -195,3 +201,13 @@ class Trainer(trainer.Trainer):
                            "tid": e.thread, "cat": str(e.device_type).split(".")[-1].lower()})
         self.profiler = None
         return events
+
+
+def _kineto_event(e):
+    """One profiler event on the GPU path, host operations and device activity (kernels, copies)
+    alike, on the profiler's clock, with the correlation ids that tie each kernel to the host
+    operation that launched it (`linked`)."""
+    device = str(e.device_type()).split(".")[-1].lower()
+    tid = e.start_thread_id() if device == "cpu" else f"{device}{e.device_index()}:{e.device_resource_id()}"
+    return {"name": e.name(), "ph": "X", "ts": e.start_ns() / 1e3, "dur": e.duration_ns() / 1e3, "tid": tid,
+            "cat": device, "args": {"correlation": e.correlation_id(), "linked": e.linked_correlation_id()}}

@@ -164,6 +164,9 @@ def provenance(trainer, spec):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(Path(argv[0]).read_text())
+    if spec["timing"] == "native" and spec.get("profile_iterations"):
+        # Horovod reads it at init; the launchers set it, a rank started by hand needs it too
+        os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
     trainer = load_trainer(spec)
     out = Path(spec["out_dir"])
     writer = Writer(out / f"rank{trainer.rank}.jsonl")

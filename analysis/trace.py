@@ -9,6 +9,8 @@ Each event is classified by its name (`classify`, one rule list per framework):
 - comm: Horovod's ALLREDUCE activity on this rank (fusion-buffer copies and the MPI or NCCL
   allreduce); wait: Horovod's negotiation (waiting until every rank has the tensor ready);
 - events that only contain others (executor, function-call and Python spans) are ignored.
+On the GPU the host only queues the work, so the phases are taken from the device's activity
+(kernels, copies), each classed by the host operation that launched it (`device_classes`).
 `derive` then walks each iteration (the loop's own start and end) through time: at every instant
 the iteration is in the highest-priority compute class active (io, h2d, update, backward, forward),
 else in `comm` (exposed communication) when an allreduce or its negotiation is in flight, else in
@@ -26,6 +28,7 @@ from pathlib import Path
 PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
 COMPUTE_PRIORITY = ("io", "h2d", "update", "backward", "forward")
 EXTRA = ("comm_total", "overlap")
+DEVICE_CATS = ("cuda",)  # the profiler's device activity (PyTorch on the GPU: workloads/torch_trainer.py)
 
 # (prefix or substring test, class) per framework, first match wins. "ignore" drops containers.
 RULES = {
@@ -97,20 +100,53 @@ def _union(intervals):
     return total
 
 
+def on_device(event):
+    """A GPU activity (kernel, copy, memset) of the framework's profiler, not a host event."""
+    return event.get("cat") == "framework" and event.get("args", {}).get("source_cat") in DEVICE_CATS
+
+
 def derive(framework, events):
     """{(rank, iteration): {phase_s..., comm_total_s, overlap_s, overlap_ratio, wall_s}} from one
     rank's merged trace events (microsecond timestamps)."""
     iterations = [e for e in events if e.get("cat") == "dlscale" and e.get("name") == "iteration"]
+    device = [e for e in events if on_device(e)]
+    host = [e for e in events if not on_device(e)]
     classified = []
-    for e in events:
+    for e in host:
         cls = classify(framework, e)
-        if cls:
+        if cls and not (device and cls in ("forward", "backward", "update", "compute")):
             classified.append((e["ts"], e["ts"] + e.get("dur", 0), cls))
     out = {}
     for it in iterations:
         t0, t1 = it["ts"], it["ts"] + it["dur"]
-        inside = [(max(a, t0), min(b, t1), c) for a, b, c in classified if b > t0 and a < t1 and min(b, t1) > max(a, t0)]
+        intervals = classified + (device_classes(framework, host, device, t0, t1) if device else [])
+        inside = [(max(a, t0), min(b, t1), c) for a, b, c in intervals if b > t0 and a < t1 and min(b, t1) > max(a, t0)]
         out[(it["pid"], it["args"]["iteration"])] = phases_of(inside, t0, t1)
+    return out
+
+
+def device_classes(framework, host, device, t0, t1):
+    """On the GPU the host only queues work: the phases are when the device runs it. Each device
+    activity of the iteration [t0, t1] takes the class of the host operation that launched it (the
+    profiler's correlation id), an unnamed operation placed by where it was launched relative to
+    the host's backward operations (as on the CPU); host-to-device copies are h2d. Host compute
+    events themselves are then not counted (io, h2d and Horovod's are)."""
+    launched_by = {e["args"]["correlation"]: e for e in host if "correlation" in e.get("args", {})}
+    backward = [e for e in host if t0 <= e["ts"] < t1 and classify(framework, e) == "backward"]
+    first_bwd = min((e["ts"] for e in backward), default=math.inf)
+    last_bwd = max((e["ts"] + e.get("dur", 0) for e in backward), default=math.inf)
+    out = []
+    for e in device:
+        if not t0 <= e["ts"] < t1 or e["name"].startswith("dlscale:"):  # the annotations' device-side copies
+            continue
+        if e["name"].startswith("Memcpy HtoD"):
+            cls = "h2d"
+        else:
+            op = launched_by.get(e["args"].get("linked"))
+            cls = classify(framework, op) if op else "compute"
+            if op and cls in (None, "compute", "io", "h2d"):
+                cls = "forward" if op["ts"] < first_bwd else ("update" if op["ts"] >= last_bwd else "backward")
+        out.append((e["ts"], e["ts"] + e.get("dur", 0), cls))
     return out
 
 

@@ -32,7 +32,7 @@ BUILD_ENV = {
     "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
 }
 # Headers Horovod 0.28.1's Gloo and NCCL code uses without including them, which the H100 image's
-# GCC 13 standard library no longer pulls in through others (group_table.h, common.h).
+# newer GCC's standard library no longer pulls in through others (group_table.h, common.h).
 FORCED_INCLUDES = "-include string -include stdexcept -include cstdint"
 
 

@@ -13,6 +13,25 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from harness.records import PHASES  # noqa: E402
 
+# The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
+FIGURES = ("throughput", "efficiency", "phases")
+MODEL_FIGURES = ("model", "extrapolation")
+FORMATS = ("pdf", "png")
+
+
+def figure_paths(folder, names):
+    """The files of the named figures in `folder`, one per format."""
+    return [f"{folder}/{name}.{ext}" for name in names for ext in FORMATS]
+
+
+def _named(paths, name):
+    """Those of the declared output `paths` that are the figure `name`."""
+    mine = [Path(p) for p in paths if Path(p).stem == name]
+    if not mine:
+        raise ValueError(f"no output path for figure {name!r} among {list(map(str, paths))}")
+    return mine
+
+
 FRAMEWORK_COLOURS = {"torch": "#d62728", "tensorflow": "#ff7f0e", "mxnet": "#1f77b4"}
 COMM_STYLES = {"overlap": "-", "sequential": "--"}
 PHASE_COLOURS = dict(zip(PHASES, ["#8c564b", "#e377c2", "#2ca02c", "#1f77b4", "#d62728", "#9467bd"]))
@@ -25,12 +44,12 @@ def _panels(summary, sharey=True):
     return fig, dict(zip(models, axes[0]))
 
 
-def _save(fig, outdir, name):
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+def _save(fig, paths, name):
+    """Write `fig` to those of `paths` (declared outputs) that are the figure `name`."""
+    paths = _named(paths, name)
     fig.tight_layout()
-    paths = [outdir / f"{name}.{ext}" for ext in ("pdf", "png")]
     for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=150)
     plt.close(fig)
     return paths
@@ -63,19 +82,19 @@ def _line_figure(summary, column, ylabel, title, ideal=None):
     return fig
 
 
-def throughput(summary, outdir):
+def throughput(summary, paths):
     fig = _line_figure(summary, "throughput_img_per_s", "images / s",
                        "Training throughput (mean and 95% CI over repeats)")
-    return _save(fig, outdir, "throughput")
+    return _save(fig, paths, "throughput")
 
 
-def efficiency(summary, outdir):
+def efficiency(summary, paths):
     fig = _line_figure(summary, "efficiency", "throughput(N) / (N x throughput(1))",
                        "Weak-scaling efficiency", ideal=lambda r: 1.0)
-    return _save(fig, outdir, "efficiency")
+    return _save(fig, paths, "efficiency")
 
 
-def phases(summary, outdir):
+def phases(summary, paths):
     """Stacked mean phase times per iteration, one bar per framework x comm x ranks."""
     ok = summary[summary["repeats_ok"] > 0]
     fig, panels = _panels(ok, sharey=False)
@@ -97,17 +116,17 @@ def phases(summary, outdir):
         first.legend(fontsize=7)
     fig.suptitle("Where an iteration's time goes (mean over ranks, iterations, repeats; native runs: from the "
                  "traced iterations, comm = exposed communication)", fontsize=9)
-    return _save(fig, outdir, "phases")
+    return _save(fig, paths, "phases")
 
 
-def draw_all(summary, outdir):
-    return [p for draw in (throughput, efficiency, phases) for p in draw(summary, outdir)]
+def draw_all(summary, paths):
+    return [p for draw in (throughput, efficiency, phases) for p in draw(summary, paths)]
 
 
 MODEL_MARKERS = {"alexnet": "s", "googlenet": "^", "resnet50": "o", "tinynet": "x"}
 
 
-def model_fit(table, error, outdir):
+def model_fit(table, error, paths):
     """Predicted against measured iteration and communication time, one point per run."""
     pred = table.dropna(subset=["predicted_iteration_s"])
     fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
@@ -134,14 +153,14 @@ def model_fit(table, error, outdir):
                 for n, m in MODEL_MARKERS.items() if n in set(pred["model"])]
     axes[0].legend(handles=handles, fontsize=7, title="hollow: sequential; band: ±10%", title_fontsize=7)
     fig.suptitle("Performance model against measurement (allreduce times from this study's sweep)", fontsize=10)
-    return _save(fig, outdir, "model")
+    return _save(fig, paths, "model")
 
 
 LINK_COLOURS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
 FRAMEWORK_STYLES = {"torch": "-", "tensorflow": "--", "mxnet": ":"}
 
 
-def extrapolation(table, outdir):
+def extrapolation(table, paths):
     """Predicted efficiency up to many ranks for each link (overlap mode where the study has it)."""
     if "overlap" in set(table["comm"]):
         table = table[table["comm"] == "overlap"]
@@ -162,4 +181,4 @@ def extrapolation(table, outdir):
         first.legend(fontsize=6)
     fig.suptitle("PREDICTION, not measured: performance model with this study's 1-rank phase times and "
                  "assumed link parameters", fontsize=9, color="#b00000")
-    return _save(fig, outdir, "extrapolation")
+    return _save(fig, paths, "extrapolation")

@@ -14,16 +14,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.records import PHASES
-
-RUN_KEYS = ["framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size", "image_size",
-            "classes", "threads_per_rank", "precision", "repeat"]
-CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
-# Phase columns of the run table: the six phases, and from native runs' traces all allreduce time
-# (comm_total) and the part of it overlapped with compute (overlap).
-PHASE_COLUMNS = PHASES + ("comm_total", "overlap")
-BASELINE_KEYS = ["framework", "model", "comm", "layout", "timing", "batch_size", "image_size", "classes",
-                 "threads_per_rank", "precision"]
+# Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
+# allreduce time (comm_total) and the part of it overlapped with compute (overlap).
+from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS
 
 
 def mean_ci(values, confidence=0.95):

@@ -23,44 +23,19 @@ The extrapolation applies the same model with the ring model T(m) = 2(N-1) alpha
 for given link parameters instead of a measured sweep.
 """
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from harness.allreduce import ring_time
-from harness.records import parse_file
+from harness.vocabulary import BASELINE_KEYS as MATCH
+from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS
 
-FUSION_THRESHOLD = 128 * 1024 * 1024
-CYCLE_S = 1e-3
 COMPUTE = ["io_s", "h2d_s", "forward_s", "backward_s", "update_s"]
-MATCH = ["framework", "model", "comm", "layout", "timing", "batch_size", "image_size", "classes", "threads_per_rank", "precision"]
 
 
-def timeline_comm(path, iterations):
-    """(allreduce seconds per iteration, fused allreduce operations per iteration) from a Horovod
-    timeline: the union of the intervals in which any ALLREDUCE operation executes."""
-    events = json.loads(Path(path).read_text())
-    stacks, spans = {}, []
-    for ev in events:
-        if ev.get("ph") == "B":
-            stacks.setdefault(ev["pid"], []).append((ev["name"], ev["ts"]))
-        elif ev.get("ph") == "E" and stacks.get(ev["pid"]):
-            name, start = stacks[ev["pid"]].pop()
-            if name == "ALLREDUCE":
-                spans.append((start, ev["ts"]))
-    total, end = 0, -math.inf
-    for start, stop in sorted(spans):
-        if stop > end:
-            total += stop - max(start, end)
-            end = stop
-    ops = len({start for start, _ in spans})
-    return total / 1e6 / iterations, ops / iterations
-
-
-def fusion_buffers(sizes, threshold=FUSION_THRESHOLD):
+def fusion_buffers(sizes, threshold=FUSION_THRESHOLD_BYTES):
     """Sizes of the fused buffers Horovod makes from tensors ready together (in order)."""
     buffers = []
     for size in sizes:
@@ -89,7 +64,7 @@ def ring_cost(ranks, alpha, beta):
     return lambda size: ring_time(size, ranks, alpha, beta)
 
 
-def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
+def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S):
     """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`;
     cost(m) is the time of one allreduce of m bytes."""
     order = sorted(range(len(sizes)), key=lambda i: ready[i])
@@ -111,7 +86,7 @@ def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
     return t_free, busy
 
 
-def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD, cycle=CYCLE_S):
+def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S):
     """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where
     one allreduce of m bytes takes cost(m).
 
@@ -128,18 +103,16 @@ def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD, cycle=C
     return {"iteration_s": compute + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
 
 
-def run_details(run_dir):
-    """Gradient sizes, readiness profile (or None) and the settings the model needs, from rank 0."""
-    records, _ = parse_file(Path(run_dir) / "rank0.jsonl")
-    run = next(r for r in records if r["kind"] == "run")
-    end = next((r for r in records if r["kind"] == "end"), {})
-    fw = run["provenance"]["framework"]
-    environ = run["provenance"].get("environ", {})
+def tensor_details(tensors, run):
+    """Gradient sizes, readiness profile (or None) and fusion settings of one run, from the tables
+    (tensors.csv rows of the run, its runs.csv row)."""
+    mine = tensors.merge(pd.DataFrame([{k: run[k] for k in RUN_KEYS}]), on=RUN_KEYS).sort_values("tensor")
+    ready = mine["ready_s"]
     return {
-        "sizes": run.get("gradients", {}).get("sizes", []),
-        "ready": end.get("gradient_ready_s") if fw.get("comm_overlaps_backward") else None,
-        "threshold": int(environ.get("HOROVOD_FUSION_THRESHOLD", FUSION_THRESHOLD)),
-        "cycle": float(environ.get("HOROVOD_CYCLE_TIME", CYCLE_S * 1e3)) / 1e3,
+        "sizes": mine["bytes"].astype(int).tolist(),
+        "ready": None if ready.isna().any() or not len(ready) else ready.tolist(),
+        "threshold": int(run.get("fusion_threshold_bytes", FUSION_THRESHOLD_BYTES)),
+        "cycle": float(run.get("cycle_time_s", CYCLE_TIME_S)),
     }
 
 
@@ -147,11 +120,11 @@ def _relerr(pred, meas):
     return (pred - meas) / meas if meas else math.nan
 
 
-def baselines(table):
-    """Per MATCH key, from its 1-rank runs: mean compute phases (base) and the run_details."""
+def baselines(table, tensors):
+    """Per MATCH key, from its 1-rank runs: mean compute phases (base) and the tensor_details."""
     out = {}
     for key, group in table[table["ranks"] == 1].groupby(MATCH, observed=True):
-        details = run_details(group["run_dir"].iloc[0])
+        details = tensor_details(tensors, group.iloc[0])
         base = group[COMPUTE].mean()
         if key[MATCH.index("timing")] == "native":
             # traced iterations run under the profiler: scale their phases to the measured iteration
@@ -173,16 +146,17 @@ def costs(sweep, fits):
     return out
 
 
-def model_table(runs, status, sweep, fits):
+def model_table(runs, status, tensors, sweep, fits):
     """One row per successful run: measured and predicted iteration and communication times.
 
-    runs: metrics.run_table; status: runs.csv (run_dir, gradient and timeline columns); sweep and
+    runs: metrics.run_table; status: runs.csv (gradient, fusion and timeline columns); tensors:
+    tensors.csv; sweep and
     fits: allreduce.csv and allreduce_fit.csv. A run is predicted when its study has the matching
     1-rank run and an allreduce sweep for its nodes and ranks per node.
     """
     keys = MATCH + ["nodes", "ranks_per_node", "repeat"]
     table = runs.merge(status[status["status"] == "ok"], on=keys, how="inner")
-    bases = baselines(table)
+    bases = baselines(table, tensors)
     cost_by = costs(sweep, fits)
     rows = []
     for r in table.to_dict("records"):

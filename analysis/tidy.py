@@ -7,7 +7,10 @@ the wall time only; their traced iterations (flagged `profiled`) get the phases 
 rank's trace (`source` trace, analysis/trace.py), plus `comm_total` (all allreduce time) and
 `overlap` (allreduce time during compute). runs.csv: one row per run: status, reasons, the settings and versions it ran with, the
 gradients (tensors, bytes) and, from Horovod's timeline, the allreduce time and fused operations
-per measured iteration (timeline_comm_s, timeline_ops).
+per measured iteration (timeline_comm_s, timeline_ops), and the fusion settings it ran with.
+tensors.csv: one row per successful run x gradient tensor (rank 0): its bytes and, where the
+framework reports it (PyTorch's backward hooks, overlap mode), the median time from the start of
+backward until it was complete (ready_s): what the performance model replays.
 A malformed record line stops the table with the file and line named; a failed run's records are
 left out of tidy.csv (its status row says why) but stay on disk.
 """
@@ -19,12 +22,12 @@ import pandas as pd
 
 from harness.records import PHASES, RecordError, parse_file
 from analysis import trace
-from analysis.metrics import RUN_KEYS
-from analysis.model import timeline_comm
-from workloads.train import TIMELINE
-from workloads.trace import trace_name
+from harness.vocabulary import (CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS, SPEC, TIMELINE, records_name,
+                                trace_name)
+from harness.timeline import timeline_comm
 
 TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "profiled", "source", "phase", "seconds"]
+TENSOR_COLUMNS = RUN_KEYS + ["tensor", "bytes", "ready_s"]
 
 
 def _provenance_row(run_rec):
@@ -49,22 +52,24 @@ def _provenance_row(run_rec):
         "comm_overlaps_backward": fw.get("comm_overlaps_backward"),
         "grad_tensors": run_rec.get("gradients", {}).get("tensors"),
         "grad_bytes": run_rec.get("gradients", {}).get("bytes"),
+        "fusion_threshold_bytes": int(prov.get("environ", {}).get("HOROVOD_FUSION_THRESHOLD", FUSION_THRESHOLD_BYTES)),
+        "cycle_time_s": float(prov.get("environ", {}).get("HOROVOD_CYCLE_TIME", CYCLE_TIME_S * 1e3)) / 1e3,
         "command": " ".join(launch.get("argv", [])),
     }
 
 
 def read_run(status_path):
-    """(status row, tidy rows) of one run folder."""
+    """(status row, tidy rows, tensor rows) of one run folder."""
     run_dir = Path(status_path).parent
     status = json.loads(Path(status_path).read_text())
-    spec = json.loads((run_dir / "spec.json").read_text())
+    spec = json.loads((run_dir / SPEC).read_text())
     identity = {k: spec[k] for k in RUN_KEYS}
     row = {**identity, "status": status["status"], "reasons": "; ".join(status["reasons"]),
            "elapsed_s": status.get("elapsed_s"), "run_dir": str(run_dir)}
-    rows = []
+    rows, tensors = [], []
     size = spec["nodes"] * spec["ranks_per_node"]
     for rank in range(size):
-        path = run_dir / f"rank{rank}.jsonl"
+        path = run_dir / records_name(rank)
         if not path.exists():
             continue
         records, errors = parse_file(path)
@@ -75,6 +80,8 @@ def read_run(status_path):
             row.update(_provenance_row(run_rec))
         if status["status"] != "ok":
             continue
+        if rank == 0 and run_rec:
+            tensors = _tensor_rows(identity, run_rec, next((r for r in records if r["kind"] == "end"), {}))
         if rank == 0 and (run_dir / TIMELINE).exists():
             row["timeline_comm_s"], row["timeline_ops"] = timeline_comm(run_dir / TIMELINE, spec["iterations"])
         host = run_rec["host"] if run_rec else ""
@@ -92,14 +99,25 @@ def read_run(status_path):
                         "profiled": True, "source": "trace"}
                 for phase in PHASES + trace.EXTRA:
                     rows.append({**base, "phase": phase, "seconds": phases[f"{phase}_s"]})
-    return row, rows
+    return row, rows, tensors
+
+
+def _tensor_rows(identity, run_rec, end_rec):
+    sizes = run_rec.get("gradients", {}).get("sizes", [])
+    overlaps = run_rec["provenance"].get("framework", {}).get("comm_overlaps_backward")
+    ready = end_rec.get("gradient_ready_s") if overlaps else None
+    if not ready or len(ready) != len(sizes):
+        ready = [None] * len(sizes)
+    return [{**identity, "tensor": i, "bytes": b, "ready_s": t} for i, (b, t) in enumerate(zip(sizes, ready))]
 
 
 def build(status_paths):
-    """(tidy DataFrame, runs DataFrame) from the status.json of every run."""
-    status_rows, tidy_rows = [], []
+    """(tidy, runs, tensors) DataFrames from the status.json of every run."""
+    status_rows, tidy_rows, tensor_rows = [], [], []
     for path in status_paths:
-        row, rows = read_run(path)
+        row, rows, tensors = read_run(path)
         status_rows.append(row)
         tidy_rows += rows
-    return pd.DataFrame(tidy_rows, columns=TIDY_COLUMNS), pd.DataFrame(status_rows)
+        tensor_rows += tensors
+    return (pd.DataFrame(tidy_rows, columns=TIDY_COLUMNS), pd.DataFrame(status_rows),
+            pd.DataFrame(tensor_rows, columns=TENSOR_COLUMNS))

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness import launch  # noqa: E402
 from harness.records import parse_file  # noqa: E402
+from harness.vocabulary import records_name  # noqa: E402
 from workloads.devices import nvidia_smi_name  # noqa: E402
 
 KINDS = ("bare", "native", "phased")
@@ -51,7 +52,7 @@ def throughput(kind, out, spec, ranks, records=None):
         return json.loads(line)["throughput_img_per_s"]
     steps = {}
     for rank in range(ranks):
-        recs, errors = parse_file(folder / f"rank{rank}.jsonl")
+        recs, errors = parse_file(folder / records_name(rank))
         if errors:
             sys.exit(f"{kind}: {errors[0]}")
         for r in recs:

@@ -11,11 +11,10 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from harness.vocabulary import MATRIX_KEYS  # the run's folders in the results tree, in this order
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
-
-# Run identity in the order of the results tree; each is a wildcard, a config key and a column.
-MATRIX_KEYS = ("framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size")
 
 
 class ConfigError(ValueError):

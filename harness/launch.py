@@ -22,7 +22,7 @@ from pathlib import Path
 from harness import config as cfg
 from harness import emulate
 from harness.records import IDENTITY, parse_file
-from workloads.trace import trace_name
+from harness.vocabulary import SPEC, STATUS, records_name, trace_name
 
 WORKLOAD = ["-m", "workloads.train"]
 CHECKSUM_RTOL = 1e-6
@@ -154,7 +154,7 @@ def check_run(run_dir, size, traced=False):
         if missing:
             problems.append(f"rank(s) {missing} wrote no trace of the profiled iterations")
     for rank in range(size):
-        path = Path(run_dir) / f"rank{rank}.jsonl"
+        path = Path(run_dir) / records_name(rank)
         if not path.is_file():
             problems.append(f"rank {rank} wrote no records")
             continue
@@ -260,13 +260,19 @@ def job_failure(rc, timed_out, timeout_s, launcher="mpirun"):
     return None
 
 
-def launch(config, run, env_record):
-    """Run one study run end to end and write its status.json. Returns the status dict."""
-    run_dir, log_path, attempts_root = cfg.run_files(config, run)
+def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
+    """Run one study run end to end and write its status.json. Returns the status dict.
+
+    The pipeline's rule passes its declared status file and log, and where an earlier attempt's files
+    go; by hand (`python -m harness launch`) they are the config's (`config.run_files`)."""
+    if status_path is None:
+        run_dir, log_path, attempts_root = cfg.run_files(config, run)
+    else:
+        run_dir, log_path, attempts_root = Path(status_path).parent, Path(log_path), Path(attempts_root)
     _keep_previous(run_dir, attempts_root)
     _fresh_log(log_path)
     spec = run_spec(config, run, run_dir.resolve())
-    spec_path = run_dir / "spec.json"
+    spec_path = run_dir / SPEC
     started = time.time()
     command = workload_command(env_record["python"], spec_path.resolve())
     try:
@@ -293,7 +299,7 @@ def launch(config, run, env_record):
         if error:
             problems.insert(1 if failure else 0, f"first error: {error}")
         status["log_tail"] = text.splitlines()[-20:]
-    (run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
+    (run_dir / STATUS).write_text(json.dumps(status, indent=2) + "\n")
     return status
 
 

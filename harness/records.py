@@ -13,14 +13,11 @@ import math
 import time
 
 SCHEMA = "dlscale.record/2"
-PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
+from harness.vocabulary import PHASES, RUN_KEYS
+
 PHASE_KEYS = tuple(f"{p}_s" for p in PHASES)
 
-# The columns that identify a run; each is a config key, a wildcard and a table column.
-IDENTITY = (
-    "framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size", "image_size",
-    "classes", "threads_per_rank", "precision", "repeat",
-)
+IDENTITY = tuple(RUN_KEYS)
 
 REQUIRED = {
     "run": IDENTITY + ("rank", "size", "local_rank", "host", "provenance"),

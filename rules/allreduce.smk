@@ -29,4 +29,4 @@ rule allreduce_tables:
     log:
         f"{LOGS}/allreduce_tables.log",
     run:
-        report.write_comm(SWEEPS, output.sweep, output.fit)
+        report.write_comm(SWEEPS, output.sweep, output.fit, log[0])

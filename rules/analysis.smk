@@ -7,10 +7,11 @@ rule tidy:
     output:
         tidy=f"{RESULTS}/tidy.csv",
         runs=f"{RESULTS}/runs.csv",
+        tensors=f"{RESULTS}/tensors.csv",
     log:
         f"{LOGS}/tidy.log",
     run:
-        report.write_tables(input, output.tidy, output.runs)
+        report.write_tables(list(input), output.tidy, output.runs, output.tensors, log[0])
 
 
 rule summary:
@@ -22,7 +23,7 @@ rule summary:
     log:
         f"{LOGS}/summary.log",
     run:
-        report.write_summary(input.tidy, input.runs, output[0])
+        report.write_summary(input.tidy, input.runs, output[0], log[0])
 
 
 rule figures:
@@ -33,13 +34,14 @@ rule figures:
     log:
         f"{LOGS}/figures.log",
     run:
-        report.write_figures(input[0], f"{RESULTS}/figures")
+        report.write_figures(input[0], list(output), log[0])
 
 
 rule model:
     input:
         tidy=f"{RESULTS}/tidy.csv",
         runs=f"{RESULTS}/runs.csv",
+        tensors=f"{RESULTS}/tensors.csv",
         sweep=f"{RESULTS}/allreduce.csv",
         fit=f"{RESULTS}/allreduce_fit.csv",
     output:
@@ -53,5 +55,4 @@ rule model:
     params:
         extrapolate=json.dumps(config["extrapolate"], sort_keys=True),
     run:
-        report.write_model(input.tidy, input.runs, input.sweep, input.fit, config["extrapolate"], RESULTS,
-                           f"{RESULTS}/figures")
+        report.write_model(input, output, config["extrapolate"], log[0])

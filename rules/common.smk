@@ -5,7 +5,7 @@ import sys
 from harness import config as cfg
 from harness import env
 from harness import launch
-from analysis import report
+from analysis import figures, report
 
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
@@ -18,7 +18,5 @@ SWEEPS = {
     for r in config["ranks_per_node"]
     if n * r > 1
 }
-MODEL_FIGURES = expand(f"{RESULTS}/figures/{{name}}.{{ext}}", name=["model", "extrapolation"],
-                       ext=["pdf", "png"])
-FIGURES = expand(f"{RESULTS}/figures/{{name}}.{{ext}}", name=["throughput", "efficiency", "phases"],
-                 ext=["pdf", "png"])
+FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.FIGURES)
+MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.MODEL_FIGURES)

@@ -25,6 +25,8 @@ rule run:
         f"{LOGS}/runs/{cfg.RUN_PATTERN}.log",
     params:
         settings=json.dumps(cfg.run_settings(config), sort_keys=True),
+        attempts=lambda w: f"{RESULTS}/attempts/{cfg.run_path(cfg.run_from_wildcards(w))}",
     threads: workflow.cores
     run:
-        launch.launch(config, cfg.run_from_wildcards(wildcards), json.load(open(input.env)))
+        launch.launch(config, cfg.run_from_wildcards(wildcards), json.load(open(input.env)), output[0], log[0],
+                      params.attempts)

@@ -11,7 +11,7 @@ from harness import launch
 from harness.records import PHASE_KEYS, parse_file
 from tests.conftest import ENV_RECORD, tiny_config
 from workloads.devices import LayoutError, resolve_layout
-from workloads.trace import trace_name
+from harness.vocabulary import trace_name
 
 FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
 
@@ -43,7 +43,7 @@ def test_settings_are_recorded_with_every_run(tmp_path):
     assert recs[0]["layout"] == "best" and recs[0]["timing"] == "phased"
     environ = recs[0]["provenance"]["environ"]
     assert environ["TF_CUDNN_USE_AUTOTUNE"] == "1" and environ["NVIDIA_TF32_OVERRIDE"] == "0"
-    row, _ = tidy.read_run(run_dir / "status.json")
+    row, _, _ = tidy.read_run(run_dir / "status.json")
     assert (row["layout"], row["layout_used"], row["timing"], row["autotune"]) == ("best", "NHWC", "phased", True)
     status, run_dir = run_once(tmp_path / "forced", "torch", 1, timing="phased", layout="NCHW")
     recs, _ = parse_file(run_dir / "rank0.jsonl")
@@ -79,7 +79,7 @@ def test_two_rank_runs_in_both_timings(tmp_path, framework, timing):
     status, run_dir = run_once(tmp_path, framework, 2, timing=timing, model="googlenet", iterations=3,
                                profile_iterations=2)
     assert status["status"] == "ok", status
-    row, rows = tidy.read_run(run_dir / "status.json")
+    row, rows, _ = tidy.read_run(run_dir / "status.json")
     runs = metrics.run_table(tidy.pd.DataFrame(rows, columns=tidy.TIDY_COLUMNS))
     assert len(runs) == 1 and runs["iterations"].item() == 3  # throughput from the measured iterations only
     for rank in (0, 1):
@@ -184,3 +184,17 @@ def test_phases_of_a_real_gpu_trace_cover_each_iteration():
         assert abs(sum(p[f"{k}_s"] for k in trace.PHASES) - p["wall_s"]) <= 0.05 * p["wall_s"], p
         # measured: forward 2.3 ms, backward 5.2-6.6 ms, update 0.8 ms of 12-20 ms
         assert p["forward_s"] > 0.001 and p["backward_s"] > p["forward_s"] and 0 < p["update_s"] < 0.1 * p["wall_s"], p
+
+
+def test_timeline_ops_count_fused_operations_on_a_real_horovod_timeline(tmp_path):
+    """A phased 2-rank run in sequential mode allreduces all gradients as one group: Horovod's timeline
+    holds one ALLREDUCE per tensor (each stamped apart), and one fused operation per iteration."""
+    from harness.timeline import horovod_spans, read_timeline
+
+    status, run_dir = run_once(tmp_path, "torch", 2, timing="phased", comm="sequential", iterations=3)
+    assert status["status"] == "ok", status
+    row, _, _ = tidy.read_run(run_dir / "status.json")
+    _, events = read_timeline(run_dir / "timeline.json")
+    starts = {start for activity, _, start, _ in horovod_spans(events) if activity == "ALLREDUCE"}
+    assert len(starts) > 3 * 1.5, "the tensors were not stamped apart; the test would prove nothing"
+    assert row["timeline_ops"] == pytest.approx(1.0) and row["grad_tensors"] > 2

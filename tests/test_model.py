@@ -5,6 +5,8 @@ import json
 import pytest
 
 from analysis import model
+from harness import timeline
+from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES
 from harness.allreduce import ring_time
 
 BASE = {"io_s": 0.001, "h2d_s": 0.0, "forward_s": 0.1, "backward_s": 0.2, "update_s": 0.01}
@@ -83,23 +85,25 @@ def _timeline(path, events):
     path.write_text(json.dumps(out))
 
 
-def test_timeline_comm_is_the_union_of_allreduce_intervals(tmp_path):
+def test_timeline_comm_counts_fused_operations_not_tensors(tmp_path):
+    """Horovod stamps each tensor of a fused operation apart (microseconds after each other), all
+    started before the operation runs and ended after it."""
     path = tmp_path / "timeline.json"
     _timeline(path, [
-        (1, "ALLREDUCE", 1000, 3000, [("MPI_ALLREDUCE", 1100, 2900)]),  # fused with pid 2
-        (2, "ALLREDUCE", 1000, 3000, [("MPI_ALLREDUCE", 1100, 2900)]),
-        (3, "ALLREDUCE", 2500, 4000, []),  # overlaps the first: adds 1000 us
+        (1, "ALLREDUCE", 1000, 3000, [("MPI_ALLREDUCE", 1100, 2900)]),  # one operation, fused with pid 2
+        (2, "ALLREDUCE", 1004, 3001, [("MPI_ALLREDUCE", 1104, 2901)]),
+        (3, "ALLREDUCE", 3500, 4000, []),  # the next operation
         (4, "ALLREDUCE", 10000, 11000, []),  # second iteration
     ])
-    seconds, ops = model.timeline_comm(path, iterations=2)
-    assert seconds == pytest.approx((3000 + 1000) / 1e6 / 2)
-    assert ops == pytest.approx(3 / 2)  # three distinct operations (start times) over two iterations
+    seconds, ops = timeline.timeline_comm(path, iterations=2)
+    assert seconds == pytest.approx((2001 + 500 + 1000) / 1e6 / 2)
+    assert ops == pytest.approx(3 / 2)  # three operations (four tensors) over two iterations
 
 
 def test_extrapolation_falls_with_ranks_and_rises_with_bandwidth():
     bases = {("torch", "alexnet", "overlap", "best", "native", 8, 64, 1000, 1, "fp32"):
              {"base": BASE, "sizes": [4 * 10**6] * 10, "ready": [0.02 * i for i in range(10)],
-              "threshold": model.FUSION_THRESHOLD, "cycle": model.CYCLE_S}}
+              "threshold": FUSION_THRESHOLD_BYTES, "cycle": CYCLE_TIME_S}}
     links = {"slow": {"gbit_s": 1, "latency_us": 50}, "fast": {"gbit_s": 100, "latency_us": 1}}
     table = model.extrapolate(bases, links, max_ranks=64)
     assert sorted(set(table["ranks"])) == [2, 4, 8, 16, 32, 64]

@@ -67,6 +67,29 @@ def test_tiny_study_end_to_end(tmp_path):
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
 
+    # every declared log is written, with an account of the step
+    logs = Path(conf["logs"])
+    for name in ("tidy", "summary", "figures", "model", "allreduce_tables"):
+        assert "wrote " in (logs / f"{name}.log").read_text(), name
+    assert "read 8 runs: 8 ok, 0 failed" in (logs / "tidy.log").read_text()
+    tensors = pd.read_csv(results / "tensors.csv")
+    assert len(tensors) == 8 * len(params) and tensors["bytes"].gt(0).all()
+    # the performance model reads the tables alone: without the run folders it gives the same table
+    from types import SimpleNamespace
+
+    from analysis import report
+    moved = tmp_path / "runs-away"
+    (results / "runs").rename(moved)
+    out = tmp_path / "again"
+    outputs = SimpleNamespace(table=out / "model.csv", error=out / "model_error.json", gradients=out / "g.csv",
+                              extrapolation=out / "e.csv", figures=[str(out / f"{n}.png") for n in ("model", "extrapolation")])
+    out.mkdir()
+    inputs = SimpleNamespace(**{k: results / f"{k}.csv" for k in ("tidy", "runs", "tensors")},
+                             sweep=results / "allreduce.csv", fit=results / "allreduce_fit.csv")
+    report.write_model(inputs, outputs, conf["extrapolate"], out / "model.log")
+    assert pd.read_csv(out / "model.csv").equals(model)
+    (moved).rename(results / "runs")
+
     again = subprocess.run(SNAKEMAKE + ["--configfile", str(path), "--dry-run"], cwd=ROOT,
                            capture_output=True, text=True)
     assert again.returncode == 0

@@ -21,12 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.timeline import horovod_spans, read_timeline
+
 ITERATION = "dlscale:iteration"
 HOROVOD_TID = "horovod"
-
-
-def trace_name(rank):
-    return f"trace_rank{rank}.json"
 
 
 @dataclass
@@ -43,36 +41,6 @@ class Clock:
     def us(self, perf_s):
         """perf_counter seconds -> Unix microseconds."""
         return (self.unix_s + perf_s - self.perf_s) * 1e6
-
-
-def read_timeline(path):
-    """(Unix microseconds of the timeline's zero, its events) from a Horovod timeline file, also one
-    still being written (the writer keeps the file valid JSON after each event, but a file cut short
-    is closed here)."""
-    text = Path(path).read_text().strip()
-    if not text:
-        return None, []
-    if not text.endswith("]"):
-        text = text.rstrip(",") + "]"
-    events = json.loads(text)
-    zero = next((e["args"]["start_time_since_epoch_in_micros"] for e in events
-                 if e.get("ph") == "M" and "start_time_since_epoch_in_micros" in e.get("args", {})), None)
-    return zero, events
-
-
-def horovod_spans(events):
-    """Horovod's B/E event pairs -> [(activity, tensor, start_us, end_us)] in its own clock. Each
-    tensor is a pid of its own (named by a process_name metadata event); activities nest."""
-    names = {e["pid"]: e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "process_name" and "name" in e.get("args", {})}
-    stacks, spans = {}, []
-    for e in events:
-        if e.get("ph") == "B":
-            stacks.setdefault(e["pid"], []).append((e.get("name", ""), e["ts"]))
-        elif e.get("ph") == "E" and stacks.get(e["pid"]):
-            name, start = stacks[e["pid"]].pop()
-            spans.append((name, names.get(e["pid"], str(e["pid"])), start, e["ts"]))
-    return spans
 
 
 def framework_offset(events, spans, clock):

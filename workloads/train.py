@@ -33,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from harness.records import IDENTITY, Writer
+from harness.vocabulary import TIMELINE, records_name, trace_name
 from workloads import trace
 
 TRAINERS = {"torch": "workloads.torch_trainer", "tensorflow": "workloads.tf_trainer",
             "mxnet": "workloads.mx_trainer"}
 POOL = 4  # distinct synthetic batches per rank, used in turn
-TIMELINE = "timeline.json"
 
 
 class SyntheticData:
@@ -130,7 +130,7 @@ def profile(trainer, data, first, count, out):
     events = trainer.profile_stop()
     trainer.hvd.stop_timeline()
     _settled(timeline)
-    trace.write(out / trace.trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events,
+    trace.write(out / trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events,
                 timeline)
     return spans
 
@@ -169,7 +169,7 @@ def main(argv=None):
         os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
     trainer = load_trainer(spec)
     out = Path(spec["out_dir"])
-    writer = Writer(out / f"rank{trainer.rank}.jsonl")
+    writer = Writer(out / records_name(trainer.rank))
     sizes = trainer.gradient_sizes()
     writer.write(
         "run", **{k: spec[k] for k in IDENTITY}, rank=trainer.rank, size=trainer.size,

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import launch  # noqa: E402
+from harness import execution, launch, launchers  # noqa: E402
 from overhead import machine, throughput  # noqa: E402
 from workloads.devices import BEST_LAYOUT, LAYOUTS  # noqa: E402
 
@@ -59,10 +59,10 @@ def main():
                         out.mkdir()
                         (out / "spec.json").write_text(json.dumps({**spec, "framework": framework, "model": model,
                                                                    "layout": layout, "out_dir": str(out)}))
-                        argv = launch.mpirun_argv(["localhost"], 1, {"name": "mpirun", "bind_to": "none"},
+                        argv = launchers.mpirun_argv(["localhost"], 1, {"name": "mpirun", "bind_to": "none"},
                                                   launch.workload_command(sys.executable, out / "spec.json"), env,
                                                   as_root=os.geteuid() == 0)
-                        rc, _ = launch.execute(argv, out.parent / f"{out.name}.log", timeout_s=1800)
+                        rc, _ = execution.execute(argv, out.parent / f"{out.name}.log", timeout_s=1800)
                         if rc != 0:
                             sys.exit(f"{framework} {model} {layout} failed; see {out.parent / f'{out.name}.log'}")
                         got[layout].append(throughput("harness", out.parent, spec, 1, records=out))

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import launch  # noqa: E402
+from harness import execution, launch, launchers  # noqa: E402
 from harness.records import parse_file  # noqa: E402
 from harness.vocabulary import records_name  # noqa: E402
 from workloads.devices import nvidia_smi_name  # noqa: E402
@@ -79,9 +79,9 @@ def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
             argv, proc_env = script, {**os.environ, **env, "PYTHONPATH": os.pathsep.join(
                 filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")]))}
         else:
-            argv, proc_env = launch.mpirun_argv(["localhost"], ranks, {"name": "mpirun", "bind_to": "none"}, script,
+            argv, proc_env = launchers.mpirun_argv(["localhost"], ranks, {"name": "mpirun", "bind_to": "none"}, script,
                                                 env, as_root=os.geteuid() == 0), None
-        rc, _ = launch.execute(argv, out / f"{kind}.log", timeout_s=1800, env=proc_env)
+        rc, _ = execution.execute(argv, out / f"{kind}.log", timeout_s=1800, env=proc_env)
         if rc != 0:
             sys.exit(f"{framework} {kind} ({ranks} ranks) failed; see its log:\n{(out / f'{kind}.log').read_text()[-3000:]}")
         result[kind] = throughput(kind, out, spec, ranks)

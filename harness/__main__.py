@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def cmd_env(args):
-    from harness import env
+    from environment import build as env
 
     if args.action == "path":
         path = env.env_dir()
@@ -49,7 +49,8 @@ def cmd_check_config(args):
 
 def cmd_launch(args):
     from harness import config as cfg
-    from harness import env, launch
+    from environment import build as env
+    from harness import launch
 
     conf = cfg.load(args.config)
     run = dict(cfg.matrix(conf)[0])

@@ -123,7 +123,7 @@ def validate(config):
 
 def check_device(config):
     """A study that cannot run as asked stops here rather than failing every run."""
-    from harness import env
+    from environment import build as env
 
     device = config.get("device", "cpu")
     if config.get("precision") == "mixed" and device != "gpu":

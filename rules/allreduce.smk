@@ -16,8 +16,7 @@ rule allreduce:
         ),
     threads: workflow.cores
     run:
-        launch.sweep_allreduce(config, int(wildcards.nodes), int(wildcards.ranks_per_node),
-                               json.load(open(input.env)), output[0], log[0])
+        launch.sweep_rule(config, wildcards, input, output, log)
 
 
 rule allreduce_tables:

@@ -3,7 +3,7 @@ import json
 import sys
 
 from harness import config as cfg
-from harness import env
+from environment import build as env
 from harness import launch
 from analysis import figures, report
 

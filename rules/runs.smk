@@ -28,5 +28,4 @@ rule run:
         attempts=lambda w: f"{RESULTS}/attempts/{cfg.run_path(cfg.run_from_wildcards(w))}",
     threads: workflow.cores
     run:
-        launch.launch(config, cfg.run_from_wildcards(wildcards), json.load(open(input.env)), output[0], log[0],
-                      params.attempts)
+        launch.run_rule(config, wildcards, input, output, log, params)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from analysis import comm
-from harness import allreduce, launch
+from harness import allreduce, execution, launch, launchers
 from tests.conftest import tiny_config
 
 
@@ -38,10 +38,10 @@ def test_fit_recovers_known_alpha_beta():
 
 def test_real_two_rank_sweep(tmp_path):
     out = tmp_path / "sweep.jsonl"
-    argv = launch.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
+    argv = launchers.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
                               [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(4 << 20)],
                               {"PYTHONPATH": str(launch.cfg.ROOT)}, as_root=os.geteuid() == 0)
-    rc, timed_out = launch.execute(argv, tmp_path / "log", timeout_s=120)
+    rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["bytes"] for r in rows] == allreduce.sizes(4 << 20)

@@ -1,6 +1,6 @@
 """check_run on hand-made record folders: each way a run can be wrong is caught."""
 
-from harness import launch
+from harness import checks
 from harness.records import PHASE_KEYS, Writer
 
 
@@ -20,7 +20,7 @@ def write_rank(run_dir, rank, steps=3, checksum=1.0, loss=2.0, end=True):
 def test_good_run(tmp_path):
     write_rank(tmp_path, 0)
     write_rank(tmp_path, 1)
-    assert launch.check_run(tmp_path, 2) == ([], [])
+    assert checks.check_run(tmp_path, 2) == ([], [])
 
 
 def test_each_problem_is_named(tmp_path):
@@ -29,7 +29,7 @@ def test_each_problem_is_named(tmp_path):
     write_rank(tmp_path, 2, end=False)
     with open(tmp_path / "rank2.jsonl", "a") as fh:
         fh.write("{broken\n")
-    problems, errors = launch.check_run(tmp_path, 4)
+    problems, errors = checks.check_run(tmp_path, 4)
     assert "rank 0: loss not finite at iterations [0, 1, 2]" in problems
     assert "rank 2 did not finish (no end record after 3 steps)" in problems
     assert "rank 3 wrote no records" in problems
@@ -41,5 +41,5 @@ def test_a_native_run_without_a_rank_trace_is_caught(tmp_path):
     write_rank(tmp_path, 0)
     write_rank(tmp_path, 1)
     (tmp_path / "trace_rank0.json").write_text("{}")
-    problems, _ = launch.check_run(tmp_path, 2, traced=True)
+    problems, _ = checks.check_run(tmp_path, 2, traced=True)
     assert problems == ["rank(s) [1] wrote no trace of the profiled iterations"]

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from harness import env, envspec
+from environment import build as env
+from environment import recipe as envspec
 
 
 def test_edits_apply_once_and_refuse_a_mismatch(tmp_path):
@@ -47,10 +48,10 @@ def test_mxnet_imports_through_the_numpy_shim():
 def test_cuda_variant_is_a_separate_environment(monkeypatch):
     mpi = {"version": "mpirun (Open MPI) 4.1.4", "mpicc": "/usr/bin/mpicc"}
     assert env.env_key(mpi, "cuda") != env.env_key(mpi, "cpu")
-    cuda = envspec.recipe("cuda")
+    cuda = envspec.content("cuda")
     assert cuda["horovod_build_env"]["HOROVOD_GPU_OPERATIONS"] == "NCCL"
     assert {"torch", "tensorflow[and-cuda]", "mxnet-cu117", "nvidia-nccl-cu13"} <= set(cuda["pins"])
-    assert "tensorflow-cpu" not in cuda["pins"] and "HOROVOD_GPU_OPERATIONS" not in envspec.recipe("cpu")[
+    assert "tensorflow-cpu" not in cuda["pins"] and "HOROVOD_GPU_OPERATIONS" not in envspec.content("cpu")[
         "horovod_build_env"]
     # the CUDA torch exactly (a local 2.13.0+cpu wheel satisfies ==2.13.0, not ===2.13.0)
     # one NCCL version whichever of the two NCCL wheels writes libnccl.so.2 last

@@ -1,8 +1,8 @@
-from harness import launch
+from harness import checks, execution, launch, launchers
 
 
 def test_mpirun_argv_single_node_exact():
-    argv = launch.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
+    argv = launchers.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
                               launch.workload_command("/env/bin/python", "/r/spec.json"),
                               {"OMP_NUM_THREADS": "1", "PYTHONPATH": "/repo"}, as_root=True)
     assert argv == ["mpirun", "--allow-run-as-root", "-np", "2", "--host", "localhost:2",
@@ -14,7 +14,7 @@ def test_mpirun_argv_single_node_exact():
 def test_mpirun_argv_cluster_exact():
     launcher = {"name": "mpirun", "bind_to": "core", "oversubscribe": True,
                 "extra_args": ["--mca", "pml", "ucx"]}
-    argv = launch.mpirun_argv(["node01", "node02", "node03"], 4, launcher, ["py", "-m", "workloads.train", "s.json"],
+    argv = launchers.mpirun_argv(["node01", "node02", "node03"], 4, launcher, ["py", "-m", "workloads.train", "s.json"],
                               {"UCX_TLS": "rc,sm", "HOROVOD_FUSION_THRESHOLD": "0"})
     assert argv == ["mpirun", "-np", "12", "--host", "node01:4,node02:4,node03:4",
                     "--map-by", "ppr:4:node", "--bind-to", "core", "--oversubscribe",
@@ -25,7 +25,7 @@ def test_mpirun_argv_cluster_exact():
 def test_horovodrun_argv_exact():
     launcher = {"name": "horovodrun", "bind_to": "core", "oversubscribe": True,
                 "network_interfaces": ["ib0", "ib1"], "extra_args": ["--mca", "pml", "ucx"]}
-    argv = launch.horovodrun_argv(["node01", "node02"], 4, launcher, ["py", "-m", "workloads.train", "s.json"],
+    argv = launchers.horovodrun_argv(["node01", "node02"], 4, launcher, ["py", "-m", "workloads.train", "s.json"],
                                   {"UCX_TLS": "rc,sm", "OMP_NUM_THREADS": "2"})
     assert argv == ["horovodrun", "-np", "8", "-H", "node01:4,node02:4", "--mpi",
                     "--binding-args=--bind-to core --map-by ppr:4:node --oversubscribe",
@@ -35,12 +35,12 @@ def test_horovodrun_argv_exact():
 
 def test_srun_argv_exact():
     launcher = {"name": "srun", "bind_to": "core", "mpi": "pmi2", "extra_args": ["--gpus-per-task=1"]}
-    argv = launch.srun_argv(4, 2, launcher, ["py", "-m", "workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8)
+    argv = launchers.srun_argv([None] * 4, 2, launcher, ["py", "-m", "workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8)
     assert argv == ["srun", "--nodes=4", "--ntasks=8", "--ntasks-per-node=2", "--cpus-per-task=8",
                     "--cpu-bind=cores", "--mpi=pmi2",
                     "--kill-on-bad-exit=1", "--gpus-per-task=1", "env", "UCX_TLS=rc,sm",
                     "py", "-m", "workloads.train", "s.json"]
-    plain = launch.srun_argv(1, 1, {"name": "srun"}, ["py"], {})
+    plain = launchers.srun_argv([None], 1, {"name": "srun"}, ["py"], {})
     assert plain == ["srun", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpus-per-task=1",
                      "--cpu-bind=none", "--mpi=pmix",
                      "--kill-on-bad-exit=1", "py"]
@@ -74,7 +74,7 @@ def test_rank_env_sets_threads_and_config_env(base_config):
 def test_execute_kills_the_whole_group_on_timeout(tmp_path):
     log = tmp_path / "log"
     # a parent whose child would outlive it if only the parent were killed
-    rc, timed_out = launch.execute(["bash", "-c", "sleep 30 & echo started; wait"], log, timeout_s=1)
+    rc, timed_out = execution.execute(["bash", "-c", "sleep 30 & echo started; wait"], log, timeout_s=1)
     assert timed_out and rc != 0
     assert "started" in log.read_text()
 
@@ -85,7 +85,7 @@ def test_first_error_finds_the_root_cause():
 ModuleNotFoundError: No module named 'mxnet'
 RuntimeError: later echo
 mpirun detected that one or more processes exited with non-zero status"""
-    assert launch.first_error(log) == "ModuleNotFoundError: No module named 'mxnet'"
-    assert launch.first_error("all fine\n") is None
-    assert launch.first_error("horovod.common.exceptions.HorovodInternalError: lost rank 1") == \
+    assert checks.first_error(log) == "ModuleNotFoundError: No module named 'mxnet'"
+    assert checks.first_error("all fine\n") is None
+    assert checks.first_error("horovod.common.exceptions.HorovodInternalError: lost rank 1") == \
         "horovod.common.exceptions.HorovodInternalError: lost rank 1"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness import config as cfg
-from harness import launch
+from harness import execution, launch, launchers
 from harness.records import PHASE_KEYS, parse_file
 from tests.conftest import ENV_RECORD, ROOT, tiny_config
 
@@ -20,11 +20,11 @@ FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
 def run_two_ranks(tmp_path, spec, script):
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    argv = launch.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
+    argv = launchers.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
                               [sys.executable, str(script), str(spec_path)],
                               launch.rank_env({"threads_per_rank": 1, "launcher": {}}),
                               as_root=os.geteuid() == 0)
-    rc, timed_out = launch.execute(argv, tmp_path / "log", timeout_s=180)
+    rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=180)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
 
 

@@ -1,10 +1,10 @@
 """Build (once) and find the Python environment the workloads, pipeline and tests run in.
 
 The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
-``~/.cache/dlscale/envs``), in a folder named by a hash of `harness.envspec.recipe()`, the
+``~/.cache/dlscale/envs``), in a folder named by a hash of `environment.recipe.content()`, the
 interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
 a change of pins, edits or MPI builds a new one. ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
-variant (CUDA framework builds, Horovod with NCCL; see `harness.envspec`) in a folder of its own. A folder only counts once its ``COMPLETE`` marker
+variant (CUDA framework builds, Horovod with NCCL; see `environment.recipe`) in a folder of its own. A folder only counts once its ``COMPLETE`` marker
 exists, which is written last, after `horovodrun --check-build` has shown every framework and MPI;
 a half-built folder is removed and built again. A lock keeps two builders apart.
 
@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from harness import envspec
+from environment import recipe
 
 MARKER = "COMPLETE"
 RECORD = "environment.json"
@@ -62,8 +62,8 @@ def find_mpi():
 def variant():
     """The environment variant: `cpu` (default) or `cuda`, from $DLSCALE_ENV_VARIANT."""
     name = os.environ.get(VARIANT_VAR, "cpu")
-    if name not in envspec.VARIANTS:
-        raise EnvError(f"{VARIANT_VAR}={name!r}: the environment variants are {', '.join(envspec.VARIANTS)}")
+    if name not in recipe.VARIANTS:
+        raise EnvError(f"{VARIANT_VAR}={name!r}: the environment variants are {', '.join(recipe.VARIANTS)}")
     return name
 
 
@@ -94,20 +94,20 @@ def find_cuda_home():
         home, release = _nvcc_facts(nvcc)
         if home is None or not any(home.glob("**/include/cuda_runtime.h")):
             continue
-        if release is None or release.split(".")[0] != envspec.CUDA_TOOLKIT_MAJOR:
+        if release is None or release.split(".")[0] != recipe.CUDA_TOOLKIT_MAJOR:
             raise EnvError(f"the CUDA toolkit in {home} is release {release}, and the cuda environment's PyTorch "
-                           f"is built with CUDA {envspec.CUDA_TOOLKIT_MAJOR}.x, whose headers Horovod's GPU "
-                           f"build compiles against: load a CUDA {envspec.CUDA_TOOLKIT_MAJOR}.x toolkit "
+                           f"is built with CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x, whose headers Horovod's GPU "
+                           f"build compiles against: load a CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x toolkit "
                            "(or point $HOROVOD_CUDA_HOME at one)")
         return home
     raise EnvError("the cuda environment builds Horovod's GPU operations with nvcc, and no CUDA toolkit with "
                    "nvcc and its headers was found ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH, /usr/local/cuda): "
-                   f"load the site's CUDA {envspec.CUDA_TOOLKIT_MAJOR}.x module first")
+                   f"load the site's CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x module first")
 
 
 def env_key(mpi, variant="cpu"):
     content = {
-        "recipe": envspec.recipe(variant),
+        "recipe": recipe.content(variant),
         "python": platform.python_version(),
         "machine": platform.machine(),
         "mpi": mpi["version"],
@@ -134,7 +134,7 @@ def _run(argv, log, env=None, cwd=None):
         raise EnvError(f"command failed ({proc.returncode}): {' '.join(map(str, argv))}; see {log.name}")
 
 
-def apply_edits(src, edits=envspec.HOROVOD_EDITS):
+def apply_edits(src, edits=recipe.HOROVOD_EDITS):
     """Apply the recipe's source edits in order; each old text must occur exactly once."""
     for rel, old, new in edits:
         path = Path(src) / rel
@@ -196,17 +196,17 @@ def _build(path, mpi, log, variant_name="cpu"):
         # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
         cuda.update(HOROVOD_CUDA_HOME=home, CUDA_HOME=home)
     _run([sys.executable, "-m", "venv", str(path)], log)
-    _run([py, "-m", "pip", "install", f"pip=={envspec.BUILD_PINS['pip']}"], log)
-    _run([py, "-m", "pip", "install", *envspec.requirements(variant_name), f"cmake=={envspec.BUILD_PINS['cmake']}"],
+    _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
+    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name), f"cmake=={recipe.BUILD_PINS['cmake']}"],
          log)
-    if variant_name == "cuda":  # the NCCL on disk must be PyTorch's (see envspec.NCCL_WHEEL)
-        nccl = f"{envspec.NCCL_WHEEL}=={envspec.CUDA_EXTRA_PINS[envspec.NCCL_WHEEL]}"
+    if variant_name == "cuda":  # the NCCL on disk must be PyTorch's (see recipe.NCCL_WHEEL)
+        nccl = f"{recipe.NCCL_WHEEL}=={recipe.CUDA_EXTRA_PINS[recipe.NCCL_WHEEL]}"
         _run([py, "-m", "pip", "install", "--force-reinstall", "--no-deps", nccl], log)
     site = subprocess.run(
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
-    Path(site, "sitecustomize.py").write_text(envspec.sitecustomize(variant_name))
+    Path(site, "sitecustomize.py").write_text(recipe.sitecustomize(variant_name))
     with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
         if variant_name == "cuda":
             cuda.update(nccl_build_env(site))
@@ -215,17 +215,17 @@ def _build(path, mpi, log, variant_name="cpu"):
                 log.write(f"no NVIDIA driver here: building with the driver stub {stub}/libcuda.so.1\n")
                 cuda["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), cuda["LD_LIBRARY_PATH"]])
         _run([py, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-              f"horovod=={envspec.HOROVOD_VERSION}", "-d", tmp], log)
+              f"horovod=={recipe.HOROVOD_VERSION}", "-d", tmp], log)
         sdist = next(Path(tmp).glob("horovod-*.tar.gz"))
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")
-        src = Path(tmp) / f"horovod-{envspec.HOROVOD_VERSION}"
-        apply_edits(src, envspec.horovod_edits(variant_name))
+        src = Path(tmp) / f"horovod-{recipe.HOROVOD_VERSION}"
+        apply_edits(src, recipe.horovod_edits(variant_name))
         tf_include = subprocess.run(
             [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
             capture_output=True, text=True, check=True,
         ).stdout.strip().splitlines()[-1]
-        cpath = [str(Path(tf_include) / inc) for inc in envspec.TF_EXTRA_INCLUDES]
+        cpath = [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
         if variant_name == "cuda":
             # MXNet's headers include cuBLAS and cuRAND headers, which a minimal CUDA toolkit lacks:
             # those of PyTorch's CUDA 13 library wheels, the toolkit's release, are there.
@@ -234,7 +234,7 @@ def _build(path, mpi, log, variant_name="cpu"):
             cpath.append(os.environ["CPATH"])
         build_env = {
             **os.environ,
-            **envspec.horovod_build_env(variant_name),
+            **recipe.horovod_build_env(variant_name),
             **cuda,
             "CPATH": os.pathsep.join(cpath),
             "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
@@ -251,8 +251,8 @@ def _build(path, mpi, log, variant_name="cpu"):
         "python": str(py),
         "key": path.name,
         "variant": variant_name,
-        "pins": envspec.all_pins(variant_name),
-        "horovod": envspec.HOROVOD_VERSION,
+        "pins": recipe.all_pins(variant_name),
+        "horovod": recipe.HOROVOD_VERSION,
         "mpi": mpi,
         "check_build": out,
     }

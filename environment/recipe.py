@@ -2,7 +2,7 @@
 
 Everything that decides what the environment contains lives here: the Python package pins, the
 Horovod version, the source edits Horovod 0.28.1 needs for the current frameworks, and the build
-settings. `harness.env` hashes this content; a change here builds a new environment beside the
+settings. `environment.build` hashes this content; a change here builds a new environment beside the
 old one instead of patching it. The pins are recorded with every result (see
 `harness.provenance`).
 """
@@ -285,8 +285,8 @@ def horovod_build_env(variant="cpu"):
     return CUDA_HOROVOD_BUILD_ENV if variant == "cuda" else HOROVOD_BUILD_ENV
 
 
-def recipe(variant="cpu"):
-    """Everything that decides the environment's content, as plain data (hashed by harness.env)."""
+def content(variant="cpu"):
+    """Everything that decides the environment's content, as plain data (hashed by environment.build)."""
     return {
         "variant": variant,
         "pins": all_pins(variant),

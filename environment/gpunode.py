@@ -1,9 +1,9 @@
 """Horovod for a GPU node that already has its PyTorch and CUDA and no package registry or MPI.
 
-  python -m harness.gpunode SDIST WHEEL_DIR [--cc 90]
+  python -m environment.gpunode SDIST WHEEL_DIR [--cc 90]
 
 Builds a Horovod wheel from its source distribution (carried to the node) with the harness's own
-source edits (harness/envspec.py), for the python that runs this: the PyTorch extension only,
+source edits (environment/recipe.py), for the python that runs this: the PyTorch extension only,
 the Gloo controller (no MPI needed), NCCL for GPU collectives (the NCCL of PyTorch's nvidia-nccl
 wheel), CUDA kernels for the compute capabilities given (default: the node's GPU). Install it with
 `pip install --no-deps --no-index --target DIR WHEEL` and put DIR on PYTHONPATH; one rank then
@@ -21,8 +21,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from harness import envspec
-from harness.env import EnvError, apply_edits, find_cuda_home
+from environment import recipe
+from environment.build import EnvError, apply_edits, find_cuda_home
 
 BUILD_ENV = {
     "HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITHOUT_TENSORFLOW": "1", "HOROVOD_WITHOUT_MXNET": "1",
@@ -68,15 +68,16 @@ def build_wheel(sdist, wheel_dir, cc=None):
     with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")
-        src = Path(tmp) / f"horovod-{envspec.HOROVOD_VERSION}"
+        src = Path(tmp) / f"horovod-{recipe.HOROVOD_VERSION}"
         if not src.is_dir():
-            raise EnvError(f"{sdist} is not Horovod {envspec.HOROVOD_VERSION}'s source distribution")
-        apply_edits(src, envspec.horovod_edits("cuda"))
+            raise EnvError(f"{sdist} is not Horovod {recipe.HOROVOD_VERSION}'s source distribution")
+        apply_edits(src, recipe.horovod_edits("cuda"))
         include, lib = find_nccl(site, tmp)
         env = {**os.environ, **BUILD_ENV, "HOROVOD_CUDA_HOME": str(home), "CUDA_HOME": str(home),
                "HOROVOD_NCCL_INCLUDE": str(include), "HOROVOD_NCCL_LIB": str(lib),
                "HOROVOD_BUILD_CUDA_CC_LIST": cc,
-               "CXXFLAGS": " ".join(filter(None, [FORCED_INCLUDES, os.environ.get("CXXFLAGS")])), "MAKEFLAGS": f"-j{os.cpu_count() or 2}"}
+               "CXXFLAGS": " ".join(filter(None, [FORCED_INCLUDES, os.environ.get("CXXFLAGS")])),
+               "MAKEFLAGS": f"-j{os.cpu_count() or 2}"}
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
                         "-w", str(wheel_dir), str(src)], env=env, check=True)
     return next(wheel_dir.glob("horovod-*.whl"))

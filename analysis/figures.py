@@ -90,7 +90,7 @@ def throughput(summary, paths):
 
 def efficiency(summary, paths):
     fig = _line_figure(summary, "efficiency", "throughput(N) / (N x throughput(1))",
-                       "Weak-scaling efficiency", ideal=lambda r: 1.0)
+                       "Weak-scaling efficiency (95% CI: ratio of means, delta method)", ideal=lambda r: 1.0)
     return _save(fig, paths, "efficiency")
 
 

@@ -5,10 +5,18 @@ Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x b
 - throughput_img_per_s = ranks x batch_size / mean iteration time over measured iterations;
 - speedup(N) = throughput(N) / throughput(1); efficiency(N) = throughput(N) / (N x throughput(1)),
   against the 1-rank run of the same framework, model, comm mode and batch size;
-- confidence intervals are two-sided Student-t intervals over the repeats' run means.
+- confidence intervals are two-sided 95% Student-t intervals over the repeats' run means;
+- speedup and efficiency are ratios of two independent means (N-rank and 1-rank throughput over
+  their repeats): their interval is the ratio +- t x its standard error by the delta method,
+  se(a/b) = (a/b) sqrt(se_a^2/a^2 + se_b^2/b^2), with min(n_a, n_b) - 1 degrees of freedom (NaN
+  with fewer than two repeats on either side);
+- noise: per configuration the run-to-run coefficient of variation of the iteration time
+  (standard deviation over mean of the repeats' run means, `iteration_s_cv`); above NOISE_CV the
+  summary's `noise_warning` says so: the configuration's differences below that are noise.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -17,6 +25,8 @@ from scipy import stats
 # Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
 # allreduce time (comm_total) and the part of it overlapped with compute (overlap).
 from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS
+
+NOISE_CV = 0.05
 
 
 def mean_ci(values, confidence=0.95):
@@ -66,9 +76,14 @@ def summarize(runs, status=None):
         row["repeats_ok"] = len(group)
         for col in value_cols:
             row[col], row[f"{col}_ci_lo"], row[f"{col}_ci_hi"] = mean_ci(group[col])
+        row["throughput_se"] = _se(group["throughput_img_per_s"])
+        row["iteration_s_cv"] = _cv(group["iteration_s"])
         rows.append(row)
     summary = pd.DataFrame(rows, columns=CONFIG_KEYS + ["ranks", "repeats_ok"] + [
-        c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")])
+        c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")] + ["throughput_se", "iteration_s_cv"])
+    summary["noise_warning"] = [
+        f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"
+        if cv > NOISE_CV else "" for cv in summary["iteration_s_cv"].fillna(0)]
     if status is not None and len(status):
         failed = status[status["status"] != "ok"]
         fails = (failed.groupby(CONFIG_KEYS, observed=True)
@@ -83,11 +98,42 @@ def summarize(runs, status=None):
     return add_scaling(summary)
 
 
+def _se(values):
+    x = np.asarray(values.dropna(), dtype=float)
+    return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) >= 2 else math.nan
+
+
+def _cv(values):
+    x = np.asarray(values.dropna(), dtype=float)
+    return float(x.std(ddof=1) / x.mean()) if len(x) >= 2 and x.mean() > 0 else math.nan
+
+
+def ratio_ci(a, se_a, n_a, b, se_b, n_b, confidence=0.95):
+    """(a/b, lower, upper): the ratio of two independent means and its delta-method interval."""
+    ratio = a / b if b else math.nan
+    if min(n_a, n_b) < 2 or any(math.isnan(v) for v in (ratio, se_a, se_b)):
+        return ratio, math.nan, math.nan
+    se = abs(ratio) * math.sqrt((se_a / a) ** 2 + (se_b / b) ** 2)
+    half = stats.t.ppf(0.5 + confidence / 2, min(n_a, n_b) - 1) * se
+    return ratio, ratio - half, ratio + half
+
+
 def add_scaling(summary):
-    """speedup and efficiency against the 1-rank configuration with the same baseline keys."""
-    base = (summary[summary["ranks"] == 1][BASELINE_KEYS + ["throughput_img_per_s"]]
-            .rename(columns={"throughput_img_per_s": "_base"}))
+    """speedup and efficiency (with intervals) against the 1-rank configuration with the same
+    baseline keys."""
+    base = (summary[summary["ranks"] == 1][BASELINE_KEYS + ["throughput_img_per_s", "throughput_se", "repeats_ok"]]
+            .rename(columns={"throughput_img_per_s": "base_", "throughput_se": "base_se_", "repeats_ok": "base_n_"}))
     out = summary.merge(base, on=BASELINE_KEYS, how="left")
-    out["speedup"] = out["throughput_img_per_s"] / out["_base"]
-    out["efficiency"] = out["speedup"] / out["ranks"]
-    return out.drop(columns="_base").sort_values(CONFIG_KEYS).reset_index(drop=True)
+    out["noise_warning"] = out["noise_warning"].fillna("")
+    cis = [ratio_ci(r.throughput_img_per_s, r.throughput_se, r.repeats_ok, r.base_, r.base_se_, r.base_n_)
+           for r in out.itertuples()]
+    out["speedup"], out["speedup_ci_lo"], out["speedup_ci_hi"] = ([c[i] for c in cis] for i in range(3))
+    for col in ("", "_ci_lo", "_ci_hi"):
+        out[f"efficiency{col}"] = out[f"speedup{col}"] / out["ranks"]
+    one = out["ranks"] == 1  # against itself: exactly 1
+    out.loc[one, ["speedup_ci_lo", "speedup_ci_hi", "efficiency_ci_lo", "efficiency_ci_hi"]] = math.nan
+    for r in out[out["noise_warning"].fillna("") != ""].itertuples():
+        warnings.warn(f"{r.framework} {r.model} {r.comm} {r.layout} {r.timing} {r.ranks} ranks: {r.noise_warning}",
+                      stacklevel=2)
+    return (out.drop(columns=["base_", "base_se_", "base_n_"]).sort_values(CONFIG_KEYS)
+            .reset_index(drop=True))

@@ -78,3 +78,40 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     assert sorted(p.name for p in paths) == sorted(f"{n}.{e}" for n in ("throughput", "efficiency", "phases")
                                                    for e in ("pdf", "png"))
     assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_speedup_and_efficiency_intervals_by_the_delta_method():
+    rows = []
+    for rep, (one_wall, two_wall) in enumerate([(0.5, 0.8), (0.4, 0.8), (0.5, 1.0)]):
+        rows += tidy_rows(1, [[one_wall]], repeat=rep)
+        rows += tidy_rows(2, [[two_wall], [two_wall]], repeat=rep)
+    summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
+    two = summary[summary["ranks"] == 2].iloc[0]
+    a = [16 / 0.8, 16 / 0.8, 16 / 1.0]  # 2-rank throughputs
+    b = [8 / 0.5, 8 / 0.4, 8 / 0.5]
+    sd = lambda x: pd.Series(x).std(ddof=1) / math.sqrt(len(x))  # noqa: E731
+    ma, mb = sum(a) / 3, sum(b) / 3
+    ratio = ma / mb
+    half = 4.302653 * ratio * math.sqrt((sd(a) / ma) ** 2 + (sd(b) / mb) ** 2)  # t(0.975, 2)
+    assert two["speedup"] == pytest.approx(ratio)
+    assert (two["speedup_ci_lo"], two["speedup_ci_hi"]) == pytest.approx((ratio - half, ratio + half), rel=1e-6)
+    assert (two["efficiency_ci_lo"], two["efficiency_ci_hi"]) == pytest.approx(
+        ((ratio - half) / 2, (ratio + half) / 2), rel=1e-6)
+    one = summary[summary["ranks"] == 1].iloc[0]
+    assert one["speedup"] == 1.0 and math.isnan(one["speedup_ci_lo"])
+    # with one repeat there is no interval
+    single = metrics.summarize(metrics.run_table(pd.DataFrame(tidy_rows(1, [[0.5]]) + tidy_rows(2, [[0.8], [0.8]]))))
+    assert single["speedup_ci_lo"].isna().all()
+
+
+def test_noisy_configurations_are_flagged():
+    rows = []
+    for rep, wall in enumerate([0.50, 0.60, 0.40]):  # CV 20%
+        rows += tidy_rows(1, [[wall]], repeat=rep)
+    for rep, wall in enumerate([0.50, 0.51, 0.49]):  # CV 2%
+        rows += tidy_rows(2, [[wall], [wall]], repeat=rep)
+    with pytest.warns(UserWarning, match="run-to-run CV of iteration time 20.0% > 5%"):
+        summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
+    noisy = dict(zip(summary["ranks"], summary["noise_warning"]))
+    assert noisy[1].startswith("run-to-run CV of iteration time 20.0%") and noisy[2] == ""
+    assert summary.set_index("ranks")["iteration_s_cv"][2] == pytest.approx(0.02)

@@ -8,6 +8,9 @@ from harness import config as cfg
 configfile: "config/config.yaml"
 
 
+report: "report/workflow.rst"
+
+
 cfg.validate(config)
 
 
@@ -28,6 +31,7 @@ localrules:
     figures,
     allreduce_tables,
     model,
+    paper_report,
 
 
 rule all:
@@ -38,3 +42,4 @@ rule all:
         f"{RESULTS}/model.csv",
         FIGURES,
         MODEL_FIGURES,
+        f"{RESULTS}/report.md",

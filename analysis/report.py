@@ -1,99 +1,124 @@
-"""The pipeline's analysis steps (called from rules/analysis.smk and rules/allreduce.smk): each
-reads the input files and writes the output files its rule declares, named by the rule, and writes
-an account of what it read, wrote and found to the rule's declared log."""
+"""results/report.md: the study as a paper cites it. What was run and on what (config, hosts,
+environment, versions, the harness's commit), the summary as a Markdown table and as a LaTeX table
+(booktabs), the noise and failure warnings, the performance model's error, and the figures with
+their captions (report/*.rst, the same captions as `snakemake --report`)."""
 
-import contextlib
 import json
-import sys
-import warnings
+import math
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import comm, figures, metrics, model, tidy
+ROOT = Path(__file__).resolve().parent.parent
+CAPTIONS = ROOT / "report"
+STUDY_KEYS = ("framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size",
+              "image_size", "threads_per_rank", "precision", "device", "warmup", "iterations", "profile_iterations",
+              "repeats", "autotune", "tf32", "hostfile", "emulate")
+COLUMNS = [("framework", "framework"), ("model", "network"), ("comm", "comm"), ("layout", "layout"),
+           ("timing", "timing"), ("ranks", "ranks"), ("throughput_img_per_s", "img/s (95% CI)"),
+           ("speedup", "speedup (95% CI)"), ("efficiency", "efficiency (95% CI)"), ("iteration_s_cv", "CV"),
+           ("repeats_ok", "repeats")]
 
 
-@contextlib.contextmanager
-def logged(path):
-    """Send the step's prints and warnings to its log file (the file is written even when the
-    step fails, with the traceback's cause)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as log, contextlib.redirect_stdout(log), warnings.catch_warnings():
-        warnings.simplefilter("always")
-        warnings.showwarning = lambda msg, cat, file, line, *_: print(f"warning: {cat.__name__}: {msg} ({file}:{line})")
-        try:
-            yield
-        except BaseException as exc:
-            print(f"failed: {type(exc).__name__}: {exc}")
-            raise
-        finally:
-            sys.stdout.flush()
+def _num(value, digits=3):
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}g}"
 
 
-def _wrote(*paths):
-    for path in paths:
-        print(f"wrote {path}")
+def _with_ci(row, col, digits=3):
+    lo, hi = row.get(f"{col}_ci_lo"), row.get(f"{col}_ci_hi")
+    text = _num(row.get(col), digits)
+    if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)):
+        text += f" ({_num(lo, digits)}-{_num(hi, digits)})"
+    return text
 
 
-def write_tables(status_paths, tidy_path, runs_path, tensors_path, log_path):
-    with logged(log_path):
-        table, runs, tensors = tidy.build(status_paths)
-        table.to_csv(tidy_path, index=False)
-        runs.to_csv(runs_path, index=False)
-        tensors.to_csv(tensors_path, index=False)
-        failed = runs[runs["status"] != "ok"] if len(runs) else runs
-        print(f"read {len(status_paths)} runs: {len(runs) - len(failed)} ok, {len(failed)} failed; "
-              f"{len(table)} tidy rows")
-        for r in failed.itertuples():
-            print(f"failed run: {r.framework} {r.model} {r.comm} nodes={r.nodes} rpn={r.ranks_per_node} "
-                  f"repeat={r.repeat}: {r.reasons}")
-        _wrote(tidy_path, runs_path, tensors_path)
+def table_rows(summary):
+    """The summary's rows as text cells, in COLUMNS order."""
+    out = []
+    for row in summary[summary["repeats_ok"] > 0].to_dict("records"):
+        cells = []
+        for col, _ in COLUMNS:
+            if col in ("throughput_img_per_s", "speedup", "efficiency"):
+                cells.append(_with_ci(row, col))
+            elif col == "iteration_s_cv":
+                cells.append("n/a" if pd.isna(row.get(col)) else f"{row[col]:.1%}")
+            else:
+                cells.append(str(row[col]))
+        out.append(cells)
+    return out
 
 
-def write_summary(tidy_path, runs_path, out_path, log_path):
-    with logged(log_path):
-        table = pd.read_csv(tidy_path)
-        status = pd.read_csv(runs_path, keep_default_na=False)
-        runs = metrics.run_table(table)
-        summary = metrics.summarize(runs, status)
-        summary.to_csv(out_path, index=False)
-        print(f"{len(runs)} runs -> {len(summary)} configurations")
-        _wrote(out_path)
+def markdown_table(rows):
+    head = [name for _, name in COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def write_figures(summary_path, paths, log_path):
-    with logged(log_path):
-        _wrote(*figures.draw_all(pd.read_csv(summary_path), paths))
+def latex_table(rows, label="tab:dlscale"):
+    def esc(text):
+        return (text.replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("%", r"\%")
+                .replace("&", r"\&").replace("#", r"\#"))
+
+    head = " & ".join(esc(name) for _, name in COLUMNS) + r" \\"
+    body = "\n".join(" & ".join(esc(c) for c in r) + r" \\" for r in rows)
+    return (f"\\begin{{table}}\n\\centering\n\\begin{{tabular}}{{{'l' * 5}{'r' * (len(COLUMNS) - 5)}}}\n"
+            f"\\toprule\n{head}\n\\midrule\n{body}\n\\bottomrule\n\\end{{tabular}}\n"
+            f"\\caption{{Throughput (mean over repeats, 95\\% Student-t interval), speedup and efficiency "
+            f"against 1 rank (95\\% delta-method interval), run-to-run coefficient of variation of the "
+            f"iteration time.}}\n\\label{{{label}}}\n\\end{{table}}")
 
 
-def write_comm(sweeps, sweep_path, fit_path, log_path):
-    """sweeps: {path: (nodes, ranks_per_node)}."""
-    with logged(log_path):
-        table, fits = comm.tables([(path, n, r) for path, (n, r) in sweeps.items()])
-        table.to_csv(sweep_path, index=False)
-        fits.to_csv(fit_path, index=False)
-        print(f"{len(sweeps)} sweeps -> {len(table)} rows, {len(fits)} fits")
-        _wrote(sweep_path, fit_path)
+def commit():
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() or "unknown (not a git checkout)"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (no git)"
 
 
-def write_model(inputs, outputs, extrapolate, log_path):
-    """inputs: tidy, runs, tensors, sweep, fit; outputs: table (model.csv: measured and predicted
-    communication and iteration time per run), error (model_error.json), gradients (tensors and
-    bytes per framework and model), extrapolation, figures."""
-    with logged(log_path):
-        runs = metrics.run_table(pd.read_csv(inputs.tidy))
-        status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
-        table, bases = model.model_table(runs, status, pd.read_csv(inputs.tensors), pd.read_csv(inputs.sweep),
-                                         pd.read_csv(inputs.fit))
-        error = model.model_error(table)
-        table.to_csv(outputs.table, index=False)
-        with open(outputs.error, "w") as fh:
-            json.dump(error, fh, indent=2)
-        print(f"model error: {json.dumps(error)}")
-        grads = status[status["status"] == "ok"].dropna(subset=["grad_bytes"])
-        (grads.groupby(["framework", "model"], as_index=False)[["grad_tensors", "grad_bytes"]].first()
-         .astype({"grad_tensors": int, "grad_bytes": int}).to_csv(outputs.gradients, index=False))
-        ext = model.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
-        ext.to_csv(outputs.extrapolation, index=False)
-        _wrote(outputs.table, outputs.error, outputs.gradients, outputs.extrapolation,
-               *figures.model_fit(table, error, outputs.figures), *figures.extrapolation(ext, outputs.figures))
+def caption(name):
+    path = CAPTIONS / f"{name}.rst"
+    return " ".join(path.read_text().split()) if path.exists() else ""
+
+
+def write(summary, runs, environment, model_error, figures, config, out_path):
+    """figures: the figure files (PNG ones are shown), relative links from out_path's folder."""
+    out_path = Path(out_path)
+    rows = table_rows(summary)
+    noisy = summary[summary.get("noise_warning", pd.Series(dtype=str)).fillna("") != ""]
+    failed = runs[runs["status"] != "ok"]
+    hosts = sorted({h for hs in runs.get("hosts", pd.Series(dtype=str)).dropna() for h in str(hs).split(",") if h})
+    parts = [f"# dlscale study: `{config.get('results', 'results')}`", "",
+             "## What was run", ""]
+    parts += [f"- {k}: `{json.dumps(config[k])}`" for k in STUDY_KEYS if k in config]
+    parts += [f"- hosts: {', '.join(hosts) or 'n/a'}",
+              f"- launcher: `{json.dumps(config.get('launcher', {}))}`", "", "## Environment and provenance", "",
+              f"- dlscale commit: `{commit()}`",
+              f"- environment: `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}), "
+              f"Horovod {environment.get('horovod', 'n/a')}",
+              f"- MPI: {environment.get('mpi', {}).get('version', 'n/a')}",
+              f"- pins: {', '.join(f'{k} {v}' for k, v in environment.get('pins', {}).items())}"]
+    if len(runs):
+        first = runs.iloc[0]
+        parts.append(f"- Python {first.get('python_version', 'n/a')}; framework versions per run in `runs.csv`")
+    parts += ["", f"## Results ({len(runs) - len(failed)} of {len(runs)} runs ok)", "", markdown_table(rows), "",
+              "As LaTeX (booktabs):", "", "```latex", latex_table(rows), "```", ""]
+    if len(noisy):
+        parts += ["### Noise", ""] + [f"- {r.framework} {r.model} {r.comm} {r.layout} {r.timing} {r.ranks} ranks: "
+                                      f"{r.noise_warning}" for r in noisy.itertuples()] + [""]
+    if len(failed):
+        parts += ["### Failed runs", ""] + [f"- {r.framework} {r.model} {r.comm} nodes={r.nodes} "
+                                            f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
+                                            for r in failed.itertuples()] + [""]
+    if model_error:
+        parts += ["## Performance model", "", "```json", json.dumps(model_error, indent=2), "```", ""]
+    parts += ["## Figures", ""]
+    for fig in figures:
+        fig = Path(fig)
+        if fig.suffix == ".png":
+            rel = fig.relative_to(out_path.parent) if fig.is_relative_to(out_path.parent) else fig
+            parts += [f"![{fig.stem}]({rel})", "", f"*{caption(fig.stem)}* (PDF: `{rel.with_suffix('.pdf')}`)", ""]
+    out_path.write_text("\n".join(parts) + "\n")
+    return out_path

@@ -28,4 +28,4 @@ rule allreduce_tables:
     log:
         f"{LOGS}/allreduce_tables.log",
     run:
-        report.write_comm(SWEEPS, output.sweep, output.fit, log[0])
+        steps.write_comm(SWEEPS, output.sweep, output.fit, log[0])

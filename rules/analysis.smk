@@ -11,7 +11,7 @@ rule tidy:
     log:
         f"{LOGS}/tidy.log",
     run:
-        report.write_tables(list(input), output.tidy, output.runs, output.tensors, log[0])
+        steps.write_tables(list(input), output.tidy, output.runs, output.tensors, log[0])
 
 
 rule summary:
@@ -19,22 +19,22 @@ rule summary:
         tidy=f"{RESULTS}/tidy.csv",
         runs=f"{RESULTS}/runs.csv",
     output:
-        f"{RESULTS}/summary.csv",
+        report(f"{RESULTS}/summary.csv", caption="../report/summary.rst", category="Tables"),
     log:
         f"{LOGS}/summary.log",
     run:
-        report.write_summary(input.tidy, input.runs, output[0], log[0])
+        steps.write_summary(input.tidy, input.runs, output[0], log[0])
 
 
 rule figures:
     input:
         f"{RESULTS}/summary.csv",
     output:
-        FIGURES,
+        reported(FIGURES, "Figures"),
     log:
         f"{LOGS}/figures.log",
     run:
-        report.write_figures(input[0], list(output), log[0])
+        steps.write_figures(input[0], list(output), log[0])
 
 
 rule model:
@@ -49,10 +49,25 @@ rule model:
         error=f"{RESULTS}/model_error.json",
         gradients=f"{RESULTS}/gradients.csv",
         extrapolation=f"{RESULTS}/extrapolation.csv",
-        figures=MODEL_FIGURES,
+        figures=reported(MODEL_FIGURES, "Performance model"),
     log:
         f"{LOGS}/model.log",
     params:
         extrapolate=json.dumps(config["extrapolate"], sort_keys=True),
     run:
-        report.write_model(input, output, config["extrapolate"], log[0])
+        steps.write_model(input, output, config["extrapolate"], log[0])
+
+
+rule paper_report:
+    input:
+        summary=f"{RESULTS}/summary.csv",
+        runs=f"{RESULTS}/runs.csv",
+        environment=ENV_RECORD,
+        error=f"{RESULTS}/model_error.json",
+        figures=FIGURES + MODEL_FIGURES,
+    output:
+        f"{RESULTS}/report.md",
+    log:
+        f"{LOGS}/report.log",
+    run:
+        steps.write_report(input, output, config, log[0])

@@ -1,11 +1,12 @@
 # Names shared by the rule files.
 import json
 import sys
+from pathlib import Path
 
 from harness import config as cfg
 from environment import build as env
 from harness import launch
-from analysis import figures, report
+from analysis import figures, steps
 
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
@@ -20,3 +21,9 @@ SWEEPS = {
 }
 FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.FIGURES)
 MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.MODEL_FIGURES)
+
+
+def reported(paths, category):
+    """The PNG ones of `paths` registered for `snakemake --report`, captioned by report/<name>.rst."""
+    return [report(p, caption=f"../report/{Path(p).stem}.rst", category=category) if p.endswith(".png") else p
+            for p in paths]

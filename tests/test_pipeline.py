@@ -67,9 +67,22 @@ def test_tiny_study_end_to_end(tmp_path):
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
 
+    # the paper-ready report and Snakemake's HTML report
+    md = (results / "report.md").read_text()
+    assert "| framework | network | comm |" in md and "\\begin{tabular}" in md and "\\toprule" in md
+    assert md.count("| torch | tinynet |") == 2 and "![throughput](figures/throughput.png)" in md
+    assert "dlscale commit:" in md and "## Performance model" in md
+    html = results / "report.html"
+    proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path), "--report", str(html)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and html.stat().st_size > 10000, proc.stderr[-3000:]
+    text = html.read_text(errors="replace")
+    for name in ("throughput.png", "efficiency.png", "phases.png", "model.png", "extrapolation.png", "summary.csv"):
+        assert name in text, name
+
     # every declared log is written, with an account of the step
     logs = Path(conf["logs"])
-    for name in ("tidy", "summary", "figures", "model", "allreduce_tables"):
+    for name in ("tidy", "summary", "figures", "model", "allreduce_tables", "report"):
         assert "wrote " in (logs / f"{name}.log").read_text(), name
     assert "read 8 runs: 8 ok, 0 failed" in (logs / "tidy.log").read_text()
     tensors = pd.read_csv(results / "tensors.csv")
@@ -77,7 +90,7 @@ def test_tiny_study_end_to_end(tmp_path):
     # the performance model reads the tables alone: without the run folders it gives the same table
     from types import SimpleNamespace
 
-    from analysis import report
+    from analysis import steps
     moved = tmp_path / "runs-away"
     (results / "runs").rename(moved)
     out = tmp_path / "again"
@@ -86,7 +99,7 @@ def test_tiny_study_end_to_end(tmp_path):
     out.mkdir()
     inputs = SimpleNamespace(**{k: results / f"{k}.csv" for k in ("tidy", "runs", "tensors")},
                              sweep=results / "allreduce.csv", fit=results / "allreduce_fit.csv")
-    report.write_model(inputs, outputs, conf["extrapolate"], out / "model.log")
+    steps.write_model(inputs, outputs, conf["extrapolate"], out / "model.log")
     assert pd.read_csv(out / "model.csv").equals(model)
     (moved).rename(results / "runs")
 

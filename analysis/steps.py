@@ -1,0 +1,111 @@
+"""The pipeline's analysis steps (called from rules/analysis.smk and rules/allreduce.smk): each
+reads the input files and writes the output files its rule declares, named by the rule, and writes
+an account of what it read, wrote and found to the rule's declared log."""
+
+import contextlib
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import comm, figures, metrics, model, report, tidy
+
+
+@contextlib.contextmanager
+def logged(path):
+    """Send the step's prints and warnings to its log file (the file is written even when the
+    step fails, with the traceback's cause)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as log, contextlib.redirect_stdout(log), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda msg, cat, file, line, *_: print(f"warning: {cat.__name__}: {msg} ({file}:{line})")
+        try:
+            yield
+        except BaseException as exc:
+            print(f"failed: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            sys.stdout.flush()
+
+
+def _wrote(*paths):
+    for path in paths:
+        print(f"wrote {path}")
+
+
+def write_tables(status_paths, tidy_path, runs_path, tensors_path, log_path):
+    with logged(log_path):
+        table, runs, tensors = tidy.build(status_paths)
+        table.to_csv(tidy_path, index=False)
+        runs.to_csv(runs_path, index=False)
+        tensors.to_csv(tensors_path, index=False)
+        failed = runs[runs["status"] != "ok"] if len(runs) else runs
+        print(f"read {len(status_paths)} runs: {len(runs) - len(failed)} ok, {len(failed)} failed; "
+              f"{len(table)} tidy rows")
+        for r in failed.itertuples():
+            print(f"failed run: {r.framework} {r.model} {r.comm} nodes={r.nodes} rpn={r.ranks_per_node} "
+                  f"repeat={r.repeat}: {r.reasons}")
+        _wrote(tidy_path, runs_path, tensors_path)
+
+
+def write_summary(tidy_path, runs_path, out_path, log_path):
+    with logged(log_path):
+        table = pd.read_csv(tidy_path)
+        status = pd.read_csv(runs_path, keep_default_na=False)
+        runs = metrics.run_table(table)
+        summary = metrics.summarize(runs, status)
+        summary.to_csv(out_path, index=False)
+        print(f"{len(runs)} runs -> {len(summary)} configurations")
+        _wrote(out_path)
+
+
+def write_figures(summary_path, paths, log_path):
+    with logged(log_path):
+        _wrote(*figures.draw_all(pd.read_csv(summary_path), paths))
+
+
+def write_comm(sweeps, sweep_path, fit_path, log_path):
+    """sweeps: {path: (nodes, ranks_per_node)}."""
+    with logged(log_path):
+        table, fits = comm.tables([(path, n, r) for path, (n, r) in sweeps.items()])
+        table.to_csv(sweep_path, index=False)
+        fits.to_csv(fit_path, index=False)
+        print(f"{len(sweeps)} sweeps -> {len(table)} rows, {len(fits)} fits")
+        _wrote(sweep_path, fit_path)
+
+
+def write_model(inputs, outputs, extrapolate, log_path):
+    """inputs: tidy, runs, tensors, sweep, fit; outputs: table (model.csv: measured and predicted
+    communication and iteration time per run), error (model_error.json), gradients (tensors and
+    bytes per framework and model), extrapolation, figures."""
+    with logged(log_path):
+        runs = metrics.run_table(pd.read_csv(inputs.tidy))
+        status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
+        table, bases = model.model_table(runs, status, pd.read_csv(inputs.tensors), pd.read_csv(inputs.sweep),
+                                         pd.read_csv(inputs.fit))
+        error = model.model_error(table)
+        table.to_csv(outputs.table, index=False)
+        with open(outputs.error, "w") as fh:
+            json.dump(error, fh, indent=2)
+        print(f"model error: {json.dumps(error)}")
+        grads = status[status["status"] == "ok"].dropna(subset=["grad_bytes"])
+        (grads.groupby(["framework", "model"], as_index=False)[["grad_tensors", "grad_bytes"]].first()
+         .astype({"grad_tensors": int, "grad_bytes": int}).to_csv(outputs.gradients, index=False))
+        ext = model.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
+        ext.to_csv(outputs.extrapolation, index=False)
+        _wrote(outputs.table, outputs.error, outputs.gradients, outputs.extrapolation,
+               *figures.model_fit(table, error, outputs.figures), *figures.extrapolation(ext, outputs.figures))
+
+
+def write_report(inputs, output, config, log_path):
+    """results/report.md (analysis/report.py) from the summary, runs, environment record, model
+    error and figures."""
+    with logged(log_path):
+        summary = pd.read_csv(inputs.summary)
+        runs = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
+        environment = json.loads(Path(inputs.environment).read_text())
+        error = json.loads(Path(inputs.error).read_text())
+        _wrote(report.write(summary, runs, environment, error, list(inputs.figures), config, output[0]))
+

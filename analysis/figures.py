@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from harness.records import PHASES  # noqa: E402
+from harness.vocabulary import BASELINE_KEYS, PHASES  # noqa: E402
 
 # The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
 FIGURES = ("throughput", "efficiency", "phases")
@@ -55,17 +55,35 @@ def _save(fig, paths, name):
     return paths
 
 
+def lines(summary):
+    """[(label, rows)]: one line per configuration but its rank count, never two configurations in
+    one point. Where the same rank count comes from two placements (1 node x 2 ranks and 2 nodes x
+    1 rank), each ranks-per-node is a line of its own; a setting that varies within the study (batch,
+    input, threads, precision) is named in the label."""
+    keys = [k for k in BASELINE_KEYS if k != "model"]
+    varying = [k for k in keys[4:] if summary[k].nunique() > 1]
+    out = []
+    for key, g in summary.groupby(keys, sort=True):
+        split = g["ranks"].duplicated().any()
+        for rpn, h in (g.groupby("ranks_per_node") if split else [(None, g)]):
+            named = dict(zip(keys, key))
+            label = f"{named['framework']} ({named['comm']}, {named['layout']}, {named['timing']})"
+            label += "".join(f", {k} {named[k]}" for k in varying)
+            label += f", {rpn} per node" if split else ""
+            out.append((label, h.sort_values("ranks")))
+    return out
+
+
 def _line_figure(summary, column, ylabel, title, ideal=None):
     ok = summary[summary["repeats_ok"] > 0]
     fig, panels = _panels(ok, sharey=False)
     for model, ax in panels.items():
-        for (fw, comm, layout, timing), g in ok[ok["model"] == model].groupby(["framework", "comm", "layout", "timing"]):
-            g = g.groupby("ranks", as_index=False).first().sort_values("ranks")
+        for label, g in lines(ok[ok["model"] == model]):
             yerr = [g[column] - g[f"{column}_ci_lo"], g[f"{column}_ci_hi"] - g[column]] \
                 if f"{column}_ci_lo" in g else None
+            fw, comm = g["framework"].iloc[0], g["comm"].iloc[0]
             ax.errorbar(g["ranks"], g[column], yerr=yerr, marker="o", capsize=3,
-                        color=FRAMEWORK_COLOURS.get(fw), linestyle=COMM_STYLES.get(comm, "-"),
-                        label=f"{fw} ({comm}, {layout}, {timing})")
+                        color=FRAMEWORK_COLOURS.get(fw), linestyle=COMM_STYLES.get(comm, "-"), label=label)
         if ideal is not None:
             ranks = sorted(ok["ranks"].unique())
             ax.plot(ranks, [ideal(r) for r in ranks], color="grey", linestyle=":", label="ideal")
@@ -99,8 +117,8 @@ def phases(summary, paths):
     ok = summary[summary["repeats_ok"] > 0]
     fig, panels = _panels(ok, sharey=False)
     for model, ax in panels.items():
-        g = ok[ok["model"] == model].sort_values(["framework", "comm", "layout", "timing", "ranks"])
-        labels = [f"{r.framework}\n{r.comm}\n{r.timing}\n{r.ranks}r" for r in g.itertuples()]
+        g = ok[ok["model"] == model].sort_values(["framework", "comm", "layout", "timing", "ranks", "nodes"])
+        labels = [f"{r.framework}\n{r.comm}\n{r.timing}\n{r.nodes}x{r.ranks_per_node}" for r in g.itertuples()]
         bottom = [0.0] * len(g)
         for phase in PHASES:
             values = g[f"{phase}_s"].fillna(0).tolist()

@@ -115,3 +115,20 @@ def test_noisy_configurations_are_flagged():
     noisy = dict(zip(summary["ranks"], summary["noise_warning"]))
     assert noisy[1].startswith("run-to-run CV of iteration time 20.0%") and noisy[2] == ""
     assert summary.set_index("ranks")["iteration_s_cv"][2] == pytest.approx(0.02)
+
+
+def test_figure_lines_never_merge_two_configurations():
+    from analysis import figures
+
+    rows = []
+    for nodes, rpn in [(1, 1), (1, 2), (2, 1), (2, 2)]:
+        for batch in (8, 16):
+            rows.append({"framework": "torch", "model": "m", "comm": "overlap", "layout": "best", "timing": "native",
+                         "nodes": nodes, "ranks_per_node": rpn, "ranks": nodes * rpn, "batch_size": batch,
+                         "image_size": 64, "classes": 10, "threads_per_rank": 1, "precision": "fp32"})
+    summary = pd.DataFrame(rows)
+    got = figures.lines(summary)
+    assert sum(len(g) for _, g in got) == len(summary)  # every configuration drawn
+    assert all(not g["ranks"].duplicated().any() for _, g in got)  # no point is two configurations
+    assert sorted(label for label, _ in got) == sorted([
+        f"torch (overlap, best, native), batch_size {b}, {r} per node" for b in (8, 16) for r in (1, 2)])

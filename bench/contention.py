@@ -1,0 +1,123 @@
+"""Benchmark (not a test): why two ranks on one node compute slower than one.
+
+Per framework and model, three things in rotating order, several trials, all in `phased` timing so
+that each iteration's compute (forward + backward + update) is measured between waits:
+- alone: one 1-rank run;
+- pair: two independent 1-rank runs started together (two mpirun -np 1; no MPI between them, no
+  Horovod communication): what two processes sharing the node's cores, caches and memory cost;
+- ranks2: one 2-rank run (MPI and Horovod's background threads, allreduces).
+Prints per configuration the median over trials of pair/alone and ranks2/alone compute time with
+their spread. If ranks2 ~ pair, the slowdown is the machine's (two processes at once), not the
+harness's or MPI's. Writes bench/results/contention.csv.
+
+  .venv/bin/python bench/contention.py [--framework torch tensorflow mxnet] [--model resnet50 alexnet]
+      [--batch-size 8] [--image-size 64] [--iterations 10] [--trials 5]
+"""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import launch, launchers  # noqa: E402
+from harness.records import parse_file  # noqa: E402
+from harness.vocabulary import records_name  # noqa: E402
+from overhead import machine  # noqa: E402
+
+KINDS = ("alone", "pair", "ranks2")
+COMPUTE = ("forward_s", "backward_s", "update_s")
+
+
+def compute_s(folder, ranks):
+    """Mean over measured iterations of the slowest rank's forward + backward + update."""
+    per_it = {}
+    for rank in range(ranks):
+        recs, errors = parse_file(Path(folder) / records_name(rank))
+        if errors:
+            sys.exit(f"{folder}: {errors[0]}")
+        for r in recs:
+            if r["kind"] == "step" and not r["warmup"]:
+                per_it[r["iteration"]] = max(per_it.get(r["iteration"], 0), sum(r[k] for k in COMPUTE))
+    return statistics.mean(per_it.values())
+
+
+def start(spec, folder, ranks, env):
+    import subprocess
+
+    folder.mkdir(parents=True)
+    (folder / "spec.json").write_text(json.dumps({**spec, "ranks_per_node": ranks, "out_dir": str(folder)}))
+    argv = launchers.mpirun_argv(["localhost"], ranks, {"name": "mpirun", "bind_to": "none"},
+                                 launch.workload_command(sys.executable, folder / "spec.json"), env,
+                                 as_root=os.geteuid() == 0)
+    log = open(folder.parent / f"{folder.name}.log", "w")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def trial(kind, spec, out, env):
+    """Compute seconds per iteration of one trial of `kind`."""
+    if kind == "alone":
+        procs, folders, ranks = [start(spec, out / "a", 1, env)], [out / "a"], 1
+    elif kind == "pair":
+        procs = [start({**spec, "seed": s}, out / f"p{s}", 1, env) for s in (0, 1)]
+        folders, ranks = [out / "p0", out / "p1"], 1
+    else:
+        procs, folders, ranks = [start(spec, out / "r2", 2, env)], [out / "r2"], 2
+    if any(p.wait() != 0 for p in procs):
+        sys.exit(f"{kind} failed; see the logs in {out}")
+    return statistics.mean(compute_s(f, ranks) for f in folders)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--framework", nargs="+", default=["torch", "tensorflow", "mxnet"])
+    ap.add_argument("--model", nargs="+", default=["resnet50", "alexnet"])
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "contention.csv"))
+    args = ap.parse_args()
+    env = launch.rank_env({"threads_per_rank": 1, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for framework in args.framework:
+            for model in args.model:
+                spec = {"framework": framework, "model": model, "comm": "overlap", "layout": "best",
+                        "timing": "phased", "nodes": 1, "batch_size": args.batch_size, "image_size": args.image_size,
+                        "classes": 1000, "threads_per_rank": 1, "precision": "fp32", "device": "cpu", "repeat": 0,
+                        "warmup": args.warmup, "iterations": args.iterations, "profile_iterations": 0,
+                        "autotune": True, "tf32": False, "lr": 0.01, "momentum": 0.9, "seed": 0}
+                got = {k: [] for k in KINDS}
+                for t in range(args.trials):
+                    for kind in KINDS[t % 3:] + KINDS[:t % 3]:
+                        got[kind].append(trial(kind, spec, Path(tmp) / f"{framework}_{model}_{t}_{kind}", env))
+                for kind in ("pair", "ranks2"):
+                    ratios = [a / b for a, b in zip(got[kind], got["alone"])]
+                    rows.append({"framework": framework, "model": model, "kind": kind,
+                                 "ratio_to_alone": round(statistics.median(ratios), 4),
+                                 "ratio_min": round(min(ratios), 4), "ratio_max": round(max(ratios), 4),
+                                 "alone_compute_s": round(statistics.median(got["alone"]), 5),
+                                 "trials": args.trials, "batch_size": args.batch_size, "image_size": args.image_size,
+                                 "machine": machine()})
+                    r = rows[-1]
+                    print(f"{framework} {model} {kind}/alone compute: median {r['ratio_to_alone']:.3f} "
+                          f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f})", flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -96,7 +96,7 @@ def _line_figure(summary, column, ylabel, title, ideal=None):
     first.set_ylabel(ylabel)
     if first.get_legend_handles_labels()[0]:
         first.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=9)
     return fig
 
 
@@ -108,7 +108,7 @@ def throughput(summary, paths):
 
 def efficiency(summary, paths):
     fig = _line_figure(summary, "efficiency", "throughput(N) / (N x throughput(1))",
-                       "Weak-scaling efficiency (95% CI: ratio of means, delta method)", ideal=lambda r: 1.0)
+                       "Weak-scaling efficiency (95% CI, delta method)", ideal=lambda r: 1.0)
     return _save(fig, paths, "efficiency")
 
 

@@ -132,8 +132,7 @@ def phases(summary, paths):
     first.set_ylabel("mean time per iteration (s)")
     if first.get_legend_handles_labels()[0]:
         first.legend(fontsize=7)
-    fig.suptitle("Where an iteration's time goes (mean over ranks, iterations, repeats; native runs: from the "
-                 "traced iterations, comm = exposed communication)", fontsize=9)
+    fig.suptitle("Time per iteration by phase (native runs: from traces; comm = exposed)", fontsize=9)
     return _save(fig, paths, "phases")
 
 

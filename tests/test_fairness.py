@@ -132,17 +132,6 @@ def test_classification_per_framework():
     assert trace.classify("torch", ev("dlscale:io")) == "io"
 
 
-def test_gpu_waits_on_the_compute_stream_only():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU on this machine (CI never has one); the GPU timing is checked where one is")
-    from workloads import torch_trainer
-
-    import inspect
-    source = inspect.getsource(torch_trainer.Trainer.sync)
-    assert "current_stream" in source and "torch.cuda.synchronize" not in source
-
-
 def test_gpu_phases_are_when_the_device_runs_the_work():
     """On the GPU the host queues a kernel long before it runs: the kernel counts for the phase of
     the host operation that launched it (correlation id), at the time the device runs it."""

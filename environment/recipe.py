@@ -24,6 +24,7 @@ TOOL_PINS = {
     # pandas < 3: the newest Slurm executor plugin that accepts numpy 1.26 (2.6.1) wants pandas < 3.
     "pandas": "2.3.3",
     "matplotlib": "3.11.2",
+    "seaborn": "0.13.2",
     "scipy": "1.17.1",
     "jsonschema": "4.26.0",
     "pyyaml": "6.0.3",

@@ -128,7 +128,7 @@ def test_figure_lines_never_merge_two_configurations():
                          "image_size": 64, "classes": 10, "threads_per_rank": 1, "precision": "fp32"})
     summary = pd.DataFrame(rows)
     got = figures.lines(summary)
-    assert sum(len(g) for _, g in got) == len(summary)  # every configuration drawn
-    assert all(not g["ranks"].duplicated().any() for _, g in got)  # no point is two configurations
-    assert sorted(label for label, _ in got) == sorted([
-        f"torch (overlap, best, native), batch_size {b}, {r} per node" for b in (8, 16) for r in (1, 2)])
+    assert len(got) == len(summary)  # every configuration drawn
+    assert not got.duplicated(["model", "framework", "setting", "ranks"]).any()  # no point is two configurations
+    assert sorted(got["setting"].unique()) == sorted(
+        f"overlap, best, native, batch_size {b}, {r} per node" for b in (8, 16) for r in (1, 2))

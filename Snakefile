@@ -34,8 +34,17 @@ localrules:
     paper_report,
 
 
+# Ctrl-C, SIGTERM or SIGHUP to snakemake stops the MPI job in flight at once (harness/rule.py).
+onstart:
+    rule_process.forward_signals()
+
+
+# The runs and sweeps are targets themselves: one left incomplete (interrupted, or its status.json
+# removed) is redone by the next `snakemake`, and the tables after it, even when the tables exist.
 rule all:
     input:
+        RUNS,
+        list(SWEEPS),
         f"{RESULTS}/tidy.csv",
         f"{RESULTS}/summary.csv",
         f"{RESULTS}/allreduce_fit.csv",

@@ -11,7 +11,9 @@ per measured iteration (timeline_comm_s, timeline_ops), and the fusion settings 
 tensors.csv: one row per successful run x gradient tensor (rank 0): its bytes and, where the
 framework reports it (PyTorch's backward hooks, overlap mode), the median time from the start of
 backward until it was complete (ready_s): what the performance model replays.
-A malformed record line stops the table with the file and line named; a failed run's records are
+A run folder in any state gives its row: one whose files cannot be read (no spec, missing or
+garbled records, a missing rank, an unreadable timeline or trace) is a failed row naming the file
+and what is wrong with it, and the rest of the study's tables are made. A failed run's records are
 left out of tidy.csv (its status row says why) but stay on disk.
 """
 
@@ -20,10 +22,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.records import PHASES, RecordError, parse_file
+from harness.config import run_from_path
+from harness.records import PHASES, parse_file
 from analysis import trace
-from harness.vocabulary import (CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS, SPEC, TIMELINE, records_name,
-                                trace_name)
+from harness.vocabulary import (CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS, SPEC, STATUS, TIMELINE,
+                                records_name, trace_name)
 from harness.timeline import timeline_comm
 
 TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "profiled", "source", "phase", "seconds"]
@@ -58,32 +61,70 @@ def _provenance_row(run_rec):
     }
 
 
+class RunFilesError(ValueError):
+    """A run folder whose files cannot be read as a run's."""
+
+
+def _identity(status, status_path):
+    """The run's identity from its status.json, or failing that from its place in the results tree."""
+    if all(k in status for k in RUN_KEYS):
+        return {k: status[k] for k in RUN_KEYS}
+    return {k: status.get(k) for k in RUN_KEYS} | run_from_path(Path(status_path).parent)
+
+
 def read_run(status_path):
-    """(status row, tidy rows, tensor rows) of one run folder."""
+    """(status row, tidy rows, tensor rows) of one run folder, whatever state it was left in."""
     run_dir = Path(status_path).parent
-    status = json.loads(Path(status_path).read_text())
-    spec = json.loads((run_dir / SPEC).read_text())
-    identity = {k: spec[k] for k in RUN_KEYS}
-    row = {**identity, "status": status["status"], "reasons": "; ".join(status["reasons"]),
+    try:
+        status = json.loads(Path(status_path).read_text())
+        reasons = status["reasons"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        status, reasons = {}, [f"{STATUS} unreadable: {exc}"]
+    row = {**_identity(status, status_path), "status": status.get("status", "failed"), "reasons": "; ".join(reasons),
            "elapsed_s": status.get("elapsed_s"), "run_dir": str(run_dir)}
+    if not status:
+        row["status"] = "failed"
+        return row, [], []
+    try:
+        rows, tensors = _read_files(run_dir, row)
+    except RunFilesError as exc:
+        row.update(status="failed", reasons="; ".join(filter(None, [row["reasons"], str(exc)])))
+        return row, [], []
+    return row, rows, tensors
+
+
+def _read_files(run_dir, row):
+    """The tidy and tensor rows of a run folder's records, traces and timeline; adds provenance to
+    `row`. Raises RunFilesError naming the file that cannot be read (for an ok run) and why."""
+    if not (run_dir / SPEC).is_file():
+        raise RunFilesError(f"no {SPEC} in the run folder")
+    try:
+        spec = json.loads((run_dir / SPEC).read_text())
+        size = spec["nodes"] * spec["ranks_per_node"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RunFilesError(f"{SPEC} unreadable: {exc}") from None
+    identity = {k: row[k] for k in RUN_KEYS}
+    ok = row["status"] == "ok"
     rows, tensors = [], []
-    size = spec["nodes"] * spec["ranks_per_node"]
     for rank in range(size):
         path = run_dir / records_name(rank)
         if not path.exists():
+            if ok:
+                raise RunFilesError(f"rank {rank} has no records ({path.name} is missing)")
             continue
         records, errors = parse_file(path)
-        if errors:
-            raise RecordError("; ".join(errors))
+        if errors and ok:
+            raise RunFilesError(f"{len(errors)} malformed record line(s), first: {errors[0]}")
         run_rec = next((r for r in records if r["kind"] == "run"), None)
         if rank == 0 and run_rec:
             row.update(_provenance_row(run_rec))
-        if status["status"] != "ok":
+        if not ok:
             continue
         if rank == 0 and run_rec:
             tensors = _tensor_rows(identity, run_rec, next((r for r in records if r["kind"] == "end"), {}))
         if rank == 0 and (run_dir / TIMELINE).exists():
-            row["timeline_comm_s"], row["timeline_ops"] = timeline_comm(run_dir / TIMELINE, spec["iterations"])
+            row["timeline_comm_s"], row["timeline_ops"] = _readable(
+                TIMELINE, lambda: timeline_comm(run_dir / TIMELINE, spec["iterations"]))
         host = run_rec["host"] if run_rec else ""
         for rec in records:
             if rec["kind"] != "step":
@@ -93,13 +134,21 @@ def read_run(status_path):
             for phase in [p for p in PHASES if f"{p}_s" in rec] + ["wall"]:
                 rows.append({**base, "phase": phase, "seconds": rec[f"{phase}_s"]})
         if (run_dir / trace_name(rank)).exists():
-            framework, events = trace.read(run_dir / trace_name(rank))
-            for (_, iteration), phases in sorted(trace.derive(framework, events).items()):
+            derived = _readable(trace_name(rank), lambda: trace.derive(*trace.read(run_dir / trace_name(rank))))
+            for (_, iteration), phases in sorted(derived.items()):
                 base = {**identity, "rank": rank, "host": host, "iteration": iteration, "warmup": False,
                         "profiled": True, "source": "trace"}
                 for phase in PHASES + trace.EXTRA:
                     rows.append({**base, "phase": phase, "seconds": phases[f"{phase}_s"]})
-    return row, rows, tensors
+    return rows, tensors
+
+
+def _readable(name, read):
+    """read(), or RunFilesError naming the file when its contents are not what they should be."""
+    try:
+        return read()
+    except Exception as exc:  # a corrupt JSON or gzip file fails in many ways; each is named
+        raise RunFilesError(f"{name} unreadable: {type(exc).__name__}: {exc}") from None
 
 
 def _tensor_rows(identity, run_rec, end_rec):

@@ -11,7 +11,13 @@ their spread. If ranks2 ~ pair, the slowdown is the machine's (two processes at 
 harness's or MPI's. Writes bench/results/contention.csv.
 
   .venv/bin/python bench/contention.py [--framework torch tensorflow mxnet] [--model resnet50 alexnet]
-      [--batch-size 8] [--image-size 64] [--iterations 10] [--trials 5]
+      [--batch-size 8] [--image-size 64] [--iterations 10] [--trials 5] [--comm sequential]
+      [--env HOROVOD_CYCLE_TIME=5 ...]
+
+With `--comm sequential` (the default) the 2-rank run's allreduces happen after the update's wait,
+outside the compute phases, so compute is compared with compute; with `--comm overlap` backward
+also carries the allreduces' own CPU work (fusion copies and the reduction), which is no contention
+but communication. `--env` adds variables to the ranks' environment (the study's launcher.env).
 """
 
 import argparse
@@ -83,14 +89,17 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--comm", default="sequential", choices=["sequential", "overlap"])
+    ap.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "contention.csv"))
     args = ap.parse_args()
-    env = launch.rank_env({"threads_per_rank": 1, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
+    extra = dict(item.split("=", 1) for item in args.env)
+    env = launch.rank_env({"threads_per_rank": 1, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1, **extra}}})
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.framework:
             for model in args.model:
-                spec = {"framework": framework, "model": model, "comm": "overlap", "layout": "best",
+                spec = {"framework": framework, "model": model, "comm": args.comm, "layout": "best",
                         "timing": "phased", "nodes": 1, "batch_size": args.batch_size, "image_size": args.image_size,
                         "classes": 1000, "threads_per_rank": 1, "precision": "fp32", "device": "cpu", "repeat": 0,
                         "warmup": args.warmup, "iterations": args.iterations, "profile_iterations": 0,
@@ -105,6 +114,7 @@ def main():
                                  "ratio_to_alone": round(statistics.median(ratios), 4),
                                  "ratio_min": round(min(ratios), 4), "ratio_max": round(max(ratios), 4),
                                  "alone_compute_s": round(statistics.median(got["alone"]), 5),
+                                 "comm": args.comm, "env": " ".join(args.env),
                                  "trials": args.trials, "batch_size": args.batch_size, "image_size": args.image_size,
                                  "machine": machine()})
                     r = rows[-1]

@@ -4,6 +4,10 @@
   env path                                  print the environment's folder (exit 1 if not built)
   check-config CONFIG                       validate a study config and its hostfile
   launch CONFIG KEY=VALUE...                run one run of the study by hand (framework=torch ...)
+  retry [--configfile F] [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
+                                            redo the study's failed runs (all, or those matching every
+                                            KEY=VALUE, e.g. framework=mxnet model=alexnet) and the
+                                            tables after them: snakemake --forcerun on their status.json
   emulate run --nodes N [--rate-mbit R] [--delay-ms D] [--slots S] -- COMMAND...
                                             make an emulated cluster, run COMMAND (e.g. mpirun ...)
                                             in its node 0 with $DLSCALE_HOSTFILE, then remove it
@@ -59,9 +63,55 @@ def cmd_launch(args):
         if key not in run:
             raise cfg.ConfigError(f"unknown run key {key!r}; known: {', '.join(run)}")
         run[key] = int(value) if isinstance(run[key], int) else value
-    status = launch.launch(conf, run, env.load_record(env.build()))
+    from harness.execution import Interrupted, interruptible
+
+    try:
+        with interruptible():
+            status = launch.launch(conf, run, env.load_record(env.build()))
+    except Interrupted as exc:
+        print(f"run {exc}: its MPI job was stopped and the run left incomplete", file=sys.stderr)
+        return 128 + exc.signum
     print(json.dumps(status, indent=2))
     return 0 if status["status"] == "ok" else 1
+
+
+def cmd_retry(args):
+    import subprocess
+
+    import pandas as pd
+
+    from harness import config as cfg
+    from harness.vocabulary import STATUS
+
+    conf = cfg.load(args.configfile)
+    wanted = dict(item.partition("=")[::2] for item in args.set)
+    unknown = set(wanted) - set(cfg.matrix(conf)[0])
+    if unknown:
+        raise cfg.ConfigError(f"unknown run key(s) {sorted(unknown)}; known: {', '.join(cfg.matrix(conf)[0])}")
+    root = Path(__file__).resolve().parent.parent  # where snakemake runs: relative folders are from here
+    results = root / conf.get("results", "results")
+    failed_in_table = set()
+    if (results / "runs.csv").is_file():
+        table = pd.read_csv(results / "runs.csv", keep_default_na=False)
+        failed_in_table = {str(Path(d).resolve()) for d in table.loc[table["status"] != "ok", "run_dir"]}
+    redo = []
+    for run in cfg.matrix(conf):
+        if any(str(run[k]) != v for k, v in wanted.items()):
+            continue
+        path = results / "runs" / cfg.run_path(run) / STATUS
+        try:
+            failed = json.loads(path.read_text())["status"] != "ok"
+        except (OSError, ValueError, KeyError):
+            continue  # not done yet: the next snakemake run does it anyway
+        if failed or str(path.parent.resolve()) in failed_in_table:
+            redo.append(str(path))
+    if not redo:
+        print("no failed runs" + (f" matching {' '.join(args.set)}" if args.set else ""))
+        return 0
+    print(f"redoing {len(redo)} failed run(s):", *redo, sep="\n  ")
+    argv = [sys.executable, "-m", "snakemake", "--cores", "all", "--configfile", str(Path(args.configfile).resolve()),
+            *args.command, "--forcerun", *redo]
+    return subprocess.run(argv, cwd=root).returncode
 
 
 def cmd_emulate(args):
@@ -118,6 +168,10 @@ def main(argv=None):
     p.add_argument("config")
     p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="run keys differing from the first run")
     p.set_defaults(fn=cmd_launch)
+    p = sub.add_parser("retry", help="redo failed runs and the tables after them")
+    p.add_argument("--configfile", default="config/config.yaml")
+    p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="only runs with these keys")
+    p.set_defaults(fn=cmd_retry)
     p = sub.add_parser("emulate", help="emulated multi-node clusters (network namespaces)")
     p.add_argument("action", choices=["run", "up", "down", "list"])
     p.add_argument("name", nargs="?", default="cli", help="cluster name for up/down (default: cli)")

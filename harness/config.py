@@ -160,6 +160,18 @@ def run_path(run):
     return RUN_PATTERN.format(**run)
 
 
+def run_from_path(run_dir):
+    """The run identity a run folder's place in the results tree gives (its last path parts)."""
+    names = re.findall(r"\{(\w+)\}", RUN_PATTERN)
+    pattern = re.escape(RUN_PATTERN)
+    for name in names:
+        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>[^/]+)")
+    found = re.search(pattern + "$", Path(run_dir).as_posix())
+    if not found:
+        raise ValueError(f"{run_dir} is not a run folder ({RUN_PATTERN})")
+    return run_from_wildcards(found.groupdict())
+
+
 def run_from_wildcards(wildcards):
     """A run identity from the results tree's wildcards (counts become ints)."""
     return {k: (str(wildcards[k]) if k in WORD_KEYS else int(wildcards[k]))

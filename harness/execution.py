@@ -6,6 +6,8 @@ import os
 import shutil
 import signal
 import subprocess
+import time
+from pathlib import Path
 
 from harness import config as cfg
 from harness import emulate
@@ -58,22 +60,91 @@ def job_failure(rc, timed_out, timeout_s, launcher="mpirun"):
     return None
 
 
+class Interrupted(BaseException):
+    """A signal (SIGTERM, SIGINT, SIGHUP) asked this process to stop. A BaseException, so that no
+    `except Exception` swallows it on the way out of the MPI job and the emulated cluster."""
+
+    def __init__(self, signum):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+GRACE_S = 4  # after SIGTERM, this long before SIGKILL: a stopped job is gone within 10 s
+
+
+@contextlib.contextmanager
+def interruptible():
+    """In the main thread: SIGTERM, SIGINT and SIGHUP raise `Interrupted`, so that the MPI job in
+    flight is stopped whole (`execute`) and an emulated cluster torn down (`job`) on the way out."""
+    def raise_interrupted(signum, _frame):
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, raise_interrupted) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def die_with_parent(parent_pid):
+    """Have the kernel send this process SIGTERM when the thread that started it dies (Linux), so
+    that a killed pipeline never leaves its MPI job running. Exits if that parent is already gone."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        raise Interrupted(signal.SIGTERM)
+
+
+def session_members(sid):
+    """Pids of the processes in session `sid` (from /proc): mpirun puts each local rank in a process
+    group of its own, but they stay in the session the job was started in."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                members.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return members
+
+
+def _kill_session(sid, sig):
+    for pid in session_members(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _stop(proc):
+    """Stop the job: SIGTERM to every process of its session (mpirun passes it on to remote ranks),
+    then after GRACE_S SIGKILL to whatever is left of it."""
+    _kill_session(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=GRACE_S)
+    deadline = time.time() + GRACE_S
+    while session_members(proc.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    _kill_session(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def execute(argv, log_path, timeout_s, env=None):
-    """Run argv in a new process group; kill the whole group on timeout. Returns (rc, timed_out)."""
+    """Run argv in a new process group; stop the whole group on timeout, or when this process is
+    interrupted (then `Interrupted` propagates). Returns (rc, timed_out)."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
-            return proc.wait(timeout=timeout_s), False
+            rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            _stop(proc)
             return proc.returncode, True
+        except BaseException:
+            _stop(proc)
+            raise
+        _kill_session(proc.pid, signal.SIGKILL)  # ranks left behind by an mpirun that was killed
+        return rc, False

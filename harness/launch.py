@@ -4,7 +4,10 @@ A run's spec and rank environment are made here; the job's argv comes from harne
 (`launcher.name` picks one), its process from harness/execution.py (own process group, time
 limit, killed whole), and its correctness from harness/checks.py (missing ranks, missing phases,
 non-finite loss, ranks whose weights disagree after training). The outcome, good or bad, is
-written to ``status.json``; a failed run never stops the study.
+written to ``status.json`` (and to ``attempt.json``, which stays with the attempt when the run is
+redone: Snakemake deletes status.json first); a failed run never stops the study. An interrupted
+run writes attempt.json only, so that it counts as not done. Redoing a run or sweep first moves its
+earlier files and log to a new folder under the attempts folder: nothing measured is deleted.
 """
 
 import json
@@ -13,11 +16,11 @@ import time
 from pathlib import Path
 
 from harness import config as cfg
-from harness import emulate
+from harness import emulate, rule
 from harness.checks import check_run, first_error
-from harness.execution import LaunchError, execute, job, job_failure
+from harness.execution import Interrupted, LaunchError, execute, job, job_failure
 from harness.records import IDENTITY
-from harness.vocabulary import SPEC, STATUS
+from harness.vocabulary import ATTEMPT, RUN_KEYS, SPEC, STATUS
 
 WORKLOAD = ["-m", "workloads.train"]
 
@@ -62,18 +65,41 @@ def rank_env(config):
     return env
 
 
-def _keep_previous(run_dir, attempts_root):
-    """Move an earlier attempt's files out of the way (never delete measured data)."""
-    if run_dir.exists() and any(run_dir.iterdir()):
-        dest = attempts_root / time.strftime("%Y%m%dT%H%M%S")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(run_dir), str(dest))
-    run_dir.mkdir(parents=True, exist_ok=True)
+def _write_json(path, obj):
+    """Write whole or not at all (a signal mid-write leaves no half file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    tmp.replace(path)
 
 
 def _fresh_log(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("")
+
+
+def _new_attempt(attempts_root):
+    """A new, empty-named folder under attempts_root for an earlier attempt's files."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    dest, n = Path(attempts_root) / stamp, 1
+    while dest.exists():
+        n += 1
+        dest = Path(attempts_root) / f"{stamp}-{n}"
+    return dest
+
+
+def _keep_previous(run_dir, log_path, attempts_root):
+    """Move an earlier attempt's folder and log to a new attempts folder (its attempt.json becomes
+    status.json there), then leave run_dir empty and the log new. Nothing is deleted."""
+    if run_dir.exists() and any(run_dir.iterdir()):
+        dest = _new_attempt(attempts_root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(run_dir), str(dest))
+        if (dest / ATTEMPT).exists():
+            (dest / ATTEMPT).replace(dest / STATUS)
+        if log_path.exists():
+            shutil.move(str(log_path), str(dest / "launch.log"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _fresh_log(log_path)
 
 
 def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
@@ -85,8 +111,7 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
         run_dir, log_path, attempts_root = cfg.run_files(config, run)
     else:
         run_dir, log_path, attempts_root = Path(status_path).parent, Path(log_path), Path(attempts_root)
-    _keep_previous(run_dir, attempts_root)
-    _fresh_log(log_path)
+    _keep_previous(run_dir, log_path, attempts_root)
     spec = run_spec(config, run, run_dir.resolve())
     spec_path = run_dir / SPEC
     started = time.time()
@@ -104,11 +129,16 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
         argv, rc, failure = [], None, f"emulated cluster: {exc}"
     except LaunchError as exc:
         argv, rc, failure = [], None, str(exc)
+    except Interrupted as exc:
+        status = {**{k: spec[k] for k in RUN_KEYS}, **run, "status": "interrupted", "reasons": [str(exc)], "elapsed_s": round(time.time() - started, 3),
+                  "log": str(log_path)}
+        _write_json(run_dir / ATTEMPT, status)
+        raise
     size = run["nodes"] * run["ranks_per_node"]
     problems, _ = check_run(run_dir, size, traced=run["timing"] == "native" and config["profile_iterations"] > 0)
     if failure:
         problems.insert(0, failure)
-    status = {**run, "status": "failed" if problems else "ok", "reasons": problems, "returncode": rc,
+    status = {**{k: spec[k] for k in RUN_KEYS}, **run, "status": "failed" if problems else "ok", "reasons": problems, "returncode": rc,
               "elapsed_s": round(time.time() - started, 3), "argv": argv, "log": str(log_path)}
     if problems:
         text = log_path.read_text(errors="replace")
@@ -116,18 +146,26 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
         if error:
             problems.insert(1 if failure else 0, f"first error: {error}")
         status["log_tail"] = text.splitlines()[-20:]
-    (run_dir / STATUS).write_text(json.dumps(status, indent=2) + "\n")
+    _write_json(run_dir / ATTEMPT, status)
+    _write_json(run_dir / STATUS, status)
     return status
 
 
-def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path):
+def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root):
     """Run the allreduce sweep (harness.allreduce) on the run's hosts and ranks.
 
-    A sweep that fails leaves one line in `out_path` saying why, so the study goes on.
+    A sweep that fails leaves one line in `out_path` saying why, so the study goes on. An earlier
+    sweep's output and log are kept under attempts_root first.
     """
     from harness.allreduce import SCHEMA
 
     out_path, log_path = Path(out_path), Path(log_path)
+    if out_path.exists() or log_path.exists():
+        dest = _new_attempt(attempts_root)
+        dest.mkdir(parents=True)
+        for path in (out_path, log_path):
+            if path.exists():
+                shutil.move(str(path), str(dest / path.name))
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _fresh_log(log_path)
     command = [env_record["python"], "-m", "harness.allreduce", str(out_path.resolve()),
@@ -147,13 +185,14 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
 
 
 def run_rule(config, wildcards, input, output, log, params):
-    """The pipeline's `run` rule (rules/runs.smk): the run its wildcards name, with its declared files."""
-    return launch(config, cfg.run_from_wildcards(wildcards), json.loads(Path(input.env).read_text()), output[0],
-                  log[0], params.attempts)
+    """The pipeline's `run` rule (rules/runs.smk): the run its wildcards name, with its declared
+    files, in a process of its own that stops the MPI job on a signal (harness/rule.py)."""
+    rule.in_own_process("run", config=dict(config), run=cfg.run_from_wildcards(wildcards), env_record=input.env,
+                        status=output[0], log=log[0], attempts=params.attempts)
 
 
-def sweep_rule(config, wildcards, input, output, log):
-    """The pipeline's `allreduce` rule (rules/allreduce.smk), with its declared files."""
-    sweep_allreduce(config, int(wildcards.nodes), int(wildcards.ranks_per_node),
-                    json.loads(Path(input.env).read_text()), output[0], log[0])
-
+def sweep_rule(config, wildcards, input, output, log, params):
+    """The pipeline's `allreduce` rule (rules/allreduce.smk), with its declared files, likewise."""
+    rule.in_own_process("sweep", config=dict(config), nodes=int(wildcards.nodes),
+                        ranks_per_node=int(wildcards.ranks_per_node), env_record=input.env, output=output[0],
+                        log=log[0], attempts=params.attempts)

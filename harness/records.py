@@ -88,5 +88,5 @@ def parse_lines(lines, source="<records>"):
 
 
 def parse_file(path):
-    with open(path) as fh:
+    with open(path, errors="replace") as fh:  # bytes that are not UTF-8 become malformed lines, named
         return parse_lines(fh, source=str(path))

@@ -26,6 +26,9 @@ CYCLE_TIME_S = 1e-3
 # The files of a run folder.
 SPEC = "spec.json"
 STATUS = "status.json"
+# The same outcome, kept with the attempt when the run is redone (Snakemake deletes status.json first);
+# an interrupted run writes this one only.
+ATTEMPT = "attempt.json"
 TIMELINE = "timeline.json"  # Horovod's timeline of a phased run's measured iterations (rank 0)
 
 

@@ -14,9 +14,10 @@ rule allreduce:
         settings=json.dumps(
             {k: config[k] for k in ("allreduce_max_bytes", "launcher")}, sort_keys=True
         ),
+        attempts=lambda w: f"{RESULTS}/attempts/allreduce/nodes{w.nodes}_rpn{w.ranks_per_node}",
     threads: workflow.cores
     run:
-        launch.sweep_rule(config, wildcards, input, output, log)
+        launch.sweep_rule(config, wildcards, input, output, log, params)
 
 
 rule allreduce_tables:

@@ -1,11 +1,13 @@
 # Names shared by the rule files.
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 from harness import config as cfg
 from environment import build as env
 from harness import launch
+from harness import rule as rule_process
 from analysis import figures, steps
 
 RESULTS = config.get("results", "results")

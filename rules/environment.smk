@@ -12,5 +12,8 @@ rule environment:
         # The environment's folder: a hash of its recipe, variant, Python and MPI. The study reruns
         # when the environment it runs in changes, not when harness/envspec.py is merely edited.
         key=env.env_dir().name,
-    shell:
-        "{params.python} -m harness env build --record {output} > {log} 2>&1"
+    run:
+        # no shell: the results and logs folders may hold spaces or quotes
+        with open(log[0], "w") as fh:
+            subprocess.run([params.python, "-m", "harness", "env", "build", "--record", output[0]],
+                           stdout=fh, stderr=subprocess.STDOUT, check=True)

@@ -57,16 +57,21 @@ def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
     conf = tiny_config(tmp_path)
     conf["launcher"]["extra_args"] = ["--no-such-mpirun-option"]
     out = tmp_path / "sweep.jsonl"
-    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log")
+    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
     table, fits = comm.tables([(out, 1, 2)])
     assert table.empty
     assert fits["failure"].item().startswith("mpirun exited with code")
+    # redone, the earlier sweep and its log are kept like a run's
+    first = out.read_text()
+    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    (kept,) = (tmp_path / "attempts").iterdir()
+    assert (kept / "sweep.jsonl").read_text() == first and "no-such-mpirun-option" in (kept / "log").read_text()
 
 
 def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):
     conf = tiny_config(tmp_path, device="gpu")
     out = tmp_path / "sweep.jsonl"
-    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log")
+    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
     table, fits = comm.tables([(out, 1, 2)])
     assert table.empty
     failure = fits["failure"].item()

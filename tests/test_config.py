@@ -38,6 +38,9 @@ def test_layout_and_timing_are_study_dimensions(base_config):
     ("extrapolate", {"max_ranks": 1024, "links": {}}, "config key 'extrapolate.links': {} should be non-empty"),
     ("extrapolate", {"max_ranks": 8, "links": {"ib": {"gbit_s": 56}}},
      "config key 'extrapolate.links.ib': 'latency_us' is a required property"),
+    ("launcher", {"name": "mpirun", "env": {"X; touch p": 1}},
+     "config key 'launcher.env': 'X; touch p' does not match '^[A-Za-z_][A-Za-z0-9_]*$'"),
+    ("launcher", {"name": "mpirun", "env": {"2X": 1}}, "config key 'launcher.env': '2X' does not match"),
 ])
 def test_schema_errors_name_the_key(base_config, key, value, message):
     base_config[key] = value

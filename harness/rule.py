@@ -1,0 +1,109 @@
+"""The process that does a pipeline rule's MPI work: one run, or one allreduce sweep.
+
+Snakemake runs a rule's `run:` block in a thread of a job process, where no signal handler can be
+set, and on SIGTERM waits for running jobs to finish. So the MPI rules hand their work to a process
+of their own, `python -m harness.rule` (its arguments as JSON on stdin, never through a shell). It
+stops the MPI job and removes an emulated cluster when it gets SIGTERM, SIGINT or SIGHUP, or when
+the job process that started it dies, and then exits with 128 + the signal's number: the run is
+left incomplete (no status.json; its files stay, with attempt.json saying it was interrupted), so
+the next `snakemake` redoes it. The pipeline's own process passes the signals it gets on to these
+processes (`forward_signals`, called from the Snakefile's `onstart`).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.execution import STOP_SIGNALS, Interrupted, die_with_parent, interruptible
+
+MODULE = "harness.rule"
+
+
+def in_own_process(step, **arguments):
+    """Do `step` ("run" or "sweep", see STEPS) in a process of its own; raise if it did not finish."""
+    payload = json.dumps({"step": step, "parent": os.getpid(), "arguments": arguments}, default=str)
+    proc = subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE)
+    proc.communicate(payload.encode())
+    if proc.returncode > 128 and proc.returncode - 128 in set(STOP_SIGNALS):
+        raise RuntimeError(f"{step} interrupted by {signal.Signals(proc.returncode - 128).name}; "
+                           "it is left incomplete and the next snakemake run redoes it")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{step} failed (exit code {proc.returncode}); see the error above")
+
+
+def _run(config, run, env_record, status, log, attempts):
+    from harness import launch
+
+    launch.launch(config, run, json.loads(Path(env_record).read_text()), status, log, attempts)
+
+
+def _sweep(config, nodes, ranks_per_node, env_record, output, log, attempts):
+    from harness import launch
+
+    launch.sweep_allreduce(config, nodes, ranks_per_node, json.loads(Path(env_record).read_text()), output, log,
+                           attempts)
+
+
+STEPS = {"run": _run, "sweep": _sweep}
+
+
+def _rules_processes(pid):
+    """This process's descendants that are `python -m harness.rule` processes (from /proc)."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        todo += children.get(child, [])
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-m" in argv and MODULE.encode() in argv:
+            found.append(child)
+    return found
+
+
+def forward_signals():
+    """In the pipeline's main process: on SIGTERM, SIGINT or SIGHUP first stop every MPI rule's
+    process below this one (each stops its job and its emulated cluster), then do what the process
+    did before with that signal (Snakemake: exit after the running jobs, which now end at once)."""
+    def forward(signum, frame, previous):
+        for pid in _rules_processes(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    for sig in STOP_SIGNALS:
+        previous = signal.getsignal(sig)
+        signal.signal(sig, lambda signum, frame, previous=previous: forward(signum, frame, previous))
+
+
+def main():
+    request = json.loads(sys.stdin.read())
+    try:
+        with interruptible():
+            die_with_parent(request["parent"])
+            STEPS[request["step"]](**request["arguments"])
+    except Interrupted as exc:
+        print(f"dlscale: {request['step']} {exc}; stopped", file=sys.stderr, flush=True)
+        return 128 + exc.signum
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -70,9 +70,11 @@ def lines(summary):
     return out.sort_values(["model", "framework", "setting", "ranks"])
 
 
-def _line_figure(summary, column, ylabel, title, ideal=None):
+def _line_figure(summary, column, ylabel, title, paths, name, ideal=None):
     """Mean `column` against ranks, with the table's own 95% interval as the error bar."""
     ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=[column]))
+    if ok.empty:
+        return _nothing(paths, name, f"no configuration has a {column} (see summary.csv)")
     grid = sns.relplot(data=ok, kind="line", x="ranks", y=column, col="model", hue="framework", style="setting",
                        units="setting", estimator=None, markers=True, dashes=True, palette=FRAMEWORK_COLOURS,
                        hue_order=[f for f in FRAMEWORKS if f in set(ok["framework"])],
@@ -90,23 +92,17 @@ def _line_figure(summary, column, ylabel, title, ideal=None):
     grid.set_axis_labels("ranks", ylabel)
     grid.set_titles("{col_name}")
     grid.figure.suptitle(title, y=1.03)
-    return grid.figure
+    return _save(grid.figure, paths, name)
 
 
 def throughput(summary, paths):
-    if not (summary["repeats_ok"] > 0).any():
-        return _nothing(paths, "throughput", "no successful runs (see summary.csv)")
-    fig = _line_figure(summary, "throughput_img_per_s", "images / s",
-                       "Training throughput (mean and 95% CI over repeats)")
-    return _save(fig, paths, "throughput")
+    return _line_figure(summary, "throughput_img_per_s", "images / s",
+                        "Training throughput (mean and 95% CI over repeats)", paths, "throughput")
 
 
 def efficiency(summary, paths):
-    if not (summary["repeats_ok"] > 0).any():
-        return _nothing(paths, "efficiency", "no successful runs (see summary.csv)")
-    fig = _line_figure(summary, "efficiency", "throughput(N) / (N x throughput(1))",
-                       "Weak-scaling efficiency (95% CI, delta method)", ideal=1.0)
-    return _save(fig, paths, "efficiency")
+    return _line_figure(summary, "efficiency", "throughput(N) / (N x throughput(1))",
+                        "Weak-scaling efficiency (95% CI, delta method)", paths, "efficiency", ideal=1.0)
 
 
 def phases(summary, paths):

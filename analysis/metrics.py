@@ -86,7 +86,7 @@ def summarize(runs, status=None):
         if cv > NOISE_CV else "" for cv in summary["iteration_s_cv"].fillna(0)]
     if status is not None and len(status):
         failed = status[status["status"] != "ok"]
-        fails = (failed.groupby(CONFIG_KEYS, observed=True)
+        fails = (failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
                  .agg(repeats_failed=("status", "size"),
                       failure_reasons=("reasons", lambda r: " | ".join(sorted(set(r)))))
                  .reset_index())

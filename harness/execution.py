@@ -70,7 +70,7 @@ class Interrupted(BaseException):
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-GRACE_S = 4  # after SIGTERM, this long before SIGKILL: a stopped job is gone within 10 s
+GRACE_S = 3  # after SIGTERM, this long before SIGKILL: a stopped job is gone within 10 s
 
 
 @contextlib.contextmanager
@@ -78,6 +78,8 @@ def interruptible():
     """In the main thread: SIGTERM, SIGINT and SIGHUP raise `Interrupted`, so that the MPI job in
     flight is stopped whole (`execute`) and an emulated cluster torn down (`job`) on the way out."""
     def raise_interrupted(signum, _frame):
+        for sig in STOP_SIGNALS:  # a second signal (Ctrl-C and the pipeline's own) must not cut the cleanup short
+            signal.signal(sig, signal.SIG_IGN)
         raise Interrupted(signum)
 
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in STOP_SIGNALS}
@@ -123,10 +125,8 @@ def _stop(proc):
     """Stop the job: SIGTERM to every process of its session (mpirun passes it on to remote ranks),
     then after GRACE_S SIGKILL to whatever is left of it."""
     _kill_session(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=GRACE_S)
     deadline = time.time() + GRACE_S
-    while session_members(proc.pid) and time.time() < deadline:
+    while (proc.poll() is None or session_members(proc.pid)) and time.time() < deadline:
         time.sleep(0.1)
     _kill_session(proc.pid, signal.SIGKILL)
     proc.wait()

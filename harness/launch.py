@@ -20,7 +20,7 @@ from harness import emulate, rule
 from harness.checks import check_run, first_error
 from harness.execution import Interrupted, LaunchError, execute, job, job_failure
 from harness.records import IDENTITY
-from harness.vocabulary import ATTEMPT, RUN_KEYS, SPEC, STATUS
+from harness.vocabulary import ATTEMPT, LOG, RUN_KEYS, SPEC, STATUS
 
 WORKLOAD = ["-m", "workloads.train"]
 
@@ -87,19 +87,16 @@ def _new_attempt(attempts_root):
     return dest
 
 
-def _keep_previous(run_dir, log_path, attempts_root):
-    """Move an earlier attempt's folder and log to a new attempts folder (its attempt.json becomes
-    status.json there), then leave run_dir empty and the log new. Nothing is deleted."""
+def _keep_previous(run_dir, attempts_root):
+    """Move an earlier attempt's folder (with its launch.log) to a new attempts folder, its
+    attempt.json becoming status.json there; leave run_dir empty. Nothing is deleted."""
     if run_dir.exists() and any(run_dir.iterdir()):
         dest = _new_attempt(attempts_root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(run_dir), str(dest))
         if (dest / ATTEMPT).exists():
             (dest / ATTEMPT).replace(dest / STATUS)
-        if log_path.exists():
-            shutil.move(str(log_path), str(dest / "launch.log"))
     run_dir.mkdir(parents=True, exist_ok=True)
-    _fresh_log(log_path)
 
 
 def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
@@ -111,7 +108,8 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
         run_dir, log_path, attempts_root = cfg.run_files(config, run)
     else:
         run_dir, log_path, attempts_root = Path(status_path).parent, Path(log_path), Path(attempts_root)
-    _keep_previous(run_dir, log_path, attempts_root)
+    _keep_previous(run_dir, attempts_root)
+    _fresh_log(log_path)
     spec = run_spec(config, run, run_dir.resolve())
     spec_path = run_dir / SPEC
     started = time.time()
@@ -130,10 +128,12 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
     except LaunchError as exc:
         argv, rc, failure = [], None, str(exc)
     except Interrupted as exc:
-        status = {**{k: spec[k] for k in RUN_KEYS}, **run, "status": "interrupted", "reasons": [str(exc)], "elapsed_s": round(time.time() - started, 3),
-                  "log": str(log_path)}
+        status = {**{k: spec[k] for k in RUN_KEYS}, **run, "status": "interrupted", "reasons": [str(exc)],
+                  "elapsed_s": round(time.time() - started, 3), "log": str(log_path)}
         _write_json(run_dir / ATTEMPT, status)
         raise
+    finally:
+        shutil.copyfile(log_path, run_dir / LOG)  # the declared log goes when Snakemake redoes the run
     size = run["nodes"] * run["ranks_per_node"]
     problems, _ = check_run(run_dir, size, traced=run["timing"] == "native" and config["profile_iterations"] > 0)
     if failure:
@@ -154,19 +154,25 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
 def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root):
     """Run the allreduce sweep (harness.allreduce) on the run's hosts and ranks.
 
-    A sweep that fails leaves one line in `out_path` saying why, so the study goes on. An earlier
-    sweep's output and log are kept under attempts_root first.
+    A sweep that fails leaves one line in `out_path` saying why, so the study goes on. Every sweep's
+    output and log are also copied to a new folder under attempts_root, where they stay when the
+    sweep is redone (Snakemake deletes a rule's output and log before it runs the rule again).
     """
-    from harness.allreduce import SCHEMA
-
     out_path, log_path = Path(out_path), Path(log_path)
-    if out_path.exists() or log_path.exists():
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _sweep(config, nodes, ranks_per_node, env_record, out_path, log_path)
+    finally:
         dest = _new_attempt(attempts_root)
         dest.mkdir(parents=True)
         for path in (out_path, log_path):
             if path.exists():
-                shutil.move(str(path), str(dest / path.name))
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dest / path.name)
+
+
+def _sweep(config, nodes, ranks_per_node, env_record, out_path, log_path):
+    from harness.allreduce import SCHEMA
+
     _fresh_log(log_path)
     command = [env_record["python"], "-m", "harness.allreduce", str(out_path.resolve()),
                "--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]

@@ -29,6 +29,7 @@ STATUS = "status.json"
 # The same outcome, kept with the attempt when the run is redone (Snakemake deletes status.json first);
 # an interrupted run writes this one only.
 ATTEMPT = "attempt.json"
+LOG = "launch.log"  # a copy of the run's log (mpirun and every rank's output), kept with the attempt
 TIMELINE = "timeline.json"  # Horovod's timeline of a phased run's measured iterations (rank 0)
 
 

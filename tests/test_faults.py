@@ -19,7 +19,7 @@ import yaml
 
 from harness import config as cfg
 from harness import launch
-from harness.vocabulary import ATTEMPT, STATUS, TIMELINE, records_name, trace_name
+from harness.vocabulary import ATTEMPT, LOG, STATUS, TIMELINE, records_name, trace_name
 from tests.conftest import ENV_RECORD, ROOT, tiny_config
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
@@ -82,7 +82,8 @@ def study(tmp_path, **overrides):
 
 
 def snakemake(path, *args, **kwargs):
-    return subprocess.run(SNAKEMAKE + ["--configfile", str(path), *args], cwd=ROOT, capture_output=True, text=True,
+    # targets and options before --configfile, which takes every word after it
+    return subprocess.run(SNAKEMAKE + [*args, "--configfile", str(path)], cwd=ROOT, capture_output=True, text=True,
                           **kwargs)
 
 
@@ -177,8 +178,9 @@ def test_killing_mpirun_fails_the_run_and_leaves_no_rank(base_config, tmp_path):
     thread = threading.Thread(target=lambda: result.update(launch.launch(base_config, TWO_RANKS, ENV_RECORD)))
     thread.start()
     wait_for(lambda: training(folder), 120, "the run to train")
-    mpirun = [p for p in processes(str(folder / "spec.json")) if b"mpirun" in Path(f"/proc/{p}/cmdline").read_bytes()]
-    assert len(mpirun) == 1
+    mpirun = [p for p in processes(str(folder / "spec.json"))
+              if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].endswith(b"mpirun")]
+    assert len(mpirun) == 1, [Path(f"/proc/{p}/cmdline").read_bytes()[:100] for p in mpirun]
     os.kill(mpirun[0], signal.SIGKILL)
     thread.join(60)
     assert result["status"] == "failed" and result["reasons"][0].startswith("mpirun exited with code")
@@ -212,7 +214,7 @@ def test_killed_rank_fails_its_run_the_study_completes_and_retry_redoes_it(tmp_p
     assert (pd.read_csv(results / "runs.csv")["status"] == "ok").all()
     (kept,) = attempts(conf)  # the failed attempt, whole: its status, log and records
     assert json.loads((kept / STATUS).read_text())["status"] == "failed"
-    assert "mpirun" in (kept / "launch.log").read_text() and (kept / records_name(0)).stat().st_size > 0
+    assert "mpirun" in (kept / LOG).read_text() and (kept / records_name(0)).stat().st_size > 0
 
     # a record corrupted after the fact: that run becomes a failed row, the tables are still made
     _truncate_last_line(folder)
@@ -226,15 +228,18 @@ def test_killed_rank_fails_its_run_the_study_completes_and_retry_redoes_it(tmp_p
 # -- signals ---------------------------------------------------------------------------------------------
 
 
-def interrupt(conf, path, target, sig, args=()):
+def interrupt(conf, path, target, sig, args=(), redone=False):
     """Start snakemake, wait until the 2-rank run trains, send `sig` to `target` ("pipeline": the
     snakemake process group, as Ctrl-C does; "snakemake": its process alone, as `kill` does;
-    "rule": the process doing the run's rule, as a scheduler cancelling it does). Returns the seconds
+    "rule": the process doing the run's rule, as a scheduler cancelling it does); `redone`: wait for
+    the run's new attempt, not its finished one, to train. Returns the seconds
     until no process of the run is left, and snakemake's output."""
     folder = run_dir(conf)
-    proc = subprocess.Popen(SNAKEMAKE + ["--configfile", str(path), *args], cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(SNAKEMAKE + [*args, "--configfile", str(path)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    wait_for(lambda: training(folder), 300, "the 2-rank run to train")
+    wait_for(lambda: (training(folder) and (attempts(conf) or not redone)) or proc.poll() is not None, 300,
+             "the 2-rank run to train")
+    assert proc.poll() is None, proc.communicate()[0][-3000:]
     sent = time.time()
     if target == "pipeline":
         os.killpg(proc.pid, sig)
@@ -266,7 +271,7 @@ def test_a_signal_stops_the_mpi_job_and_the_next_run_redoes_it(tmp_path, target,
     assert json.loads((folder / STATUS).read_text())["status"] == "ok"
     (kept,) = attempts(conf)
     assert json.loads((kept / STATUS).read_text())["status"] == "interrupted"
-    assert (kept / "launch.log").is_file() and (kept / records_name(1)).stat().st_size > 0
+    assert (kept / LOG).is_file() and (kept / records_name(1)).stat().st_size > 0
 
 
 def test_ctrl_c_on_a_finished_study_leaves_the_run_incomplete_and_only_it_is_redone(tmp_path):
@@ -276,7 +281,8 @@ def test_ctrl_c_on_a_finished_study_leaves_the_run_incomplete_and_only_it_is_red
     assert first.returncode == 0, first.stderr[-3000:]
 
     # redo one run of a finished study, and press Ctrl-C while it trains
-    stopped, out = interrupt(conf, path, "pipeline", signal.SIGINT, args=["--forcerun", str(folder / STATUS)])
+    stopped, out = interrupt(conf, path, "pipeline", signal.SIGINT, args=["--forcerun", str(folder / STATUS)],
+                             redone=True)
     assert stopped < 10, out[-3000:]
     assert not (folder / STATUS).exists() and (Path(conf["results"]) / "runs.csv").exists()
 
@@ -291,5 +297,5 @@ def test_ctrl_c_on_a_finished_study_leaves_the_run_incomplete_and_only_it_is_red
     # both earlier attempts are kept whole beside the new one: the finished one and the interrupted one
     kept = attempts(conf)
     assert [json.loads((k / STATUS).read_text())["status"] for k in kept] == ["ok", "interrupted"]
-    assert all((k / "launch.log").is_file() and (k / records_name(1)).is_file() for k in kept)
+    assert all((k / LOG).is_file() and (k / records_name(1)).is_file() for k in kept)
     assert snakemake(path, "--dry-run").stdout.count("Nothing to be done") == 1

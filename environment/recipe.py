@@ -25,6 +25,8 @@ TOOL_PINS = {
     "pandas": "2.3.3",
     "matplotlib": "3.11.2",
     "seaborn": "0.13.2",
+    # JPEG coding of the training set made here (harness/images.py): its libjpeg fixes the files' bytes.
+    "pillow": "13.0.0",
     "scipy": "1.17.1",
     "jsonschema": "4.26.0",
     "pyyaml": "6.0.3",

@@ -292,6 +292,15 @@ def build(quiet=False):
     return path
 
 
+def record_rule(python, record_path, log_path):
+    """The pipeline's `environment` rule: build (once) or find the environment with `python` and copy
+    its record to `record_path`, the build's output in `log_path`. No shell: the results and logs
+    folders may hold spaces or quotes."""
+    with open(log_path, "w") as log:
+        subprocess.run([python, "-m", "harness", "env", "build", "--record", str(record_path)], stdout=log,
+                       stderr=subprocess.STDOUT, check=True)
+
+
 def load_record(path):
     return json.loads((Path(path) / RECORD).read_text())
 

@@ -1,6 +1,5 @@
 # Names shared by the rule files.
 import json
-import subprocess
 import sys
 from pathlib import Path
 

@@ -13,7 +13,4 @@ rule environment:
         # when the environment it runs in changes, not when harness/envspec.py is merely edited.
         key=env.env_dir().name,
     run:
-        # no shell: the results and logs folders may hold spaces or quotes
-        with open(log[0], "w") as fh:
-            subprocess.run([params.python, "-m", "harness", "env", "build", "--record", output[0]],
-                           stdout=fh, stderr=subprocess.STDOUT, check=True)
+        env.record_rule(params.python, output[0], log[0])

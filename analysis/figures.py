@@ -83,7 +83,8 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None):
     for model, ax in grid.axes_dict.items():
         for (fw, _), g in ok[ok["model"] == model].groupby(["framework", "setting"]):
             if f"{column}_ci_lo" in g:
-                ax.errorbar(g["ranks"], g[column], yerr=[g[column] - g[f"{column}_ci_lo"], g[f"{column}_ci_hi"] - g[column]],
+                yerr = [g[column] - g[f"{column}_ci_lo"], g[f"{column}_ci_hi"] - g[column]]
+                ax.errorbar(g["ranks"], g[column], yerr=yerr,
                             fmt="none", ecolor=FRAMEWORK_COLOURS.get(fw), capsize=3, linewidth=0.8)
         if ideal is not None:
             ax.axhline(ideal, color="grey", linestyle=":", linewidth=1)
@@ -115,12 +116,13 @@ def phases(summary, paths):
                    var_name="phase", value_name="seconds")
     long["phase"] = long["phase"].str.removesuffix("_s")
     long["seconds"] = long["seconds"].fillna(0.0)
-    grid = sns.FacetGrid(long, col="model", sharex=False, sharey=False, height=0.28 * ok.groupby("model").size().max() + 1.5,
-                         aspect=1.0)
+    bars = ok.groupby("model").size().max()
+    grid = sns.FacetGrid(long, col="model", sharex=False, sharey=False, height=0.28 * bars + 1.5, aspect=1.0)
     # histplot stacks the last hue level first: reversed, the bars read io, h2d, ... left to right
     grid.map_dataframe(sns.histplot, y="configuration", weights="seconds", hue="phase", hue_order=list(PHASES)[::-1],
                        multiple="stack", discrete=True, shrink=0.8, palette=PHASE_COLOURS, linewidth=0)
-    grid.add_legend(title="phase", legend_data={p: plt.Rectangle((0, 0), 1, 1, color=c) for p, c in PHASE_COLOURS.items()})
+    grid.add_legend(title="phase",
+                    legend_data={p: plt.Rectangle((0, 0), 1, 1, color=c) for p, c in PHASE_COLOURS.items()})
     grid.set_axis_labels("mean time per iteration (s)", "")
     grid.set_titles("{col_name}")
     grid.figure.suptitle("Time per iteration by phase (native runs: from traces; comm = exposed)", y=1.02)
@@ -138,10 +140,12 @@ def model_fit(table, error, paths):
         return _nothing(paths, "model", "no multi-rank run to predict")
     what = {"iteration_s": "iteration time", "comm_total_s": "communication time"}
     key = {"iteration_s": "median_abs_error_iteration", "comm_total_s": "median_abs_error_comm_total"}
-    long = pd.concat([pred.assign(quantity=f"{name}: median |error| {error.get(key[m], float('nan')):.1%} ({len(pred)} runs)",
+    title = "{}: median |error| {:.1%} ({} runs)"
+    long = pd.concat([pred.assign(quantity=title.format(name, error.get(key[m], float("nan")), len(pred)),
                                   measured=pred[m], predicted=pred[f"predicted_{m}"]) for m, name in what.items()])
     grid = sns.relplot(data=long, kind="scatter", x="measured", y="predicted", col="quantity", hue="framework",
-                       style="model", palette=FRAMEWORK_COLOURS, height=3.6, facet_kws={"sharex": False, "sharey": False})
+                       style="model", palette=FRAMEWORK_COLOURS, height=3.6,
+                       facet_kws={"sharex": False, "sharey": False})
     for ax in grid.axes.flat:
         lo, hi = ax.get_xlim()
         lo, hi = min(lo, ax.get_ylim()[0]), max(hi, ax.get_ylim()[1])

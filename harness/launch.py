@@ -138,8 +138,8 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
     problems, _ = check_run(run_dir, size, traced=run["timing"] == "native" and config["profile_iterations"] > 0)
     if failure:
         problems.insert(0, failure)
-    status = {**{k: spec[k] for k in RUN_KEYS}, **run, "status": "failed" if problems else "ok", "reasons": problems, "returncode": rc,
-              "elapsed_s": round(time.time() - started, 3), "argv": argv, "log": str(log_path)}
+    status = {**{k: spec[k] for k in RUN_KEYS}, **run, "status": "failed" if problems else "ok", "reasons": problems,
+              "returncode": rc, "elapsed_s": round(time.time() - started, 3), "argv": argv, "log": str(log_path)}
     if problems:
         text = log_path.read_text(errors="replace")
         error = first_error(text)

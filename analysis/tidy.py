@@ -43,6 +43,7 @@ def _provenance_row(run_rec):
         "intra_op_threads": fw.get("intra_op_threads"),
         "inter_op_threads": fw.get("inter_op_threads"),
         "layout_used": fw.get("layout", ""),
+        "onednn": fw.get("onednn"),
         "autotune": fw.get("autotune"),
         "tf32": fw.get("tf32"),
         "device": fw.get("device", ""),

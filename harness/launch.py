@@ -48,10 +48,14 @@ def run_spec(config, run, out_dir):
 
 
 def math_env(autotune, tf32):
-    """The same cuDNN autotuning and TF32 setting for every framework, where it is an environment
-    variable (TensorFlow's and MXNet's autotuning; NVIDIA's TF32 override reaches MXNet's cuBLAS and
-    cuDNN calls); PyTorch and TensorFlow also set their own switches from the spec."""
-    env = {"TF_CUDNN_USE_AUTOTUNE": str(int(autotune)), "MXNET_CUDNN_AUTOTUNE_DEFAULT": str(int(autotune))}
+    """The same math libraries, cuDNN autotuning and TF32 setting for every framework, where it is an
+    environment variable (TensorFlow's and MXNet's autotuning; NVIDIA's TF32 override reaches MXNet's
+    cuBLAS and cuDNN calls); PyTorch and TensorFlow also set their own switches from the spec.
+    oneDNN: PyTorch and MXNet always run their CPU convolutions in it; TensorFlow turns it on by
+    default only on CPUs with AVX-512 VNNI/BF16 or AMX, and without it ResNet-50 trains 2.8x slower
+    on an AVX2 machine (README, fairness), so it is asked for explicitly."""
+    env = {"TF_ENABLE_ONEDNN_OPTS": "1",
+           "TF_CUDNN_USE_AUTOTUNE": str(int(autotune)), "MXNET_CUDNN_AUTOTUNE_DEFAULT": str(int(autotune))}
     if not tf32:
         env["NVIDIA_TF32_OVERRIDE"] = "0"
     return env

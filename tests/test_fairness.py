@@ -45,6 +45,7 @@ def test_settings_are_recorded_with_every_run(tmp_path):
     assert environ["TF_CUDNN_USE_AUTOTUNE"] == "1" and environ["NVIDIA_TF32_OVERRIDE"] == "0"
     row, _, _ = tidy.read_run(run_dir / "status.json")
     assert (row["layout"], row["layout_used"], row["timing"], row["autotune"]) == ("best", "NHWC", "phased", True)
+    assert row["onednn"] is True and environ["TF_ENABLE_ONEDNN_OPTS"] == "1"
     status, run_dir = run_once(tmp_path / "forced", "torch", 1, timing="phased", layout="NCHW")
     recs, _ = parse_file(run_dir / "rank0.jsonl")
     assert status["status"] == "ok" and recs[0]["provenance"]["framework"]["layout"] == "NCHW"
@@ -71,6 +72,9 @@ def test_one_rank_communicates_nothing(tmp_path, framework, comm):
     assert [e for e in doc["traceEvents"] if e["cat"] == "horovod"] == []
     derived = trace.derive(framework, doc["traceEvents"])
     assert len(derived) == 2 and all(p["comm_total_s"] == 0 and p["comm_s"] == 0 for p in derived.values())
+    # the same math library too: TensorFlow turns oneDNN on by itself only on AVX-512 VNNI/AMX CPUs
+    recs, _ = parse_file(run_dir / "rank0.jsonl")
+    assert recs[0]["provenance"]["framework"]["onednn"] is True
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -81,7 +81,7 @@ class Trainer(trainer.Trainer):
             "layout": self.layout,
             "autotune": os.environ.get("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1") != "0",
             "tf32": os.environ.get("NVIDIA_TF32_OVERRIDE") != "0",
-            "mkldnn": features.is_enabled("MKLDNN"), "device": str(self.ctx), "hybridized": True,
+            "onednn": features.is_enabled("MKLDNN"), "device": str(self.ctx), "hybridized": True,
             "gpu_name": nvidia_smi_name(self.ctx.device_id) if self.gpu else None,
             "cuda": features.is_enabled("CUDA"), "precision": "mixed (contrib.amp float16)" if self.amp else "fp32",
             # MXNet takes its threads from the environment (set by the launcher)

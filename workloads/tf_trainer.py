@@ -29,6 +29,7 @@ import horovod.tensorflow as hvd
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.util import _pywrap_util_port  # IsMklEnabled: are oneDNN ops on
 
 from workloads import trainer
 from workloads.devices import check_precision, gpu_for_rank, resolve_layout
@@ -81,7 +82,7 @@ class Trainer(trainer.Trainer):
             "horovod": horovod.__version__, "comm_overlaps_backward": False, "layout": self.layout,
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-            "onednn": tf.sysconfig.get_build_info().get("is_mkl_build", "default (oneDNN on x86)"),
+            "onednn": _pywrap_util_port.IsMklEnabled(),
             "device": "gpu" if self.gpu else "cpu",
             "compiled": "tf.function: forward, gradient, allreduce, update (phased); the whole step (native)",
             "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),

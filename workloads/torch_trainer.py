@@ -102,7 +102,7 @@ class Trainer(trainer.Trainer):
             "name": "torch", "torch": torch.__version__, "horovod": horovod.__version__,
             "comm_overlaps_backward": self.overlap,
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
-            "mkldnn": torch.backends.mkldnn.is_available(), "layout": self.layout, "device": str(self.device),
+            "onednn": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled, "layout": self.layout, "device": str(self.device),
             "autotune": torch.backends.cudnn.benchmark, "tf32": torch.backends.cuda.matmul.allow_tf32,
             "gpu_name": torch.cuda.get_device_name(self.device) if self.gpu else None,
             "cuda": torch.version.cuda, "precision": "mixed (autocast float16, GradScaler)" if self.amp else "fp32",

@@ -11,7 +11,7 @@ from harness import launch
 from harness.records import PHASE_KEYS, parse_file
 from tests.conftest import ENV_RECORD, tiny_config
 from workloads.devices import LayoutError, resolve_layout
-from harness.vocabulary import trace_name
+from harness.vocabulary import LOG, trace_name
 
 FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
 
@@ -46,6 +46,9 @@ def test_settings_are_recorded_with_every_run(tmp_path):
     row, _, _ = tidy.read_run(run_dir / "status.json")
     assert (row["layout"], row["layout_used"], row["timing"], row["autotune"]) == ("best", "NHWC", "phased", True)
     assert row["onednn"] is True and environ["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    # channels_last all through: gradients and momentum in the parameters' layout (PyTorch warns
+    # once per process where a gradient is not)
+    assert "gradient layout contract" not in (run_dir / LOG).read_text()
     status, run_dir = run_once(tmp_path / "forced", "torch", 1, timing="phased", layout="NCHW")
     recs, _ = parse_file(run_dir / "rank0.jsonl")
     assert status["status"] == "ok" and recs[0]["provenance"]["framework"]["layout"] == "NCHW"

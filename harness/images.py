@@ -17,6 +17,7 @@ every machine with the same Pillow (its libjpeg codes the files); `content_hash`
     python -m harness.images make DIR [--images N] [--classes C] [--seed S]   (ImageFolder tree)
     python -m harness.images tfrecord DIR OUT [--shards K]                    (tf.data's format)
     python -m harness.images recordio DIR OUT                                 (MXNet's .rec + .idx)
+    python -m harness.images prepare OUT [--tree DIR] [--on-corrupt skip|fail] (all of it, checked)
 
 The converters read any ImageNet-style tree (DIR/<class>/<image>.jpg|jpeg|JPEG|png): the user's own
 data too. They store each file's bytes as they are (no re-encoding) with its class index, classes
@@ -26,6 +27,7 @@ numbered in sorted order of their folder names, as torchvision's ImageFolder doe
 import argparse
 import hashlib
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -137,7 +139,12 @@ def content_hash(folder):
     return digest.hexdigest()
 
 
-def to_tfrecord(folder, out, shards=8):
+def _listed(source):
+    """[(path, label)]: a tree's samples, or the list itself."""
+    return samples(source) if isinstance(source, (str, Path)) else list(source)
+
+
+def to_tfrecord(source, out, shards=8):
     """TFRecord shards OUT/train-<k>-of-<K>.tfrecord of tf.train.Examples (image/encoded: the file's
     bytes, image/class/label: its class index); sample j goes to shard j mod K."""
     import tensorflow as tf
@@ -146,7 +153,7 @@ def to_tfrecord(folder, out, shards=8):
     out.mkdir(parents=True, exist_ok=True)
     writers = [tf.io.TFRecordWriter(str(out / f"train-{k:05d}-of-{shards:05d}.tfrecord")) for k in range(shards)]
     try:
-        for j, (path, label) in enumerate(samples(folder)):
+        for j, (path, label) in enumerate(_listed(source)):
             feature = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[path.read_bytes()])),
                        "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))}
             writers[j % shards].write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
@@ -156,7 +163,7 @@ def to_tfrecord(folder, out, shards=8):
     return sorted(out.glob("*.tfrecord"))
 
 
-def to_recordio(folder, out):
+def to_recordio(source, out):
     """MXNet's indexed RecordIO, OUT.rec and OUT.idx: record j holds sample j's bytes and label."""
     from mxnet import recordio
 
@@ -164,11 +171,108 @@ def to_recordio(folder, out):
     out.parent.mkdir(parents=True, exist_ok=True)
     rec = recordio.MXIndexedRecordIO(str(out.with_suffix(".idx")), str(out.with_suffix(".rec")), "w")
     try:
-        for j, (path, label) in enumerate(samples(folder)):
+        for j, (path, label) in enumerate(_listed(source)):
             rec.write_idx(j, recordio.pack(recordio.IRHeader(0, float(label), j, 0), path.read_bytes()))
     finally:
         rec.close()
     return out.with_suffix(".rec"), out.with_suffix(".idx")
+
+
+MANIFEST = "manifest.json"
+ON_CORRUPT = ("skip", "fail")
+
+
+class Dataset:
+    """A prepared dataset (`prepare`): the images every loader reads, in three forms."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        path = self.folder / MANIFEST
+        if not path.exists():
+            raise FileNotFoundError(f"{self.folder}: no {MANIFEST}; prepare it with python -m harness.images prepare")
+        self.manifest = json.loads(path.read_text())
+        self.files = [self._path(f) for f, _ in self.manifest["files"]]
+        self.labels = [label for _, label in self.manifest["files"]]
+        self.tfrecords = [self.folder / f for f in self.manifest["tfrecords"]]
+        self.recordio = [self.folder / f for f in self.manifest["recordio"]]
+
+    def _path(self, f):
+        return Path(f) if Path(f).is_absolute() else self.folder / f
+
+    def describe(self):
+        """What a run's record says of its data."""
+        m = self.manifest
+        return {"kind": "images", "folder": str(self.folder), "source": m["source"], "content_hash": m["content_hash"],
+                "images": len(self.files), "classes": len(m["classes"]), "skipped": len(m["skipped"]),
+                "skipped_files": [s["file"] for s in m["skipped"]], "converted": len(m["converted"]),
+                "tfrecord_shards": len(self.tfrecords)}
+
+
+def check(path, out_dir):
+    """Decode one file whole (Pillow). Returns the path every loader reads: the file itself when it is
+    an RGB or greyscale JPEG, else an RGB JPEG made from it under out_dir (PNG, CMYK: TensorFlow's
+    JPEG decoder and MXNet's records take JPEG). Raises DataError naming the file if it cannot be
+    decoded (corrupt, truncated)."""
+    from PIL import Image
+
+    from workloads.loaders import DataError
+
+    try:
+        with Image.open(path) as img:
+            img.load()
+            if img.format == "JPEG" and img.mode in ("RGB", "L"):
+                return path
+            out = out_dir / f"{path.parent.name}_{path.stem}.JPEG"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            img.convert("RGB").save(out, "JPEG", quality=95)
+            return out
+    except (OSError, ValueError, SyntaxError) as e:
+        raise DataError(f"{path}: not a usable image: {e}") from e
+
+
+def prepare(out, tree=None, images=1000, classes=10, seed=0, shards=8, on_corrupt="fail"):
+    """Make (or take, `tree`: the user's ImageNet-style folder) the training set, check that every
+    file decodes, and write its TFRecord shards and RecordIO beside OUT/manifest.json. A file that
+    does not decode is skipped and listed in the manifest (`on_corrupt: skip`) or stops the
+    preparation with its name (`fail`). Returns the Dataset."""
+    from workloads.loaders import DataError
+
+    if on_corrupt not in ON_CORRUPT:
+        raise ValueError(f"on_corrupt {on_corrupt!r}: one of {', '.join(ON_CORRUPT)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)
+    if tree is None:
+        tree, source = make(out / "tree", images, classes, seed), {"generated": {"images": images, "classes": classes,
+                                                                                 "seed": seed}}
+    else:
+        tree, source = Path(tree).resolve(), {"path": str(Path(tree).resolve())}
+    found = samples(tree)
+    kept, skipped, converted = [], [], []
+    for path, label in found:
+        try:
+            used = check(path, out / "converted")
+        except DataError as e:
+            if on_corrupt == "fail":
+                raise
+            skipped.append({"file": str(path), "error": str(e)})
+            continue
+        if used != path:
+            converted.append({"file": str(path), "as": str(used.relative_to(out))})
+        kept.append((used, label))
+    if not kept:
+        raise DataError(f"{tree}: none of its {len(found)} images decodes")
+    names = sorted(p.name for p in tree.iterdir() if p.is_dir())
+    tfrecords = to_tfrecord(kept, out / "tfrecord", shards)
+    recordio = to_recordio(kept, out / "recordio" / "train")
+    rel = (lambda p: str(p.relative_to(out)) if p.is_relative_to(out) else str(p))
+    manifest = {"source": source, "content_hash": content_hash(tree), "classes": names,
+                "files": [[rel(p), label] for p, label in kept], "skipped": skipped, "converted": converted,
+                "tfrecords": [rel(p) for p in tfrecords], "recordio": [rel(p) for p in recordio]}
+    tmp = out / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset
+    return Dataset(out)
 
 
 def main(argv=None):
@@ -187,8 +291,19 @@ def main(argv=None):
     p = sub.add_parser("recordio")
     p.add_argument("dir")
     p.add_argument("out")
+    p = sub.add_parser("prepare", help="make (or take, --tree) the set, check every file, write all three forms")
+    p.add_argument("out")
+    p.add_argument("--tree", help="an ImageNet-style folder of your own (default: make one)")
+    p.add_argument("--images", type=int, default=1000)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--on-corrupt", choices=ON_CORRUPT, default="fail")
     args = ap.parse_args(argv)
-    if args.action == "make":
+    if args.action == "prepare":
+        d = prepare(args.out, args.tree, args.images, args.classes, args.seed, args.shards, args.on_corrupt)
+        print(json.dumps(d.describe(), indent=1))
+    elif args.action == "make":
         make(args.dir, args.images, args.classes, args.seed)
         print(f"{args.dir}: {args.images} images, {args.classes} classes, sha256 {content_hash(args.dir)}")
     elif args.action == "tfrecord":

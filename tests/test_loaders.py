@@ -1,0 +1,136 @@
+"""The three frameworks' own input pipelines read the same prepared images: the same pixels, each
+image once per epoch across ranks, and a corrupt file named or counted, never silently lost."""
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from harness import images
+from workloads import loaders
+from workloads.loaders import DataError
+
+
+def unnormalized(x):
+    return x * np.float32(loaders.STD) + np.float32(loaders.MEAN)
+
+
+def first_batch(framework, dataset, size, batch, rank=0, ranks=1, augment=False):
+    """NHWC float32 0-255 values of a loader's first batch, and its labels."""
+    if framework == "torch":
+        x, y = next(loaders.torch_loader(dataset, rank, ranks, batch, size, 1, 0, augment=augment))
+        return unnormalized(x.numpy().transpose(0, 2, 3, 1)), y.numpy()
+    if framework == "tensorflow":
+        x, y = next(iter(loaders.tf_dataset(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
+        return unnormalized(x.numpy()), y.numpy()
+    x, y = next(loaders.MxBatches(loaders.mx_iter(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
+    return unnormalized(x.asnumpy().transpose(0, 2, 3, 1)), y.asnumpy().astype(int)
+
+
+@pytest.fixture(scope="module")
+def squares(tmp_path_factory):
+    """Two 256x256 JPEGs of the generated kind (one class), prepared."""
+    root = tmp_path_factory.mktemp("squares")
+    (root / "tree" / "a").mkdir(parents=True)
+    for i in range(2):
+        data, _, quality = images.image(3, i)
+        img = Image.open(io.BytesIO(data)).convert("RGB")
+        side = min(img.size)
+        img.crop((0, 0, side, side)).resize((256, 256)).save(root / "tree" / "a" / f"{i}.JPEG", quality=quality)
+    return images.prepare(root / "prepared", tree=root / "tree", shards=1)
+
+
+def test_the_three_loaders_decode_the_same_image_to_the_same_tensor(squares):
+    """Decoders: Pillow (PyTorch), TensorFlow's decode_and_crop_jpeg and OpenCV's imdecode (MXNet)
+    all link libjpeg-turbo and run its accurate integer IDCT with fancy upsampling, so at the
+    image's own size the tensors agree to within one level of 255 (measured: identical). After the
+    shrink to 64x64 they differ by the resize filter only: TensorFlow's antialiased bilinear is
+    Pillow's (measured within 0.9 levels), OpenCV's area shrink is a 4x4 box mean of the decoded
+    pixels (checked against that, within 1 level)."""
+    decoded = {fw: first_batch(fw, squares, 256, 2)[0] for fw in ("torch", "tensorflow", "mxnet")}
+    reference = decoded["torch"]
+    assert reference.shape == (2, 256, 256, 3) and reference.std() > 20  # real content, not flat
+    for fw in ("tensorflow", "mxnet"):
+        assert np.abs(decoded[fw] - reference).max() <= 1.0, fw
+    small = {fw: first_batch(fw, squares, 64, 2)[0] for fw in ("torch", "tensorflow", "mxnet")}
+    assert np.abs(small["tensorflow"] - small["torch"]).max() <= 2.0
+    assert np.abs(small["tensorflow"] - small["torch"]).mean() <= 0.5
+    box = reference.reshape(2, 64, 4, 64, 4, 3).mean(axis=(2, 4))
+    assert np.abs(small["mxnet"] - box).max() <= 1.0
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """12 generated images, each its own class: a label names its image."""
+    return images.prepare(tmp_path_factory.mktemp("labelled"), images=12, classes=12, seed=1, shards=4)
+
+
+def one_epoch(framework, dataset, rank, ranks):
+    """Labels of everything rank reads in its first epoch (batch 1, augmentation on)."""
+    if framework == "torch":
+        n = len(loaders.shard(len(dataset.files), rank, ranks, 0, 0))
+        it = loaders.torch_loader(dataset, rank, ranks, 1, 64, 1, 0)
+        return [int(next(it)[1]) for _ in range(n)]
+    if framework == "tensorflow":  # the rank's shards once, without repeat
+        ds = loaders.tf_dataset(dataset, rank, ranks, 1, 64, 1, 0)
+        n = sum(1 for f in dataset.tfrecords[rank::ranks] for _ in __import__("tensorflow").data.TFRecordDataset(str(f)))
+        return [int(y[0]) for _, y in ds.take(n)]
+    it = loaders.mx_iter(dataset, rank, ranks, 1, 64, 1, 0)
+    return [int(b.label[0].asnumpy()[0]) for b in it]  # one pass ends the epoch
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "mxnet"])
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_the_ranks_together_read_every_image_once_per_epoch(labelled, framework, ranks):
+    if framework == "tensorflow":  # whole shards per rank
+        with pytest.raises(DataError, match="4 TFRecord shards for 5 ranks"):
+            loaders.tf_dataset(labelled, 0, 5, 1, 64, 1, 0)
+    read = [one_epoch(framework, labelled, r, ranks) for r in range(ranks)]
+    assert sorted(sum(read, [])) == list(range(12)), read
+    assert all(read), read  # every rank gets some
+
+
+def test_epochs_reshuffle_and_the_shard_split_is_exact():
+    first, second = loaders.shard(10, 0, 3, 0, 0), loaders.shard(10, 0, 3, 1, 0)
+    assert sorted(np.concatenate([loaders.shard(10, r, 3, 4, 0) for r in range(3)])) == list(range(10))
+    assert list(first) != list(second)
+
+
+def test_augmentation_crops_flips_and_normalizes(labelled):
+    x, y = first_batch("torch", labelled, 64, 4, augment=True)
+    again, _ = first_batch("torch", labelled, 64, 4, augment=True)
+    assert x.shape == (4, 64, 64, 3) and np.array_equal(x, again)  # seeded
+    assert not np.array_equal(x, first_batch("torch", labelled, 64, 4)[0])  # not the centre crop
+    for fw in ("tensorflow", "mxnet"):
+        other, _ = first_batch(fw, labelled, 64, 4, augment=True)
+        # normalized with ImageNet's mean and std: back to 0-255 pixel values
+        assert other.shape == (4, 64, 64, 3) and -0.5 <= other.min() and other.max() <= 255.5 and other.std() > 20
+
+
+@pytest.fixture
+def broken_tree(tmp_path):
+    tree = images.make(tmp_path / "tree", images=6, classes=2, seed=2)
+    files = sorted(tree.rglob("*.JPEG"))
+    files[1].write_bytes(files[1].read_bytes()[:4000])  # truncated
+    files[4].write_bytes(b"not a jpeg at all")
+    Image.open(files[0]).save(tree / "c0000" / "extra.png")  # a PNG: converted, not lost
+    return tree, files[1], files[4]
+
+
+def test_a_corrupt_jpeg_fails_the_preparation_naming_it(broken_tree, tmp_path):
+    tree, truncated, _ = broken_tree
+    with pytest.raises(DataError, match=str(truncated)):
+        images.prepare(tmp_path / "out", tree=tree, on_corrupt="fail", shards=2)
+    assert not (tmp_path / "out" / images.MANIFEST).exists()
+
+
+def test_a_corrupt_jpeg_is_skipped_and_counted(broken_tree, tmp_path):
+    tree, truncated, garbage = broken_tree
+    dataset = images.prepare(tmp_path / "out", tree=tree, on_corrupt="skip", shards=2)
+    info = dataset.describe()
+    assert info["skipped"] == 2 and set(info["skipped_files"]) == {str(truncated), str(garbage)}
+    assert info["images"] == 5 and info["converted"] == 1
+    assert truncated not in dataset.files and garbage not in dataset.files
+    for fw in ("torch", "tensorflow", "mxnet"):
+        assert first_batch(fw, dataset, 64, 5)[0].shape == (5, 64, 64, 3)

@@ -17,6 +17,12 @@ cfg.validate(config)
 include: "rules/common.smk"
 include: "rules/environment.smk"
 include: "rules/runs.smk"
+
+
+if DATASET:
+
+    include: "rules/data.smk"
+
 include: "rules/allreduce.smk"
 include: "rules/analysis.smk"
 

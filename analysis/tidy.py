@@ -35,6 +35,7 @@ TENSOR_COLUMNS = RUN_KEYS + ["tensor", "bytes", "ready_s"]
 
 def _provenance_row(run_rec):
     prov = run_rec["provenance"]
+    data = run_rec.get("data", {})
     fw = prov.get("framework", {})
     launch = prov.get("launch", {})
     return {
@@ -44,6 +45,10 @@ def _provenance_row(run_rec):
         "inter_op_threads": fw.get("inter_op_threads"),
         "layout_used": fw.get("layout", ""),
         "onednn": fw.get("onednn"),
+        "data": data.get("kind", "synthetic"),
+        "data_images": data.get("images"),
+        "data_skipped": data.get("skipped"),
+        "data_hash": data.get("content_hash"),
         "autotune": fw.get("autotune"),
         "tf32": fw.get("tf32"),
         "device": fw.get("device", ""),
@@ -119,6 +124,10 @@ def _read_files(run_dir, row):
         run_rec = next((r for r in records if r["kind"] == "run"), None)
         if rank == 0 and run_rec:
             row.update(_provenance_row(run_rec))
+        if run_rec and run_rec.get("data", {}).get("loader_img_per_s") is not None:
+            # the slowest rank's loader bounds the step
+            rate = run_rec["data"]["loader_img_per_s"]
+            row["loader_img_per_s"] = min(rate, row.get("loader_img_per_s") or rate)
         if not ok:
             continue
         if rank == 0 and run_rec:

@@ -97,6 +97,7 @@ def validate(config):
     can make one."""
     validate_schema(config)
     check_device(config)
+    check_data(config)
     if config.get("emulate"):
         from harness import emulate
 
@@ -135,6 +136,47 @@ def check_device(config):
                           f"{env.variant()} one; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake")
 
 
+def check_data(config):
+    """Loader workers suit the data (none for synthetic tensors), a user's folder exists, and every
+    rank can have TFRecord shards of its own."""
+    data, workers = config["data"], config["loader_workers"]
+    if data["kind"] == "synthetic":
+        if workers != [0]:
+            raise ConfigError("config key 'loader_workers': synthetic data has no loader; use [0] "
+                              "(or data: {kind: images})")
+        return
+    if 0 in workers:
+        raise ConfigError("config key 'loader_workers': image data needs at least 1 loader worker per rank")
+    if data.get("path") and not resolve(data["path"]).is_dir():
+        raise ConfigError(f"config key 'data.path': {data['path']} is not a folder (expected an ImageNet-style "
+                          "<path>/<class>/<image>.jpg tree)")
+    ranks = max(config["nodes"]) * max(config["ranks_per_node"])
+    if data.get("shards", DATA_SHARDS) < ranks:
+        raise ConfigError(f"config key 'data.shards': {data.get('shards', DATA_SHARDS)} TFRecord shards for up to "
+                          f"{ranks} ranks; each rank reads whole shards, so give at least {ranks}")
+
+
+DATA_SHARDS = 8
+
+
+def dataset_folder(config):
+    """Where the study's prepared image set lives (None for synthetic data): one folder per recipe
+    (generated: count, classes, seed) or per folder of the user's, under the cache (default data/),
+    shared by every study that asks for the same images."""
+    data = config["data"]
+    if data["kind"] == "synthetic":
+        return None
+    cache = resolve(data.get("cache", "data"))
+    if data.get("path"):
+        import hashlib
+
+        source = str(resolve(data["path"]).resolve())
+        key = f"tree-{Path(source).name}-{hashlib.sha256(source.encode()).hexdigest()[:12]}"
+    else:
+        key = f"generated-n{data.get('images', 1000)}-c{config['classes']}-s{config['seed']}"
+    return cache / f"{key}-shards{data.get('shards', DATA_SHARDS)}-{data.get('on_corrupt', 'fail')}"
+
+
 def load(path):
     path = Path(path)
     if not path.is_file():
@@ -152,8 +194,8 @@ def matrix(config):
 
 
 WORD_KEYS = ("framework", "model", "comm", "layout", "timing")
-RUN_PATTERN = ("{framework}/{model}/{comm}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}/"
-               "repeat{repeat}")
+RUN_PATTERN = ("{framework}/{model}/{comm}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
+               "lw{loader_workers}/repeat{repeat}")
 
 
 def run_path(run):
@@ -179,7 +221,7 @@ def run_from_wildcards(wildcards):
 
 
 # Settings every run's result depends on besides its identity: a change re-runs the study.
-RUN_SETTINGS = ("image_size", "classes", "threads_per_rank", "precision", "device", "warmup", "iterations",
+RUN_SETTINGS = ("data", "image_size", "classes", "threads_per_rank", "precision", "device", "warmup", "iterations",
                 "profile_iterations", "autotune", "tf32", "lr", "momentum", "seed", "hostfile", "launcher",
                 "emulate")
 

@@ -230,7 +230,7 @@ def check(path, out_dir):
         raise DataError(f"{path}: not a usable image: {e}") from e
 
 
-def prepare(out, tree=None, images=1000, classes=10, seed=0, shards=8, on_corrupt="fail"):
+def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corrupt="fail"):
     """Make (or take, `tree`: the user's ImageNet-style folder) the training set, check that every
     file decodes, and write its TFRecord shards and RecordIO beside OUT/manifest.json. A file that
     does not decode is skipped and listed in the manifest (`on_corrupt: skip`) or stops the
@@ -248,6 +248,10 @@ def prepare(out, tree=None, images=1000, classes=10, seed=0, shards=8, on_corrup
     else:
         tree, source = Path(tree).resolve(), {"path": str(Path(tree).resolve())}
     found = samples(tree)
+    names = sorted(p.name for p in tree.iterdir() if p.is_dir())
+    if len(names) > classes:
+        raise DataError(f"{tree}: {len(names)} class folders, but the networks have {classes} outputs "
+                        "(set the study's `classes` to at least the number of folders)")
     kept, skipped, converted = [], [], []
     for path, label in found:
         try:
@@ -262,7 +266,6 @@ def prepare(out, tree=None, images=1000, classes=10, seed=0, shards=8, on_corrup
         kept.append((used, label))
     if not kept:
         raise DataError(f"{tree}: none of its {len(found)} images decodes")
-    names = sorted(p.name for p in tree.iterdir() if p.is_dir())
     tfrecords = to_tfrecord(kept, out / "tfrecord", shards)
     recordio = to_recordio(kept, out / "recordio" / "train")
     rel = (lambda p: str(p.relative_to(out)) if p.is_relative_to(out) else str(p))
@@ -273,6 +276,33 @@ def prepare(out, tree=None, images=1000, classes=10, seed=0, shards=8, on_corrup
     tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset
     return Dataset(out)
+
+
+def prepare_rule(config, python, manifest, log):
+    """The pipeline's `dataset` rule: `prepare` for the study's data, in a process of its own (it
+    loads TensorFlow and MXNet for the converters), its output in the rule's log. A file that stops
+    it (on_corrupt: fail) is named in the error."""
+    import os
+    import subprocess
+
+    from harness.config import ROOT, resolve
+
+    data = config["data"]
+    argv = [python, "-m", "harness.images", "prepare", str(Path(manifest).parent),
+            "--images", str(data.get("images", 1000)), "--classes", str(config["classes"]),
+            "--seed", str(config["seed"]), "--shards", str(data.get("shards", 8)),
+            "--on-corrupt", data.get("on_corrupt", "fail")]
+    if data.get("path"):
+        argv += ["--tree", str(resolve(data["path"]))]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as fh:
+        rc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode
+    if rc:
+        lines = Path(log).read_text(errors="replace").splitlines()
+        errors = [ln for ln in lines if "Error" in ln.split(":", 1)[0]]
+        raise RuntimeError(f"preparing the training images failed: {(errors or lines or ['no output'])[-1]} "
+                           f"(log: {log})")
 
 
 def main(argv=None):
@@ -295,7 +325,7 @@ def main(argv=None):
     p.add_argument("out")
     p.add_argument("--tree", help="an ImageNet-style folder of your own (default: make one)")
     p.add_argument("--images", type=int, default=1000)
-    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--classes", type=int, default=1000, help="the networks' outputs (labels must be fewer)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--on-corrupt", choices=ON_CORRUPT, default="fail")

@@ -43,6 +43,8 @@ def run_spec(config, run, out_dir):
     spec.update(run)
     spec.update({k: config[k] for k in ("warmup", "iterations", "profile_iterations", "autotune", "tf32", "lr",
                                         "momentum", "seed", "device")})
+    folder = cfg.dataset_folder(config)
+    spec["data"] = {**config["data"], "folder": str(folder)} if folder else dict(config["data"])
     spec["out_dir"] = str(out_dir)
     return spec
 

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 from harness import config as cfg
+from harness import images
 from environment import build as env
 from harness import launch
 from harness import rule as rule_process
@@ -12,6 +13,8 @@ from analysis import figures, steps
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
 ENV_RECORD = f"{RESULTS}/environment.json"
+DATASET = cfg.dataset_folder(config)
+DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
 RUNS = [f"{RESULTS}/runs/{cfg.run_path(run)}/status.json" for run in cfg.matrix(config)]
 # One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks.
 SWEEPS = {

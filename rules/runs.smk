@@ -12,6 +12,7 @@ wildcard_constraints:
     nodes=r"\d+",
     ranks_per_node=r"\d+",
     batch_size=r"\d+",
+    loader_workers=r"\d+",
     repeat=r"\d+",
 
 
@@ -19,6 +20,7 @@ rule run:
     input:
         env=ENV_RECORD,
         hostfile=config["hostfile"],
+        data=[DATA_MANIFEST] if DATASET else [],
     output:
         f"{RESULTS}/runs/{cfg.RUN_PATTERN}/status.json",
     log:

@@ -27,6 +27,6 @@ ranks = range(single) if single else [trainer.rank]
 parts = [SyntheticData(spec["seed"], r, batch_size, spec["image_size"], spec["classes"], trainer.data_layout)(0)
          for r in ranks]
 batch = tuple(np.concatenate([p[i] for p in parts]) for i in (0, 1))
-timed_step(trainer, batch)
+timed_step(trainer, lambda: batch)
 np.savez(out / f"{tag}.npz", *trainer.state())
 trainer.shutdown()

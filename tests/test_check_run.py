@@ -7,7 +7,7 @@ from harness.records import PHASE_KEYS, Writer
 def write_rank(run_dir, rank, steps=3, checksum=1.0, loss=2.0, end=True):
     w = Writer(run_dir / f"rank{rank}.jsonl")
     w.write("run", framework="torch", model="m", comm="overlap", layout="best", timing="phased", nodes=1, ranks_per_node=2,
-            batch_size=4, image_size=64, classes=10, threads_per_rank=1, precision="fp32", repeat=0,
+            batch_size=4, loader_workers=0, image_size=64, classes=10, threads_per_rank=1, precision="fp32", repeat=0,
             rank=rank, size=2, local_rank=rank, host="h", provenance={})
     for it in range(steps):
         w.write("step", rank=rank, iteration=it, warmup=it == 0, profiled=False, wall_s=0.6, loss=loss,

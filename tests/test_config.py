@@ -8,8 +8,9 @@ def test_default_config_is_valid(base_config):
     runs = cfg.matrix(base_config)
     assert len(runs) == 3 * 3 * 2 * 3  # frameworks x models x ranks_per_node x repeats
     assert runs[0] == {"framework": "torch", "model": "alexnet", "comm": "overlap", "layout": "best",
-                       "timing": "native", "nodes": 1, "ranks_per_node": 1, "batch_size": 8, "repeat": 0}
-    assert cfg.run_path(runs[0]) == "torch/alexnet/overlap/best/native/nodes1_rpn1_bs8/repeat0"
+                       "timing": "native", "nodes": 1, "ranks_per_node": 1, "batch_size": 8, "loader_workers": 1, "repeat": 0}
+    assert cfg.run_path(runs[0]) == "torch/alexnet/overlap/best/native/nodes1_rpn1_bs8_lw1/repeat0"
+    assert base_config["data"]["kind"] == "images"  # the io phase reads and decodes JPEGs
     assert base_config["launcher"]["env"] == {"OMPI_MCA_mpi_yield_when_idle": 1}  # no busy-polling contention
 
 
@@ -47,6 +48,31 @@ def test_schema_errors_name_the_key(base_config, key, value, message):
     with pytest.raises(cfg.ConfigError) as err:
         cfg.validate(base_config)
     assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize("data, workers, message", [
+    ({"kind": "synthetic"}, [1], "config key 'loader_workers': synthetic data has no loader; use [0]"),
+    ({"kind": "images"}, [0, 2], "config key 'loader_workers': image data needs at least 1 loader worker"),
+    ({"kind": "images", "path": "no/such/folder"}, [1], "config key 'data.path': no/such/folder is not a folder"),
+    ({"kind": "images", "shards": 1}, [1], "config key 'data.shards': 1 TFRecord shards for up to 2 ranks"),
+    ({"kind": "photos"}, [1], "config key 'data.kind': 'photos' is not one of"),
+    ({"kind": "images", "on_corrupt": "ignore"}, [1], "config key 'data.on_corrupt': 'ignore' is not one of"),
+])
+def test_data_and_loader_workers_are_checked(base_config, data, workers, message):
+    base_config.update(data=data, loader_workers=workers)
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.validate(base_config)
+    assert str(err.value).startswith(message)
+
+
+def test_the_prepared_images_are_shared_by_recipe(base_config, tmp_path):
+    folder = cfg.dataset_folder(base_config)
+    assert folder.parent == cfg.ROOT / "data" and "n512-c1000-s0" in folder.name
+    assert cfg.dataset_folder({**base_config, "seed": 1}) != folder
+    assert cfg.dataset_folder({**base_config, "results": "elsewhere"}) == folder
+    assert cfg.dataset_folder({**base_config, "data": {"kind": "synthetic"}}) is None
+    mine = cfg.dataset_folder({**base_config, "data": {"kind": "images", "path": str(tmp_path)}})
+    assert mine.name.startswith(f"tree-{tmp_path.name}-")
 
 
 def test_unknown_key_is_named(base_config):
@@ -154,4 +180,4 @@ def test_gpu_config_is_valid_in_the_cuda_environment(base_config, monkeypatch):
 
     monkeypatch.setenv("DLSCALE_ENV_VARIANT", "cuda")
     gpu = cfg.validate({**base_config, **yaml.safe_load(cfg.resolve("config/gpu.yaml").read_text())})
-    assert (gpu["device"], gpu["image_size"], len(cfg.matrix(gpu))) == ("gpu", 224, 3 * 3 * 3)
+    assert (gpu["device"], gpu["image_size"], len(cfg.matrix(gpu))) == ("gpu", 224, 3 * 3 * 2 * 3)  # x 2 loader_workers

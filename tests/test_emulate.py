@@ -110,7 +110,7 @@ def _comm_times(tmp_path, rate):
     conf = tiny_config(tmp_path / str(rate), emulate={"rate_mbit": rate}, framework=["torch"], iterations=4)
     run = {"framework": "torch", "model": "tinynet", "comm": "sequential", "layout": "best", "timing": "phased",
            "nodes": 2, "ranks_per_node": 1,
-           "batch_size": 4, "repeat": 0}
+           "batch_size": 4, "loader_workers": 0, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
     run_dir, _, _ = cfg.run_files(conf, run)

@@ -19,7 +19,7 @@ FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
 def run_once(tmp_path, framework, ranks, timing="native", comm="overlap", model="tinynet", layout="best", **over):
     conf = tiny_config(tmp_path, timing=[timing], layout=[layout], **over)
     run = {"framework": framework, "model": model, "comm": comm, "layout": layout, "timing": timing, "nodes": 1,
-           "ranks_per_node": ranks, "batch_size": 4, "repeat": 0}
+           "ranks_per_node": ranks, "batch_size": 4, "loader_workers": 0, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     run_dir, _, _ = cfg.run_files(conf, run)
     return status, run_dir

@@ -27,7 +27,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 # hit it with a signal while it trains.
 LONG = 1500
 TWO_RANKS = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native",
-             "nodes": 1, "ranks_per_node": 2, "batch_size": 4, "repeat": 0}
+             "nodes": 1, "ranks_per_node": 2, "batch_size": 4, "loader_workers": 0, "repeat": 0}
 
 
 def processes(text):
@@ -115,7 +115,8 @@ def made_runs(tmp_path_factory, base_config_module):
 
 @pytest.fixture(scope="module")
 def base_config_module():
-    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    conf = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return {**conf, "data": {"kind": "synthetic"}, "loader_workers": [0]}
 
 
 def _truncate_last_line(d):

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
 
 def gpu_spec(tmp_path, **over):
     spec = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native",
-            "nodes": 1, "ranks_per_node": 1, "batch_size": 16, "image_size": 32, "classes": 10,
+            "nodes": 1, "ranks_per_node": 1, "batch_size": 16, "loader_workers": 0, "image_size": 32, "classes": 10,
             "threads_per_rank": 2, "precision": "fp32", "device": "gpu", "repeat": 0, "warmup": 2,
             "iterations": 4, "profile_iterations": 3, "autotune": True, "tf32": False, "lr": 0.01,
             "momentum": 0.9, "seed": 0, "out_dir": str(tmp_path)}

@@ -134,3 +134,38 @@ def test_a_corrupt_jpeg_is_skipped_and_counted(broken_tree, tmp_path):
     assert truncated not in dataset.files and garbage not in dataset.files
     for fw in ("torch", "tensorflow", "mxnet"):
         assert first_batch(fw, dataset, 64, 5)[0].shape == (5, 64, 64, 3)
+
+
+# -- in training: real ranks reading images through each framework's loader ---------------------------
+
+
+def image_config(tmp_path, **over):
+    from tests.conftest import tiny_config
+
+    return tiny_config(tmp_path, classes=10, data={"kind": "images", "images": 16, "shards": 2, "on_corrupt": "fail",
+                                                   "cache": str(tmp_path / "data")}, loader_workers=[1], **over)
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "mxnet"])
+def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, framework):
+    from harness import config as cfg
+    from harness import launch
+    from harness.records import parse_file
+    from tests.conftest import ENV_RECORD
+
+    conf = image_config(tmp_path, timing=["phased"])
+    images.prepare(cfg.dataset_folder(conf), images=16, classes=10, seed=conf["seed"], shards=2)
+    run = {"framework": framework, "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "phased",
+           "nodes": 1, "ranks_per_node": 2, "batch_size": 4, "loader_workers": 1, "repeat": 0}
+    status = launch.launch(conf, run, ENV_RECORD)
+    assert status["status"] == "ok", status
+    run_dir, _, _ = cfg.run_files(conf, run)
+    for rank in range(2):
+        recs, errors = parse_file(run_dir / f"rank{rank}.jsonl")
+        assert not errors
+        data = recs[0]["data"]
+        assert (data["kind"], data["images"], data["skipped"], data["loader_workers"]) == ("images", 16, 0, 1)
+        assert data["loader_img_per_s"] > 0 and data["loader"] == loaders.DESCRIPTION[framework]
+        steps = [r for r in recs if r["kind"] == "step"]
+        assert len(steps) == conf["warmup"] + conf["iterations"] and all(s["io_s"] > 0 for s in steps)
+        assert all(np.isfinite(s["loss"]) for s in steps)

@@ -21,7 +21,7 @@ def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8):
     """Rows of one run; walls_by_rank[rank] lists the measured iterations' wall times."""
     rows = []
     ident = {"framework": "torch", "model": "m", "comm": "overlap", "layout": "best", "timing": "phased", "nodes": 1, "ranks_per_node": ranks,
-             "batch_size": batch, "image_size": 64, "classes": 10, "threads_per_rank": 1,
+             "batch_size": batch, "loader_workers": 0, "image_size": 64, "classes": 10, "threads_per_rank": 1,
              "precision": "fp32", "repeat": repeat}
     for rank, walls in enumerate(walls_by_rank):
         rows.append({**ident, "rank": rank, "host": "h", "iteration": 0, "warmup": True, "profiled": False, "phase": "wall",
@@ -69,7 +69,7 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     from analysis import figures, tidy
 
     empty = pd.DataFrame(columns=tidy.TIDY_COLUMNS)
-    keys = dict(zip(metrics.RUN_KEYS, ["torch", "m", "overlap", "best", "native", 1, 1, 8, 64, 10, 1, "fp32", 0]))
+    keys = dict(zip(metrics.RUN_KEYS, ["torch", "m", "overlap", "best", "native", 1, 1, 8, 0, 64, 10, 1, "fp32", 0]))
     status = pd.DataFrame([{**keys, "status": "failed", "reasons": "timed out after 1 s; job killed"}])
     summary = metrics.summarize(metrics.run_table(empty), status)
     assert summary[["repeats_ok", "repeats_failed", "failure_reasons"]].values.tolist() == [
@@ -123,12 +123,15 @@ def test_figure_lines_never_merge_two_configurations():
     rows = []
     for nodes, rpn in [(1, 1), (1, 2), (2, 1), (2, 2)]:
         for batch in (8, 16):
-            rows.append({"framework": "torch", "model": "m", "comm": "overlap", "layout": "best", "timing": "native",
-                         "nodes": nodes, "ranks_per_node": rpn, "ranks": nodes * rpn, "batch_size": batch,
-                         "image_size": 64, "classes": 10, "threads_per_rank": 1, "precision": "fp32"})
+            for workers in (1, 2):
+                rows.append({"framework": "torch", "model": "m", "comm": "overlap", "layout": "best",
+                             "timing": "native", "nodes": nodes, "ranks_per_node": rpn, "ranks": nodes * rpn,
+                             "batch_size": batch, "loader_workers": workers, "image_size": 64, "classes": 10,
+                             "threads_per_rank": 1, "precision": "fp32"})
     summary = pd.DataFrame(rows)
     got = figures.lines(summary)
     assert len(got) == len(summary)  # every configuration drawn
     assert not got.duplicated(["model", "framework", "setting", "ranks"]).any()  # no point is two configurations
     assert sorted(got["setting"].unique()) == sorted(
-        f"overlap, best, native, batch_size {b}, {r} per node" for b in (8, 16) for r in (1, 2))
+        f"overlap, best, native, batch_size {b}, loader_workers {w}, {r} per node"
+        for b in (8, 16) for w in (1, 2) for r in (1, 2))

@@ -15,7 +15,9 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 
 
 def test_tiny_study_end_to_end(tmp_path):
-    conf = tiny_config(tmp_path, repeats=2, logs=str(tmp_path / "logs"))
+    # on images: the dataset rule makes and converts them, each framework's loader reads them
+    conf = tiny_config(tmp_path, repeats=2, logs=str(tmp_path / "logs"), classes=10, loader_workers=[1],
+                       data={"kind": "images", "images": 16, "shards": 2, "cache": str(tmp_path / "data")})
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(conf))
     proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
@@ -24,6 +26,9 @@ def test_tiny_study_end_to_end(tmp_path):
 
     runs = pd.read_csv(results / "runs.csv")
     assert len(runs) == 8 and (runs["status"] == "ok").all(), runs[["status", "reasons"]]
+    assert (runs["data"] == "images").all() and (runs["data_images"] == 16).all() and (runs["data_skipped"] == 0).all()
+    assert (runs["loader_img_per_s"] > 0).all() and runs["data_hash"].nunique() == 1
+    assert "images" in (Path(conf["logs"]) / "dataset.log").read_text()
     versions = dict(zip(runs["framework"], runs["framework_version"].astype(str)))
     assert versions["torch"].startswith("2.13.0") and versions["mxnet"] == "1.9.1"
 

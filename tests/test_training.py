@@ -66,7 +66,7 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
     conf = tiny_config(tmp_path, iterations=8, batch_size=[8], model=["googlenet"], framework=[framework])
     conf["launcher"]["env"] = {"NCCL_DEBUG": "WARN", "UCX_TLS": "sm,self"}  # transport settings, recorded
     run = {"framework": framework, "model": "googlenet", "comm": "overlap", "layout": "best", "timing": "phased", "nodes": 1,
-           "ranks_per_node": 2, "batch_size": 8, "repeat": 0}
+           "ranks_per_node": 2, "batch_size": 8, "loader_workers": 0, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
     run_dir, _, _ = cfg.run_files(conf, run)
@@ -89,7 +89,7 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
 def test_timeout_kills_run_and_keeps_logs(tmp_path):
     conf = tiny_config(tmp_path, run_timeout_s=1, iterations=100000)
     run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
-           "ranks_per_node": 2, "batch_size": 4, "repeat": 0}
+           "ranks_per_node": 2, "batch_size": 4, "loader_workers": 0, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][0] == "timed out after 1 s; job killed"
@@ -108,7 +108,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path):
     broken.write_text("not a library\n")
     conf["launcher"]["env"] = {"MXNET_LIBRARY_PATH": str(broken)}  # `import mxnet` fails on every rank
     run = {"framework": "mxnet", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
-           "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
+           "ranks_per_node": 1, "batch_size": 4, "loader_workers": 0, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][0] == "mpirun exited with code 1"
@@ -120,7 +120,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path):
 def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name):
     conf = tiny_config(tmp_path, device="gpu")
     run = {"framework": framework, "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
-           "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
+           "ranks_per_node": 1, "batch_size": 4, "loader_workers": 0, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     reason = status["reasons"][1]
@@ -131,7 +131,7 @@ def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name)
 def test_mixed_precision_needs_a_gpu(tmp_path):
     conf = tiny_config(tmp_path, precision="mixed")
     run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
-           "ranks_per_node": 1, "batch_size": 4, "repeat": 0}
+           "ranks_per_node": 1, "batch_size": 4, "loader_workers": 0, "repeat": 0}
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][1] == ("first error: workloads.devices.DeviceError: precision mixed needs device gpu "

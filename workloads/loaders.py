@@ -183,6 +183,22 @@ def mx_iter(dataset, rank, size, batch_size, image_size, workers, seed, augment=
     return mx.io.ImageRecordIter(shuffle=False, resize=image_size, **common)
 
 
+DESCRIPTION = {
+    "torch": "torch.utils.data.DataLoader, worker processes, Pillow decode",
+    "tensorflow": "tf.data TFRecordDataset, parallel map (private thread pool), decode_and_crop_jpeg",
+    "mxnet": "mx.io.ImageRecordIter, preprocess threads, OpenCV decode",
+}
+
+
+def stream(framework, dataset, rank, size, batch_size, image_size, workers, seed, pin=False):
+    """The rank's endless stream of (images, labels) batches in its framework's own tensors."""
+    if framework == "torch":
+        return torch_loader(dataset, rank, size, batch_size, image_size, workers, seed, pin=pin)
+    if framework == "tensorflow":
+        return iter(tf_dataset(dataset, rank, size, batch_size, image_size, workers, seed))
+    return MxBatches(mx_iter(dataset, rank, size, batch_size, image_size, workers, seed))
+
+
 class MxBatches:
     """ImageRecordIter as an endless stream of (data, label) NDArrays (it ends at each epoch)."""
 

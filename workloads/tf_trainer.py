@@ -101,7 +101,7 @@ class Trainer(trainer.Trainer):
     def load(self, batch):
         x, y = batch
         with tf.device("/CPU:0"):  # staged in host memory: h2d is the real copy on the GPU
-            return tf.constant(x), tf.constant(y)
+            return tf.convert_to_tensor(x), tf.convert_to_tensor(y)
 
     def h2d(self, host):
         if not self.gpu:
@@ -141,9 +141,9 @@ class Trainer(trainer.Trainer):
         self._update_fn(self._allreduce_fn(grads))
         return loss, scaled
 
-    def step(self, batch):
+    def step(self, fetch):
         with self.span("dlscale:io"):
-            host = self.load(batch)
+            host = self.load(fetch())
         with self.span("dlscale:h2d"):
             dev = self.h2d(host)
         return self._step(*dev)

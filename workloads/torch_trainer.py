@@ -119,8 +119,8 @@ class Trainer(trainer.Trainer):
 
     def load(self, batch):
         x, y = batch
-        self.staging_x.copy_(torch.from_numpy(x))
-        self.staging_y.copy_(torch.from_numpy(y))
+        self.staging_x.copy_(torch.as_tensor(x))
+        self.staging_y.copy_(torch.as_tensor(y))
         return self.staging_x, self.staging_y
 
     def h2d(self, host):

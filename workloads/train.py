@@ -65,6 +65,46 @@ class SyntheticData:
         return self.batches[iteration % len(self.batches)]
 
 
+class Images:
+    """The rank's batches from its framework's own loader (workloads/loaders.py); calling it waits
+    for the next one (the iteration number is the synthetic data's concern only)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __call__(self, iteration):
+        return next(self.stream)
+
+
+def open_data(trainer, spec):
+    """(data, its description for the run record). Image data: the loader is started and, before
+    any training, PROBE_BATCHES batches are read from it alone, after the first (which waits for its
+    workers to start) and those made ahead meanwhile: their rate is the loader's own,
+    `loader_img_per_s`."""
+    data = spec.get("data", {"kind": "synthetic"})
+    if data["kind"] == "synthetic":
+        return SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"],
+                             trainer.data_layout), {"kind": "synthetic"}
+    from harness.images import Dataset
+    from workloads import loaders
+
+    dataset = Dataset(data["folder"])
+    workers = spec["loader_workers"]
+    stream = loaders.stream(trainer.name, dataset, trainer.rank, trainer.size, spec["batch_size"],
+                            spec["image_size"], workers, spec["seed"], pin=getattr(trainer, "gpu", False))
+    for _ in range(1 + loaders.PREFETCH * workers):  # startup, then what was made ahead meanwhile
+        next(stream)
+    start = time.perf_counter()
+    for _ in range(PROBE_BATCHES):
+        next(stream)
+    rate = PROBE_BATCHES * spec["batch_size"] / (time.perf_counter() - start)
+    return Images(stream), {**dataset.describe(), "loader_workers": workers, "loader_img_per_s": rate,
+                            "loader": loaders.DESCRIPTION[trainer.name]}
+
+
+PROBE_BATCHES = 8
+
+
 def load_trainer(spec):
     framework = spec["framework"]
     if framework not in TRAINERS:
@@ -72,11 +112,12 @@ def load_trainer(spec):
     return importlib.import_module(TRAINERS[framework]).Trainer(spec)
 
 
-def timed_step(trainer, batch):
-    """Run one SGD iteration; return (phase seconds, start time, loss handle)."""
+def timed_step(trainer, fetch):
+    """Run one SGD iteration on the batch `fetch()` returns; return (phase seconds, start time, loss
+    handle). io is the wait for the batch and its copy into the framework's staging buffers."""
     now = time.perf_counter
     start = now()
-    host = trainer.load(batch)
+    host = trainer.load(fetch())
     trainer.sync()
     t_io = now()
     dev = trainer.h2d(host)
@@ -101,10 +142,10 @@ def timed_step(trainer, batch):
     return phases, start, loss
 
 
-def native_step(trainer, batch):
+def native_step(trainer, fetch):
     """One iteration as the framework runs it fastest, one wait at the end; (start, loss handle)."""
     start = time.perf_counter()
-    loss = trainer.step(batch)
+    loss = trainer.step(fetch)
     trainer.sync()
     return start, loss
 
@@ -123,7 +164,7 @@ def profile(trainer, data, first, count, out):
     spans = {}
     for it in range(first, first + count):
         with trainer.annotate(f"{trace.ITERATION}{it}"):
-            start, loss = native_step(trainer, data(it))
+            start, loss = native_step(trainer, lambda: data(it))
             end = time.perf_counter()
         spans[it] = (start, end, trainer.loss_value(loss))
     trainer.profiling = False
@@ -171,14 +212,13 @@ def main(argv=None):
     out = Path(spec["out_dir"])
     writer = Writer(out / records_name(trainer.rank))
     sizes = trainer.gradient_sizes()
+    data, described = open_data(trainer, spec)
     writer.write(
         "run", **{k: spec[k] for k in IDENTITY}, rank=trainer.rank, size=trainer.size,
         local_rank=trainer.local_rank, host=os.environ.get("DLSCALE_NODE") or socket.gethostname(),
-        gradients={"tensors": len(sizes), "bytes": sum(sizes), "sizes": sizes},
+        gradients={"tensors": len(sizes), "bytes": sum(sizes), "sizes": sizes}, data=described,
         provenance=provenance(trainer, spec),
     )
-    data = SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"],
-                         trainer.data_layout)
     warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
     native = spec["timing"] == "native"
     profiled = spec.get("profile_iterations", 0) if native else 0
@@ -191,10 +231,10 @@ def main(argv=None):
         if timeline and it == warmup:
             trainer.hvd.start_timeline(str(out / TIMELINE))
         if native:
-            start, loss = native_step(trainer, data(it))
+            start, loss = native_step(trainer, lambda: data(it))
             phases = {}
         else:
-            phases, start, loss = timed_step(trainer, data(it))
+            phases, start, loss = timed_step(trainer, lambda: data(it))
         if it >= warmup:
             ready.append(trainer.gradient_ready())
         loss = trainer.loss_value(loss)

@@ -47,7 +47,8 @@ class Trainer(abc.ABC):
 
     @abc.abstractmethod
     def load(self, batch):
-        """Copy the iteration's host batch into the framework's host staging buffers."""
+        """Copy the iteration's host batch (numpy arrays, or the framework's own tensors from its
+        loader) into the framework's host staging buffers."""
 
     @abc.abstractmethod
     def h2d(self, host):
@@ -69,10 +70,11 @@ class Trainer(abc.ABC):
     def update(self):
         """Optimizer step and clearing of gradients."""
 
-    def step(self, batch):
-        """One whole SGD iteration with no wait inside; returns the loss handle."""
+    def step(self, fetch):
+        """One whole SGD iteration on the batch `fetch()` returns, with no wait inside; returns the
+        loss handle."""
         with self.span("dlscale:io"):
-            host = self.load(batch)
+            host = self.load(fetch())
         with self.span("dlscale:h2d"):
             dev = self.h2d(host)
         loss = self.forward(dev)

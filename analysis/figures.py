@@ -19,7 +19,7 @@ import seaborn as sns  # noqa: E402
 from harness.vocabulary import BASELINE_KEYS, FRAMEWORKS, PHASES  # noqa: E402
 
 # The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
-FIGURES = ("throughput", "efficiency", "phases")
+FIGURES = ("throughput", "efficiency", "phases", "input")
 MODEL_FIGURES = ("model", "extrapolation")
 FORMATS = ("pdf", "png")
 
@@ -129,8 +129,31 @@ def phases(summary, paths):
     return _save(grid.figure, paths, "phases")
 
 
+def input_rate(summary, paths):
+    """Per rank: what the loader delivers alone against what training takes, by loader workers."""
+    if "loader_img_per_s" not in summary or summary["loader_img_per_s"].isna().all():
+        return _nothing(paths, "input", "synthetic data: no loader (data: {kind: images} reads JPEGs)")
+    ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"]))
+    ok["training"] = ok["throughput_img_per_s"] / ok["ranks"]
+    ok["line"] = [f"{r.ranks} rank(s), {r.setting}" for r in ok.itertuples()]
+    long = ok.melt(id_vars=["model", "framework", "line", "loader_workers"], value_vars=["loader_img_per_s", "training"],
+                   var_name="rate", value_name="images / s per rank")
+    long["rate"] = long["rate"].map({"loader_img_per_s": "loader alone", "training": "training"})
+    grid = sns.relplot(data=long, kind="line", x="loader_workers", y="images / s per rank", col="model",
+                       hue="framework", style="rate", units="line", estimator=None, markers=True,
+                       palette=FRAMEWORK_COLOURS, hue_order=[f for f in FRAMEWORKS if f in set(long["framework"])],
+                       height=3.2, aspect=1.1, facet_kws={"sharey": False})
+    for ax in grid.axes.flat:
+        ax.set_yscale("log")
+        ax.set_xticks(sorted(long["loader_workers"].unique()))
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle("Input: the loader's own rate against training's demand (input-bound where they meet)",
+                         y=1.03)
+    return _save(grid.figure, paths, "input")
+
+
 def draw_all(summary, paths):
-    return [p for draw in (throughput, efficiency, phases) for p in draw(summary, paths)]
+    return [p for draw in (throughput, efficiency, phases, input_rate) for p in draw(summary, paths)]
 
 
 def model_fit(table, error, paths):

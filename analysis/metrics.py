@@ -95,7 +95,22 @@ def summarize(runs, status=None):
         summary["repeats_ok"] = summary["repeats_ok"].fillna(0).astype(int)
         summary["failure_reasons"] = summary["failure_reasons"].fillna("")
         summary["ranks"] = summary["nodes"] * summary["ranks_per_node"]
+        summary = add_loader(summary, status)
     return add_scaling(summary)
+
+
+def add_loader(summary, status):
+    """Image data: the loaders' own rate (`loader_img_per_s`, mean over ok runs of the slowest rank's)
+    and how much of it training uses, `loader_utilisation` = throughput per rank / loader rate: near
+    1 the step waits for its input (input-bound), far below 1 the loader keeps up with room to spare."""
+    if "loader_img_per_s" not in status:
+        return summary
+    ok = status[status["status"] == "ok"].assign(loader_img_per_s=lambda d: pd.to_numeric(d["loader_img_per_s"],
+                                                                                          errors="coerce"))
+    rate = ok.groupby(CONFIG_KEYS, observed=True)["loader_img_per_s"].mean().rename("loader_img_per_s").reset_index()
+    summary = summary.merge(rate, on=CONFIG_KEYS, how="left")
+    summary["loader_utilisation"] = summary["throughput_img_per_s"] / summary["ranks"] / summary["loader_img_per_s"]
+    return summary
 
 
 def _se(values):

@@ -75,7 +75,7 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     assert summary[["repeats_ok", "repeats_failed", "failure_reasons"]].values.tolist() == [
         [0, 1, "timed out after 1 s; job killed"]]
     paths = figures.draw_all(summary, figures.figure_paths(tmp_path, figures.FIGURES))
-    assert sorted(p.name for p in paths) == sorted(f"{n}.{e}" for n in ("throughput", "efficiency", "phases")
+    assert sorted(p.name for p in paths) == sorted(f"{n}.{e}" for n in ("throughput", "efficiency", "phases", "input")
                                                    for e in ("pdf", "png"))
     assert all(p.stat().st_size > 0 for p in paths)
 
@@ -135,3 +135,15 @@ def test_figure_lines_never_merge_two_configurations():
     assert sorted(got["setting"].unique()) == sorted(
         f"overlap, best, native, batch_size {b}, loader_workers {w}, {r} per node"
         for b in (8, 16) for w in (1, 2) for r in (1, 2))
+
+
+def test_loader_utilisation_is_training_demand_over_the_loaders_rate():
+    one = metrics.run_table(pd.DataFrame(tidy_rows(1, [[0.5, 0.5]])))  # 8 images per 0.5 s: 16 img/s
+    two = metrics.run_table(pd.DataFrame(tidy_rows(2, [[0.5, 0.5], [0.5, 0.5]])))  # 32 img/s, 16 per rank
+    runs = pd.concat([one, two])
+    status = runs[metrics.RUN_KEYS].assign(status="ok", reasons="", loader_img_per_s=[64.0, 20.0])
+    summary = metrics.summarize(runs, status).set_index("ranks")
+    assert summary.loc[1, "loader_img_per_s"] == 64.0 and summary.loc[1, "loader_utilisation"] == pytest.approx(0.25)
+    assert summary.loc[2, "loader_utilisation"] == pytest.approx(0.8)  # near input-bound
+    synthetic = metrics.summarize(runs, runs[metrics.RUN_KEYS].assign(status="ok", reasons=""))
+    assert "loader_utilisation" not in synthetic

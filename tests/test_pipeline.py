@@ -46,6 +46,7 @@ def test_tiny_study_end_to_end(tmp_path):
     assert (summary["throughput_img_per_s"] > 0).all() and (summary["repeats_ok"] == 2).all()
     assert (summary.loc[summary["ranks"] == 1, "efficiency"] == 1.0).all()
     assert summary["throughput_img_per_s_ci_lo"].notna().all()
+    assert (summary["loader_img_per_s"] > 0).all() and (summary["loader_utilisation"] > 0).all()
 
     fit = pd.read_csv(results / "allreduce_fit.csv", keep_default_na=False)
     assert fit[["nodes", "ranks_per_node", "sizes", "failure"]].values.tolist() == [[1, 2, 10, ""]]
@@ -68,7 +69,7 @@ def test_tiny_study_end_to_end(tmp_path):
     assert ext["ranks"].max() == 1024 and set(ext["link"]) == set(conf["extrapolate"]["links"])
     assert ext["predicted_efficiency"].between(0, 1.0 + 1e-9).all()
 
-    for name in ("throughput", "efficiency", "phases", "model", "extrapolation"):
+    for name in ("throughput", "efficiency", "phases", "input", "model", "extrapolation"):
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
 
@@ -82,7 +83,7 @@ def test_tiny_study_end_to_end(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0 and html.stat().st_size > 10000, proc.stderr[-3000:]
     text = html.read_text(errors="replace")
-    for name in ("throughput.png", "efficiency.png", "phases.png", "model.png", "extrapolation.png", "summary.csv"):
+    for name in ("throughput.png", "efficiency.png", "phases.png", "input.png", "model.png", "extrapolation.png", "summary.csv"):
         assert name in text, name
 
     # every declared log is written, with an account of the step

@@ -65,9 +65,16 @@ def cmd_launch(args):
         run[key] = int(value) if isinstance(run[key], int) else value
     from harness.execution import Interrupted, interruptible
 
+    record = env.load_record(env.build())
+    folder = cfg.dataset_folder(conf)
+    if folder and not (folder / "manifest.json").exists():  # as the pipeline's dataset rule would
+        from harness import images
+
+        print(f"preparing the training images in {folder} ...", file=sys.stderr)
+        images.prepare_rule(conf, record["python"], folder / images.MANIFEST, folder.parent / f"{folder.name}.log")
     try:
         with interruptible():
-            status = launch.launch(conf, run, env.load_record(env.build()))
+            status = launch.launch(conf, run, record)
     except Interrupted as exc:
         print(f"run {exc}: its MPI job was stopped and the run left incomplete", file=sys.stderr)
         return 128 + exc.signum

@@ -169,3 +169,22 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
         steps = [r for r in recs if r["kind"] == "step"]
         assert len(steps) == conf["warmup"] + conf["iterations"] and all(s["io_s"] > 0 for s in steps)
         assert all(np.isfinite(s["loss"]) for s in steps)
+
+
+def test_a_run_started_by_hand_prepares_the_images_first(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    from harness import config as cfg
+    from tests.conftest import ROOT
+
+    conf = image_config(tmp_path, framework=["torch"], ranks_per_node=[1])
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    proc = subprocess.run([sys.executable, "-m", "harness", "launch", str(path), "model=tinynet"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "preparing the training images" in proc.stderr
+    assert images.Dataset(cfg.dataset_folder(conf)).describe()["images"] == 16

@@ -102,6 +102,7 @@ def main():
                 spec = {"framework": framework, "model": model, "comm": args.comm, "layout": "best",
                         "timing": "phased", "nodes": 1, "batch_size": args.batch_size, "image_size": args.image_size,
                         "classes": 1000, "threads_per_rank": 1, "precision": "fp32", "device": "cpu", "repeat": 0,
+                        "loader_workers": 0, "data": {"kind": "synthetic"},
                         "warmup": args.warmup, "iterations": args.iterations, "profile_iterations": 0,
                         "autotune": True, "tf32": False, "lr": 0.01, "momentum": 0.9, "seed": 0}
                 got = {k: [] for k in KINDS}

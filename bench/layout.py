@@ -43,7 +43,8 @@ def main():
     args = ap.parse_args()
     spec = {"comm": "overlap", "timing": "native", "nodes": 1, "ranks_per_node": 1, "batch_size": args.batch_size,
             "image_size": args.image_size, "classes": 1000, "threads_per_rank": args.threads, "precision": "fp32",
-            "device": "cpu", "repeat": 0, "warmup": args.warmup, "iterations": args.iterations,
+            "device": "cpu", "repeat": 0, "loader_workers": 0, "data": {"kind": "synthetic"}, "warmup": args.warmup,
+            "iterations": args.iterations,
             "profile_iterations": 0, "autotune": True, "tf32": False, "lr": 0.01, "momentum": 0.9, "seed": 0}
     env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
     rows = []

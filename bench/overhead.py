@@ -112,7 +112,8 @@ def main():
 
     spec = {"model": args.model, "comm": "overlap", "layout": args.layout, "nodes": 1, "batch_size": args.batch_size,
             "image_size": args.image_size, "classes": 1000, "threads_per_rank": args.threads,
-            "precision": args.precision, "device": args.device, "repeat": 0, "warmup": args.warmup,
+            "precision": args.precision, "device": args.device, "repeat": 0, "loader_workers": 0,
+            "data": {"kind": "synthetic"}, "warmup": args.warmup,
             "iterations": args.iterations, "profile_iterations": 0, "autotune": True, "tf32": False, "lr": 0.01,
             "momentum": 0.9, "seed": 0}
     # the default study's rank environment: threads, math settings, MPI yielding when idle

@@ -8,7 +8,9 @@ the same work per image, in the same order:
   probability 1/2 -> float32, minus ImageNet's channel mean, divided by its standard deviation (on
   0-255 values) -> the framework's layout;
 and `workers` decode in parallel, with `PREFETCH` batches made ahead:
-- torch: `torch.utils.data.DataLoader` with `workers` worker processes over the tree (Pillow's
+- torch: `torch.utils.data.DataLoader` with `workers` worker processes over the tree, started by a
+  fork server rather than forked from the MPI rank (Horovod's advice: InfiniBand stacks are not
+  fork-safe) (Pillow's
   libjpeg-turbo decodes; `Image.resize(box=...)` crops and resizes in one antialiased pass), pinned
   memory on the GPU;
 - tensorflow: `tf.data` over the rank's TFRecord shards, a parallel map on a private pool of
@@ -34,6 +36,7 @@ STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 AREA = (0.08, 1.0)
 ASPECT = (3 / 4, 4 / 3)
 PREFETCH = 2  # batches made ahead by each loader (per worker for PyTorch, as its DataLoader counts)
+SHUFFLE = 1024  # TensorFlow's shuffle buffer, in records (bounded: ImageNet's would not fit in memory)
 
 
 class DataError(RuntimeError):
@@ -123,7 +126,7 @@ def torch_loader(dataset, rank, size, batch_size, image_size, workers, seed, pin
     images = TorchImages(dataset.files, dataset.labels, image_size, seed, augment)
     loader = torch.utils.data.DataLoader(images, batch_size=batch_size, sampler=_Epochs(len(images), rank, size, seed),
                                          num_workers=workers, prefetch_factor=PREFETCH, pin_memory=pin,
-                                         persistent_workers=True, multiprocessing_context="fork")
+                                         persistent_workers=True, multiprocessing_context="forkserver")
     return iter(loader)
 
 
@@ -159,7 +162,7 @@ def tf_dataset(dataset, rank, size, batch_size, image_size, workers, seed, augme
 
     ds = tf.data.TFRecordDataset(mine)
     if augment:
-        ds = ds.shuffle(len(dataset.files), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(min(SHUFFLE, len(dataset.files)), seed=seed, reshuffle_each_iteration=True)
     ds = ds.repeat().map(transform, num_parallel_calls=workers).batch(batch_size, drop_remainder=True)
     ds = ds.prefetch(PREFETCH)
     options = tf.data.Options()

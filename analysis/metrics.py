@@ -99,6 +99,23 @@ def summarize(runs, status=None):
     return add_scaling(summary)
 
 
+def add_mfu(summary, peak):
+    """Model FLOP utilisation: each rank's useful FLOP rate (throughput per rank x training FLOPs per
+    image, workloads/flops.py) over its framework's measured matrix-multiply rate with the same
+    threads and device (harness/peak.py): how far a framework is from the hardware, not only from
+    the others."""
+    from workloads import flops
+
+    rate = dict(zip(peak["framework"], peak["matmul_flops_s"]))
+    summary = summary.copy()
+    summary["train_flops_per_image"] = [flops.per_image(m, int(s), int(c))["train_flops"]
+                                        for m, s, c in zip(summary["model"], summary["image_size"], summary["classes"])]
+    summary["matmul_flops_s"] = summary["framework"].map(rate)
+    summary["mfu"] = (summary["throughput_img_per_s"] / summary["ranks"] * summary["train_flops_per_image"]
+                      / summary["matmul_flops_s"])
+    return summary
+
+
 def add_loader(summary, status):
     """Image data: the loaders' own rate (`loader_img_per_s`, mean over ok runs of the slowest rank's)
     and how much of it training uses, `loader_utilisation` = throughput per rank / loader rate: near

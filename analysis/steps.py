@@ -50,12 +50,30 @@ def write_tables(status_paths, tidy_path, runs_path, tensors_path, log_path):
         _wrote(tidy_path, runs_path, tensors_path)
 
 
-def write_summary(tidy_path, runs_path, out_path, log_path):
+def measure_peak(config, python, out_path, log_path):
+    """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
+    device (harness/peak.py), in a process of its own."""
+    import subprocess
+
+    from harness.config import ROOT
+
+    argv = [python, "-m", "harness.peak", str(Path(out_path).resolve()), "--framework", *config["framework"],
+            "--threads", str(config["threads_per_rank"]), "--device", config.get("device", "cpu"),
+            "--precision", config.get("precision", "fp32")]
+    with open(log_path, "w") as fh:
+        rc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+    if rc:
+        raise RuntimeError(f"measuring the matrix-multiply peak failed (log: {log_path})")
+
+
+def write_summary(tidy_path, runs_path, out_path, log_path, peak_path=None):
     with logged(log_path):
         table = pd.read_csv(tidy_path)
         status = pd.read_csv(runs_path, keep_default_na=False)
         runs = metrics.run_table(table)
         summary = metrics.summarize(runs, status)
+        if peak_path:
+            summary = metrics.add_mfu(summary, pd.read_csv(peak_path))
         summary.to_csv(out_path, index=False)
         print(f"{len(runs)} runs -> {len(summary)} configurations")
         _wrote(out_path)

@@ -14,16 +14,31 @@ rule tidy:
         steps.write_tables(list(input), output.tidy, output.runs, output.tensors, log[0])
 
 
+rule peak:
+    input:
+        env=ENV_RECORD,
+    output:
+        f"{RESULTS}/peak.csv",
+    log:
+        f"{LOGS}/peak.log",
+    params:
+        python=sys.executable,
+    threads: workflow.cores
+    run:
+        steps.measure_peak(config, params.python, output[0], log[0])
+
+
 rule summary:
     input:
         tidy=f"{RESULTS}/tidy.csv",
         runs=f"{RESULTS}/runs.csv",
+        peak=f"{RESULTS}/peak.csv",
     output:
         report(f"{RESULTS}/summary.csv", caption="../report/summary.rst", category="Tables"),
     log:
         f"{LOGS}/summary.log",
     run:
-        steps.write_summary(input.tidy, input.runs, output[0], log[0])
+        steps.write_summary(input.tidy, input.runs, output[0], log[0], input.peak)
 
 
 rule figures:

@@ -1,0 +1,43 @@
+"""Compute efficiency: FLOPs per image counted from the networks' definitions, the measured
+matrix-multiply rate, and model FLOP utilisation (MFU) in the summary."""
+
+import pandas as pd
+import pytest
+
+from analysis import metrics
+from harness import peak
+from workloads import flops
+
+
+@pytest.mark.parametrize("model, gmacs", [("alexnet", 0.714), ("googlenet", 1.498), ("resnet50", 4.089)])
+def test_forward_work_at_224_is_torchvisions_published_figure(model, gmacs):
+    counted = flops.per_image(model, 224)
+    assert counted["forward_macs"] / 1e9 == pytest.approx(gmacs, rel=0.01)
+    assert counted["train_flops"] == 6 * counted["forward_macs"]
+
+
+def test_a_network_counted_by_hand():
+    # tinynet at 64x64, 10 classes: conv 3->8 (3x3, stride 2) gives 8x32x32 outputs of 27 MACs,
+    # conv 8->16 (stride 2) 16x16x16 of 72, the classifier 10 x 256
+    macs = 8 * 32 * 32 * 27 + 16 * 16 * 16 * 72 + 10 * 256
+    assert flops.per_image("tinynet", 64, 10) == {"forward_macs": macs, "train_flops": 6 * macs}
+
+
+def test_mfu_is_useful_flops_per_rank_over_the_frameworks_matmul_rate():
+    work = flops.per_image("tinynet", 64, 10)["train_flops"]
+    summary = pd.DataFrame({"framework": ["torch", "mxnet"], "model": ["tinynet"] * 2, "image_size": [64] * 2,
+                            "classes": [10] * 2, "ranks": [2, 1], "throughput_img_per_s": [1000.0, 400.0]})
+    peak_table = pd.DataFrame({"framework": ["torch", "mxnet"], "matmul_flops_s": [50e9, 40e9]})
+    got = metrics.add_mfu(summary, peak_table).set_index("framework")
+    assert got.loc["torch", "mfu"] == pytest.approx(500 * work / 50e9)
+    assert got.loc["mxnet", "mfu"] == pytest.approx(400 * work / 40e9)
+
+
+def test_the_matmul_rate_is_measured_per_framework(tmp_path):
+    out = tmp_path / "peak.csv"
+    assert peak.main([str(out), "--framework", "torch", "mxnet", "--threads", "1"]) == 0
+    table = pd.read_csv(out)
+    assert list(table["framework"]) == ["torch", "mxnet"] and (table["n"] == 2048).all()
+    # one core of any machine this runs on does between 1 and 500 GFLOP/s in float32
+    assert table["matmul_flops_s"].between(1e9, 5e11).all()
+    assert (table["matmul_flops_s_min"] <= table["matmul_flops_s"]).all()

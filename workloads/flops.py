@@ -1,0 +1,43 @@
+"""Floating-point work per image of each network, counted from its definition.
+
+Convention (stated with every number it produces):
+- one multiply-add is 2 FLOPs;
+- only convolutions and fully connected layers are counted (their multiply-adds: output elements x
+  input channels per group x kernel area, and output features x input features); batch norm,
+  activations, pooling, additions and the loss are left out (well under 1% of these networks' work);
+- a training step costs 3x the forward pass: backward computes the gradients of the inputs and of
+  the weights, each about as costly as the forward.
+The networks are the same in all three frameworks (tests/test_parity.py), so they are counted once,
+on the PyTorch definition, at the study's input size. At 224x224 the forward multiply-adds are
+torchvision's published figures (AlexNet 0.714 G, GoogLeNet 1.498 G, ResNet-50 4.089 G; tested).
+"""
+
+from functools import lru_cache
+
+CONVENTION = "2 FLOPs per multiply-add; conv and linear layers only; training = 3 x forward"
+
+
+@lru_cache(maxsize=None)
+def per_image(model, image_size, classes=1000):
+    """{"forward_macs", "train_flops"} of one image through `model` at image_size x image_size."""
+    import torch
+
+    from workloads.registry import build_model
+
+    net = build_model("torch", model, classes).eval()
+    macs = []
+
+    def conv(m, _inputs, out):
+        macs.append(out[0].numel() * (m.in_channels // m.groups) * m.kernel_size[0] * m.kernel_size[1])
+
+    def linear(m, _inputs, out):
+        macs.append(out[0].numel() * m.in_features)
+
+    hooks = [m.register_forward_hook(conv if isinstance(m, torch.nn.Conv2d) else linear)
+             for m in net.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    with torch.no_grad():
+        net(torch.zeros(1, 3, image_size, image_size))
+    for h in hooks:
+        h.remove()
+    forward = sum(macs)
+    return {"forward_macs": forward, "train_flops": 3 * 2 * forward}

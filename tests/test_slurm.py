@@ -48,5 +48,7 @@ def test_slurm_profile_dry_run_lists_jobs_with_their_resources(tmp_path):
     sweeps = {(w["nodes"], w["ranks_per_node"]): r for w, r in jobs["allreduce"]}
     assert set(sweeps) == {("1", "4"), ("2", "1"), ("2", "4")}
     assert (sweeps[("2", "1")]["tasks"], sweeps[("2", "1")]["mpi"]) == ("2", "srun")
-    assert {"tidy", "summary", "model", "figures"} <= set(jobs)
+    assert {"tidy", "summary", "model", "figures", "peak", "dataset"} <= set(jobs)
+    (_, peak), = jobs["peak"]
+    assert (peak["nodes"], peak["tasks"], peak["slurm_extra"]) == ("1", "1", "--exclusive --gpus-per-node=1")
     assert not Path(study["results"]).exists()  # a dry run submits and writes nothing

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from harness import launch, launchers  # noqa: E402
 from harness.records import parse_file  # noqa: E402
 from harness.vocabulary import records_name  # noqa: E402
-from overhead import machine  # noqa: E402
+from overhead import machine, write_table  # noqa: E402
 
 KINDS = ("alone", "pair", "ranks2")
 COMPUTE = ("forward_s", "backward_s", "update_s")
@@ -121,13 +121,7 @@ def main():
                     r = rows[-1]
                     print(f"{framework} {model} {kind}/alone compute: median {r['ratio_to_alone']:.3f} "
                           f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f})", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {out}")
+    write_table(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness import execution, launch, launchers  # noqa: E402
-from overhead import machine, throughput  # noqa: E402
+from overhead import machine, throughput, write_table  # noqa: E402
 from workloads.devices import BEST_LAYOUT, LAYOUTS  # noqa: E402
 
 
@@ -80,13 +80,7 @@ def main():
                     print(f"{framework} {model} {layout}{' (best)' if r['best'] else ''}: {r['img_per_s']:.2f} img/s, "
                           f"x{r['ratio_to_best']:.3f} of best (min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f})",
                           flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {out}")
+    write_table(rows, args.out)
 
 
 if __name__ == "__main__":

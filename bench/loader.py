@@ -15,7 +15,6 @@ exceed 1. Trials rotate which framework goes first; the median is reported with 
 """
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -28,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead import machine  # noqa: E402
+from bench.overhead import machine, write_table  # noqa: E402
 from harness import images  # noqa: E402
 
 FRAMEWORKS = ("torch", "tensorflow", "mxnet")
@@ -162,13 +161,7 @@ def main():
             r = rows[-1]
             print(f"  {framework} {workers} worker(s): {r['images_per_s_per_worker']} images/s per worker, "
                   f"ceiling {r['ceiling']}, ratio {r['ratio']} ({r['ratio_min']}-{r['ratio_max']})", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {out}")
+    write_table(rows, args.out)
 
 
 if __name__ == "__main__":

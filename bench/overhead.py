@@ -42,6 +42,17 @@ def machine(device="cpu"):
     return f"{platform.node() or 'host'}: {cores} cores{gpu}, {platform.machine()}, {platform.platform(terse=True)}"
 
 
+def write_table(rows, path):
+    """A benchmark's table (bench/results/<name>.csv), one row per dict."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+
+
 def throughput(kind, out, spec, ranks, records=None):
     """Images/s of one finished run: the bare loop's printed figure (out/<kind>.log) or the
     harness's records (in `records`, by default out/<kind>)."""
@@ -140,13 +151,7 @@ def main():
                     r = rows[-1]
                     print(f"  {framework} {ranks} rank(s) {timing}/bare: median {r['ratio']:.3f} "
                           f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f}, {r['trials']} paired trials)", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {out}")
+    write_table(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -106,14 +107,25 @@ def class_name(c):
     return f"c{c:04d}"
 
 
-def make(folder, images, classes, seed=0):
-    """The ImageFolder tree DIR/<class>/<index>.JPEG: image i belongs to class i mod classes."""
+def _write(job):
+    folder, seed, i, classes = job
+    data, _, _ = image(seed, i)
+    (folder / class_name(i % classes) / f"{i:08d}.JPEG").write_bytes(data)
+
+
+def make(folder, images, classes, seed=0, processes=None):
+    """The ImageFolder tree DIR/<class>/<index>.JPEG: image i belongs to class i mod classes (a
+    folder per class that has images). Made by `processes` processes (default: one per core); image
+    i depends on (seed, i) alone, so the tree is the same however many make it."""
+    import multiprocessing
+
     folder = Path(folder)
-    for c in range(classes):
+    for c in range(min(images, classes)):
         (folder / class_name(c)).mkdir(parents=True, exist_ok=True)
-    for i in range(images):
-        data, _, _ = image(seed, i)
-        (folder / class_name(i % classes) / f"{i:08d}.JPEG").write_bytes(data)
+    jobs = [(folder, seed, i, classes) for i in range(images)]
+    with multiprocessing.get_context("spawn").Pool(processes or os.cpu_count()) as pool:
+        for _ in pool.imap_unordered(_write, jobs, chunksize=8):
+            pass
     return folder
 
 

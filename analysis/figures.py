@@ -135,7 +135,9 @@ def input_rate(summary, paths):
         return _nothing(paths, "input", "synthetic data: no loader (data: {kind: images} reads JPEGs)")
     ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"]))
     ok["training"] = ok["throughput_img_per_s"] / ok["ranks"]
-    ok["line"] = [f"{r.ranks} rank(s), {r.setting}" for r in ok.itertuples()]
+    # a line runs over loader workers: its setting without them
+    ok["line"] = [f"{r.ranks} rank(s), " + r.setting.replace(f", loader_workers {r.loader_workers}", "")
+                  for r in ok.itertuples()]
     long = ok.melt(id_vars=["model", "framework", "line", "loader_workers"], value_vars=["loader_img_per_s", "training"],
                    var_name="rate", value_name="images / s per rank")
     long["rate"] = long["rate"].map({"loader_img_per_s": "loader alone", "training": "training"})

@@ -79,7 +79,8 @@ class Images:
 def open_data(trainer, spec):
     """(data, its description for the run record). Image data: the loader is started and, before
     any training, PROBE_BATCHES batches are read from it alone, after the first (which waits for its
-    workers to start) and those made ahead meanwhile: their rate is the loader's own,
+    workers to start) and those made ahead meanwhile (read until one is waited for: MXNet's
+    ImageRecordIter holds more than its prefetch_buffer): their rate is the loader's own,
     `loader_img_per_s`."""
     data = spec.get("data", {"kind": "synthetic"})
     if data["kind"] == "synthetic":
@@ -92,8 +93,12 @@ def open_data(trainer, spec):
     workers = spec["loader_workers"]
     stream = loaders.stream(trainer.name, dataset, trainer.rank, trainer.size, spec["batch_size"],
                             spec["image_size"], workers, spec["seed"], pin=getattr(trainer, "gpu", False))
-    for _ in range(1 + loaders.PREFETCH * workers):  # startup, then what was made ahead meanwhile
+    next(stream)  # waits for the workers to start
+    for _ in range(DRAIN_MOST):  # take what was made ahead meanwhile, until a batch is waited for
+        before = time.perf_counter()
         next(stream)
+        if time.perf_counter() - before > WAITED_S:
+            break
     start = time.perf_counter()
     for _ in range(PROBE_BATCHES):
         next(stream)
@@ -103,6 +108,7 @@ def open_data(trainer, spec):
 
 
 PROBE_BATCHES = 8
+DRAIN_MOST, WAITED_S = 64, 5e-4
 
 
 def load_trainer(spec):

@@ -173,7 +173,8 @@ def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_ru
 
 
 def test_killing_mpirun_fails_the_run_and_leaves_no_rank(base_config, tmp_path):
-    base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"), iterations=LONG)
+    base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"), iterations=LONG,
+                       data={"kind": "synthetic"}, loader_workers=[0])
     folder = run_dir(base_config)
     result = {}
     thread = threading.Thread(target=lambda: result.update(launch.launch(base_config, TWO_RANKS, ENV_RECORD)))

@@ -53,15 +53,16 @@ def write_tables(status_paths, tidy_path, runs_path, tensors_path, log_path):
 def measure_peak(config, python, out_path, log_path):
     """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
     device (harness/peak.py), in a process of its own."""
-    import subprocess
+    import os
 
     from harness.config import ROOT
+    from harness.execution import execute
 
     argv = [python, "-m", "harness.peak", str(Path(out_path).resolve()), "--framework", *config["framework"],
             "--threads", str(config["threads_per_rank"]), "--device", config.get("device", "cpu"),
             "--precision", config.get("precision", "fp32")]
-    with open(log_path, "w") as fh:
-        rc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+    Path(log_path).write_text("")
+    rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(ROOT)})
     if rc:
         raise RuntimeError(f"measuring the matrix-multiply peak failed (log: {log_path})")
 

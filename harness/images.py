@@ -190,6 +190,10 @@ def to_recordio(source, out):
     return out.with_suffix(".rec"), out.with_suffix(".idx")
 
 
+class DataError(RuntimeError):
+    """A training image that cannot be used, named."""
+
+
 MANIFEST = "manifest.json"
 ON_CORRUPT = ("skip", "fail")
 
@@ -227,8 +231,6 @@ def check(path, out_dir):
     decoded (corrupt, truncated)."""
     from PIL import Image
 
-    from workloads.loaders import DataError
-
     try:
         with Image.open(path) as img:
             img.load()
@@ -247,8 +249,6 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
     file decodes, and write its TFRecord shards and RecordIO beside OUT/manifest.json. A file that
     does not decode is skipped and listed in the manifest (`on_corrupt: skip`) or stops the
     preparation with its name (`fail`). Returns the Dataset."""
-    from workloads.loaders import DataError
-
     if on_corrupt not in ON_CORRUPT:
         raise ValueError(f"on_corrupt {on_corrupt!r}: one of {', '.join(ON_CORRUPT)}")
     out = Path(out)
@@ -294,22 +294,19 @@ def prepare_rule(config, python, manifest, log):
     """The pipeline's `dataset` rule: `prepare` for the study's data, in a process of its own (it
     loads TensorFlow and MXNet for the converters), its output in the rule's log. A file that stops
     it (on_corrupt: fail) is named in the error."""
-    import os
-    import subprocess
-
-    from harness.config import ROOT, resolve
+    from harness.config import DATA_SHARDS, ROOT, resolve
+    from harness.execution import execute
 
     data = config["data"]
     argv = [python, "-m", "harness.images", "prepare", str(Path(manifest).parent),
             "--images", str(data.get("images", 1000)), "--classes", str(config["classes"]),
-            "--seed", str(config["seed"]), "--shards", str(data.get("shards", 8)),
+            "--seed", str(config["seed"]), "--shards", str(data.get("shards", DATA_SHARDS)),
             "--on-corrupt", data.get("on_corrupt", "fail")]
     if data.get("path"):
         argv += ["--tree", str(resolve(data["path"]))]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     Path(log).parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as fh:
-        rc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode
+    Path(log).write_text("")
+    rc, _ = execute(argv, log, None, {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"})
     if rc:
         lines = Path(log).read_text(errors="replace").splitlines()
         errors = [ln for ln in lines if "Error" in ln.split(":", 1)[0]]

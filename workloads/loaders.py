@@ -31,16 +31,14 @@ import math
 
 import numpy as np
 
+from harness.images import DataError  # a training image that cannot be used, named
+
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 AREA = (0.08, 1.0)
 ASPECT = (3 / 4, 4 / 3)
 PREFETCH = 2  # batches made ahead by each loader (per worker for PyTorch, as its DataLoader counts)
 SHUFFLE = 1024  # TensorFlow's shuffle buffer, in records (bounded: ImageNet's would not fit in memory)
-
-
-class DataError(RuntimeError):
-    """A training image that cannot be used, named."""
 
 
 def shard(n, rank, size, epoch, seed):

@@ -8,9 +8,9 @@ Measured, per run (model.csv):
 
 Model, for a run on N ranks, from the 1-rank run of the same framework, model, comm mode and
 batch (its io, h2d, forward, backward and update times) and the study's allreduce sweep on the
-same nodes and ranks, which gives the time T(m) of one allreduce of m bytes (`sweep_cost`: the
-measured medians, linear between sizes and beyond the largest; the alpha-beta ring fit where a
-sweep has too few sizes):
+same nodes and ranks, which gives the time T(m) of one allreduce of m bytes through Horovod, fused
+as Horovod fuses (`sweep_cost`: the measured medians, linear between sizes and beyond the largest;
+the alpha-beta ring fit where a sweep has too few sizes):
 - Gradient i (sizes from the run's records) is ready r_i seconds into backward: measured per
   tensor in PyTorch, whose allreduces start from backward hooks; at the end of backward where the
   framework starts communication after backward (TensorFlow, MXNet) and in sequential mode.
@@ -135,14 +135,16 @@ def baselines(table, tensors):
 
 
 def costs(sweep, fits):
-    """{(nodes, ranks_per_node): T(m)} from the sweep table, else the fit (allreduce*.csv)."""
+    """{(nodes, ranks_per_node): T(m)} from the sweep table, else the fit (allreduce*.csv): Horovod's
+    own allreduce where the sweep has it, MPI's otherwise (sweeps made before the horovod path)."""
     out = {}
-    for r in fits.itertuples():
-        if not pd.isna(r.alpha_s):
-            out[(r.nodes, r.ranks_per_node)] = ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte)
-    for (nodes, rpn), g in sweep.groupby(["nodes", "ranks_per_node"]):
-        if len(g) >= 2:
-            out[(nodes, rpn)] = sweep_cost(g["bytes"], g["median_s"])
+    for path in ("mpi", "horovod"):  # horovod last: it wins
+        for r in fits[fits["path"].fillna("mpi") == path].itertuples():
+            if not pd.isna(r.alpha_s):
+                out[(r.nodes, r.ranks_per_node)] = ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte)
+        for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
+            if len(g) >= 2:
+                out[(nodes, rpn)] = sweep_cost(g["bytes"], g["median_s"])
     return out
 
 

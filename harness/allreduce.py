@@ -1,12 +1,18 @@
 """Allreduce sweep (run under mpirun with mpi4py) and its analysis.
 
 `python -m harness.allreduce OUT.jsonl [--max-bytes N] [--device gpu]`: every rank allreduces
-float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, doubling by 4x), each size repeated
-after a barrier; rank 0 writes one JSON line per size with the slowest rank's time of each
-repetition. On the CPU the buffers are host memory reduced by MPI (mpi4py), the path Horovod's CPU
-operations take; with `--device gpu` they are CUDA tensors of the rank's GPU (its local rank)
-reduced by Horovod's PyTorch allreduce, which in the cuda environment is NCCL, the path the
-gradients of a GPU study take.
+float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
+after a barrier; rank 0 writes one JSON line per size and path with the slowest rank's time of
+each repetition. Two paths on the CPU, one after the other:
+- `mpi`: host buffers reduced by MPI_Allreduce (mpi4py), the network's reference;
+- `horovod`: the path gradients take. Horovod's PyTorch allreduce, in place and averaging like
+  its DistributedOptimizer, of FUSED_PIECES tensors submitted together, which Horovod's
+  background thread negotiates, copies into its fusion buffer, reduces as one MPI allreduce and
+  copies back. The time includes the wait for the thread's next cycle (at most
+  HOROVOD_CYCLE_TIME). The Horovod core (negotiation, fusion, MPI calls) is the same C++ code
+  for PyTorch, TensorFlow and MXNet; only the hand-over of the framework's tensors differs.
+With `--device gpu` only the horovod path runs, on CUDA tensors of the rank's GPU (its local
+rank), which in the cuda environment Horovod reduces with NCCL.
 
 Bandwidths follow nccl-tests: algorithm bandwidth = bytes / time; bus bandwidth for allreduce =
 algbw x 2(n-1)/n. The latency-bandwidth (alpha-beta) model of ring allreduce on n ranks,
@@ -23,6 +29,9 @@ import numpy as np
 
 SCHEMA = "dlscale.allreduce/1"
 MIB = 1 << 20
+PATHS = ("mpi", "horovod")
+# Tensors per message on the horovod path, fused by Horovod into one buffer of the message's size.
+FUSED_PIECES = 4
 
 
 class SweepError(RuntimeError):
@@ -78,6 +87,28 @@ def host_allreduce(comm):
     return prepare, "mpi (host memory)"
 
 
+def horovod_allreduce(comm):
+    """Horovod's PyTorch allreduce of host tensors: FUSED_PIECES tensors per message, in place,
+    averaged (so the result stays 1 and each repetition reduces the same numbers)."""
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init(comm=comm)
+
+    def prepare(nbytes):
+        count = nbytes // 4
+        pieces = FUSED_PIECES if count >= FUSED_PIECES else 1
+        bufs = [torch.ones(n) for n in [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]]
+
+        def run():
+            handles = [hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{nbytes}.{i}") for i, b in enumerate(bufs)]
+            for handle in handles:
+                hvd.synchronize(handle)
+            return bufs[0][0].item()
+        return run
+    return prepare, f"horovod mpi (host memory, {FUSED_PIECES} tensors fused)"
+
+
 def gpu_allreduce(comm):
     """Horovod's PyTorch allreduce of CUDA tensors on the local rank's GPU (NCCL in the cuda
     environment), waiting for the GPU before the clock stops."""
@@ -113,26 +144,29 @@ def main(argv=None):
     device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
-    allreduce, transport = gpu_allreduce(comm) if device == "gpu" else host_allreduce(comm)
+    paths = [("horovod", gpu_allreduce, n)] if device == "gpu" else [("mpi", host_allreduce, n),
+                                                                      ("horovod", horovod_allreduce, 1)]
     fh = open(out, "w") if rank == 0 else None
-    for nbytes in sizes(max_bytes):
-        run = allreduce(nbytes)
-        reps = repetitions(nbytes)
-        times = []
-        for i in range(reps + 2):  # two warm-up repetitions
-            comm.Barrier()
-            start = time.perf_counter()
-            result = run()
-            elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
-            if i >= 2:
-                times.append(elapsed)
-        if result != n:
-            raise SweepError(f"allreduce of {nbytes} bytes gave {result}, expected {n}")
-        if fh:
-            fh.write(json.dumps({"schema": SCHEMA, "bytes": nbytes, "ranks": n, "host": MPI.Get_processor_name(),
-                                 "mpi": MPI.Get_library_version().splitlines()[0], "transport": transport, "times_s": times,
-                                 "median_s": statistics.median(times)}) + "\n")
-            fh.flush()
+    for path, make, expected in paths:
+        allreduce, transport = make(comm)
+        for nbytes in sizes(max_bytes):
+            run = allreduce(nbytes)
+            reps = repetitions(nbytes)
+            times = []
+            for i in range(reps + 2):  # two warm-up repetitions
+                comm.Barrier()
+                start = time.perf_counter()
+                result = run()
+                elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+                if i >= 2:
+                    times.append(elapsed)
+            if result != expected:
+                raise SweepError(f"{path} allreduce of {nbytes} bytes gave {result}, expected {expected}")
+            if fh:
+                fh.write(json.dumps({"schema": SCHEMA, "path": path, "bytes": nbytes, "ranks": n,
+                                     "host": MPI.Get_processor_name(), "mpi": MPI.Get_library_version().splitlines()[0],
+                                     "transport": transport, "times_s": times, "median_s": statistics.median(times)}) + "\n")
+                fh.flush()
     if fh:
         fh.close()
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from analysis import comm
+from analysis import comm, model
 from harness import allreduce, execution, launch, launchers
 from tests.conftest import tiny_config
 
@@ -36,7 +36,7 @@ def test_fit_recovers_known_alpha_beta():
         allreduce.fit_ring(nbytes, times, 1)
 
 
-def test_real_two_rank_sweep(tmp_path):
+def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     out = tmp_path / "sweep.jsonl"
     argv = launchers.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
                               [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(4 << 20)],
@@ -44,13 +44,23 @@ def test_real_two_rank_sweep(tmp_path):
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["bytes"] for r in rows] == allreduce.sizes(4 << 20)
+    assert [(r["path"], r["bytes"]) for r in rows] == [(p, m) for p in allreduce.PATHS for m in allreduce.sizes(4 << 20)]
     assert all(r["ranks"] == 2 and len(r["times_s"]) == allreduce.repetitions(r["bytes"]) for r in rows)
-    assert {r["transport"] for r in rows} == {"mpi (host memory)"}
-    # large messages take longer than small ones: the sweep measures something
-    assert rows[-1]["median_s"] > rows[0]["median_s"]
-    alpha, beta, err = allreduce.fit_ring([r["bytes"] for r in rows], [r["median_s"] for r in rows], 2)
-    assert beta > 0
+    assert {r["transport"] for r in rows} == {"mpi (host memory)", "horovod mpi (host memory, 4 tensors fused)"}
+    table, fits = comm.tables([(out, 2, 1)])
+    assert len(table) == len(rows) and set(fits["path"]) == set(allreduce.PATHS)
+    for path, g in table.groupby("path"):
+        # large messages take longer than small ones: the sweep measures something
+        assert g["median_s"].iloc[-1] > g["median_s"].iloc[0], path
+        assert (g["min_s"] <= g["median_s"]).all() and (g["median_s"] <= g["max_s"]).all()
+    assert (fits["beta_s_per_byte"] > 0).all() and fits["failure"].eq("").all()
+    # Horovod's small allreduces wait for its background thread's cycle (1 ms); MPI's do not
+    small = table[table["bytes"] == 4].set_index("path")["median_s"]
+    assert small["horovod"] > 5 * small["mpi"]
+    # the model reads T(m) from Horovod's path
+    cost = model.costs(table, fits)[(2, 1)]
+    horovod = table[table["path"] == "horovod"].set_index("bytes")["median_s"]
+    assert cost(4 << 20) == pytest.approx(horovod[4 << 20])
 
 
 def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):

@@ -24,10 +24,16 @@ if DATASET:
     include: "rules/data.smk"
 
 include: "rules/allreduce.smk"
+
+
+if REPLAYS:
+
+    include: "rules/replay.smk"
+
 include: "rules/analysis.smk"
 
 
-# Everything but the MPI jobs (runs, allreduce sweeps) runs where snakemake runs, also when a
+# Everything but the MPI jobs (runs, allreduce sweeps, replays) runs where snakemake runs, also when a
 # cluster executor (profiles/slurm) submits the MPI jobs.
 localrules:
     all,
@@ -36,6 +42,7 @@ localrules:
     summary,
     figures,
     allreduce_tables,
+    replay_plans,
     model,
     paper_report,
 
@@ -51,6 +58,7 @@ rule all:
     input:
         RUNS,
         list(SWEEPS),
+        list(REPLAYS),
         f"{RESULTS}/tidy.csv",
         f"{RESULTS}/summary.csv",
         f"{RESULTS}/allreduce_fit.csv",

@@ -20,7 +20,7 @@ from harness.vocabulary import BASELINE_KEYS, FRAMEWORKS, PHASES  # noqa: E402
 
 # The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
 FIGURES = ("throughput", "efficiency", "phases", "input")
-MODEL_FIGURES = ("model", "extrapolation")
+MODEL_FIGURES = ("model", "extrapolation", "replay")
 FORMATS = ("pdf", "png")
 
 FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, sns.color_palette("colorblind", len(FRAMEWORKS)).as_hex()))
@@ -180,6 +180,30 @@ def model_fit(table, error, paths):
     grid.set_titles("{col_name}")
     grid.figure.suptitle("Performance model against measurement (band: ±10%)", y=1.03)
     return _save(grid.figure, paths, "model")
+
+
+def replay(table, error, paths):
+    """Replayed iteration time on N nodes beside the model's prediction (from the Horovod sweep on the
+    same nodes) and the extrapolation's (ring fit of the smallest multi-node sweep)."""
+    ok = table.dropna(subset=["iteration_s"])
+    if ok.empty:
+        why = "; ".join(sorted(set(table["failure"].dropna()) - {""})) or "no replay in this study (config key replay)"
+        return _nothing(paths, "replay", why[:120])
+    long = pd.concat([ok.assign(source="replayed (measured)", seconds=ok["iteration_s"]),
+                      ok.assign(source="model (sweep on these nodes)", seconds=ok["predicted_iteration_s"]),
+                      ok.assign(source="extrapolation (ring fit)", seconds=ok["extrapolated_iteration_s"])])
+    long["configuration"] = long["framework"] + " " + long["comm"]
+    grid = sns.relplot(data=long, kind="line", x="nodes", y="seconds", hue="source", style="source", markers=True,
+                       col="model", row="configuration", height=2.6, aspect=1.3, facet_kws={"sharey": False})
+    for ax in grid.axes.flat:
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+    grid.set_axis_labels("nodes (one rank each)", "iteration (s)")
+    grid.set_titles("{row_name}, {col_name}")
+    grid.figure.suptitle(f"Replay against the model: median |error| {error.get('median_abs_error_iteration', float('nan')):.1%}"
+                         f" (extrapolation {error.get('median_abs_error_extrapolated', float('nan')):.1%}), "
+                         f"{error.get('replays', 0)} replays", y=1.02)
+    return _save(grid.figure, paths, "replay")
 
 
 def extrapolation(table, paths):

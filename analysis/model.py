@@ -23,11 +23,15 @@ The extrapolation applies the same model with the ring model T(m) = 2(N-1) alpha
 for given link parameters instead of a measured sweep.
 """
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analysis.metrics import mean_ci
+from harness import replay
 from harness.allreduce import ring_time
 from harness.vocabulary import BASELINE_KEYS as MATCH
 from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS
@@ -134,6 +138,13 @@ def baselines(table, tensors):
     return out
 
 
+def study_baselines(runs, status, tensors):
+    """The study's successful runs (metrics.run_table joined with runs.csv) and their `baselines`."""
+    keys = MATCH + ["nodes", "ranks_per_node", "repeat"]
+    table = runs.merge(status[status["status"] == "ok"], on=keys, how="inner")
+    return table, baselines(table, tensors)
+
+
 def costs(sweep, fits):
     """{(nodes, ranks_per_node): T(m)} from the sweep table, else the fit (allreduce*.csv): Horovod's
     own allreduce where the sweep has it, MPI's otherwise (sweeps made before the horovod path)."""
@@ -156,9 +167,7 @@ def model_table(runs, status, tensors, sweep, fits):
     fits: allreduce.csv and allreduce_fit.csv. A run is predicted when its study has the matching
     1-rank run and an allreduce sweep for its nodes and ranks per node.
     """
-    keys = MATCH + ["nodes", "ranks_per_node", "repeat"]
-    table = runs.merge(status[status["status"] == "ok"], on=keys, how="inner")
-    bases = baselines(table, tensors)
+    table, bases = study_baselines(runs, status, tensors)
     cost_by = costs(sweep, fits)
     rows = []
     for r in table.to_dict("records"):
@@ -215,3 +224,72 @@ def extrapolate(bases, links, max_ranks=1024):
                              "predicted_efficiency": single / p["iteration_s"]})
                 n *= 2
     return pd.DataFrame(rows, columns=MATCH + ["link", "ranks", "predicted_iteration_s", "predicted_efficiency"])
+
+
+REPLAY_COLUMNS = MATCH + ["nodes", "ranks", "iterations", "iteration_s", "iteration_ci95", "exposed_s",
+                          "predicted_iteration_s", "error_iteration", "extrapolated_iteration_s",
+                          "error_extrapolated", "failure"]
+
+
+KEY = "plan"
+REPLAY_FIELDS = ("schema", "ranks", "iteration", "iteration_s", "exposed_s")
+
+
+def read_replay(path, nodes):
+    """A replay's output (harness.replay) -> one row per plan: the measured iteration (mean over
+    ranks and iterations: ranks are coupled only by their allreduces, so one rank's iteration may
+    hold another's wait and the mean is the rate at which all progress), its 95% interval relative
+    to the mean (over iterations of the rank mean), and the exposed communication; a replay that
+    failed is one row with its reason."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    for rec in lines:  # the plan's key: every field but the measurement's own
+        rec[KEY] = json.dumps({k: v for k, v in rec.items() if k not in REPLAY_FIELDS}, sort_keys=True)
+    for number, rec in enumerate(lines, start=1):
+        if rec.get("schema") != replay.SCHEMA:
+            raise ValueError(f"{path}:{number}: schema is {rec.get('schema')!r}, expected {replay.SCHEMA!r}")
+    failed = [r for r in lines if "failed" in r]
+    if failed:
+        return [{"nodes": nodes, "failure": "; ".join(x for x in (failed[0]["failed"], failed[0].get("error")) if x)}]
+    rows = []
+    for key, group in pd.DataFrame(lines).groupby(KEY, sort=False):
+        mean, low, _ = mean_ci(group["iteration_s"].map(np.mean))
+        rows.append({KEY: key, **json.loads(key), "nodes": nodes, "ranks": int(group["ranks"].iloc[0]),
+                     "iterations": len(group), "iteration_s": mean, "iteration_ci95": (mean - low) / mean,
+                     "exposed_s": group["exposed_s"].map(np.mean).mean(), "failure": ""})
+    return rows
+
+
+def replay_table(replays, plans, sweep, fits):
+    """Replayed iteration time beside two predictions of it, per plan and node count:
+    predicted_* from the Horovod sweep on the replay's own nodes (the model's check), extrapolated_*
+    from the ring fit of the study's smallest multi-node sweep (how the extrapolation predicts
+    clusters it has not measured). replays: [(path, nodes)]; plans: harness.replay plans."""
+    cost_by = costs(sweep, fits)
+    horovod = fits[(fits["path"].fillna("mpi") == "horovod") & fits["alpha_s"].notna()].sort_values("ranks")
+    ring = horovod.iloc[0] if len(horovod) else None
+    by_key = {json.dumps(p["key"], sort_keys=True): p for p in plans}
+    rows = []
+    for path, nodes in replays:
+        for row in read_replay(path, nodes):
+            plan = by_key.get(row.pop(KEY, None))
+            if plan and not row["failure"]:
+                args = (plan["phases"], plan["sizes"], plan["ready"], row["ranks"])
+                cost = cost_by.get((nodes, 1))
+                if cost is not None:
+                    row["predicted_iteration_s"] = predict(*args, cost, plan["threshold"], plan["cycle"])["iteration_s"]
+                    row["error_iteration"] = _relerr(row["predicted_iteration_s"], row["iteration_s"])
+                if ring is not None:
+                    far = ring_cost(row["ranks"], ring.alpha_s, ring.beta_s_per_byte)
+                    row["extrapolated_iteration_s"] = predict(*args, far, plan["threshold"], plan["cycle"])["iteration_s"]
+                    row["error_extrapolated"] = _relerr(row["extrapolated_iteration_s"], row["iteration_s"])
+            rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=REPLAY_COLUMNS)
+
+
+def replay_error(table):
+    """Median |relative error| of the replayed iteration time, over replayed configurations."""
+    ok = table.dropna(subset=["error_iteration"])
+    return {"replays": len(ok), "nodes": sorted(int(n) for n in ok["nodes"].unique()),
+            "median_abs_error_iteration": float(ok["error_iteration"].abs().median()),
+            "median_abs_error_extrapolated": float(ok["error_extrapolated"].abs().median()),
+            "worst_iteration_ci95": float(ok["iteration_ci95"].max())}

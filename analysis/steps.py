@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import comm, figures, metrics, model, report, tidy
+from harness import replay
 
 
 @contextlib.contextmanager
@@ -95,16 +96,38 @@ def write_comm(sweeps, sweep_path, fit_path, log_path):
         _wrote(sweep_path, fit_path)
 
 
-def write_model(inputs, outputs, extrapolate, log_path):
-    """inputs: tidy, runs, tensors, sweep, fit; outputs: table (model.csv: measured and predicted
-    communication and iteration time per run), error (model_error.json), gradients (tensors and
-    bytes per framework and model), extrapolation, figures."""
+def write_replay_plans(inputs, output, models, log_path):
+    """inputs: tidy, runs, tensors -> the replay plans (harness/replay.py) of the listed models' 1-rank
+    runs."""
+    with logged(log_path):
+        _, bases = model.study_baselines(metrics.run_table(pd.read_csv(inputs.tidy)),
+                                         pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""]),
+                                         pd.read_csv(inputs.tensors))
+        plans = replay.plans(bases, models)
+        if not plans:
+            raise ValueError(f"no successful 1-rank run of {', '.join(models)} to replay (results/runs.csv)")
+        Path(output).write_text(json.dumps(plans, indent=1) + "\n")
+        print(f"{len(plans)} replay plans")
+        _wrote(output)
+
+
+def write_model(inputs, outputs, extrapolate, replays, log_path):
+    """inputs: tidy, runs, tensors, sweep, fit, and the replays with their plans; outputs: table
+    (model.csv: measured and predicted communication and iteration time per run), replay
+    (replay.csv: replayed and predicted iteration time per plan and node count), error
+    (model_error.json), gradients (tensors and bytes per framework and model), extrapolation,
+    figures. replays: {path: nodes}."""
     with logged(log_path):
         runs = metrics.run_table(pd.read_csv(inputs.tidy))
         status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
-        table, bases = model.model_table(runs, status, pd.read_csv(inputs.tensors), pd.read_csv(inputs.sweep),
-                                         pd.read_csv(inputs.fit))
+        sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
+        table, bases = model.model_table(runs, status, pd.read_csv(inputs.tensors), sweep, fits)
         error = model.model_error(table)
+        plans = json.loads(Path(inputs.plans[0]).read_text()) if inputs.plans else []
+        replayed = model.replay_table(list(replays.items()), plans, sweep, fits)
+        replayed.to_csv(outputs.replay, index=False)
+        if len(replayed):
+            error["replay"] = model.replay_error(replayed)
         table.to_csv(outputs.table, index=False)
         with open(outputs.error, "w") as fh:
             json.dump(error, fh, indent=2)
@@ -114,8 +137,9 @@ def write_model(inputs, outputs, extrapolate, log_path):
          .astype({"grad_tensors": int, "grad_bytes": int}).to_csv(outputs.gradients, index=False))
         ext = model.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
         ext.to_csv(outputs.extrapolation, index=False)
-        _wrote(outputs.table, outputs.error, outputs.gradients, outputs.extrapolation,
-               *figures.model_fit(table, error, outputs.figures), *figures.extrapolation(ext, outputs.figures))
+        _wrote(outputs.table, outputs.replay, outputs.error, outputs.gradients, outputs.extrapolation,
+               *figures.model_fit(table, error, outputs.figures), *figures.extrapolation(ext, outputs.figures),
+               *figures.replay(replayed, error.get("replay", {}), outputs.figures))
 
 
 def write_report(inputs, output, config, log_path):

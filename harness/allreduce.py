@@ -2,8 +2,8 @@
 
 `python -m harness.allreduce OUT.jsonl [--max-bytes N] [--device gpu]`: every rank allreduces
 float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
-after a barrier; rank 0 writes one JSON line per size and path with the slowest rank's time of
-each repetition. Two paths on the CPU, one after the other:
+after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
+the slowest rank's time of each repetition. Two paths on the CPU, one after the other:
 - `mpi`: host buffers reduced by MPI_Allreduce (mpi4py), the network's reference;
 - `horovod`: the path gradients take. Horovod's PyTorch allreduce, in place and averaging like
   its DistributedOptimizer, of FUSED_PIECES tensors submitted together, which Horovod's
@@ -48,9 +48,11 @@ def sizes(max_bytes=256 * MIB, min_bytes=4, factor=4):
     return out
 
 
-def repetitions(nbytes, budget_bytes=512 * MIB, most=50, least=3):
-    """Fewer repetitions for large messages: about `budget_bytes` of traffic per size."""
-    return int(min(most, max(least, budget_bytes // max(nbytes, 1))))
+def enough(times, budget_s=2.0, least=5, most=50):
+    """Whether a size has been repeated enough: at least `least` times, then until `budget_s` of
+    allreduce time or `most` repetitions. Every rank decides from the same times (the slowest
+    rank's), so all stop together, on a fast network and a slow one alike."""
+    return len(times) >= most or (len(times) >= least and sum(times) >= budget_s)
 
 
 def bus_bandwidth(algbw, ranks):
@@ -151,14 +153,15 @@ def main(argv=None):
         allreduce, transport = make(comm)
         for nbytes in sizes(max_bytes):
             run = allreduce(nbytes)
-            reps = repetitions(nbytes)
-            times = []
-            for i in range(reps + 2):  # two warm-up repetitions
+            times, warmup = [], 2
+            while not enough(times):
                 comm.Barrier()
                 start = time.perf_counter()
                 result = run()
                 elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
-                if i >= 2:
+                if warmup:
+                    warmup -= 1
+                else:
                     times.append(elapsed)
             if result != expected:
                 raise SweepError(f"{path} allreduce of {nbytes} bytes gave {result}, expected {expected}")

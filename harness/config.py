@@ -98,13 +98,14 @@ def validate(config):
     validate_schema(config)
     check_device(config)
     check_data(config)
+    check_replay(config)
     if config.get("emulate"):
         from harness import emulate
 
         ok, why = emulate.available()
         if not ok:
             raise ConfigError(f"config key 'emulate': {why}")
-        if max(config["nodes"]) > emulate.MAX_NODES:
+        if max(config["nodes"] + replay_nodes(config)) > emulate.MAX_NODES:
             raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
         if config["launcher"]["name"] != "mpirun":
             raise ConfigError("config key 'launcher.name': an emulated cluster is started with mpirun "
@@ -119,7 +120,27 @@ def validate(config):
     hosts = parse_hostfile(hostfile)
     for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):
         select_hosts(hosts, nodes, rpn, hostfile=config["hostfile"])
+    for nodes in replay_nodes(config):
+        select_hosts(hosts, nodes, 1, hostfile=config["hostfile"])
     return config
+
+
+def replay_nodes(config):
+    """The node counts the study's gradient traffic is replayed on (harness/replay.py), or []."""
+    return list(config.get("replay", {}).get("nodes", []))
+
+
+def check_replay(config):
+    """A replay needs the 1-rank runs it replays: 1 node with 1 rank per node, and its models."""
+    if not config.get("replay"):
+        return
+    if 1 not in config["nodes"] or 1 not in config["ranks_per_node"]:
+        raise ConfigError("config key 'replay': replays the study's 1-rank runs, so 'nodes' and 'ranks_per_node' "
+                          "must both include 1")
+    missing = sorted(set(config["replay"]["models"]) - set(config["model"]))
+    if missing:
+        raise ConfigError(f"config key 'replay.models': {', '.join(missing)} not in the study's models "
+                          f"({', '.join(config['model'])})")
 
 
 def check_device(config):

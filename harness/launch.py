@@ -158,42 +158,58 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
 
 
 def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root):
-    """Run the allreduce sweep (harness.allreduce) on the run's hosts and ranks.
+    """Run the allreduce sweep (harness.allreduce) on the run's hosts and ranks (`measure`)."""
+    from harness import allreduce
 
-    A sweep that fails leaves one line in `out_path` saying why, so the study goes on. Every sweep's
-    output and log are also copied to a new folder under attempts_root, where they stay when the
-    sweep is redone (Snakemake deletes a rule's output and log before it runs the rule again).
+    measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, "harness.allreduce",
+            ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")],
+            allreduce.SCHEMA)
+
+
+def replay_gradients(config, nodes, plans_path, env_record, out_path, log_path, attempts_root):
+    """Replay the study's 1-rank runs' gradient traffic (harness.replay) on `nodes` nodes, one rank
+    each (`measure`)."""
+    from harness import replay
+
+    spec = {**config["replay"], "plans": json.loads(Path(plans_path).read_text())}
+    spec_path = Path(out_path).with_suffix(".spec.json")
+    _write_json(spec_path, spec)
+    measure(config, nodes, 1, env_record, out_path, log_path, attempts_root, "harness.replay",
+            [str(spec_path.resolve())], replay.SCHEMA, put_out_first=True)
+
+
+def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, module, args, schema,
+            put_out_first=False):
+    """Run `python -m module OUT args` on the study's hosts and ranks (a sweep or a replay).
+
+    One that fails leaves one line in `out_path` saying why, so the study goes on. Every output and
+    log is also copied to a new folder under attempts_root, where they stay when the step is redone
+    (Snakemake deletes a rule's output and log before it runs the rule again).
     """
     out_path, log_path = Path(out_path), Path(log_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    _fresh_log(log_path)
+    out = str(out_path.resolve())
+    command = [env_record["python"], "-m", module, *([*args, out] if put_out_first else [out, *args])]
     try:
-        _sweep(config, nodes, ranks_per_node, env_record, out_path, log_path)
+        try:
+            with job(config, nodes, ranks_per_node, command, rank_env(config)) as (_, argv, proc_env, _cluster):
+                rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
+            failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
+        except emulate.EmulationError as exc:
+            failure = f"emulated cluster: {exc}"
+        except LaunchError as exc:
+            failure = str(exc)
+        if failure:
+            error = first_error(log_path.read_text(errors="replace"))
+            out_path.write_text(json.dumps({"schema": schema, "failed": failure, "error": error,
+                                            "nodes": nodes, "ranks_per_node": ranks_per_node}) + "\n")
     finally:
         dest = _new_attempt(attempts_root)
         dest.mkdir(parents=True)
         for path in (out_path, log_path):
             if path.exists():
                 shutil.copyfile(path, dest / path.name)
-
-
-def _sweep(config, nodes, ranks_per_node, env_record, out_path, log_path):
-    from harness.allreduce import SCHEMA
-
-    _fresh_log(log_path)
-    command = [env_record["python"], "-m", "harness.allreduce", str(out_path.resolve()),
-               "--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]
-    try:
-        with job(config, nodes, ranks_per_node, command, rank_env(config)) as (_, argv, proc_env, _cluster):
-            rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
-        failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
-    except emulate.EmulationError as exc:
-        failure = f"emulated cluster: {exc}"
-    except LaunchError as exc:
-        failure = str(exc)
-    if failure:
-        error = first_error(log_path.read_text(errors="replace"))
-        out_path.write_text(json.dumps({"schema": SCHEMA, "failed": failure, "error": error,
-                                        "nodes": nodes, "ranks_per_node": ranks_per_node}) + "\n")
 
 
 def run_rule(config, wildcards, input, output, log, params):
@@ -208,3 +224,9 @@ def sweep_rule(config, wildcards, input, output, log, params):
     rule.in_own_process("sweep", config=dict(config), nodes=int(wildcards.nodes),
                         ranks_per_node=int(wildcards.ranks_per_node), env_record=input.env, output=output[0],
                         log=log[0], attempts=params.attempts)
+
+
+def replay_rule(config, wildcards, input, output, log, params):
+    """The pipeline's `replay` rule (rules/replay.smk), with its declared files, likewise."""
+    rule.in_own_process("replay", config=dict(config), nodes=int(wildcards.nodes), plans=input.plans,
+                        env_record=input.env, output=output[0], log=log[0], attempts=params.attempts)

@@ -1,4 +1,4 @@
-"""The process that does a pipeline rule's MPI work: one run, or one allreduce sweep.
+"""The process that does a pipeline rule's MPI work: one run, one allreduce sweep or one replay.
 
 Snakemake runs a rule's `run:` block in a thread of a job process, where no signal handler can be
 set, and on SIGTERM waits for running jobs to finish. So the MPI rules hand their work to a process
@@ -23,7 +23,7 @@ MODULE = "harness.rule"
 
 
 def in_own_process(step, **arguments):
-    """Do `step` ("run" or "sweep", see STEPS) in a process of its own; raise if it did not finish."""
+    """Do `step` ("run", "sweep" or "replay", see STEPS) in a process of its own; raise if it did not finish."""
     payload = json.dumps({"step": step, "parent": os.getpid(), "arguments": arguments}, default=str)
     proc = subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE)
     proc.communicate(payload.encode())
@@ -47,7 +47,13 @@ def _sweep(config, nodes, ranks_per_node, env_record, output, log, attempts):
                            attempts)
 
 
-STEPS = {"run": _run, "sweep": _sweep}
+def _replay(config, nodes, plans, env_record, output, log, attempts):
+    from harness import launch
+
+    launch.replay_gradients(config, nodes, plans, json.loads(Path(env_record).read_text()), output, log, attempts)
+
+
+STEPS = {"run": _run, "sweep": _sweep, "replay": _replay}
 
 
 def _rules_processes(pid):

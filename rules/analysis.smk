@@ -59,8 +59,11 @@ rule model:
         tensors=f"{RESULTS}/tensors.csv",
         sweep=f"{RESULTS}/allreduce.csv",
         fit=f"{RESULTS}/allreduce_fit.csv",
+        replays=list(REPLAYS),
+        plans=[REPLAY_PLANS] if REPLAYS else [],
     output:
         table=f"{RESULTS}/model.csv",
+        replay=f"{RESULTS}/replay.csv",
         error=f"{RESULTS}/model_error.json",
         gradients=f"{RESULTS}/gradients.csv",
         extrapolation=f"{RESULTS}/extrapolation.csv",
@@ -70,7 +73,7 @@ rule model:
     params:
         extrapolate=json.dumps(config["extrapolate"], sort_keys=True),
     run:
-        steps.write_model(input, output, config["extrapolate"], log[0])
+        steps.write_model(input, output, config["extrapolate"], REPLAYS, log[0])
 
 
 rule paper_report:

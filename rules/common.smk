@@ -16,13 +16,16 @@ ENV_RECORD = f"{RESULTS}/environment.json"
 DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
 RUNS = [f"{RESULTS}/runs/{cfg.run_path(run)}/status.json" for run in cfg.matrix(config)]
-# One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks.
+# One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks, and per
+# node count replayed (one rank per node).
 SWEEPS = {
     f"{RESULTS}/allreduce/nodes{n}_rpn{r}.jsonl": (n, r)
-    for n in config["nodes"]
-    for r in config["ranks_per_node"]
+    for n, r in [(n, r) for n in config["nodes"] for r in config["ranks_per_node"]]
+    + [(n, 1) for n in cfg.replay_nodes(config)]
     if n * r > 1
 }
+REPLAY_PLANS = f"{RESULTS}/replay/plans.json"
+REPLAYS = {f"{RESULTS}/replay/nodes{n}.jsonl": n for n in cfg.replay_nodes(config)}
 FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.FIGURES)
 MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.MODEL_FIGURES)
 

@@ -1,0 +1,122 @@
+"""Replay: plans from the study's 1-rank runs, their parsing against the model, and a real replay of a
+tiny model's gradients through Horovod on 4 emulated nodes beside the model's prediction."""
+
+import json
+import os
+import sys
+
+import pandas as pd
+import pytest
+
+from analysis import comm, model
+from harness import emulate, launch, replay
+from harness.vocabulary import BASELINE_KEYS
+from tests.conftest import tiny_config
+
+OK, WHY = emulate.available()
+PHASES = {"io_s": 0.002, "h2d_s": 0.0, "forward_s": 0.03, "backward_s": 0.06, "update_s": 0.01}
+
+
+def _key(**values):
+    base = {"framework": "torch", "model": "tinynet", "comm": "sequential", "layout": "NCHW", "timing": "native",
+            "batch_size": 4, "image_size": 64}
+    return tuple({**base, **values}.get(k, "x") for k in BASELINE_KEYS)
+
+
+def _bases():
+    details = {"base": PHASES, "sizes": [400, 4000], "ready": [0.01, 0.05], "threshold": 1 << 27, "cycle": 1e-3}
+    return {_key(comm="sequential"): details, _key(comm="overlap"): details, _key(model="resnet50"): details}
+
+
+def test_plans_take_the_listed_models_and_start_sequential_after_backward():
+    plans = replay.plans(_bases(), ["tinynet"])
+    assert sorted(p["key"]["comm"] for p in plans) == ["overlap", "sequential"]
+    by_comm = {p["key"]["comm"]: p for p in plans}
+    assert by_comm["sequential"]["ready"] is None and by_comm["overlap"]["ready"] == [0.01, 0.05]
+    assert set(by_comm["overlap"]["key"]) == set(BASELINE_KEYS)
+    json.dumps(plans)  # what the replay reads
+
+
+def test_bad_plans_are_refused_by_name():
+    plan = replay.plans(_bases(), ["tinynet"])[0]
+    with pytest.raises(replay.ReplayError, match="multiples of 4 bytes"):
+        replay.check_plan({**plan, "sizes": [6]})
+    with pytest.raises(replay.ReplayError, match="1 ready times for 2 gradients"):
+        replay.check_plan({**plan, "ready": [0.1]})
+    with pytest.raises(replay.ReplayError, match="phase times missing"):
+        replay.check_plan({**plan, "phases": {"io_s": 0.1}})
+
+
+def _sweep(nodes, seconds_per_byte, latency):
+    rows = [{"nodes": nodes, "ranks_per_node": 1, "ranks": nodes, "path": "horovod", "bytes": m,
+             "median_s": latency + m * seconds_per_byte} for m in (4, 4096, 1 << 20)]
+    fits = pd.DataFrame([{"nodes": nodes, "ranks_per_node": 1, "ranks": nodes, "path": "horovod", "alpha_s": latency,
+                          "beta_s_per_byte": seconds_per_byte}])
+    return pd.DataFrame(rows), fits
+
+
+def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
+    plan = next(p for p in replay.plans(_bases(), ["tinynet"]) if p["key"]["comm"] == "sequential")
+    lines = [{"schema": replay.SCHEMA, **plan["key"], "ranks": 4, "iteration": i, "iteration_s": [t, t + 0.002],
+              "exposed_s": [0.01, 0.012]} for i, t in enumerate([0.111, 0.113, 0.115])]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "f.jsonl").write_text(json.dumps({"schema": replay.SCHEMA, "failed": "mpirun exited with code 1",
+                                                  "error": "boom", "nodes": 8, "ranks_per_node": 1}) + "\n")
+    sweep, fits = _sweep(4, 1e-6, 0.001)
+    table = model.replay_table([(tmp_path / "r.jsonl", 4), (tmp_path / "f.jsonl", 8)], [plan], sweep, fits)
+    ok, failed = table.iloc[0], table.iloc[1]
+    assert ok["iteration_s"] == pytest.approx(0.114) and ok["iterations"] == 3  # mean over ranks, iterations
+    assert ok["iteration_ci95"] == pytest.approx(4.303 * 0.002 / 3 ** 0.5 / 0.114, rel=1e-3)  # t(0.975, 2) s / sqrt(3)
+    # one fused buffer of 4400 bytes after backward: 1 ms + 4.4 ms; compute 0.102 s
+    assert ok["predicted_iteration_s"] == pytest.approx(0.102 + 0.001 + 0.0044)
+    assert ok["error_iteration"] == pytest.approx((0.1074 - 0.114) / 0.114)
+    assert ok["extrapolated_iteration_s"] == pytest.approx(0.102 + model.ring_time(4400, 4, 0.001, 1e-6))
+    assert failed["failure"] == "mpirun exited with code 1; boom" and pd.isna(failed["iteration_s"])
+    error = model.replay_error(table)
+    assert error["replays"] == 1 and error["nodes"] == [4]
+    assert error["median_abs_error_iteration"] == pytest.approx(abs(ok["error_iteration"]))
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"schema": "other/1"}) + "\n")
+    with pytest.raises(ValueError, match="bad.jsonl:1: schema is 'other/1'"):
+        model.read_replay(tmp_path / "bad.jsonl", 4)
+
+
+def _tinynet_plans():
+    """Plans with the real tinynet's gradient sizes (PyTorch, 1000 classes: 283 KB), in backward's order,
+    and made-up phases."""
+    from workloads.registry import build_model
+
+    sizes = [p.numel() * 4 for p in build_model("torch", "tinynet", classes=1000, image_size=64).parameters()][::-1]
+    ready = [PHASES["backward_s"] * (i + 1) / len(sizes) for i in range(len(sizes))]
+    plans = []
+    for mode in ("overlap", "sequential"):
+        details = {"base": PHASES, "sizes": sizes, "ready": ready, "threshold": 1 << 27, "cycle": 1e-3}
+        plans += replay.plans({_key(comm=mode): details}, ["tinynet"])
+    return plans
+
+
+@pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
+def test_replay_on_four_emulated_nodes_against_its_prediction(tmp_path):
+    nodes = 4
+    conf = tiny_config(tmp_path, nodes=[1, nodes], ranks_per_node=[1], emulate={"rate_mbit": 20},
+                       allreduce_max_bytes=1 << 20, replay={"nodes": [nodes], "models": ["tinynet"],
+                                                            "iterations": 12, "warmup": 2})
+    conf["launcher"].update(bind_to="none", env={"OMPI_MCA_mpi_yield_when_idle": 1})
+    env = {"python": sys.executable}
+    plans = _tinynet_plans()
+    (tmp_path / "plans.json").write_text(json.dumps(plans))
+    launch.sweep_allreduce(conf, nodes, 1, env, tmp_path / "sweep.jsonl", tmp_path / "sweep.log", tmp_path / "a1")
+    launch.replay_gradients(conf, nodes, tmp_path / "plans.json", env, tmp_path / "replay.jsonl",
+                            tmp_path / "replay.log", tmp_path / "a2")
+    assert not emulate.clusters() or not [c for c in emulate.clusters() if f"-p{os.getpid()}-" in c]
+    sweep, fits = comm.tables([(tmp_path / "sweep.jsonl", nodes, 1)])
+    assert set(sweep["path"]) == {"mpi", "horovod"}, (tmp_path / "sweep.log").read_text()[-2000:]
+    table = model.replay_table([(tmp_path / "replay.jsonl", nodes)], plans, sweep, fits)
+    assert table["failure"].eq("").all(), table["failure"].tolist() + [(tmp_path / "replay.log").read_text()[-2000:]]
+    assert (table["ranks"] == nodes).all() and (table["iterations"] == 12).all()
+    compute = sum(PHASES.values())
+    by = table.set_index("comm")
+    # the gradients crossed the shaped links: sequential waits for all of it after backward
+    assert by.loc["sequential", "iteration_s"] > compute + 0.01 and by.loc["sequential", "exposed_s"] > 0.01
+    # and the model, from the Horovod sweep on the same nodes, predicts the replayed iteration
+    assert abs(by.loc["sequential", "error_iteration"]) < 0.2, table.to_string()
+    assert abs(by.loc["overlap", "error_iteration"]) < 0.35, table.to_string()

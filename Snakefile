@@ -42,7 +42,6 @@ localrules:
     summary,
     figures,
     allreduce_tables,
-    replay_plans,
     model,
     paper_report,
 

@@ -13,6 +13,10 @@ Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x b
 - noise: per configuration the run-to-run coefficient of variation of the iteration time
   (standard deviation over mean of the repeats' run means, `iteration_s_cv`); above NOISE_CV the
   summary's `noise_warning` says so: the configuration's differences below that are noise.
+- precision: the iteration time's 95% interval relative to its mean (half-width over mean,
+  `iteration_s_ci_rel`), and the repeats that would bring it within PRECISION at the measured CV
+  (`repeats_needed`, the smallest n with t(0.975, n-1) CV / sqrt(n) <= PRECISION); a wider
+  interval is named in `noise_warning` too.
 """
 
 import math
@@ -27,6 +31,7 @@ from scipy import stats
 from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS
 
 NOISE_CV = 0.05
+PRECISION = 0.05
 
 
 def mean_ci(values, confidence=0.95):
@@ -78,12 +83,19 @@ def summarize(runs, status=None):
             row[col], row[f"{col}_ci_lo"], row[f"{col}_ci_hi"] = mean_ci(group[col])
         row["throughput_se"] = _se(group["throughput_img_per_s"])
         row["iteration_s_cv"] = _cv(group["iteration_s"])
+        row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
+        row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
         rows.append(row)
     summary = pd.DataFrame(rows, columns=CONFIG_KEYS + ["ranks", "repeats_ok"] + [
-        c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")] + ["throughput_se", "iteration_s_cv"])
-    summary["noise_warning"] = [
-        f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"
-        if cv > NOISE_CV else "" for cv in summary["iteration_s_cv"].fillna(0)]
+        c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")] + [
+        "throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"])
+    summary["noise_warning"] = ["; ".join(
+        ([f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"]
+         if cv > NOISE_CV else [])
+        + ([f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
+            "repeats would bring it within"] if rel > PRECISION else []))
+        for cv, rel, need in zip(summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0),
+                                 summary["repeats_needed"])]
     if status is not None and len(status):
         failed = status[status["status"] != "ok"]
         fails = (failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
@@ -133,6 +145,16 @@ def add_loader(summary, status):
 def _se(values):
     x = np.asarray(values.dropna(), dtype=float)
     return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) >= 2 else math.nan
+
+
+def repeats_needed(cv, target=PRECISION, most=1000):
+    """The fewest repeats (>= 2) whose 95% interval of the mean is within `target` of it at this CV."""
+    if cv is None or math.isnan(cv):
+        return math.nan
+    for n in range(2, most + 1):
+        if stats.t.ppf(0.975, n - 1) * cv / math.sqrt(n) <= target:
+            return n
+    return most
 
 
 def _cv(values):

@@ -3,6 +3,10 @@
 # replay that fails says why in its output; the study goes on.
 
 
+localrules:
+    replay_plans,
+
+
 rule replay_plans:
     input:
         tidy=f"{RESULTS}/tidy.csv",

@@ -114,7 +114,13 @@ def test_noisy_configurations_are_flagged():
         summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
     noisy = dict(zip(summary["ranks"], summary["noise_warning"]))
     assert noisy[1].startswith("run-to-run CV of iteration time 20.0%") and noisy[2] == ""
-    assert summary.set_index("ranks")["iteration_s_cv"][2] == pytest.approx(0.02)
+    by = summary.set_index("ranks")
+    assert by["iteration_s_cv"][2] == pytest.approx(0.02)
+    # 3 repeats: t(0.975, 2) = 4.303, so +-4.303 x CV / sqrt(3): 49.7% of the mean at CV 20%, 4.97% at 2%
+    assert by["iteration_s_ci_rel"][1] == pytest.approx(4.303 * 0.2 / 3 ** 0.5, rel=1e-3)
+    assert "95% interval of the iteration time +-49.7% of the mean > 5%: about 64 repeats" in noisy[1]
+    assert by["repeats_needed"][1] == 64 and by["repeats_needed"][2] == 3  # 1.96 x 20% / 5% = 7.8, squared
+    assert metrics.repeats_needed(0.0) == 2 and metrics.repeats_needed(float("nan")) != metrics.repeats_needed(0.0)
 
 
 def test_figure_lines_never_merge_two_configurations():

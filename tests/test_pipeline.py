@@ -49,10 +49,13 @@ def test_tiny_study_end_to_end(tmp_path):
     assert (summary["loader_img_per_s"] > 0).all() and (summary["loader_utilisation"] > 0).all()
 
     fit = pd.read_csv(results / "allreduce_fit.csv", keep_default_na=False)
-    assert fit[["nodes", "ranks_per_node", "sizes", "failure"]].values.tolist() == [[1, 2, 10, ""]]
-    assert float(fit["beta_s_per_byte"].item()) > 0
+    assert fit[["nodes", "ranks_per_node", "path", "sizes", "failure"]].values.tolist() == [
+        [1, 2, "horovod", 10, ""], [1, 2, "mpi", 10, ""]]
+    alpha, beta = (fit.set_index("path")[k].astype(float) for k in ("alpha_s", "beta_s_per_byte"))
+    assert beta["mpi"] > 0 and alpha["horovod"] > alpha["mpi"]  # up to 1 MiB Horovod's is its cycle
     sweep = pd.read_csv(results / "allreduce.csv")
     assert sweep["bytes"].max() == 1 << 20 and (sweep["busbw_bytes_per_s"] > 0).all()
+    assert pd.read_csv(results / "replay.csv").empty  # no replay in this study
 
     # communication and the performance model: every 2-rank run predicted, timeline comm measured
     model = pd.read_csv(results / "model.csv")
@@ -100,12 +103,13 @@ def test_tiny_study_end_to_end(tmp_path):
     moved = tmp_path / "runs-away"
     (results / "runs").rename(moved)
     out = tmp_path / "again"
-    outputs = SimpleNamespace(table=out / "model.csv", error=out / "model_error.json", gradients=out / "g.csv",
-                              extrapolation=out / "e.csv", figures=[str(out / f"{n}.png") for n in ("model", "extrapolation")])
+    outputs = SimpleNamespace(table=out / "model.csv", replay=out / "replay.csv", error=out / "model_error.json",
+                              gradients=out / "g.csv", extrapolation=out / "e.csv",
+                              figures=[str(out / f"{n}.png") for n in ("model", "extrapolation", "replay")])
     out.mkdir()
     inputs = SimpleNamespace(**{k: results / f"{k}.csv" for k in ("tidy", "runs", "tensors")},
-                             sweep=results / "allreduce.csv", fit=results / "allreduce_fit.csv")
-    steps.write_model(inputs, outputs, conf["extrapolate"], out / "model.log")
+                             sweep=results / "allreduce.csv", fit=results / "allreduce_fit.csv", replays=[], plans=[])
+    steps.write_model(inputs, outputs, conf["extrapolate"], {}, out / "model.log")
     assert pd.read_csv(out / "model.csv").equals(model)
     (moved).rename(results / "runs")
 

@@ -148,8 +148,25 @@ def test_emulated_study_config_is_valid_where_clusters_can_be_made(base_config):
         return
     cfg.validate(base_config)
     runs = cfg.matrix(base_config)
-    assert len(runs) == 3 * 3 * 2 * 2 * 2  # frameworks x models x comm modes x nodes x repeats
+    assert len(runs) == 3 * 3 * 2 * 2 * 5  # frameworks x models x comm modes x nodes x repeats
     assert {r["nodes"] for r in runs} == {1, 2} and {r["comm"] for r in runs} == {"overlap", "sequential"}
+    assert cfg.replay_nodes(base_config) == [4, 8, 16]
+
+
+def test_replay_needs_its_one_rank_runs_and_its_hosts(base_config):
+    base_config["replay"] = {"nodes": [2], "models": ["alexnet"], "iterations": 5, "warmup": 1}
+    with pytest.raises(cfg.ConfigError, match="config key 'nodes': 2 nodes asked for, but "
+                                              "hostfiles/localhost lists 1 host"):
+        cfg.validate(base_config)  # replayed on the hostfile's first 2 hosts
+    base_config["model"] = ["resnet50"]
+    with pytest.raises(cfg.ConfigError, match=r"'replay.models': alexnet not in the study's models \(resnet50\)"):
+        cfg.validate(base_config)
+    base_config.update(model=["alexnet"], ranks_per_node=[2])
+    with pytest.raises(cfg.ConfigError, match="'replay': replays the study's 1-rank runs"):
+        cfg.validate(base_config)
+    base_config["replay"]["nodes"] = [1]
+    with pytest.raises(cfg.ConfigError, match=r"config key 'replay.nodes\[0\]': 1 is less than the minimum of 2"):
+        cfg.validate(base_config)
 
 
 def test_srun_study_does_not_read_the_hostfile(base_config):

@@ -175,11 +175,10 @@ def replay_gradients(config, nodes, plans_path, env_record, out_path, log_path, 
     spec_path = Path(out_path).with_suffix(".spec.json")
     _write_json(spec_path, spec)
     measure(config, nodes, 1, env_record, out_path, log_path, attempts_root, "harness.replay",
-            [str(spec_path.resolve())], replay.SCHEMA, put_out_first=True)
+            [str(spec_path.resolve())], replay.SCHEMA)
 
 
-def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, module, args, schema,
-            put_out_first=False):
+def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, module, args, schema):
     """Run `python -m module OUT args` on the study's hosts and ranks (a sweep or a replay).
 
     One that fails leaves one line in `out_path` saying why, so the study goes on. Every output and
@@ -189,8 +188,7 @@ def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attem
     out_path, log_path = Path(out_path), Path(log_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _fresh_log(log_path)
-    out = str(out_path.resolve())
-    command = [env_record["python"], "-m", module, *([*args, out] if put_out_first else [out, *args])]
+    command = [env_record["python"], "-m", module, str(out_path.resolve()), *args]
     try:
         try:
             with job(config, nodes, ranks_per_node, command, rank_env(config)) as (_, argv, proc_env, _cluster):

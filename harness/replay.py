@@ -1,6 +1,6 @@
 """Replay: a study's gradient traffic on more nodes than it ran on, without its compute.
 
-`python -m harness.replay PLANS.json OUT.jsonl` under mpirun: for each plan (one 1-rank
+`python -m harness.replay OUT.jsonl SPEC.json` under mpirun (SPEC: iterations, warmup, plans): for each plan (one 1-rank
 configuration of the study: its phase times, its gradients' sizes and the time into backward at
 which each is ready, or none where communication starts after backward), every rank runs
 `warmup` + `iterations` iterations that wait where the 1-rank run computed and hand gradients of the
@@ -98,11 +98,11 @@ def main(argv=None):
     from mpi4py import MPI
 
     argv = sys.argv[1:] if argv is None else argv
-    spec = json.loads(open(argv[0]).read())
+    spec = json.loads(open(argv[1]).read())
     comm = MPI.COMM_WORLD
     hvd.init(comm=comm)
     torch.set_num_threads(1)
-    fh = open(argv[1], "w") if hvd.rank() == 0 else None
+    fh = open(argv[0], "w") if hvd.rank() == 0 else None
     for plan in spec["plans"]:
         check_plan(plan)
         mine = replay(plan, hvd, torch, spec["iterations"], spec["warmup"])

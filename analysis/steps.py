@@ -5,6 +5,7 @@ an account of what it read, wrote and found to the rule's declared log."""
 import contextlib
 import json
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -14,12 +15,17 @@ from analysis import comm, figures, metrics, model, report, tidy
 from harness import replay
 
 
+# Snakemake runs the rules' steps in threads of its own process (profiles/default); the standard
+# output, the warning filters and pyplot's figures are the process's, so steps run one at a time.
+ONE_AT_A_TIME = threading.Lock()
+
+
 @contextlib.contextmanager
 def logged(path):
     """Send the step's prints and warnings to its log file (the file is written even when the
     step fails, with the traceback's cause)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as log, contextlib.redirect_stdout(log), warnings.catch_warnings():
+    with ONE_AT_A_TIME, open(path, "w") as log, contextlib.redirect_stdout(log), warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = lambda msg, cat, file, line, *_: print(f"warning: {cat.__name__}: {msg} ({file}:{line})")
         try:

@@ -127,3 +127,29 @@ def test_bad_config_stops_before_anything_runs(tmp_path):
     assert proc.returncode != 0
     assert "config key 'framework[1]': 'caffe' is not one of" in proc.stdout + proc.stderr
     assert not Path(conf["results"]).exists()
+
+
+def test_steps_in_threads_keep_their_logs_apart(tmp_path):
+    # profiles/default runs the rules' steps in threads of Snakemake's process; standard output is
+    # the process's, so two steps at once must not write into each other's logs
+    import threading
+    import time
+
+    from analysis import steps
+
+    profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    assert profile["force-use-threads"] is True
+
+    def step(name):
+        with steps.logged(tmp_path / f"{name}.log"):
+            for i in range(5):
+                print(f"{name} {i}")
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=step, args=(name,)) for name in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name in ("a", "b"):
+        assert (tmp_path / f"{name}.log").read_text().split() == " ".join(f"{name} {i}" for i in range(5)).split()

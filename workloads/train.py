@@ -64,6 +64,9 @@ class SyntheticData:
     def __call__(self, iteration):
         return self.batches[iteration % len(self.batches)]
 
+    def close(self):
+        pass
+
 
 class Images:
     """The rank's batches from its framework's own loader (workloads/loaders.py); calling it waits
@@ -74,6 +77,13 @@ class Images:
 
     def __call__(self, iteration):
         return next(self.stream)
+
+    def close(self):
+        """Stop the loader's worker processes: closing PyTorch's stream (a generator) frees its
+        DataLoader iterator, which shuts its workers down; tf.data's and ImageRecordIter's threads
+        end with the process."""
+        if hasattr(self.stream, "close"):
+            self.stream.close()
 
 
 def open_data(trainer, spec):
@@ -176,7 +186,8 @@ def profile(trainer, data, first, count, out):
     trainer.profiling = False
     events = trainer.profile_stop()
     trainer.hvd.stop_timeline()
-    _settled(timeline)
+    if trainer.size > 1:  # one rank communicates nothing, and its timeline stays empty
+        _settled(timeline)
     trace.write(out / trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events,
                 timeline)
     return spans
@@ -261,7 +272,20 @@ def main(argv=None):
     writer.write("end", rank=trainer.rank, iterations=total + profiled, checksum=trainer.checksum(),
                  elapsed_s=time.perf_counter() - started, **extra)
     writer.close()
+    leave(data, trainer)
+
+
+def leave(data, trainer):
+    """End the rank: stop the loader's worker processes (left running, PyTorch's DataLoader workers
+    keep the launcher waiting on their output), shut Horovod down (it finalizes MPI), then exit
+    without the interpreter's teardown of the frameworks' objects. Every record and trace is written
+    and closed by now; that teardown measures nothing and took TensorFlow ranks 2-23 s per run (its
+    tf.data pipeline, 2026-11-23), a tenth of the default study's time."""
+    data.close()
     trainer.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def test_data_and_loader_workers_are_checked(base_config, data, workers, message
 
 def test_the_prepared_images_are_shared_by_recipe(base_config, tmp_path):
     folder = cfg.dataset_folder(base_config)
-    assert folder.parent == cfg.ROOT / "data" and "n512-c1000-s0" in folder.name
+    assert folder.parent == cfg.ROOT / "data" and "n256-c1000-s0" in folder.name
     assert cfg.dataset_folder({**base_config, "seed": 1}) != folder
     assert cfg.dataset_folder({**base_config, "results": "elsewhere"}) == folder
     assert cfg.dataset_folder({**base_config, "data": {"kind": "synthetic"}}) is None

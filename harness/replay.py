@@ -1,7 +1,7 @@
 """Replay: a study's gradient traffic on more nodes than it ran on, without its compute.
 
-`python -m harness.replay OUT.jsonl SPEC.json` under mpirun (SPEC: iterations, warmup, plans): for each plan (one 1-rank
-configuration of the study: its phase times, its gradients' sizes and the time into backward at
+`python -m harness.replay OUT.jsonl SPEC.json` under mpirun (SPEC: iterations, warmup, plans):
+for each plan (one 1-rank configuration of the study: its phase times, its gradients' sizes and the time into backward at
 which each is ready, or none where communication starts after backward), every rank runs
 `warmup` + `iterations` iterations that wait where the 1-rank run computed and hand gradients of the
 measured sizes to real Horovod allreduces (PyTorch, host tensors, in place, averaged, like

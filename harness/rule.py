@@ -1,10 +1,11 @@
 """The process that does a pipeline rule's MPI work: one run, one allreduce sweep or one replay.
 
-Snakemake runs a rule's `run:` block in a thread of a job process, where no signal handler can be
-set, and on SIGTERM waits for running jobs to finish. So the MPI rules hand their work to a process
-of their own, `python -m harness.rule` (its arguments as JSON on stdin, never through a shell). It
-stops the MPI job and removes an emulated cluster when it gets SIGTERM, SIGINT or SIGHUP, or when
-the job process that started it dies, and then exits with 128 + the signal's number: the run is
+Snakemake runs a rule's `run:` block in a thread (of its own process under the workflow profile,
+profiles/default; of a job process it spawns without it or under Slurm), where no signal handler
+can be set, and on SIGTERM waits for running jobs to finish. So the MPI rules hand their work to a
+process of their own, `python -m harness.rule` (its arguments as JSON on stdin, never through a
+shell). It stops the MPI job and removes an emulated cluster when it gets SIGTERM, SIGINT or
+SIGHUP, or when the process that started it dies, and then exits with 128 + the signal's number: the run is
 left incomplete (no status.json; its files stay, with attempt.json saying it was interrupted), so
 the next `snakemake` redoes it. The pipeline's own process passes the signals it gets on to these
 processes (`forward_signals`, called from the Snakefile's `onstart`).

@@ -65,7 +65,7 @@ class SyntheticData:
         return self.batches[iteration % len(self.batches)]
 
     def close(self):
-        pass
+        """Nothing runs beside the synthetic batches."""
 
 
 class Images:

@@ -4,12 +4,17 @@ bare decode loop of the same decoder library (the ceiling).
 For each framework and worker count, one process per measurement: the loader of workloads/loaders.py
 (random-resized crop to --image-size, flip, normalize, batches of --batch-size, one rank) is read
 for --batches batches after --warmup batches, and its decoded images/s divided by the workers is
-its rate per worker. The ceiling is the same JPEG files decoded whole in a tight loop on one core
-with the library the loader decodes with: Pillow (PyTorch's DataLoader path), tf.io.decode_jpeg
-(tf.data), mx.image.imdecode (OpenCV, as ImageRecordIter). ratio = per-worker rate / ceiling
-(target >= 0.9: the loader's own machinery and the crop/resize/normalize cost at most a tenth of
-decoding). TensorFlow's loader decodes the crop window only (decode_and_crop_jpeg), so its ratio can
-exceed 1. Trials rotate which framework goes first; the median is reported with min and max.
+its rate per worker. The ceiling is the same JPEG files decoded whole on one core in the tightest
+loop the loader's decoder library offers from Python: Pillow (PyTorch's DataLoader path),
+tf.io.decode_jpeg in tf.data's own loop (no Python between images), mx.image.imdecode pushed to the
+engine's one CPU worker and waited for once (OpenCV, as ImageRecordIter). ratio = per-worker rate /
+ceiling (target >= 0.9: the loader's own machinery and the crop/resize/flip/normalize cost at most a
+tenth of decoding). TensorFlow's loader decodes the crop window only (decode_and_crop_jpeg), so its
+ratio can exceed 1. `same_work` is a bare loop on one core doing the loader's whole per-image work
+through the same functions the loader calls (PyTorch, TensorFlow; MXNet's is inside
+ImageRecordIter's C++), and machinery_ratio = per-worker rate / same_work: what the loader's
+workers, queues and batching cost apart from the work itself. Trials rotate which framework goes
+first; the median is reported with min and max.
 
   .venv/bin/python bench/loader.py [--images 400] [--workers 1 2] [--trials 3] [--out bench/results/loader.csv]
 """
@@ -33,36 +38,58 @@ from harness import images  # noqa: E402
 FRAMEWORKS = ("torch", "tensorflow", "mxnet")
 
 
-def ceiling(framework, files):
-    """Images/s of one core decoding the files whole with the loader's decoder library."""
+def ceiling(framework, files, image_size, work=False):
+    """Images/s of one core decoding the files whole with the loader's decoder library, in the
+    tightest loop the library offers from Python; with `work`, doing the loader's whole per-image
+    work instead (decode, crop, resize, flip, normalize: the same functions the loader calls), so
+    that what the loader's machinery costs shows apart from what the work costs."""
     blobs = [Path(f).read_bytes() for f in files]
     if framework == "torch":
         import io
 
         from PIL import Image
 
-        def decode(b):
-            with Image.open(io.BytesIO(b)) as img:
-                img.convert("RGB")
+        from workloads import loaders
+
+        items = loaders.TorchImages(files, [0] * len(files), image_size, 0)
+
+        def decode(i):
+            if work:
+                return items[(0, i)]
+            with Image.open(io.BytesIO(blobs[i])) as img:
+                img.load()
+                return img if img.mode == "RGB" else img.convert("RGB")
+
+        def run():
+            for i in range(len(blobs)):
+                decode(i)
     elif framework == "tensorflow":
         import tensorflow as tf
 
+        from workloads import loaders
+
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-        fn = tf.function(lambda b: tf.io.decode_jpeg(b, channels=3, dct_method="INTEGER_ACCURATE"))
+        fn = loaders.tf_transform(image_size, 0) if work else \
+            (lambda b: tf.io.decode_jpeg(b, channels=3, dct_method="INTEGER_ACCURATE"))
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = 1
+        options.threading.max_intra_op_parallelism = 1
+        ds = tf.data.Dataset.from_tensor_slices(blobs).map(fn).with_options(options)
 
-        def decode(b):
-            fn(tf.constant(b)).numpy()
+        def run():  # no Python between images: tf.data's own loop
+            ds.reduce(0, lambda n, _: n + 1)
     else:
+        if work:
+            return float("nan")  # ImageRecordIter's work is in C++, with no per-image call to time apart
         import mxnet as mx
 
-        def decode(b):
-            mx.image.imdecode(b).wait_to_read()
-    for b in blobs[:5]:
-        decode(b)
+        def run():  # pushed to the engine's one CPU worker, waited for once
+            [mx.image.imdecode(b) for b in blobs]
+            mx.nd.waitall()
+    run()  # warm-up: first calls, the files in the page cache
     start = time.perf_counter()
-    for b in blobs:
-        decode(b)
+    run()
     return len(blobs) / (time.perf_counter() - start)
 
 
@@ -94,8 +121,8 @@ def measure(args):
     """One measurement in a process of its own (`--one`): prints JSON."""
     framework, workers = args.one
     dataset = images.Dataset(args.dataset)
-    if int(workers) == 0:
-        rate = ceiling(framework, dataset.files)
+    if int(workers) <= 0:  # 0: the decode ceiling, -1: the same work in a bare loop
+        rate = ceiling(framework, dataset.files, args.image_size, work=int(workers) < 0)
     else:
         rate = loader_rate(framework, dataset, int(workers), args.batch_size, args.image_size, args.warmup,
                            args.batches)
@@ -140,14 +167,16 @@ def main():
         for trial in range(args.trials):
             order = args.framework[trial % len(args.framework):] + args.framework[:trial % len(args.framework)]
             for framework in order:
-                for workers in [0] + args.workers:  # 0: the ceiling
+                for workers in [0, -1] + args.workers:  # 0: the ceiling, -1: the same work bare
                     rate = run_one(framework, workers, args, folder)
                     results.setdefault((framework, workers), []).append(rate)
-                    what = "ceiling (bare decode, 1 core)" if workers == 0 else f"loader, {workers} worker(s)"
+                    what = {0: "ceiling (bare decode, 1 core)", -1: "same work, bare loop (1 core)"}.get(
+                        workers, f"loader, {workers} worker(s)")
                     print(f"trial {trial} {framework} {what}: {rate:.1f} images/s", flush=True)
     rows = []
     for framework in args.framework:
         top = statistics.median(results[(framework, 0)])
+        work = statistics.median(results[(framework, -1)])
         for workers in args.workers:
             per_worker = [r / workers for r in results[(framework, workers)]]
             ratios = [p / c for p, c in zip(per_worker, results[(framework, 0)])]
@@ -156,11 +185,15 @@ def main():
                          "images_per_s_per_worker": round(statistics.median(per_worker), 1),
                          "ceiling": round(top, 1), "ratio": round(statistics.median(ratios), 3),
                          "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
+                         "same_work": round(work, 1),
+                         "machinery_ratio": round(statistics.median(
+                             [p / c for p, c in zip(per_worker, results[(framework, -1)])]), 3),
                          "trials": args.trials, "image_size": args.image_size, "batch_size": args.batch_size,
                          "machine": machine()})
             r = rows[-1]
             print(f"  {framework} {workers} worker(s): {r['images_per_s_per_worker']} images/s per worker, "
-                  f"ceiling {r['ceiling']}, ratio {r['ratio']} ({r['ratio_min']}-{r['ratio_max']})", flush=True)
+                  f"ceiling {r['ceiling']}, ratio {r['ratio']} ({r['ratio_min']}-{r['ratio_max']}); "
+                  f"same work bare {r['same_work']}, machinery ratio {r['machinery_ratio']}", flush=True)
     write_table(rows, args.out)
 
 

@@ -21,6 +21,7 @@ first; the median is reported with min and max.
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -185,8 +186,8 @@ def main():
                          "images_per_s_per_worker": round(statistics.median(per_worker), 1),
                          "ceiling": round(top, 1), "ratio": round(statistics.median(ratios), 3),
                          "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
-                         "same_work": round(work, 1),
-                         "machinery_ratio": round(statistics.median(
+                         "same_work": "" if math.isnan(work) else round(work, 1),
+                         "machinery_ratio": "" if math.isnan(work) else round(statistics.median(
                              [p / c for p, c in zip(per_worker, results[(framework, -1)])]), 3),
                          "trials": args.trials, "image_size": args.image_size, "batch_size": args.batch_size,
                          "machine": machine()})

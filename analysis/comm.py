@@ -5,8 +5,12 @@ the network's reference; `horovod`: Horovod's own fused allreduce, the path grad
 spread of the repetitions (min and max over the median), algorithm and bus bandwidth (nccl-tests
 definitions, from the median) and the transport measured. allreduce_fit.csv: per (nodes,
 ranks_per_node, path) the fitted alpha (latency, s), beta (s/byte) and the bandwidth 1/beta, with
-the fit's median |relative error|; a sweep that failed is a row with its reason.
+the fit's median |relative error|; on the horovod row, `per_tensor_s`: what each tensor of a message
+adds, the median over the sizes both horovod paths swept of (T_horovod_tensors(m) - T_horovod(m)) /
+(MANY_PIECES - FUSED_PIECES); a sweep that failed is a row with its reason.
 """
+
+import statistics
 
 import json
 from pathlib import Path
@@ -18,7 +22,7 @@ from harness import allreduce
 SWEEP_COLUMNS = ["nodes", "ranks_per_node", "ranks", "path", "bytes", "repetitions", "median_s", "min_s", "max_s",
                  "algbw_bytes_per_s", "busbw_bytes_per_s", "transport"]
 FIT_COLUMNS = ["nodes", "ranks_per_node", "ranks", "path", "alpha_s", "beta_s_per_byte", "bandwidth_bytes_per_s",
-               "fit_median_rel_error", "sizes", "failure"]
+               "fit_median_rel_error", "per_tensor_s", "sizes", "failure"]
 
 
 def read_sweep(path, nodes, ranks_per_node):
@@ -57,5 +61,16 @@ def tables(sweeps):
                                                       nodes * rpn)
                 fit.update(alpha_s=alpha, beta_s_per_byte=beta, fit_median_rel_error=err,
                            bandwidth_bytes_per_s=1 / beta if beta > 0 else float("inf"))
+            if path == "horovod":
+                fit["per_tensor_s"] = per_tensor(mine, [r for r in rows if r["path"] == "horovod_tensors"])
             fits.append(fit)
     return pd.DataFrame(all_rows, columns=SWEEP_COLUMNS), pd.DataFrame(fits, columns=FIT_COLUMNS)
+
+
+def per_tensor(fused, many):
+    """Seconds each tensor of a message adds (sweep rows of the horovod and horovod_tensors paths),
+    or NaN where no size was swept on both."""
+    few = {r["bytes"]: r["median_s"] for r in fused}
+    extra = [(r["median_s"] - few[r["bytes"]]) / (allreduce.MANY_PIECES - allreduce.FUSED_PIECES)
+             for r in many if r["bytes"] in few]
+    return statistics.median(extra) if extra else float("nan")

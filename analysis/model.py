@@ -16,11 +16,14 @@ the alpha-beta ring fit where a sweep has too few sizes):
   framework starts communication after backward (TensorFlow, MXNet) and in sequential mode.
 - Horovod's background thread wakes every cycle (HOROVOD_CYCLE_TIME, 1 ms), fuses the gradients
   ready by then into buffers of at most HOROVOD_FUSION_THRESHOLD bytes (128 MiB), and reduces the
-  buffers one after another, each taking T(m).
+  buffers one after another, each of m bytes in k tensors taking T(m) + (k - FUSED_PIECES) c: the
+  sweep's T(m) moved FUSED_PIECES tensors per message, and c is the per-tensor cost from its
+  many-tensor path (analysis/comm.py `per_tensor`).
 - Predicted iteration = io + h2d + forward + backward + update + exposed, where exposed is how
   far the last allreduce ends after backward; comm_total is the sum of the buffers' times.
 The extrapolation applies the same model with the ring model T(m) = 2(N-1) alpha + 2(N-1)/N m beta
-for given link parameters instead of a measured sweep.
+for given link parameters instead of a measured sweep, and no per-tensor cost (it grows with the
+ranks in ways no link parameter gives).
 """
 
 import json
@@ -32,7 +35,7 @@ import pandas as pd
 
 from analysis.metrics import mean_ci
 from harness import replay
-from harness.allreduce import ring_time
+from harness.allreduce import FUSED_PIECES, ring_time
 from harness.vocabulary import BASELINE_KEYS as MATCH
 from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS
 
@@ -40,13 +43,13 @@ COMPUTE = ["io_s", "h2d_s", "forward_s", "backward_s", "update_s"]
 
 
 def fusion_buffers(sizes, threshold=FUSION_THRESHOLD_BYTES):
-    """Sizes of the fused buffers Horovod makes from tensors ready together (in order)."""
+    """(bytes, tensors) of each fused buffer Horovod makes from tensors ready together (in order)."""
     buffers = []
     for size in sizes:
-        if buffers and buffers[-1] + size <= threshold:
-            buffers[-1] += size
+        if buffers and buffers[-1][0] + size <= threshold:
+            buffers[-1] = (buffers[-1][0] + size, buffers[-1][1] + 1)
         else:
-            buffers.append(size)
+            buffers.append((size, 1))
     return buffers
 
 
@@ -68,9 +71,10 @@ def ring_cost(ranks, alpha, beta):
     return lambda size: ring_time(size, ranks, alpha, beta)
 
 
-def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S):
+def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
     """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`;
-    cost(m) is the time of one allreduce of m bytes."""
+    cost(m) is the time of one allreduce of m bytes in FUSED_PIECES tensors (the sweep's), and each
+    tensor a buffer holds beyond those adds per_tensor seconds (fewer take it off)."""
     order = sorted(range(len(sizes)), key=lambda i: ready[i])
     t_cycle, t_free, busy, k = -cycle, 0.0, 0.0, 0
     while k < len(order):
@@ -83,16 +87,16 @@ def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_T
             batch.append(sizes[order[k]])
             k += 1
         t_free = t_cycle
-        for buf in fusion_buffers(batch, threshold):
-            step = cost(buf)
+        for nbytes, tensors in fusion_buffers(batch, threshold):
+            step = cost(nbytes) + (tensors - FUSED_PIECES) * per_tensor
             t_free += step
             busy += step
     return t_free, busy
 
 
-def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S):
+def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
     """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where
-    one allreduce of m bytes takes cost(m).
+    one allreduce of m bytes takes cost(m), plus per_tensor for each tensor beyond FUSED_PIECES.
 
     base: 1-rank phase means (COMPUTE keys); ready: seconds into backward at which each gradient
     is ready, or None when communication starts after backward.
@@ -102,7 +106,7 @@ def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, c
     if ranks < 2:
         return {"iteration_s": compute, "comm_total_s": 0.0, "comm_exposed_s": 0.0}
     ready = [backward] * len(sizes) if ready is None else [min(r, backward) for r in ready]
-    end, busy = schedule(ready, sizes, cost, threshold, cycle)
+    end, busy = schedule(ready, sizes, cost, threshold, cycle, per_tensor)
     exposed = max(0.0, end - backward)
     return {"iteration_s": compute + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
 
@@ -146,16 +150,22 @@ def study_baselines(runs, status, tensors):
 
 
 def costs(sweep, fits):
-    """{(nodes, ranks_per_node): T(m)} from the sweep table, else the fit (allreduce*.csv): Horovod's
-    own allreduce where the sweep has it, MPI's otherwise (sweeps made before the horovod path)."""
+    """{(nodes, ranks_per_node): (T(m), per-tensor cost)} from the sweep table, else the fit
+    (allreduce*.csv): Horovod's own allreduce where the sweep has it, MPI's otherwise (sweeps made
+    before the horovod path); the per-tensor cost from the horovod fit's `per_tensor_s` (0 where the
+    sweep has no horovod_tensors path, or where it came out below 0: within the sweep's noise)."""
     out = {}
     for path in ("mpi", "horovod"):  # horovod last: it wins
-        for r in fits[fits["path"].fillna("mpi") == path].itertuples():
+        mine = fits[fits["path"].fillna("mpi") == path]
+        extra = {(r.nodes, r.ranks_per_node): max(0.0, r.per_tensor_s) for r in mine.itertuples()
+                 if not pd.isna(getattr(r, "per_tensor_s", math.nan))}
+        for r in mine.itertuples():
             if not pd.isna(r.alpha_s):
-                out[(r.nodes, r.ranks_per_node)] = ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte)
+                key = (r.nodes, r.ranks_per_node)
+                out[key] = (ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte), extra.get(key, 0.0))
         for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
             if len(g) >= 2:
-                out[(nodes, rpn)] = sweep_cost(g["bytes"], g["median_s"])
+                out[(nodes, rpn)] = (sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0))
     return out
 
 
@@ -183,8 +193,8 @@ def model_table(runs, status, tensors, sweep, fits):
         base = bases.get(tuple(r[k] for k in MATCH))
         cost = cost_by.get((r["nodes"], r["ranks_per_node"]))
         if r["ranks"] > 1 and base and cost is not None:
-            p = predict(base["base"], base["sizes"], None if seq else base["ready"], r["ranks"], cost,
-                        base["threshold"], base["cycle"])
+            p = predict(base["base"], base["sizes"], None if seq else base["ready"], r["ranks"], cost[0],
+                        base["threshold"], base["cycle"], cost[1])
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = _relerr(p["iteration_s"], r["iteration_s"])
             row["error_comm_total"] = _relerr(p["comm_total_s"], total)
@@ -276,7 +286,8 @@ def replay_table(replays, plans, sweep, fits):
                 args = (plan["phases"], plan["sizes"], plan["ready"], row["ranks"])
                 cost = cost_by.get((nodes, 1))
                 if cost is not None:
-                    row["predicted_iteration_s"] = predict(*args, cost, plan["threshold"], plan["cycle"])["iteration_s"]
+                    row["predicted_iteration_s"] = predict(*args, cost[0], plan["threshold"], plan["cycle"],
+                                                           cost[1])["iteration_s"]
                     row["error_iteration"] = _relerr(row["predicted_iteration_s"], row["iteration_s"])
                 if ring is not None:
                     far = ring_cost(row["ranks"], ring.alpha_s, ring.beta_s_per_byte)

@@ -11,6 +11,11 @@ the slowest rank's time of each repetition. Two paths on the CPU, one after the 
   copies back. The time includes the wait for the thread's next cycle (at most
   HOROVOD_CYCLE_TIME). The Horovod core (negotiation, fusion, MPI calls) is the same C++ code
   for PyTorch, TensorFlow and MXNet; only the hand-over of the framework's tensors differs.
+- `horovod_tensors`: the same with MANY_PIECES tensors per message, from MANY_PIECES x 4 bytes to
+  PER_TENSOR_MAX_BYTES: Horovod negotiates, schedules and copies each tensor apart, so a message of
+  many tensors costs more than one of few of the same bytes. The difference per extra tensor is the
+  per-tensor cost (analysis/comm.py) the model adds for every tensor a fused buffer holds beyond
+  FUSED_PIECES (networks hand Horovod 16-173 gradient tensors, the fused path 4).
 With `--device gpu` only the horovod path runs, on CUDA tensors of the rank's GPU (its local
 rank), which in the cuda environment Horovod reduces with NCCL.
 
@@ -29,9 +34,13 @@ import numpy as np
 
 SCHEMA = "dlscale.allreduce/1"
 MIB = 1 << 20
-PATHS = ("mpi", "horovod")
+PATHS = ("mpi", "horovod", "horovod_tensors")
 # Tensors per message on the horovod path, fused by Horovod into one buffer of the message's size.
 FUSED_PIECES = 4
+# Tensors per message on the horovod_tensors path (GoogLeNet hands Horovod 173, ResNet-50 161), and
+# its largest message: beyond it the per-byte cost, the same on both paths, swamps the per-tensor one.
+MANY_PIECES = 128
+PER_TENSOR_MAX_BYTES = MIB
 
 
 class SweepError(RuntimeError):
@@ -89,26 +98,33 @@ def host_allreduce(comm):
     return prepare, "mpi (host memory)"
 
 
-def horovod_allreduce(comm):
-    """Horovod's PyTorch allreduce of host tensors: FUSED_PIECES tensors per message, in place,
-    averaged (so the result stays 1 and each repetition reduces the same numbers)."""
+def horovod_allreduce(comm, pieces=FUSED_PIECES):
+    """Horovod's PyTorch allreduce of host tensors: `pieces` tensors per message (fewer where the
+    message has fewer float32 elements), in place, averaged (so the result stays 1 and each
+    repetition reduces the same numbers)."""
     import horovod.torch as hvd
     import torch
 
     hvd.init(comm=comm)
+    most = pieces
 
     def prepare(nbytes):
         count = nbytes // 4
-        pieces = FUSED_PIECES if count >= FUSED_PIECES else 1
+        pieces = min(most, count)
         bufs = [torch.ones(n) for n in [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]]
 
         def run():
-            handles = [hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{nbytes}.{i}") for i, b in enumerate(bufs)]
+            handles = [hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{most}x.{nbytes}.{i}")
+                       for i, b in enumerate(bufs)]
             for handle in handles:
                 hvd.synchronize(handle)
             return bufs[0][0].item()
         return run
-    return prepare, f"horovod mpi (host memory, {FUSED_PIECES} tensors fused)"
+    return prepare, f"horovod mpi (host memory, {most} tensors fused)"
+
+
+def horovod_tensors_allreduce(comm):
+    return horovod_allreduce(comm, MANY_PIECES)
 
 
 def gpu_allreduce(comm):
@@ -146,12 +162,15 @@ def main(argv=None):
     device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
-    paths = [("horovod", gpu_allreduce, n)] if device == "gpu" else [("mpi", host_allreduce, n),
-                                                                      ("horovod", horovod_allreduce, 1)]
+    paths = [("horovod", gpu_allreduce, n, sizes(max_bytes))] if device == "gpu" else [
+        ("mpi", host_allreduce, n, sizes(max_bytes)),
+        ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
+        ("horovod_tensors", horovod_tensors_allreduce, 1,
+         [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES])]
     fh = open(out, "w") if rank == 0 else None
-    for path, make, expected in paths:
+    for path, make, expected, swept in paths:
         allreduce, transport = make(comm)
-        for nbytes in sizes(max_bytes):
+        for nbytes in swept:
             run = allreduce(nbytes)
             times, warmup = [], 2
             while not enough(times):

@@ -166,14 +166,13 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
             allreduce.SCHEMA)
 
 
-def replay_gradients(config, nodes, plans_path, env_record, out_path, log_path, attempts_root):
+def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path, log_path, attempts_root):
     """Replay the study's 1-rank runs' gradient traffic (harness.replay) on `nodes` nodes, one rank
-    each (`measure`)."""
+    each (`measure`), from the spec it writes to spec_path (the replay settings and the plans)."""
     from harness import replay
 
-    spec = {**config["replay"], "plans": json.loads(Path(plans_path).read_text())}
-    spec_path = Path(out_path).with_suffix(".spec.json")
-    _write_json(spec_path, spec)
+    spec_path = Path(spec_path)
+    _write_json(spec_path, {**config["replay"], "plans": json.loads(Path(plans_path).read_text())})
     measure(config, nodes, 1, env_record, out_path, log_path, attempts_root, "harness.replay",
             [str(spec_path.resolve())], replay.SCHEMA)
 
@@ -227,4 +226,5 @@ def sweep_rule(config, wildcards, input, output, log, params):
 def replay_rule(config, wildcards, input, output, log, params):
     """The pipeline's `replay` rule (rules/replay.smk), with its declared files, likewise."""
     rule.in_own_process("replay", config=dict(config), nodes=int(wildcards.nodes), plans=input.plans,
-                        env_record=input.env, output=output[0], log=log[0], attempts=params.attempts)
+                        env_record=input.env, output=output.out, spec=output.spec, log=log[0],
+                        attempts=params.attempts)

@@ -48,10 +48,11 @@ def _sweep(config, nodes, ranks_per_node, env_record, output, log, attempts):
                            attempts)
 
 
-def _replay(config, nodes, plans, env_record, output, log, attempts):
+def _replay(config, nodes, plans, env_record, output, spec, log, attempts):
     from harness import launch
 
-    launch.replay_gradients(config, nodes, plans, json.loads(Path(env_record).read_text()), output, log, attempts)
+    launch.replay_gradients(config, nodes, plans, json.loads(Path(env_record).read_text()), output, spec, log,
+                            attempts)
 
 
 STEPS = {"run": _run, "sweep": _sweep, "replay": _replay}

@@ -28,7 +28,8 @@ rule replay:
         hostfile=config["hostfile"],
         plans=REPLAY_PLANS,
     output:
-        f"{RESULTS}/replay/nodes{{nodes}}.jsonl",
+        out=f"{RESULTS}/replay/nodes{{nodes}}.jsonl",
+        spec=f"{RESULTS}/replay/nodes{{nodes}}.spec.json",
     log:
         f"{LOGS}/replay/nodes{{nodes}}.log",
     params:

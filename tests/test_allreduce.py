@@ -46,9 +46,12 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["path"], r["bytes"]) for r in rows] == [(p, m) for p in allreduce.PATHS for m in allreduce.sizes(4 << 20)]
+    many = [m for m in allreduce.sizes(4 << 20) if 128 * 4 <= m <= 1 << 20]
+    assert [(r["path"], r["bytes"]) for r in rows] == [(p, m) for p in allreduce.PATHS[:2] for m in allreduce.sizes(4 << 20)] \
+        + [("horovod_tensors", m) for m in many]
     assert all(r["ranks"] == 2 and allreduce.enough(r["times_s"]) and not allreduce.enough(r["times_s"][:-1]) for r in rows)
-    assert {r["transport"] for r in rows} == {"mpi (host memory)", "horovod mpi (host memory, 4 tensors fused)"}
+    assert {r["transport"] for r in rows} == {"mpi (host memory)", "horovod mpi (host memory, 4 tensors fused)",
+                                              "horovod mpi (host memory, 128 tensors fused)"}
     table, fits = comm.tables([(out, 2, 1)])
     assert len(table) == len(rows) and set(fits["path"]) == set(allreduce.PATHS)
     for path, g in table.groupby("path"):
@@ -60,9 +63,14 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     small = table[table["bytes"] == 4].set_index("path")["median_s"]
     assert small["horovod"] > 5 * small["mpi"]
     # the model reads T(m) from Horovod's path
-    cost = model.costs(table, fits)[(2, 1)]
+    cost, per_tensor = model.costs(table, fits)[(2, 1)]
     horovod = table[table["path"] == "horovod"].set_index("bytes")["median_s"]
     assert cost(4 << 20) == pytest.approx(horovod[4 << 20])
+    # Horovod handles each tensor apart: 128 tensors cost more than 4 of the same bytes
+    many = table[table["path"] == "horovod_tensors"].set_index("bytes")["median_s"]
+    extra = (many - horovod[many.index]) / (128 - 4)
+    assert per_tensor == pytest.approx(extra.median()) and per_tensor > 0
+    assert fits.set_index("path")["per_tensor_s"].drop("horovod").isna().all()
 
 
 def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):

@@ -18,9 +18,22 @@ def linear(seconds_per_byte, latency=0.0):
 
 
 def test_fusion_buffers_fill_up_to_threshold_in_order():
-    assert model.fusion_buffers([50, 50, 50], threshold=120) == [100, 50]
-    assert model.fusion_buffers([200, 10, 10], threshold=120) == [200, 20]  # too big: alone
+    assert model.fusion_buffers([50, 50, 50], threshold=120) == [(100, 2), (50, 1)]
+    assert model.fusion_buffers([200, 10, 10], threshold=120) == [(200, 1), (20, 2)]  # too big: alone
     assert model.fusion_buffers([], threshold=120) == []
+
+
+def test_each_tensor_beyond_the_sweeps_adds_the_per_tensor_cost():
+    cost = linear(1e-4)  # the sweep's T(m), measured with FUSED_PIECES (4) tensors per message
+    sizes = [10] * 10  # 100 bytes in 10 tensors, one fused buffer
+    plain = model.predict(BASE, sizes, None, 2, cost, threshold=10**9)
+    costly = model.predict(BASE, sizes, None, 2, cost, threshold=10**9, per_tensor=0.002)
+    assert plain["comm_total_s"] == pytest.approx(0.01)
+    assert costly["comm_total_s"] == pytest.approx(0.01 + 6 * 0.002)
+    assert costly["iteration_s"] == pytest.approx(COMPUTE + 0.022)
+    # two buffers of one tensor each: each 3 tensors under the sweep's 4
+    _, busy = model.schedule([0.0, 0.0], [60, 60], cost, threshold=100, per_tensor=0.001)
+    assert busy == pytest.approx(2 * (0.006 - 3 * 0.001))
 
 
 def test_sequential_exposes_all_communication():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis import comm, model
-from harness import emulate, launch, replay
+from harness import allreduce, emulate, launch, replay
 from harness.vocabulary import BASELINE_KEYS
 from tests.conftest import tiny_config
 
@@ -106,10 +106,10 @@ def test_replay_on_four_emulated_nodes_against_its_prediction(tmp_path):
     (tmp_path / "plans.json").write_text(json.dumps(plans))
     launch.sweep_allreduce(conf, nodes, 1, env, tmp_path / "sweep.jsonl", tmp_path / "sweep.log", tmp_path / "a1")
     launch.replay_gradients(conf, nodes, tmp_path / "plans.json", env, tmp_path / "replay.jsonl",
-                            tmp_path / "replay.log", tmp_path / "a2")
+                            tmp_path / "replay.spec.json", tmp_path / "replay.log", tmp_path / "a2")
     assert not emulate.clusters() or not [c for c in emulate.clusters() if f"-p{os.getpid()}-" in c]
     sweep, fits = comm.tables([(tmp_path / "sweep.jsonl", nodes, 1)])
-    assert set(sweep["path"]) == {"mpi", "horovod"}, (tmp_path / "sweep.log").read_text()[-2000:]
+    assert set(sweep["path"]) == set(allreduce.PATHS), (tmp_path / "sweep.log").read_text()[-2000:]
     table = model.replay_table([(tmp_path / "replay.jsonl", nodes)], plans, sweep, fits)
     assert table["failure"].eq("").all(), table["failure"].tolist() + [(tmp_path / "replay.log").read_text()[-2000:]]
     assert (table["ranks"] == nodes).all() and (table["iterations"] == 12).all()

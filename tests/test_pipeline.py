@@ -50,7 +50,7 @@ def test_tiny_study_end_to_end(tmp_path):
 
     fit = pd.read_csv(results / "allreduce_fit.csv", keep_default_na=False)
     assert fit[["nodes", "ranks_per_node", "path", "sizes", "failure"]].values.tolist() == [
-        [1, 2, "horovod", 10, ""], [1, 2, "mpi", 10, ""]]
+        [1, 2, "horovod", 10, ""], [1, 2, "horovod_tensors", 6, ""], [1, 2, "mpi", 10, ""]]
     alpha, beta = (fit.set_index("path")[k].astype(float) for k in ("alpha_s", "beta_s_per_byte"))
     assert beta["mpi"] > 0 and alpha["horovod"] > alpha["mpi"]  # up to 1 MiB Horovod's is its cycle
     sweep = pd.read_csv(results / "allreduce.csv")

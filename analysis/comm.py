@@ -10,9 +10,8 @@ adds, the median over the sizes both horovod paths swept of (T_horovod_tensors(m
 (MANY_PIECES - FUSED_PIECES); a sweep that failed is a row with its reason.
 """
 
-import statistics
-
 import json
+import statistics
 from pathlib import Path
 
 import pandas as pd

@@ -3,7 +3,7 @@
 `python -m harness.allreduce OUT.jsonl [--max-bytes N] [--device gpu]`: every rank allreduces
 float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
 after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
-the slowest rank's time of each repetition. Two paths on the CPU, one after the other:
+the slowest rank's time of each repetition. Three paths on the CPU, one after the other:
 - `mpi`: host buffers reduced by MPI_Allreduce (mpi4py), the network's reference;
 - `horovod`: the path gradients take. Horovod's PyTorch allreduce, in place and averaging like
   its DistributedOptimizer, of FUSED_PIECES tensors submitted together, which Horovod's
@@ -98,29 +98,28 @@ def host_allreduce(comm):
     return prepare, "mpi (host memory)"
 
 
-def horovod_allreduce(comm, pieces=FUSED_PIECES):
-    """Horovod's PyTorch allreduce of host tensors: `pieces` tensors per message (fewer where the
+def horovod_allreduce(comm, tensors=FUSED_PIECES):
+    """Horovod's PyTorch allreduce of host tensors: `tensors` tensors per message (fewer where the
     message has fewer float32 elements), in place, averaged (so the result stays 1 and each
     repetition reduces the same numbers)."""
     import horovod.torch as hvd
     import torch
 
     hvd.init(comm=comm)
-    most = pieces
 
     def prepare(nbytes):
         count = nbytes // 4
-        pieces = min(most, count)
+        pieces = min(tensors, count)
         bufs = [torch.ones(n) for n in [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]]
 
         def run():
-            handles = [hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{most}x.{nbytes}.{i}")
+            handles = [hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{tensors}x.{nbytes}.{i}")
                        for i, b in enumerate(bufs)]
             for handle in handles:
                 hvd.synchronize(handle)
             return bufs[0][0].item()
         return run
-    return prepare, f"horovod mpi (host memory, {most} tensors fused)"
+    return prepare, f"horovod mpi (host memory, {tensors} tensors fused)"
 
 
 def horovod_tensors_allreduce(comm):

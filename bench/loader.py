@@ -48,18 +48,12 @@ def ceiling(framework, files, image_size, work=False):
     if framework == "torch":
         import io
 
-        from PIL import Image
-
         from workloads import loaders
 
         items = loaders.TorchImages(files, [0] * len(files), image_size, 0)
 
         def decode(i):
-            if work:
-                return items[(0, i)]
-            with Image.open(io.BytesIO(blobs[i])) as img:
-                img.load()
-                return img if img.mode == "RGB" else img.convert("RGB")
+            return items[(0, i)] if work else loaders.decode_pil(io.BytesIO(blobs[i]))
 
         def run():
             for i in range(len(blobs)):

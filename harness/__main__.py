@@ -8,7 +8,7 @@
                                             redo the study's failed runs (all, or those matching every
                                             KEY=VALUE, e.g. framework=mxnet model=alexnet) and the
                                             tables after them: snakemake --forcerun on their status.json
-  emulate run --nodes N [--rate-mbit R] [--delay-ms D] [--slots S] -- COMMAND...
+  emulate run --nodes N [--rate-mbit R] [--delay-ms D] [--congestion-control C] [--slots S] -- COMMAND...
                                             make an emulated cluster, run COMMAND (e.g. mpirun ...)
                                             in its node 0 with $DLSCALE_HOSTFILE, then remove it
   emulate up NAME --nodes N [...] [--hostfile FILE]   make a named emulated cluster and keep it
@@ -138,7 +138,8 @@ def cmd_emulate(args):
     if not args.nodes:
         raise ValueError(f"emulate {args.action} needs --nodes")
     if args.action == "up":
-        made = emulate.up(args.nodes, args.rate_mbit, args.delay_ms, name=f"{emulate.PREFIX}-{args.name}")
+        made = emulate.up(args.nodes, args.rate_mbit, args.delay_ms, name=f"{emulate.PREFIX}-{args.name}",
+                          congestion_control=args.congestion_control)
         text = made.hostfile(args.slots)
         if args.hostfile:
             Path(args.hostfile).write_text(text)
@@ -149,7 +150,7 @@ def cmd_emulate(args):
     command = args.command
     if not command:
         raise ValueError("emulate run needs a command after --")
-    with emulate.cluster(args.nodes, args.rate_mbit, args.delay_ms) as made:
+    with emulate.cluster(args.nodes, args.rate_mbit, args.delay_ms, congestion_control=args.congestion_control) as made:
         hostfile = Path(f"/tmp/{made.name}.hostfile")
         hostfile.write_text(made.hostfile(args.slots))
         env = {**os.environ, **made.launch_env(), "DLSCALE_HOSTFILE": str(hostfile)}
@@ -185,6 +186,7 @@ def main(argv=None):
     p.add_argument("--nodes", type=int)
     p.add_argument("--rate-mbit", type=float, help="link rate in Mbit/s (default: unshaped)")
     p.add_argument("--delay-ms", type=float, default=0, help="one-way link delay (needs netem)")
+    p.add_argument("--congestion-control", default="cubic", help="TCP congestion control of the nodes (default: cubic)")
     p.add_argument("--slots", type=int, default=1, help="slots per node in the hostfile")
     p.add_argument("--hostfile", help="write the cluster's hostfile here (up)")
     p.add_argument("--all", action="store_true", help="remove every emulated cluster (down)")

@@ -105,6 +105,11 @@ def validate(config):
         ok, why = emulate.available()
         if not ok:
             raise ConfigError(f"config key 'emulate': {why}")
+        wanted = config["emulate"].get("congestion_control", emulate.CONGESTION_CONTROL)
+        have = emulate.congestion_controls()
+        if wanted not in have:
+            raise ConfigError(f"config key 'emulate.congestion_control': {wanted!r} is not in this kernel "
+                              f"(it has {', '.join(have)})")
         if max(config["nodes"] + replay_nodes(config)) > emulate.MAX_NODES:
             raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
         if config["launcher"]["name"] != "mpirun":

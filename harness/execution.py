@@ -46,7 +46,8 @@ def job(config, nodes, ranks_per_node, command, env):
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
     cpus = emulate.node_cpus(max(*config["nodes"], nodes))[:nodes]
-    with emulate.cluster(nodes, emulated["rate_mbit"], emulated.get("delay_ms", 0), cpus) as cluster:
+    with emulate.cluster(nodes, emulated["rate_mbit"], emulated.get("delay_ms", 0), cpus,
+                         emulated.get("congestion_control", emulate.CONGESTION_CONTROL)) as cluster:
         argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env, **options)
         yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
 

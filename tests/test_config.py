@@ -151,6 +151,9 @@ def test_emulated_study_config_is_valid_where_clusters_can_be_made(base_config):
     assert len(runs) == 3 * 3 * 2 * 2 * 5  # frameworks x models x comm modes x nodes x repeats
     assert {r["nodes"] for r in runs} == {1, 2} and {r["comm"] for r in runs} == {"overlap", "sequential"}
     assert cfg.replay_nodes(base_config) == [4, 8, 16]
+    base_config["emulate"]["congestion_control"] = "nosuch"
+    with pytest.raises(cfg.ConfigError, match="config key 'emulate.congestion_control': 'nosuch' is not in this kernel"):
+        cfg.validate(base_config)
 
 
 def test_replay_needs_its_one_rank_runs_and_its_hosts(base_config):

@@ -51,6 +51,8 @@ def test_cluster_is_made_shaped_and_removed():
         qdisc = subprocess.run(["ip", "netns", "exec", made.namespaces[1], "tc", "qdisc", "show", "dev", "eth0"],
                                capture_output=True, text=True).stdout
         assert "tbf" in qdisc and "250Mbit" in qdisc
+        assert [_tcp(ns) for ns in made.namespaces] == ["cubic"] * 3  # whatever the machine's own
+        assert made.describe()["congestion_control"] == "cubic"
         ping = subprocess.run(["ip", "netns", "exec", made.namespaces[0], sys.executable, "-c",
                                "import socket; s = socket.create_connection(('10.213.0.3', 9), timeout=5)"],
                               capture_output=True, text=True)
@@ -75,6 +77,20 @@ def test_orphaned_clusters_of_dead_processes_are_removed():
     orphan = emulate.up(1, name=f"{emulate.PREFIX}-p{dead.pid}-test")
     removed = emulate.remove_orphans()
     assert f"{orphan.name}-n0" in removed and orphan.name not in emulate.clusters()
+
+
+def _tcp(ns):
+    return subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.tcp_congestion_control"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+@needs_netns
+def test_nodes_run_the_congestion_control_asked_for():
+    with emulate.cluster(2, rate_mbit=100, congestion_control="reno") as made:
+        assert [_tcp(ns) for ns in made.namespaces] == ["reno", "reno"]
+    with pytest.raises(emulate.EmulationError, match="'nosuch' is not in this kernel"):
+        emulate.up(2, congestion_control="nosuch")
+    assert not _mine(), "a cluster that failed to come up was left behind"
 
 
 @needs_netns

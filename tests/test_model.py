@@ -127,3 +127,29 @@ def test_extrapolation_falls_with_ranks_and_rises_with_bandwidth():
     fast = table[table["link"] == "fast"].set_index("ranks")["predicted_efficiency"]
     assert (fast > slow).all()
     assert slow[64] < 0.5  # 40 MB over 1 Gbit/s cannot hide behind a 0.2 s backward
+
+
+def test_off_target_configurations_say_which_part_of_the_error_is_larger():
+    import pandas as pd
+
+    def row(framework, repeat, iteration, exposed, predicted, predicted_exposed):
+        compute, comm = model.error_parts(predicted, predicted_exposed, iteration, exposed)
+        return {"framework": framework, "repeat": repeat, "iteration_s": iteration, "comm_exposed_s": exposed,
+                "predicted_iteration_s": predicted, "predicted_comm_exposed_s": predicted_exposed,
+                "error_iteration": (predicted - iteration) / iteration, "error_from_compute": compute,
+                "error_from_exposed": comm}
+
+    table = pd.DataFrame([
+        row("torch", 0, 1.0, 0.2, 0.98, 0.2), row("torch", 1, 1.0, 0.2, 1.03, 0.2),  # within 5%
+        row("mxnet", 0, 1.0, 0.2, 0.75, 0.15), row("mxnet", 1, 1.2, 0.2, 0.75, 0.15),  # compute ran slower
+        row("tensorflow", 0, 2.0, 1.5, 1.2, 0.7),  # waited longer for allreduces than predicted
+    ])
+    assert model.error_parts(0.75, 0.15, 1.0, 0.2) == pytest.approx((-0.2, -0.05))
+    far = model.off_target(table, ["framework"])
+    assert [x["framework"] for x in far] == ["mxnet", "tensorflow"]
+    assert far[0]["runs"] == 2 and far[0]["error_iteration"] == pytest.approx((-0.25 - 0.375) / 2, abs=1e-4)
+    assert far[0]["reason"].startswith("compute (-")
+    assert far[0]["reason"].endswith("0.9 s of compute per iteration measured, 0.6 s predicted "
+                                     "(the model computes at the 1-rank run's speed)")
+    assert far[1]["reason"] == ("exposed communication (-40.0% of the iteration): 1.5 s per iteration measured, "
+                                "0.7 s predicted")

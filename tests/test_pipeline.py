@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from analysis.model import TOLERANCE
 from tests.conftest import ROOT, tiny_config
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
@@ -62,7 +63,12 @@ def test_tiny_study_end_to_end(tmp_path):
     two = model[model["ranks"] == 2]
     assert len(two) == 4 and (two["predicted_iteration_s"] > 0).all() and two["error_iteration"].notna().all()
     assert (two["comm_total_s"] > 0).all() and two["overlap_ratio"].between(0, 1).all()
-    assert json.loads((results / "model_error.json").read_text())["runs"] == 4
+    assert (two["error_from_compute"] + two["error_from_exposed"] - two["error_iteration"]).abs().max() < 1e-9
+    error = json.loads((results / "model_error.json").read_text())
+    assert error["runs"] == 4
+    far = two.groupby(["framework", "comm"])["error_iteration"].median().abs() > TOLERANCE
+    assert [(x["framework"], x["comm"]) for x in error["off_target"]] == far[far].index.tolist()
+    assert all(x["reason"].startswith(("compute (", "exposed communication (")) for x in error["off_target"])
     grads = pd.read_csv(results / "gradients.csv")
     from workloads.registry import build_model
     params = list(build_model("torch", "tinynet", conf["classes"]).parameters())

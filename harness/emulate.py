@@ -10,9 +10,9 @@ deep queues, acks waited behind data and throughput halved at random (measured).
 
 Every node's TCP uses the congestion control `congestion_control` (default cubic, Linux's default),
 whatever the machine's own is. A new namespace takes the machine's, and on the machine this was
-built on that is BBR: two ranks exchanging AlexNet's gradients (244 MB) over a 500 Mbit/s link then
-took 4.2 s or, at random, 8.1 s (BBR settling on half the link rate for a whole transfer), against
-4.2 s every time with cubic (measured; README). A congestion control that only init's namespace may
+built on that is BBR: 2-4 of 6 Horovod allreduces of 93 MB to 256 MiB over a 500 Mbit/s link then
+took 1.25-1.75x the fastest, at random (BBR settling on a fraction of the link rate for a whole
+transfer), against repetitions within 0.6% with cubic (bench/link.py; README). A congestion control that only init's namespace may
 use is added to the machine's allowed list (net.ipv4.tcp_allowed_congestion_control).
 
 Each node also runs on CPUs of its own (`node_cpus`, applied with taskset to mpirun and to the

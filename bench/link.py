@@ -1,0 +1,119 @@
+"""Benchmark (not a test): what one gradient exchange costs on an emulated link, per TCP congestion
+control of the emulated nodes.
+
+On an emulated cluster of 2 nodes (harness/emulate.py; needs root), one rank each, with
+config/emulated.yaml's link rate and rank environment, two ranks allreduce through Horovod
+(PyTorch, averaged, in place): AlexNet's 16 gradients in one grouped allreduce (`all`: Horovod
+fuses them into two buffers, the 151 MB fc6 weight alone and the other 93 MB, reduced back to
+back, as every hand-over after backward sends them), each of the two buffers alone (`largest`,
+`rest`), and 256 MiB in 4 tensors (`sweep_256MiB`, the sweep's largest message). Each case runs
+2 warm-ups, then --reps repetitions, each after a barrier. Trials alternate which congestion
+control goes first; every repetition of every trial is pooled. `slow` counts repetitions over
+1.25x the fastest of their case.
+
+  .venv/bin/python bench/link.py [--rate-mbit 500] [--reps 6] [--trials 2] \
+      [--congestion-control cubic bbr] [--out bench/results/link.csv]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.overhead import machine, write_table  # noqa: E402
+from harness import emulate, launch, launchers  # noqa: E402
+
+MIB = 1 << 20
+
+
+def rank_main(reps, out):
+    """One rank: every case, timed on rank 0, written to `out` as {case: [bytes, [seconds...]]}."""
+    import torch
+    import horovod.torch as hvd
+
+    from workloads.registry import build_model
+
+    hvd.init()
+    torch.set_num_threads(1)
+    grads = [torch.ones_like(p) for p in build_model("torch", "alexnet", classes=1000, image_size=64).parameters()]
+    largest = max(grads, key=lambda g: g.numel())
+    rest = [g for g in grads if g is not largest]
+    sweep = [torch.ones(256 * MIB // 16) for _ in range(4)]
+    cases = {"all": grads, "largest": [largest], "rest": rest, "sweep_256MiB": sweep}
+    times = {}
+    for name, tensors in cases.items():
+        seconds = []
+        for i in range(reps + 2):
+            hvd.allreduce(torch.zeros(1), name="barrier")
+            start = time.perf_counter()
+            hvd.grouped_allreduce_(tensors, op=hvd.Average)
+            if i >= 2:
+                seconds.append(time.perf_counter() - start)
+        times[name] = [sum(t.numel() * 4 for t in tensors), seconds]
+    if hvd.rank() == 0:
+        Path(out).write_text(json.dumps(times))
+
+
+def trial(congestion_control, rate_mbit, reps, tmp):
+    """One mpirun job on a fresh 2-node cluster: {case: [bytes, [seconds...]]}."""
+    config = yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text())
+    env = {**launch.thread_env(1), "PYTHONPATH": str(ROOT),
+           **{k: str(v) for k, v in config["launcher"]["env"].items()}}
+    out = Path(tmp) / f"{congestion_control}.json"
+    out.unlink(missing_ok=True)
+    with emulate.cluster(2, rate_mbit, 0, congestion_control=congestion_control) as cluster:
+        argv = launchers.mpirun_argv(cluster.hosts, 1, {"name": "mpirun", "bind_to": "none"},
+                                     [sys.executable, __file__, "--rank", "--reps", str(reps), "--out", str(out)],
+                                     env, as_root=os.geteuid() == 0)
+        proc = subprocess.run(cluster.wrap(argv), env={**os.environ, **cluster.launch_env()},
+                              capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0 or not out.exists():
+        raise SystemExit(f"{congestion_control}: mpirun exited with {proc.returncode}\n{proc.stderr[-3000:]}")
+    return json.loads(out.read_text())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate-mbit", type=float, default=500)
+    ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--trials", type=int, default=2)
+    ap.add_argument("--congestion-control", nargs="+", default=["cubic", "bbr"])
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "link.csv"))
+    ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rank:
+        return rank_main(args.reps, args.out)
+    ok, why = emulate.available()
+    if not ok:
+        raise SystemExit(f"bench/link.py needs emulated clusters: {why}")
+    pooled = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for t in range(args.trials):
+            ccs = args.congestion_control
+            for cc in ccs[t % len(ccs):] + ccs[:t % len(ccs)]:
+                for case, (nbytes, seconds) in trial(cc, args.rate_mbit, args.reps, tmp).items():
+                    pooled.setdefault((cc, case), [nbytes, []])[1].extend(seconds)
+                    print(f"trial {t} {cc:6s} {case:13s} " + " ".join(f"{s:.2f}" for s in seconds), flush=True)
+    rows = []
+    for (cc, case), (nbytes, seconds) in pooled.items():
+        median = statistics.median(seconds)
+        rows.append({"congestion_control": cc, "case": case, "bytes": nbytes, "rate_mbit": args.rate_mbit,
+                     "trials": args.trials, "repetitions": len(seconds), "median_s": round(median, 3),
+                     "mean_s": round(statistics.mean(seconds), 3), "min_s": round(min(seconds), 3),
+                     "max_s": round(max(seconds), 3), "slow": sum(s > 1.25 * min(seconds) for s in seconds),
+                     "median_mb_per_s": round(nbytes / median / 1e6, 1), "machine": machine()})
+    write_table(rows, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -117,12 +117,18 @@ def phases(summary, paths):
     long["phase"] = long["phase"].str.removesuffix("_s")
     long["seconds"] = long["seconds"].fillna(0.0)
     bars = ok.groupby("model").size().max()
-    grid = sns.FacetGrid(long, col="model", sharex=False, sharey=False, height=0.28 * bars + 1.5, aspect=1.0)
+    height = 0.28 * bars + 1.5
+    # each facet holds its own configuration labels beside 3 inches of bars
+    width = 3.0 + 0.075 * ok["configuration"].str.len().max()
+    grid = sns.FacetGrid(long, col="model", sharex=False, sharey=False, height=height, aspect=width / height)
     # histplot stacks the last hue level first: reversed, the bars read io, h2d, ... left to right
     grid.map_dataframe(sns.histplot, y="configuration", weights="seconds", hue="phase", hue_order=list(PHASES)[::-1],
                        multiple="stack", discrete=True, shrink=0.8, palette=PHASE_COLOURS, linewidth=0)
-    grid.add_legend(title="phase",
-                    legend_data={p: plt.Rectangle((0, 0), 1, 1, color=c) for p, c in PHASE_COLOURS.items()})
+    # beside the facets, kept by the tight bounding box: seaborn's add_legend widens the figure by
+    # shrinking the axes, which long configuration labels in one facet leave no room for
+    grid.figure.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLOURS.values()],
+                       labels=list(PHASE_COLOURS), title="phase", loc="center left", bbox_to_anchor=(1.0, 0.5),
+                       frameon=False)
     grid.set_axis_labels("mean time per iteration (s)", "")
     grid.set_titles("{col_name}")
     grid.figure.suptitle("Time per iteration by phase (native runs: from traces; comm = exposed)", y=1.02)

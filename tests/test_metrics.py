@@ -153,3 +153,18 @@ def test_loader_utilisation_is_training_demand_over_the_loaders_rate():
     assert summary.loc[2, "loader_utilisation"] == pytest.approx(0.8)  # near input-bound
     synthetic = metrics.summarize(runs, runs[metrics.RUN_KEYS].assign(status="ok", reasons=""))
     assert "loader_utilisation" not in synthetic
+
+
+def test_phase_figure_of_a_one_network_study_with_long_labels(tmp_path):
+    """One network (one facet) and labels longer than the facet is wide: the legend must not squeeze
+    the axes away (seaborn's add_legend made 'left cannot be >= right' of the emulated AlexNet study)."""
+    from analysis import figures
+
+    rows = [{"framework": fw, "model": "alexnet", "comm": "sequential", "layout": "best", "timing": "native",
+             "nodes": nodes, "ranks_per_node": 1, "ranks": nodes, "batch_size": 8, "loader_workers": 0,
+             "image_size": 64, "classes": 1000, "threads_per_rank": 1, "precision": "fp32", "repeats_ok": 2,
+             **{f"{p}_s": 0.1 * (i + 1) for i, p in enumerate(PHASES)}}
+            for fw in ("torch", "tensorflow", "mxnet") for nodes in (1, 2)]
+    paths = figures.phases(pd.DataFrame(rows), figures.figure_paths(tmp_path, ["phases"]))
+    assert sorted(p.name for p in paths) == ["phases.pdf", "phases.png"]
+    assert all(p.stat().st_size > 0 for p in paths)

@@ -9,7 +9,10 @@ back, as every hand-over after backward sends them), each of the two buffers alo
 `rest`), and 256 MiB in 4 tensors (`sweep_256MiB`, the sweep's largest message). Each case runs
 2 warm-ups, then --reps repetitions, each after a barrier. Trials alternate which congestion
 control goes first; every repetition of every trial is pooled. `slow` counts repetitions over
-1.25x the fastest of their case.
+1.25x the fastest of their case. While a trial runs, the bytes each node has sent (its eth0 queue's
+counter) are read every 50 ms: `both_share` is the share of the intervals with traffic in which
+both directions carried over 10 MB/s (a two-rank ring sends both ways at once: near 1), and
+`half_duplex_trials` counts the trials in which it was under 0.5 (the two directions took turns).
 
   .venv/bin/python bench/link.py [--rate-mbit 500] [--reps 6] [--trials 2] \
       [--congestion-control cubic bbr] [--out bench/results/link.csv]
@@ -75,11 +78,33 @@ def trial(congestion_control, rate_mbit, reps, tmp):
         argv = launchers.mpirun_argv(cluster.hosts, 1, {"name": "mpirun", "bind_to": "none"},
                                      [sys.executable, __file__, "--rank", "--reps", str(reps), "--out", str(out)],
                                      env, as_root=os.geteuid() == 0)
-        proc = subprocess.run(cluster.wrap(argv), env={**os.environ, **cluster.launch_env()},
-                              capture_output=True, text=True, timeout=1800)
+        proc = subprocess.Popen(cluster.wrap(argv), env={**os.environ, **cluster.launch_env()},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        samples = []
+        while proc.poll() is None:
+            samples.append((time.perf_counter(), *(sent_bytes(ns) for ns in cluster.namespaces)))
+            time.sleep(0.05)
+        stderr = proc.stderr.read()
     if proc.returncode != 0 or not out.exists():
-        raise SystemExit(f"{congestion_control}: mpirun exited with {proc.returncode}\n{proc.stderr[-3000:]}")
-    return json.loads(out.read_text())
+        raise SystemExit(f"{congestion_control}: mpirun exited with {proc.returncode}\n{stderr[-3000:]}")
+    return json.loads(out.read_text()), both_share(samples)
+
+
+def sent_bytes(ns):
+    """Bytes node `ns` has sent (the counter of its eth0 queue)."""
+    text = subprocess.run(["tc", "-s", "-n", ns, "qdisc", "show", "dev", "eth0"], capture_output=True, text=True).stdout
+    return int(text.split("Sent ", 1)[1].split()[0])
+
+
+def both_share(samples, busy=10e6):
+    """Of the sampling intervals in which either node sent over `busy` bytes/s, the share in which
+    both did. `samples`: (time, bytes sent by node 0, by node 1)."""
+    both = either = 0
+    for (t0, a0, b0), (t1, a1, b1) in zip(samples, samples[1:]):
+        rates = [(a1 - a0) / (t1 - t0), (b1 - b0) / (t1 - t0)]
+        either += max(rates) > busy
+        both += min(rates) > busy
+    return both / either if either else float("nan")
 
 
 def main():
@@ -96,14 +121,17 @@ def main():
     ok, why = emulate.available()
     if not ok:
         raise SystemExit(f"bench/link.py needs emulated clusters: {why}")
-    pooled = {}
+    pooled, shares = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for t in range(args.trials):
             ccs = args.congestion_control
             for cc in ccs[t % len(ccs):] + ccs[:t % len(ccs)]:
-                for case, (nbytes, seconds) in trial(cc, args.rate_mbit, args.reps, tmp).items():
+                times, share = trial(cc, args.rate_mbit, args.reps, tmp)
+                shares.setdefault(cc, []).append(share)
+                for case, (nbytes, seconds) in times.items():
                     pooled.setdefault((cc, case), [nbytes, []])[1].extend(seconds)
                     print(f"trial {t} {cc:6s} {case:13s} " + " ".join(f"{s:.2f}" for s in seconds), flush=True)
+                print(f"trial {t} {cc:6s} both directions busy in {share:.0%} of the busy intervals", flush=True)
     rows = []
     for (cc, case), (nbytes, seconds) in pooled.items():
         median = statistics.median(seconds)
@@ -111,7 +139,9 @@ def main():
                      "trials": args.trials, "repetitions": len(seconds), "median_s": round(median, 3),
                      "mean_s": round(statistics.mean(seconds), 3), "min_s": round(min(seconds), 3),
                      "max_s": round(max(seconds), 3), "slow": sum(s > 1.25 * min(seconds) for s in seconds),
-                     "median_mb_per_s": round(nbytes / median / 1e6, 1), "machine": machine()})
+                     "median_mb_per_s": round(nbytes / median / 1e6, 1),
+                     "both_share": round(statistics.median(shares[cc]), 2),
+                     "half_duplex_trials": sum(s < 0.5 for s in shares[cc]), "machine": machine()})
     write_table(rows, args.out)
 
 

@@ -1,5 +1,5 @@
 """Benchmark (not a test): what one gradient exchange costs on an emulated link, per TCP congestion
-control of the emulated nodes.
+control of the emulated nodes and per Open MPI TCP protocol.
 
 On an emulated cluster of 2 nodes (harness/emulate.py; needs root), one rank each, with
 config/emulated.yaml's link rate and rank environment, two ranks allreduce through Horovod
@@ -7,15 +7,17 @@ config/emulated.yaml's link rate and rank environment, two ranks allreduce throu
 fuses them into two buffers, the 151 MB fc6 weight alone and the other 93 MB, reduced back to
 back, as every hand-over after backward sends them), each of the two buffers alone (`largest`,
 `rest`), and 256 MiB in 4 tensors (`sweep_256MiB`, the sweep's largest message). Each case runs
-2 warm-ups, then --reps repetitions, each after a barrier. Trials alternate which congestion
-control goes first; every repetition of every trial is pooled. `slow` counts repetitions over
+2 warm-ups, then --reps repetitions, each after a barrier. A variant is the emulated nodes' TCP
+congestion control and the ranks' environment: `cubic` and `bbr` run config/emulated.yaml's, `put`
+runs it with Open MPI's default TCP flags (its `put` protocol, which config/emulated.yaml turns off).
+Trials alternate which variant goes first; every repetition of every trial is pooled. `slow` counts repetitions over
 1.25x the fastest of their case. While a trial runs, the bytes each node has sent (its eth0 queue's
 counter) are read every 50 ms: `both_share` is the share of the intervals with traffic in which
 both directions carried over 10 MB/s (a two-rank ring sends both ways at once: near 1), and
 `half_duplex_trials` counts the trials in which it was under 0.5 (the two directions took turns).
 
   .venv/bin/python bench/link.py [--rate-mbit 500] [--reps 6] [--trials 2] \
-      [--congestion-control cubic bbr] [--out bench/results/link.csv]
+      [--variants cubic bbr put] [--out bench/results/link.csv]
 """
 
 import argparse
@@ -37,6 +39,9 @@ from bench.overhead import machine, write_table  # noqa: E402
 from harness import emulate, launch, launchers  # noqa: E402
 
 MIB = 1 << 20
+# Open MPI 4.1's default TCP transport flags, `put` among them
+OMPI_TCP_FLAGS = "send,put,inplace,need-ack,need-csum,hetero-rdma"
+VARIANTS = {"cubic": ("cubic", {}), "bbr": ("bbr", {}), "put": ("cubic", {"OMPI_MCA_btl_tcp_flags": OMPI_TCP_FLAGS})}
 
 
 def rank_main(reps, out):
@@ -67,12 +72,13 @@ def rank_main(reps, out):
         Path(out).write_text(json.dumps(times))
 
 
-def trial(congestion_control, rate_mbit, reps, tmp):
-    """One mpirun job on a fresh 2-node cluster: {case: [bytes, [seconds...]]}."""
+def trial(variant, rate_mbit, reps, tmp):
+    """One mpirun job on a fresh 2-node cluster: ({case: [bytes, [seconds...]]}, both_share)."""
+    congestion_control, overrides = VARIANTS[variant]
     config = yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text())
     env = {**launch.thread_env(1), "PYTHONPATH": str(ROOT),
-           **{k: str(v) for k, v in config["launcher"]["env"].items()}}
-    out = Path(tmp) / f"{congestion_control}.json"
+           **{k: str(v) for k, v in config["launcher"]["env"].items()}, **overrides}
+    out = Path(tmp) / f"{variant}.json"
     out.unlink(missing_ok=True)
     with emulate.cluster(2, rate_mbit, 0, congestion_control=congestion_control) as cluster:
         argv = launchers.mpirun_argv(cluster.hosts, 1, {"name": "mpirun", "bind_to": "none"},
@@ -86,7 +92,7 @@ def trial(congestion_control, rate_mbit, reps, tmp):
             time.sleep(0.05)
         stderr = proc.stderr.read()
     if proc.returncode != 0 or not out.exists():
-        raise SystemExit(f"{congestion_control}: mpirun exited with {proc.returncode}\n{stderr[-3000:]}")
+        raise SystemExit(f"{variant}: mpirun exited with {proc.returncode}\n{stderr[-3000:]}")
     return json.loads(out.read_text()), both_share(samples)
 
 
@@ -112,7 +118,7 @@ def main():
     ap.add_argument("--rate-mbit", type=float, default=500)
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--trials", type=int, default=2)
-    ap.add_argument("--congestion-control", nargs="+", default=["cubic", "bbr"])
+    ap.add_argument("--variants", nargs="+", default=["cubic", "bbr", "put"], choices=list(VARIANTS))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "link.csv"))
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -124,24 +130,26 @@ def main():
     pooled, shares = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for t in range(args.trials):
-            ccs = args.congestion_control
-            for cc in ccs[t % len(ccs):] + ccs[:t % len(ccs)]:
-                times, share = trial(cc, args.rate_mbit, args.reps, tmp)
-                shares.setdefault(cc, []).append(share)
+            names = args.variants
+            for name in names[t % len(names):] + names[:t % len(names)]:
+                times, share = trial(name, args.rate_mbit, args.reps, tmp)
+                shares.setdefault(name, []).append(share)
                 for case, (nbytes, seconds) in times.items():
-                    pooled.setdefault((cc, case), [nbytes, []])[1].extend(seconds)
-                    print(f"trial {t} {cc:6s} {case:13s} " + " ".join(f"{s:.2f}" for s in seconds), flush=True)
-                print(f"trial {t} {cc:6s} both directions busy in {share:.0%} of the busy intervals", flush=True)
+                    pooled.setdefault((name, case), [nbytes, []])[1].extend(seconds)
+                    print(f"trial {t} {name:6s} {case:13s} " + " ".join(f"{s:.2f}" for s in seconds), flush=True)
+                print(f"trial {t} {name:6s} both directions busy in {share:.0%} of the busy intervals", flush=True)
     rows = []
-    for (cc, case), (nbytes, seconds) in pooled.items():
+    for (name, case), (nbytes, seconds) in pooled.items():
         median = statistics.median(seconds)
-        rows.append({"congestion_control": cc, "case": case, "bytes": nbytes, "rate_mbit": args.rate_mbit,
+        congestion_control, overrides = VARIANTS[name]
+        rows.append({"variant": name, "congestion_control": congestion_control,
+                     "btl_tcp_flags": overrides.get("OMPI_MCA_btl_tcp_flags", "config/emulated.yaml"), "case": case, "bytes": nbytes, "rate_mbit": args.rate_mbit,
                      "trials": args.trials, "repetitions": len(seconds), "median_s": round(median, 3),
                      "mean_s": round(statistics.mean(seconds), 3), "min_s": round(min(seconds), 3),
                      "max_s": round(max(seconds), 3), "slow": sum(s > 1.25 * min(seconds) for s in seconds),
                      "median_mb_per_s": round(nbytes / median / 1e6, 1),
-                     "both_share": round(statistics.median(shares[cc]), 2),
-                     "half_duplex_trials": sum(s < 0.5 for s in shares[cc]), "machine": machine()})
+                     "both_share": round(statistics.median(shares[name]), 2),
+                     "half_duplex_trials": sum(s < 0.5 for s in shares[name]), "machine": machine()})
     write_table(rows, args.out)
 
 

@@ -6,11 +6,13 @@ no kernel support); CI runs them as root.
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 from harness import config as cfg
 from harness import emulate, launch
@@ -156,3 +158,26 @@ def test_emulated_study_refuses_binding(base_config):
     base_config["launcher"]["bind_to"] = "core"
     with pytest.raises(cfg.ConfigError, match="config key 'launcher.bind_to': must be none on an emulated"):
         cfg.validate(base_config)
+
+
+def test_emulated_ranks_open_mpi_settings_are_parameters_open_mpi_takes():
+    """Every OMPI_MCA_ setting of config/emulated.yaml's ranks names a parameter this Open MPI has
+    and takes from the environment (a misspelt name would be ignored without a word), and its TCP
+    transport runs without the `put` protocol (README, "Half-duplex rings")."""
+    if not shutil.which("ompi_info"):
+        pytest.skip("no ompi_info (Open MPI) on PATH")
+    study = yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text())
+    mca = {k: str(v) for k, v in study["launcher"]["env"].items() if k.startswith("OMPI_MCA_")}
+    assert "OMPI_MCA_btl_tcp_flags" in mca
+    out = subprocess.run(["ompi_info", "--all", "--level", "9", "--parsable"], capture_output=True, text=True,
+                         env={**os.environ, **mca}).stdout
+    fields = {}
+    for line in out.splitlines():  # mca:<framework>:<component>:param:<name>:<field>:<value>
+        parts = line.split(":", 6)
+        if len(parts) == 7 and parts[3] == "param":
+            fields[(parts[4], parts[5])] = parts[6]
+    for key in mca:
+        name = key[len("OMPI_MCA_"):]
+        assert fields.get((name, "source")) == "environment", f"{key}: not a parameter Open MPI took"
+    flags = fields[("btl_tcp_flags", "value")].split(",")
+    assert "send" in flags and "put" not in flags, flags

@@ -9,7 +9,8 @@ back, as every hand-over after backward sends them), each of the two buffers alo
 `rest`), and 256 MiB in 4 tensors (`sweep_256MiB`, the sweep's largest message). Each case runs
 2 warm-ups, then --reps repetitions, each after a barrier. A variant is the emulated nodes' TCP
 congestion control and the ranks' environment: `cubic` and `bbr` run config/emulated.yaml's, `put`
-runs it with Open MPI's default TCP flags (its `put` protocol, which config/emulated.yaml turns off).
+runs it with Open MPI's default TCP flags (its `put` protocol, which config/emulated.yaml turns off),
+`put-1MiB` with them and `put` in 1 MiB fragments. --cases picks the cases a job runs.
 Trials alternate which variant goes first; every repetition of every trial is pooled. `slow` counts repetitions over
 1.25x the fastest of their case. While a trial runs, the bytes each node has sent (its eth0 queue's
 counter) are read every 50 ms: `both_share` is the share of the intervals with traffic in which
@@ -17,7 +18,7 @@ both directions carried over 10 MB/s (a two-rank ring sends both ways at once: n
 `half_duplex_trials` counts the trials in which it was under 0.5 (the two directions took turns).
 
   .venv/bin/python bench/link.py [--rate-mbit 500] [--reps 6] [--trials 2] \
-      [--variants cubic bbr put] [--out bench/results/link.csv]
+      [--variants cubic bbr put put-1MiB] [--cases all largest rest sweep_256MiB] [--out bench/results/link.csv]
 """
 
 import argparse
@@ -41,11 +42,14 @@ from harness import emulate, launch, launchers  # noqa: E402
 MIB = 1 << 20
 # Open MPI 4.1's default TCP transport flags, `put` among them
 OMPI_TCP_FLAGS = "send,put,inplace,need-ack,need-csum,hetero-rdma"
-VARIANTS = {"cubic": ("cubic", {}), "bbr": ("bbr", {}), "put": ("cubic", {"OMPI_MCA_btl_tcp_flags": OMPI_TCP_FLAGS})}
+VARIANTS = {"cubic": ("cubic", {}), "bbr": ("bbr", {}), "put": ("cubic", {"OMPI_MCA_btl_tcp_flags": OMPI_TCP_FLAGS}),
+            "put-1MiB": ("cubic", {"OMPI_MCA_btl_tcp_flags": OMPI_TCP_FLAGS,
+                                   "OMPI_MCA_btl_tcp_rdma_pipeline_frag_size": str(MIB)})}
+CASES = ("all", "largest", "rest", "sweep_256MiB")
 
 
-def rank_main(reps, out):
-    """One rank: every case, timed on rank 0, written to `out` as {case: [bytes, [seconds...]]}."""
+def rank_main(reps, cases, out):
+    """One rank: each case asked for, timed on rank 0, written to `out` as {case: [bytes, [seconds...]]}."""
     import torch
     import horovod.torch as hvd
 
@@ -57,9 +61,10 @@ def rank_main(reps, out):
     largest = max(grads, key=lambda g: g.numel())
     rest = [g for g in grads if g is not largest]
     sweep = [torch.ones(256 * MIB // 16) for _ in range(4)]
-    cases = {"all": grads, "largest": [largest], "rest": rest, "sweep_256MiB": sweep}
+    tensors_of = {"all": grads, "largest": [largest], "rest": rest, "sweep_256MiB": sweep}
     times = {}
-    for name, tensors in cases.items():
+    for name in cases:
+        tensors = tensors_of[name]
         seconds = []
         for i in range(reps + 2):
             hvd.allreduce(torch.zeros(1), name="barrier")
@@ -72,7 +77,7 @@ def rank_main(reps, out):
         Path(out).write_text(json.dumps(times))
 
 
-def trial(variant, rate_mbit, reps, tmp):
+def trial(variant, rate_mbit, reps, cases, tmp):
     """One mpirun job on a fresh 2-node cluster: ({case: [bytes, [seconds...]]}, both_share)."""
     congestion_control, overrides = VARIANTS[variant]
     config = yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text())
@@ -82,7 +87,8 @@ def trial(variant, rate_mbit, reps, tmp):
     out.unlink(missing_ok=True)
     with emulate.cluster(2, rate_mbit, 0, congestion_control=congestion_control) as cluster:
         argv = launchers.mpirun_argv(cluster.hosts, 1, {"name": "mpirun", "bind_to": "none"},
-                                     [sys.executable, __file__, "--rank", "--reps", str(reps), "--out", str(out)],
+                                     [sys.executable, __file__, "--rank", "--reps", str(reps), "--cases", *cases,
+                                      "--out", str(out)],
                                      env, as_root=os.geteuid() == 0)
         proc = subprocess.Popen(cluster.wrap(argv), env={**os.environ, **cluster.launch_env()},
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -120,10 +126,11 @@ def main():
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--variants", nargs="+", default=["cubic", "bbr", "put"], choices=list(VARIANTS))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "link.csv"))
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank:
-        return rank_main(args.reps, args.out)
+        return rank_main(args.reps, args.cases, args.out)
     ok, why = emulate.available()
     if not ok:
         raise SystemExit(f"bench/link.py needs emulated clusters: {why}")
@@ -132,7 +139,7 @@ def main():
         for t in range(args.trials):
             names = args.variants
             for name in names[t % len(names):] + names[:t % len(names)]:
-                times, share = trial(name, args.rate_mbit, args.reps, tmp)
+                times, share = trial(name, args.rate_mbit, args.reps, args.cases, tmp)
                 shares.setdefault(name, []).append(share)
                 for case, (nbytes, seconds) in times.items():
                     pooled.setdefault((name, case), [nbytes, []])[1].extend(seconds)

@@ -10,9 +10,9 @@ back, as every hand-over after backward sends them), each of the two buffers alo
 2 warm-ups, then --reps repetitions, each after a barrier. A variant is the emulated nodes' TCP
 congestion control and the ranks' environment: `cubic` and `bbr` run config/emulated.yaml's, `put`
 runs it with Open MPI's default TCP flags (its `put` protocol, which config/emulated.yaml turns off),
-`put-1MiB` with them and `put` in 1 MiB fragments. --cases picks the cases a job runs.
-Trials alternate which variant goes first; every repetition of every trial is pooled. `slow` counts repetitions over
-1.25x the fastest of their case. While a trial runs, the bytes each node has sent (its eth0 queue's
+`put-1MiB` with them and `put` in 1 MiB fragments. --cases picks the cases a job runs. Trials
+alternate which variant goes first; every repetition of every trial is pooled. `slow` counts
+repetitions over 1.25x the fastest of their case. While a trial runs, the bytes each node has sent (its eth0 queue's
 counter) are read every 50 ms: `both_share` is the share of the intervals with traffic in which
 both directions carried over 10 MB/s (a two-rank ring sends both ways at once: near 1), and
 `half_duplex_trials` counts the trials in which it was under 0.5 (the two directions took turns).
@@ -90,15 +90,21 @@ def trial(variant, rate_mbit, reps, cases, tmp):
                                      [sys.executable, __file__, "--rank", "--reps", str(reps), "--cases", *cases,
                                       "--out", str(out)],
                                      env, as_root=os.geteuid() == 0)
-        proc = subprocess.Popen(cluster.wrap(argv), env={**os.environ, **cluster.launch_env()},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        samples = []
-        while proc.poll() is None:
-            samples.append((time.perf_counter(), *(sent_bytes(ns) for ns in cluster.namespaces)))
-            time.sleep(0.05)
-        stderr = proc.stderr.read()
+        log = Path(tmp) / f"{variant}.log"
+        with open(log, "w") as stderr:  # a file, not a pipe: a chatty job cannot fill it and stall
+            proc = subprocess.Popen(cluster.wrap(argv), env={**os.environ, **cluster.launch_env()},
+                                    stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+            samples, deadline = [], time.perf_counter() + 1800
+            while proc.poll() is None:
+                if time.perf_counter() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    break
+                samples.append((time.perf_counter(), *(sent_bytes(ns) for ns in cluster.namespaces)))
+                time.sleep(0.05)
     if proc.returncode != 0 or not out.exists():
-        raise SystemExit(f"{variant}: mpirun exited with {proc.returncode}\n{stderr[-3000:]}")
+        raise SystemExit(f"{variant}: mpirun exited with {proc.returncode} (killed after 1800 s if negative)\n"
+                         f"{log.read_text()[-3000:]}")
     return json.loads(out.read_text()), both_share(samples)
 
 

@@ -163,7 +163,7 @@ def test_emulated_study_refuses_binding(base_config):
 def test_emulated_ranks_open_mpi_settings_are_parameters_open_mpi_takes():
     """Every OMPI_MCA_ setting of config/emulated.yaml's ranks names a parameter this Open MPI has
     and takes from the environment (a misspelt name would be ignored without a word), and its TCP
-    transport runs without the `put` protocol (README, "Half-duplex rings")."""
+    transport runs without the `put` protocol (README, "Half-duplex rings, and the fix")."""
     if not shutil.which("ompi_info"):
         pytest.skip("no ompi_info (Open MPI) on PATH")
     study = yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text())

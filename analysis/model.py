@@ -191,8 +191,12 @@ def costs(sweep, fits):
     """{(nodes, ranks_per_node): (T(m), per-tensor cost)} from the sweep table, else the fit
     (allreduce*.csv): Horovod's own allreduce where the sweep has it, MPI's otherwise (sweeps made
     before the horovod path); the per-tensor cost from the horovod fit's `per_tensor_s` (0 where the
-    sweep has no horovod_tensors path, or where it came out below 0: within the sweep's noise)."""
+    sweep has no horovod_tensors path, or where it came out below 0: within the sweep's noise). A
+    sweep that failed gives none: the sizes it measured before it failed stay in its table only."""
     out = {}
+    failed = {(r.nodes, r.ranks_per_node) for r in fits.fillna({"failure": ""}).itertuples()
+              if getattr(r, "failure", "")}
+    sweep = sweep[[key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])]]
     for path in ("mpi", "horovod"):  # horovod last: it wins
         mine = fits[fits["path"].fillna("mpi") == path]
         extra = {(r.nodes, r.ranks_per_node): max(0.0, r.per_tensor_s) for r in mine.itertuples()

@@ -180,12 +180,14 @@ def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path,
 def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, module, args, schema):
     """Run `python -m module OUT args` on the study's hosts and ranks (a sweep or a replay).
 
-    One that fails leaves one line in `out_path` saying why, so the study goes on. Every output and
+    One that fails ends `out_path` with one line saying why, after the lines it wrote before it
+    failed (a sweep's sizes measured before a timeout stay), so the study goes on. Every output and
     log is also copied to a new folder under attempts_root, where they stay when the step is redone
     (Snakemake deletes a rule's output and log before it runs the rule again).
     """
     out_path, log_path = Path(out_path), Path(log_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.unlink(missing_ok=True)  # only this job's lines, never an earlier one's
     _fresh_log(log_path)
     command = [env_record["python"], "-m", module, str(out_path.resolve()), *args]
     try:
@@ -199,8 +201,10 @@ def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attem
             failure = str(exc)
         if failure:
             error = first_error(log_path.read_text(errors="replace"))
-            out_path.write_text(json.dumps({"schema": schema, "failed": failure, "error": error,
-                                            "nodes": nodes, "ranks_per_node": ranks_per_node}) + "\n")
+            done = out_path.read_text() if out_path.exists() else ""
+            out_path.write_text(done[:done.rfind("\n") + 1]  # a line cut by the kill is not a record
+                                + json.dumps({"schema": schema, "failed": failure, "error": error,
+                                              "nodes": nodes, "ranks_per_node": ranks_per_node}) + "\n")
     finally:
         dest = _new_attempt(attempts_root)
         dest.mkdir(parents=True)

@@ -7,8 +7,10 @@ import sys
 import pytest
 
 from analysis import comm, model
-from harness import allreduce, execution, launch, launchers
+from harness import allreduce, emulate, execution, launch, launchers
 from tests.conftest import tiny_config
+
+EMULATED, WHY = emulate.available()
 
 
 def test_sizes_and_repetitions():
@@ -89,6 +91,24 @@ def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
     kept = sorted((tmp_path / "attempts").iterdir())
     assert len(kept) == 2 and (kept[0] / "sweep.jsonl").read_text() == first
     assert "no-such-mpirun-option" in (kept[0] / "log").read_text()
+
+
+@pytest.mark.skipif(not EMULATED, reason=WHY or "emulated clusters available")
+def test_sweep_killed_by_its_timeout_keeps_the_sizes_it_measured_and_the_model_does_not_use_them(tmp_path):
+    # 2 emulated nodes at 8 Mbit/s: the sizes to 1 MiB take ~10 s, one allreduce of 16 MiB 16 s
+    conf = tiny_config(tmp_path, nodes=[1, 2], ranks_per_node=[1], emulate={"rate_mbit": 8}, run_timeout_s=40,
+                       allreduce_max_bytes=16 * allreduce.MIB)
+    out = tmp_path / "sweep.jsonl"
+    out.write_text("left by an earlier job\n")  # never read as this job's
+    launch.sweep_allreduce(conf, 2, 1, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    table, fits = comm.tables([(out, 2, 1)])
+    *measured, last = out.read_text().splitlines()
+    assert json.loads(last)["failed"] == "timed out after 40 s; job killed"
+    assert len(measured) == len(table) and len(table) >= 3 and table["bytes"].max() < 16 * allreduce.MIB
+    assert fits["failure"].str.startswith("timed out after 40 s").all() and fits["alpha_s"].isna().all()
+    assert (2, 1) not in model.costs(table, fits)  # a cut sweep's T(m) would stop at the sizes it reached
+    [kept] = (tmp_path / "attempts").iterdir()
+    assert (kept / "sweep.jsonl").read_text() == out.read_text()
 
 
 def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):

@@ -159,6 +159,17 @@ HOROVOD_EDITS = [
         "      std::this_thread::yield();\n"
         "    }\n",
     ),
+    # horovod.mxnet hands a broadcast (and alltoall) its name as a reference into the operation's
+    # parameters, which the completion callback deletes. Once the tensor is queued, Horovod's thread
+    # can finish the operation and delete them before EnqueueTensorBroadcast's trace log reads the
+    # name (logging.h streams every level): a rank whose engine thread is preempted there crashes in
+    # memcpy ("Segmentation fault: 11" during broadcast_parameters; seen twice in CI, 2-rank MXNet).
+    # A temporary copy lives until the call returns.
+    *[("horovod/mxnet/mpi_ops.cc", old, old.replace("ops_param->op_names[0]", "std::string(ops_param->op_names[0])"))
+      for old in ("          ready_event_lists[0], ops_param->op_names[0], device, callbacks[0],\n",  # broadcast
+                  "\n          ops_param->op_names[0], device, callbacks[0], process_set_id);",  # alltoall
+                  "ready_event_lists[0], ops_param->op_names[0],\n",  # broadcast, GPU tensors
+                  "\n        ops_param->op_names[0], device, callbacks[0], process_set_id);")],  # alltoall, GPU
 ]
 
 # Source edits for the cuda variant's GPU operations (applied after HOROVOD_EDITS). Horovod's

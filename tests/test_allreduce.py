@@ -57,9 +57,12 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     table, fits = comm.tables([(out, 2, 1)])
     assert len(table) == len(rows) and set(fits["path"]) == set(allreduce.PATHS)
     for path, g in table.groupby("path"):
-        # large messages take longer than small ones: the sweep measures something
-        assert g["median_s"].iloc[-1] > g["median_s"].iloc[0], path
         assert (g["min_s"] <= g["median_s"]).all() and (g["median_s"] <= g["max_s"]).all()
+        # 4 MiB takes longer than 4 bytes: the sweep measures something (not horovod_tensors: to 1 MiB
+        # in 128 tensors through shared memory, its per-tensor cost swamps the bytes; seen 2.6 ms for
+        # 1 KiB and 2.0 ms for 1 MiB. Its cost above the horovod path is checked below)
+        if path != "horovod_tensors":
+            assert g["median_s"].iloc[-1] > g["median_s"].iloc[0], path
     assert (fits["beta_s_per_byte"] > 0).all() and fits["failure"].eq("").all()
     # Horovod's small allreduces wait for its background thread's cycle (1 ms); MPI's do not
     small = table[table["bytes"] == 4].set_index("path")["median_s"]

@@ -164,12 +164,28 @@ HOROVOD_EDITS = [
     # can finish the operation and delete them before EnqueueTensorBroadcast's trace log reads the
     # name (logging.h streams every level): a rank whose engine thread is preempted there crashes in
     # memcpy ("Segmentation fault: 11" during broadcast_parameters; seen twice in CI, 2-rank MXNet).
-    # A temporary copy lives until the call returns.
-    *[("horovod/mxnet/mpi_ops.cc", old, old.replace("ops_param->op_names[0]", "std::string(ops_param->op_names[0])"))
-      for old in ("          ready_event_lists[0], ops_param->op_names[0], device, callbacks[0],\n",  # broadcast
-                  "\n          ops_param->op_names[0], device, callbacks[0], process_set_id);",  # alltoall
-                  "ready_event_lists[0], ops_param->op_names[0],\n",  # broadcast, GPU tensors
-                  "\n        ops_param->op_names[0], device, callbacks[0], process_set_id);")],  # alltoall, GPU
+    # A temporary copy lives until the call returns. Four call sites: broadcast and alltoall, of host
+    # tensors and (CUDA builds) of GPU tensors staged on the host.
+    (
+        "horovod/mxnet/mpi_ops.cc",
+        "          ready_event_lists[0], ops_param->op_names[0], device, callbacks[0],\n",
+        "          ready_event_lists[0], std::string(ops_param->op_names[0]), device, callbacks[0],\n",
+    ),
+    (
+        "horovod/mxnet/mpi_ops.cc",
+        "\n          ops_param->op_names[0], device, callbacks[0], process_set_id);",
+        "\n          std::string(ops_param->op_names[0]), device, callbacks[0], process_set_id);",
+    ),
+    (
+        "horovod/mxnet/mpi_ops.cc",
+        "ready_event_lists[0], ops_param->op_names[0],\n",
+        "ready_event_lists[0], std::string(ops_param->op_names[0]),\n",
+    ),
+    (
+        "horovod/mxnet/mpi_ops.cc",
+        "\n        ops_param->op_names[0], device, callbacks[0], process_set_id);",
+        "\n        std::string(ops_param->op_names[0]), device, callbacks[0], process_set_id);",
+    ),
 ]
 
 # Source edits for the cuda variant's GPU operations (applied after HOROVOD_EDITS). Horovod's

@@ -12,8 +12,8 @@ congestion control and the ranks' environment: `cubic` and `bbr` run config/emul
 runs it with Open MPI's default TCP flags (its `put` protocol, which config/emulated.yaml turns off),
 `put-1MiB` with them and `put` in 1 MiB fragments. --cases picks the cases a job runs. Trials
 alternate which variant goes first; every repetition of every trial is pooled. `slow` counts
-repetitions over 1.25x the fastest of their case. While a trial runs, the bytes each node has sent (its eth0 queue's
-counter) are read every 50 ms: `both_share` is the share of the intervals with traffic in which
+repetitions over 1.25x the fastest of their case. While a trial runs, the bytes each node has
+sent (its eth0 queue's counter) are read every 50 ms: `both_share` is the share of the intervals with traffic in which
 both directions carried over 10 MB/s (a two-rank ring sends both ways at once: near 1), and
 `half_duplex_trials` counts the trials in which it was under 0.5 (the two directions took turns).
 

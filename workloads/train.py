@@ -25,8 +25,10 @@ import json
 import math
 import os
 import platform
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -218,13 +220,33 @@ def provenance(trainer, spec):
         "argv": sys.argv,
         "pid": os.getpid(),
         "environ": {k: os.environ[k] for k in env_keys},
+        "tmpdir": tempfile.gettempdir(),  # the rank's own, removed as it ends (private_tmpdir)
         "framework": trainer.describe(),
         "launch": spec.get("launch", {}),
     }
 
 
+def private_tmpdir():
+    """A temporary folder of this rank's own under the node's (TMPDIR or /tmp), made the process's
+    and its children's temporary folder before any framework is imported. The frameworks leave files
+    there that they would remove only at interpreter exit, which a rank skips (`leave`): TensorFlow's
+    AutoGraph writes a source file per converted function, multiprocessing (PyTorch's loader workers)
+    a folder for its fork server's socket. The rank removes the folder as it ends, failed or not."""
+    folder = tempfile.mkdtemp(prefix="dlscale-rank-")
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    return folder
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    scratch = private_tmpdir()
+    try:
+        run(argv, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run(argv, scratch):
     spec = json.loads(Path(argv[0]).read_text())
     if spec["timing"] == "native" and spec.get("profile_iterations"):
         # Horovod reads it at init; the launchers set it, a rank started by hand needs it too
@@ -276,18 +298,19 @@ def main(argv=None):
     writer.write("end", rank=trainer.rank, iterations=total + profiled, checksum=trainer.checksum(),
                  elapsed_s=time.perf_counter() - started, **extra)
     writer.close()
-    leave(data, trainer)
+    leave(data, trainer, scratch)
 
 
-def leave(data, trainer):
+def leave(data, trainer, scratch):
     """End the rank: stop the loader's worker processes (left running, PyTorch's DataLoader workers
     keep the launcher waiting on their output), shut Horovod down (it finalizes MPI), then exit
     without the interpreter's teardown of the frameworks' objects. Every record and trace is written
     and closed by now; that teardown measures nothing and took TensorFlow ranks 2-23 s per run
     (2026-11-23: freeing the run's objects, then finalizing the interpreter), a tenth of the default
-    study's time."""
+    study's time. So it removes its temporary folder itself (`private_tmpdir`)."""
     data.close()
     trainer.shutdown()
+    shutil.rmtree(scratch, ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

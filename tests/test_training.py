@@ -125,6 +125,30 @@ def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
     assert left == []
 
 
+def test_a_killed_ranks_temporary_folder_is_removed_by_the_next_rank_on_the_node(tmp_path):
+    """A rank killed by a signal cannot remove its folder; the next rank starting on the node does,
+    and leaves those of ranks still alive."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    rank = "from workloads.train import private_tmpdir; import time; print(private_tmpdir(), flush=True); time.sleep(600)"
+    killed, alive = (subprocess.Popen([sys.executable, "-c", rank], env=env, stdout=subprocess.PIPE, text=True)
+                     for _ in range(2))
+    try:
+        folders = [Path(p.stdout.readline().strip()) for p in (killed, alive)]
+        assert all(f.parent == tmp_path and f.is_dir() for f in folders), folders
+        killed.kill()
+        killed.wait()
+        assert folders[0].is_dir()  # SIGKILL: nothing ran in the rank
+        starting = subprocess.run([sys.executable, "-c", "from workloads.train import private_tmpdir; private_tmpdir()"],
+                                  env=env, capture_output=True, text=True)
+        assert starting.returncode == 0, starting.stderr
+        assert not folders[0].exists(), "the killed rank's folder is still there"
+        assert folders[1].is_dir(), "a live rank's folder was removed"
+    finally:
+        for p in (killed, alive):
+            p.kill()
+            p.wait()
+
+
 def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path, monkeypatch):
     node_tmp = tmp_path / "node-tmp"
     node_tmp.mkdir()

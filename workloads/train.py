@@ -20,6 +20,7 @@ and HOROVOD_TIMELINE=DYNAMIC (set by the launcher), phased runs have rank 0 reco
 of the measured iterations only, in ``timeline.json``.
 """
 
+import fcntl
 import importlib
 import json
 import math
@@ -226,27 +227,61 @@ def provenance(trainer, spec):
     }
 
 
+SCRATCH = "dlscale-rank-"  # a rank's temporary folder: SCRATCH + a random suffix
+
+
 def private_tmpdir():
     """A temporary folder of this rank's own under the node's (TMPDIR or /tmp), made the process's
     and its children's temporary folder before any framework is imported. The frameworks leave files
     there that they would remove only at interpreter exit, which a rank skips (`leave`): TensorFlow's
     AutoGraph writes a source file per converted function, multiprocessing (PyTorch's loader workers)
-    a folder for its fork server's socket. The rank removes the folder as it ends, failed or not."""
-    folder = tempfile.mkdtemp(prefix="dlscale-rank-")
-    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    a folder for its fork server's socket. The rank removes the folder as it ends, failed or not.
+    A rank killed by a signal cannot: the rank holds a lock on its folder while it lives (the kernel
+    drops it when the process dies, whatever kills it), and every rank starting on the node first
+    removes the folders whose lock nobody holds. The folder is made under another name and renamed
+    once locked, so a folder is never seen unlocked while its rank lives."""
+    base = Path(tempfile.gettempdir())
+    for folder in base.glob(f"{SCRATCH}*"):
+        _remove_if_abandoned(folder)
+    staging = Path(tempfile.mkdtemp(prefix=".dlscale-new-", dir=base))
+    lock = os.open(staging / ".lock", os.O_CREAT | os.O_RDWR, 0o600)  # kept open: held until the rank ends
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    folder = base / (SCRATCH + staging.name.removeprefix(".dlscale-new-"))
+    staging.rename(folder)
+    os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
     return folder
+
+
+def _remove_if_abandoned(folder):
+    """Remove a rank's temporary folder if no live process holds its lock (a folder without its lock
+    file is no live rank's: the lock is made before the folder gets its name); leave it if its rank
+    lives or it is another user's."""
+    try:
+        lock = os.open(folder / ".lock", os.O_RDWR)
+    except FileNotFoundError:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    except OSError:
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # its rank lives
+    finally:
+        os.close(lock)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     scratch = private_tmpdir()
     try:
-        run(argv, scratch)
+        train(argv, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run(argv, scratch):
+def train(argv, scratch):
     spec = json.loads(Path(argv[0]).read_text())
     if spec["timing"] == "native" and spec.get("profile_iterations"):
         # Horovod reads it at init; the launchers set it, a rank started by hand needs it too

@@ -245,7 +245,10 @@ def private_tmpdir():
         _remove_if_abandoned(folder)
     staging = Path(tempfile.mkdtemp(prefix=".dlscale-new-", dir=base))
     lock = os.open(staging / ".lock", os.O_CREAT | os.O_RDWR, 0o600)  # kept open: held until the rank ends
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    except OSError:  # a file system without locks (a TMPDIR on some parallel file systems): the other
+        pass         # ranks cannot lock it either, so they take it for live and leave it
     folder = base / (SCRATCH + staging.name.removeprefix(".dlscale-new-"))
     staging.rename(folder)
     os.environ["TMPDIR"] = tempfile.tempdir = str(folder)

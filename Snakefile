@@ -2,16 +2,20 @@
 # config (validated) -> run matrix -> one MPI job per run -> per-rank records -> tidy table
 # -> summary -> figures, and allreduce sweeps -> alpha-beta fit -> performance model against
 # the runs and extrapolated to larger clusters. Every arrow is a file under results/ (logs under logs/).
+import sys
+
 from harness import config as cfg
 
 
-configfile: "config/config.yaml"
+configfile: cfg.DEFAULT_CONFIG
 
 
 report: "report/workflow.rst"
 
 
 cfg.validate(config)
+for warning in cfg.warnings(config):
+    print(f"dlscale: warning: {warning}", file=sys.stderr)
 
 
 include: "rules/common.smk"

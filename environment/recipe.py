@@ -31,6 +31,16 @@ TOOL_PINS = {
     "jsonschema": "4.26.0",
     "pyyaml": "6.0.3",
     "pytest": "9.2.0",
+    # Property-based tests of the analysis (tests/test_properties.py) and a time limit on every test
+    # that could hang (pytest-timeout).
+    "hypothesis": "6.170.15",
+    "pytest-timeout": "2.4.0",
+    # The documentation site (docs/, mkdocs build --strict) and the lint and format checks CI runs.
+    "mkdocs": "1.6.1",
+    "mkdocs-material": "9.8.1",
+    "ruff": "0.17.5",
+    "snakefmt": "2.1.0",
+    "black": "26.10.1",
     # Snakemake's Slurm executor (profiles/slurm) and the job-step executor it runs inside each job.
     "snakemake-executor-plugin-slurm": "2.6.1",
     "snakemake-executor-plugin-slurm-jobstep": "0.6.1",

@@ -2,9 +2,11 @@
 
   env build [--record FILE] [--link PATH]   build (once) or find the workload environment
   env path                                  print the environment's folder (exit 1 if not built)
-  check-config CONFIG                       validate a study config and its hostfile
-  launch CONFIG KEY=VALUE...                run one run of the study by hand (framework=torch ...)
-  retry [--configfile F] [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
+  check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml and these
+                                            overlays make (as snakemake --configfile ... --config ...)
+  launch [CONFIG...] KEY=VALUE...           run one run of that study by hand (framework=torch ...)
+  unlock [--force]                          remove the lock a killed snakemake left (none running)
+  retry [--configfile F]... [--config K=V]... [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
                                             redo the study's failed runs (all, or those matching every
                                             KEY=VALUE, e.g. framework=mxnet model=alexnet) and the
                                             tables after them: snakemake --forcerun on their status.json
@@ -18,6 +20,7 @@
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -43,11 +46,19 @@ def cmd_env(args):
     return 0
 
 
+def _study_name(configfiles, items):
+    from harness.config import DEFAULT_CONFIG
+
+    return " + ".join([DEFAULT_CONFIG, *configfiles] + ([f"--config {' '.join(items)}"] if items else []))
+
+
 def cmd_check_config(args):
     from harness import config as cfg
 
-    conf = cfg.load(args.config)
-    print(f"{args.config}: ok, {len(cfg.matrix(conf))} runs")
+    conf = cfg.load(*args.configs, items=args.config)
+    print(f"{_study_name(args.configs, args.config)}: ok, {len(cfg.matrix(conf))} runs")
+    for warning in cfg.warnings(conf):
+        print(f"warning: {warning}")
     return 0
 
 
@@ -56,9 +67,10 @@ def cmd_launch(args):
     from environment import build as env
     from harness import launch
 
-    conf = cfg.load(args.config)
+    files = [a for a in args.set if "=" not in a]
+    conf = cfg.load(*files)
     run = dict(cfg.matrix(conf)[0])
-    for item in args.set:
+    for item in (a for a in args.set if "=" in a):
         key, _, value = item.partition("=")
         if key not in run:
             raise cfg.ConfigError(f"unknown run key {key!r}; known: {', '.join(run)}")
@@ -90,7 +102,7 @@ def cmd_retry(args):
     from harness import config as cfg
     from harness.vocabulary import STATUS
 
-    conf = cfg.load(args.configfile)
+    conf = cfg.load(*args.configfile, items=args.config)
     wanted = dict(item.partition("=")[::2] for item in args.set)
     unknown = set(wanted) - set(cfg.matrix(conf)[0])
     if unknown:
@@ -116,9 +128,47 @@ def cmd_retry(args):
         print("no failed runs" + (f" matching {' '.join(args.set)}" if args.set else ""))
         return 0
     print(f"redoing {len(redo)} failed run(s):", *redo, sep="\n  ")
-    argv = [sys.executable, "-m", "snakemake", "--cores", "all", "--configfile", str(Path(args.configfile).resolve()),
-            *args.command, "--forcerun", *redo]
+    argv = [sys.executable, "-m", "snakemake", "--cores", "all",
+            *(["--configfile", *(str(Path(f).resolve()) for f in args.configfile)] if args.configfile else []),
+            *(["--config", *args.config] if args.config else []), *args.command, "--forcerun", *redo]
     return subprocess.run(argv, cwd=root).returncode
+
+
+def _snakemakes_in(folder):
+    """Pids of running snakemake processes whose working folder is `folder` (from /proc)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if any(a.endswith(b"snakemake") for a in argv[:3]) and Path(os.readlink(proc / "cwd")) == folder:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def cmd_unlock(args):
+    """Snakemake locks the output folders while it runs and removes the lock as it ends; a snakemake
+    that was killed (SIGKILL, power loss, out of memory) leaves it, and the next run stops with a
+    LockException. The lock is stale only when no snakemake runs here, which this checks first."""
+    from harness.config import ROOT
+
+    locks = sorted((ROOT / ".snakemake" / "locks").glob("*.lock"))
+    if not locks:
+        print(f"no lock in {ROOT / '.snakemake' / 'locks'}: nothing to do")
+        return 0
+    running = [pid for pid in _snakemakes_in(ROOT) if pid != os.getpid()]
+    if running and not args.force:
+        print(f"snakemake is running in {ROOT} (pid {', '.join(map(str, running))}): its lock is not stale. "
+              "Wait for it or stop it (Ctrl-C), or pass --force if those processes are not this study's.",
+              file=sys.stderr)
+        return 1
+    held = sum(len(lock.read_text().splitlines()) for lock in locks)
+    for lock in locks:
+        lock.unlink()
+    print(f"removed {len(locks)} stale lock file(s) over {held} path(s) left by a snakemake that did not end; "
+          "the next snakemake redoes whatever it left incomplete")
+    return 0
 
 
 def cmd_emulate(args):
@@ -169,15 +219,23 @@ def main(argv=None):
     p.add_argument("--record", help="copy the environment record (JSON) here")
     p.add_argument("--link", help="make this path a symlink to the environment (e.g. .venv)")
     p.set_defaults(fn=cmd_env)
-    p = sub.add_parser("check-config", help="validate a study config")
-    p.add_argument("config")
+    p = sub.add_parser("check-config", help="validate a study config (config/config.yaml and overlays)")
+    p.add_argument("configs", nargs="*", metavar="CONFIG", help="overlays on config/config.yaml, in order")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="as snakemake --config (one item per --config)")
     p.set_defaults(fn=cmd_check_config)
     p = sub.add_parser("launch", help="run one run of a study by hand")
-    p.add_argument("config")
-    p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="run keys differing from the first run")
+    p.add_argument("set", nargs="*", metavar="CONFIG|KEY=VALUE",
+                   help="overlays on config/config.yaml, and run keys differing from the first run")
     p.set_defaults(fn=cmd_launch)
+    p = sub.add_parser("unlock", help="remove the lock a killed snakemake left behind")
+    p.add_argument("--force", action="store_true", help="also when a snakemake process seems to run here")
+    p.set_defaults(fn=cmd_unlock)
     p = sub.add_parser("retry", help="redo failed runs and the tables after them")
-    p.add_argument("--configfile", default="config/config.yaml")
+    p.add_argument("--configfile", action="append", default=[], metavar="FILE",
+                   help="an overlay on config/config.yaml (repeat for more, in order)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="as snakemake --config (one item per --config)")
     p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="only runs with these keys")
     p.set_defaults(fn=cmd_retry)
     p = sub.add_parser("emulate", help="emulated multi-node clusters (network namespaces)")

@@ -149,17 +149,24 @@ def check_replay(config):
 
 
 def check_device(config):
-    """A study that cannot run as asked stops here rather than failing every run."""
-    from environment import build as env
-
-    device = config.get("device", "cpu")
-    if config.get("precision") == "mixed" and device != "gpu":
+    """A config that contradicts itself stops here. A GPU study where the environment or the machine
+    has no GPU is not refused: its runs fail, each saying why, and every table is still made (see
+    `warnings`, which check-config and the Snakefile print)."""
+    if config.get("precision") == "mixed" and config.get("device", "cpu") != "gpu":
         raise ConfigError("config key 'precision': mixed needs device gpu (float16 compute and loss scaling "
                           "are what mixed precision means on the GPUs the study compares)")
-    if device == "gpu" and env.variant() != "cuda":
-        raise ConfigError(f"config key 'device': gpu runs need the cuda environment (GPU builds of the "
-                          f"frameworks, Horovod with NCCL), and {env.VARIANT_VAR} selects the "
-                          f"{env.variant()} one; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake")
+
+
+def warnings(config):
+    """What will make runs fail though the config is valid, said before anything runs."""
+    from environment import build as env
+
+    out = []
+    if config.get("device", "cpu") == "gpu" and env.variant() != "cuda":
+        out.append(f"config key 'device': gpu runs need the cuda environment (GPU builds of the frameworks, "
+                   f"Horovod with NCCL), and {env.VARIANT_VAR} selects the {env.variant()} one: every run will "
+                   f"fail for want of a GPU; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake")
+    return out
 
 
 def check_data(config):
@@ -203,14 +210,41 @@ def dataset_folder(config):
     return cache / f"{key}-shards{data.get('shards', DATA_SHARDS)}-{data.get('on_corrupt', 'fail')}"
 
 
-def load(path):
+# The study config the Snakefile names (`configfile:`); every `--configfile` is an overlay on it.
+DEFAULT_CONFIG = "config/config.yaml"
+
+
+def _read(path):
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     config = yaml.safe_load(path.read_text())
     if not isinstance(config, dict):
         raise ConfigError(f"config file {path} does not hold a mapping of keys")
-    return validate(config)
+    return config
+
+
+def layered(configfiles=(), items=()):
+    """The config Snakemake builds for `snakemake --configfile F... --config KEY=VALUE...`:
+    config/config.yaml, then each file in order, then the items, each merged key by key into the
+    one before (nested mappings merged, not replaced). Merged and parsed by Snakemake's own
+    functions, so that `retry`, `check-config` and `launch` see the study the pipeline runs."""
+    from snakemake.cli import parse_config
+    from snakemake.utils import update_config
+
+    config = _read(resolve(DEFAULT_CONFIG))
+    for path in configfiles:
+        update_config(config, _read(path))
+    try:
+        update_config(config, parse_config(list(items)))
+    except ValueError as exc:
+        raise ConfigError(f"--config {' '.join(items)}: {exc}") from None
+    return config
+
+
+def load(*configfiles, items=()):
+    """The validated study config of these overlays and `--config` items (see `layered`)."""
+    return validate(layered(configfiles, items))
 
 
 def matrix(config):

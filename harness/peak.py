@@ -13,6 +13,7 @@ GPU: N = 8192 (large enough for the BLAS kernels' full speed).
 import argparse
 import csv
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -95,15 +96,21 @@ def main(argv=None):
                "--device", args.device, "--precision", args.precision]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        row = {"framework": framework, "device": args.device, "precision": args.precision, "threads": args.threads,
+               "n": n, "matmul_flops_s": math.nan, "matmul_flops_s_min": math.nan, "matmul_flops_s_max": math.nan,
+               "repeats": 0, "failure": ""}
         if proc.returncode or not lines:
-            sys.exit(f"peak: {framework} failed: {proc.stderr.strip().splitlines()[-1:]}")
-        t = json.loads(lines[-1])
-        rows.append({"framework": framework, "device": args.device, "precision": args.precision,
-                     "threads": args.threads, "n": n, "matmul_flops_s": 2 * n ** 3 / t["median_s"],
-                     "matmul_flops_s_min": 2 * n ** 3 / t["max_s"], "matmul_flops_s_max": 2 * n ** 3 / t["min_s"],
-                     "repeats": REPEATS})
-        print(f"{framework}: {rows[-1]['matmul_flops_s'] / 1e9:.1f} GFLOP/s ({args.device}, {args.precision}, "
-              f"{args.threads} thread(s), n={n})", flush=True)
+            # a framework that cannot use the device (a GPU study where there is none) has no peak,
+            # and its MFU is left empty; its runs fail on their own, saying why
+            row["failure"] = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+            print(f"{framework}: no matrix-multiply rate ({args.device}): {row['failure']}", flush=True)
+        else:
+            t = json.loads(lines[-1])
+            row.update(matmul_flops_s=2 * n ** 3 / t["median_s"], matmul_flops_s_min=2 * n ** 3 / t["max_s"],
+                       matmul_flops_s_max=2 * n ** 3 / t["min_s"], repeats=REPEATS)
+            print(f"{framework}: {row['matmul_flops_s'] / 1e9:.1f} GFLOP/s ({args.device}, {args.precision}, "
+                  f"{args.threads} thread(s), n={n})", flush=True)
+        rows.append(row)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         with open(args.out, "w", newline="") as fh:

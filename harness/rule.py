@@ -1,4 +1,5 @@
-"""The process that does a pipeline rule's MPI work: one run, one allreduce sweep or one replay.
+"""The process that does a pipeline rule's work: one run, one allreduce sweep, one replay, or one
+analysis step (tables, model, figures, report: `analysis_step`, with a time limit).
 
 Snakemake runs a rule's `run:` block in a thread (of its own process under the workflow profile,
 profiles/default; of a job process it spawns without it or under Slurm), where no signal handler
@@ -11,6 +12,7 @@ the next `snakemake` redoes it. The pipeline's own process passes the signals it
 processes (`forward_signals`, called from the Snakefile's `onstart`).
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -18,21 +20,77 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.execution import STOP_SIGNALS, Interrupted, die_with_parent, interruptible
+from harness.execution import GRACE_S, STOP_SIGNALS, Interrupted, die_with_parent, interruptible
 
 MODULE = "harness.rule"
 
 
-def in_own_process(step, **arguments):
-    """Do `step` ("run", "sweep" or "replay", see STEPS) in a process of its own; raise if it did not finish."""
+def in_own_process(step, timeout_s=None, name=None, **arguments):
+    """Do `step` (one of STEPS) in a process of its own; raise if it did not finish, or if it took
+    longer than timeout_s (then it is killed). `name` says which step in messages and in `ps`."""
+    name = name or step
     payload = json.dumps({"step": step, "parent": os.getpid(), "arguments": arguments}, default=str)
-    proc = subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE)
-    proc.communicate(payload.encode())
+    proc = subprocess.Popen([sys.executable, "-m", MODULE, name], stdin=subprocess.PIPE)
+    try:
+        proc.communicate(payload.encode(), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        raise RuntimeError(f"{name} did not finish within {timeout_s:g} s and was killed (config key "
+                           "step_timeout_s); its outputs are left incomplete") from None
+    except BaseException:
+        _stop(proc)
+        raise
     if proc.returncode > 128 and proc.returncode - 128 in set(STOP_SIGNALS):
-        raise RuntimeError(f"{step} interrupted by {signal.Signals(proc.returncode - 128).name}; "
+        raise RuntimeError(f"{name} interrupted by {signal.Signals(proc.returncode - 128).name}; "
                            "it is left incomplete and the next snakemake run redoes it")
     if proc.returncode != 0:
-        raise RuntimeError(f"{step} failed (exit code {proc.returncode}); see the error above")
+        raise RuntimeError(f"{name} failed (exit code {proc.returncode}); see the error above")
+
+
+def _stop(proc):
+    """SIGTERM (the step stops its own MPI job and cluster), then SIGKILL to what is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+class Files(list):
+    """A rule's input or output files as the step gets them in its own process: the list, and each
+    named file (or list) as an attribute, like Snakemake's own."""
+
+    def __init__(self, items, names):
+        super().__init__(items)
+        self.__dict__.update(names)
+
+
+def files(namedlist):
+    """A Snakemake input/output/log list as JSON for a step's process (see `Files`)."""
+    return {"__files__": list(namedlist), "names": dict(namedlist.items())}
+
+
+def _unpack(value):
+    if isinstance(value, dict) and "__files__" in value:
+        return Files(value["__files__"], value["names"])
+    return value
+
+
+def analysis_step(rule_name, function, *args, timeout_s):
+    """A pipeline rule's analysis step, `function(*args)` (any importable function; Snakemake
+    input/output/log lists passed through `files`), in a process of its own: Snakemake runs rules
+    in threads of its process, where a step could neither be interrupted nor timed out."""
+    target = f"{function.__module__}:{function.__qualname__}"
+    in_own_process("call", timeout_s=timeout_s, name=f"rule {rule_name}", target=target, args=list(args))
+
+
+def _call(target, args):
+    import importlib
+
+    module, _, name = target.partition(":")
+    getattr(importlib.import_module(module), name)(*(_unpack(a) for a in args))
 
 
 def _run(config, run, env_record, status, log, attempts):
@@ -55,7 +113,7 @@ def _replay(config, nodes, plans, env_record, output, spec, log, attempts):
                             attempts)
 
 
-STEPS = {"run": _run, "sweep": _sweep, "replay": _replay}
+STEPS = {"run": _run, "sweep": _sweep, "replay": _replay, "call": _call}
 
 
 def _rules_processes(pid):
@@ -108,7 +166,7 @@ def main():
             die_with_parent(request["parent"])
             STEPS[request["step"]](**request["arguments"])
     except Interrupted as exc:
-        print(f"dlscale: {request['step']} {exc}; stopped", file=sys.stderr, flush=True)
+        print(f"dlscale: {' '.join(sys.argv[1:]) or request['step']} {exc}; stopped", file=sys.stderr, flush=True)
         return 128 + exc.signum
     return 0
 

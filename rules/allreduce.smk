@@ -29,4 +29,4 @@ rule allreduce_tables:
     log:
         f"{LOGS}/allreduce_tables.log",
     run:
-        steps.write_comm(SWEEPS, output.sweep, output.fit, log[0])
+        step("allreduce_tables", steps.write_comm, SWEEPS, output.sweep, output.fit, log[0])

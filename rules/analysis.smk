@@ -11,7 +11,7 @@ rule tidy:
     log:
         f"{LOGS}/tidy.log",
     run:
-        steps.write_tables(list(input), output.tidy, output.runs, output.tensors, log[0])
+        step("tidy", steps.write_tables, list(input), output.tidy, output.runs, output.tensors, log[0])
 
 
 rule peak:
@@ -25,7 +25,7 @@ rule peak:
         python=sys.executable,
     threads: workflow.cores
     run:
-        steps.measure_peak(config, params.python, output[0], log[0])
+        step("peak", steps.measure_peak, config, params.python, output[0], log[0])
 
 
 rule summary:
@@ -38,7 +38,7 @@ rule summary:
     log:
         f"{LOGS}/summary.log",
     run:
-        steps.write_summary(input.tidy, input.runs, output[0], log[0], input.peak)
+        step("summary", steps.write_summary, input.tidy, input.runs, output[0], log[0], input.peak)
 
 
 rule figures:
@@ -49,7 +49,7 @@ rule figures:
     log:
         f"{LOGS}/figures.log",
     run:
-        steps.write_figures(input[0], list(output), log[0])
+        step("figures", steps.write_figures, input[0], list(output), log[0])
 
 
 rule model:
@@ -73,7 +73,7 @@ rule model:
     params:
         extrapolate=json.dumps(config["extrapolate"], sort_keys=True),
     run:
-        steps.write_model(input, output, config["extrapolate"], REPLAYS, log[0])
+        step("model", steps.write_model, files(input), files(output), config["extrapolate"], REPLAYS, log[0])
 
 
 rule paper_report:
@@ -88,4 +88,4 @@ rule paper_report:
     log:
         f"{LOGS}/report.log",
     run:
-        steps.write_report(input, output, config, log[0])
+        step("paper_report", steps.write_report, files(input), files(output), config, log[0])

@@ -30,6 +30,15 @@ FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.FIGURES)
 MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.MODEL_FIGURES)
 
 
+def step(rule_name, function, *args):
+    """An analysis step in a process of its own, stopped by a signal and after step_timeout_s
+    (harness/rule.py `analysis_step`)."""
+    rule_process.analysis_step(rule_name, function, *args, timeout_s=config["step_timeout_s"])
+
+
+files = rule_process.files
+
+
 def reported(paths, category):
     """The PNG ones of `paths` registered for `snakemake --report`, captioned by report/<name>.rst."""
     return [report(p, caption=f"../report/{Path(p).stem}.rst", category=category) if p.endswith(".png") else p

@@ -19,7 +19,7 @@ rule replay_plans:
     params:
         models=config["replay"]["models"],
     run:
-        steps.write_replay_plans(input, output[0], params.models, log[0])
+        step("replay_plans", steps.write_replay_plans, files(input), output[0], params.models, log[0])
 
 
 rule replay:

@@ -1,6 +1,12 @@
+import os
+import subprocess
+import sys
+
 import pytest
+import yaml
 
 from harness import config as cfg
+from tests.conftest import ROOT
 
 
 def test_default_config_is_valid(base_config):
@@ -186,18 +192,74 @@ def test_mixed_precision_on_the_cpu_stops_the_study(base_config):
         cfg.validate({**base_config, "precision": "mixed"})
 
 
-def test_gpu_study_needs_the_cuda_environment(base_config, monkeypatch):
+def test_gpu_study_in_the_cpu_environment_is_warned_about_not_refused(base_config, monkeypatch):
+    # its runs fail, each saying why, and the tables are made (tests/test_shipped_configs.py)
     monkeypatch.delenv("DLSCALE_ENV_VARIANT", raising=False)
-    with pytest.raises(cfg.ConfigError, match="config key 'device': gpu runs need the cuda environment.*"
-                                              "DLSCALE_ENV_VARIANT=cuda"):
-        cfg.validate({**base_config, "device": "gpu"})
+    conf = cfg.validate({**base_config, "device": "gpu"})
+    (warning,) = cfg.warnings(conf)
+    assert warning.startswith("config key 'device': gpu runs need the cuda environment") and \
+        "DLSCALE_ENV_VARIANT=cuda" in warning
     monkeypatch.setenv("DLSCALE_ENV_VARIANT", "cuda")
-    cfg.validate({**base_config, "device": "gpu", "precision": "mixed"})
+    assert cfg.warnings(cfg.validate({**base_config, "device": "gpu", "precision": "mixed"})) == []
+    assert cfg.warnings(base_config) == []
 
 
 def test_gpu_config_is_valid_in_the_cuda_environment(base_config, monkeypatch):
-    import yaml
-
     monkeypatch.setenv("DLSCALE_ENV_VARIANT", "cuda")
-    gpu = cfg.validate({**base_config, **yaml.safe_load(cfg.resolve("config/gpu.yaml").read_text())})
+    gpu = cfg.load(cfg.resolve("config/gpu.yaml"))
     assert (gpu["device"], gpu["image_size"], len(cfg.matrix(gpu))) == ("gpu", 224, 3 * 3 * 2 * 3)  # x 2 loader_workers
+
+
+OVERLAYS = sorted(p.name for p in (ROOT / "config").glob("*.yaml") if p.name not in ("config.yaml", "schema.yaml"))
+
+
+def test_overlays_are_layered_on_the_default_config_as_snakemake_layers_them(tmp_path):
+    # Snakemake reads config/config.yaml, then each --configfile, then --config, merging nested keys
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("data: {images: 64}\nlauncher: {env: {UCX_TLS: rc}}\nrepeats: 2\n")
+    conf = cfg.layered([cfg.resolve("config/loader.yaml"), mine], ["iterations=7", "results=out/x"])
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    loader = yaml.safe_load((ROOT / "config" / "loader.yaml").read_text())
+    assert conf["data"] == {**default["data"], **loader["data"], "images": 64}
+    assert conf["launcher"]["env"] == {**default["launcher"]["env"], "UCX_TLS": "rc"}
+    assert conf["launcher"]["name"] == default["launcher"]["name"]
+    assert (conf["repeats"], conf["iterations"], conf["results"]) == (2, 7, "out/x")
+    assert conf["model"] == loader["model"] and conf["extrapolate"] == default["extrapolate"]
+    with pytest.raises(cfg.ConfigError, match="does not exist"):
+        cfg.layered([tmp_path / "nope.yaml"])
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
+    from harness import emulate
+
+    conf = yaml.safe_load((ROOT / "config" / overlay).read_text())
+    if conf.get("emulate") and not emulate.available()[0]:
+        pytest.skip(f"{overlay}: {emulate.available()[1]}")
+    proc = subprocess.run([sys.executable, "-m", "harness", "check-config", f"config/{overlay}"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"config/config.yaml + config/{overlay}: ok, ")
+    if conf.get("device") == "gpu" and os.environ.get("DLSCALE_ENV_VARIANT") != "cuda":
+        assert "warning: config key 'device': gpu runs need the cuda environment" in proc.stdout
+
+
+def test_check_config_names_the_bad_key_of_an_overlay_or_a_config_item(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("framework: [torch, caffe]\n")
+    run = [sys.executable, "-m", "harness", "check-config"]
+    proc = subprocess.run(run + [str(bad)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "config key 'framework[1]': 'caffe' is not one of" in proc.stderr
+    proc = subprocess.run(run + ["--config", "repeats=0"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "config key 'repeats'" in proc.stderr
+
+
+def test_retry_reads_an_overlay_as_snakemake_does(tmp_path):
+    # the README's example: `retry --configfile config/emulated.yaml -- --dry-run` used to fail with
+    # "'autotune' is a required property": it read the overlay alone
+    overlay = tmp_path / "study.yaml"
+    overlay.write_text(f"results: {tmp_path / 'results'}\nranks_per_node: [1]\n")
+    proc = subprocess.run([sys.executable, "-m", "harness", "retry", "--configfile", str(overlay), "--config",
+                           "repeats=1", "framework=torch", "--", "--dry-run"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "no failed runs matching framework=torch"

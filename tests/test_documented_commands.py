@@ -1,0 +1,190 @@
+"""Every command the README (and any page under docs/) shows is run here, as written or with a
+stated substitution: a study is the shipped config's shrunk run (tests/test_shipped_configs.py) or
+its dry run, a path outside the checkout becomes one under the test's folder, a command that needs
+what this machine lacks (Slurm, a GPU, an editor) is checked as far as it can be and says why.
+
+A new command in the docs fails `test_every_documented_command_says_how_it_is_tested` until it has
+an entry in COMMANDS; an entry whose command left the docs fails it too."""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.study import SNAKEMAKE, run_shrunk
+
+FENCE = re.compile(r"^```(sh|bash|console|shell)\s*\n(.*?)^```", re.M | re.S)
+
+
+def documents():
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def commands(text):
+    """The commands of a page's shell blocks: continuation lines joined, trailing comments dropped."""
+    found = []
+    for block in FENCE.finditer(text):
+        for line in block.group(2).replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s{2,}#.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                found.append(re.sub(r"\s+", " ", line))
+    return found
+
+
+def documented():
+    return {c: path.relative_to(ROOT) for path in documents() for c in commands(path.read_text())}
+
+
+PY = ".venv/bin/python"
+
+# How each documented command is tested: (kind, detail).
+#   study    the shipped config(s) it names, run end to end shrunk by tests/test_shipped_configs.py;
+#            its other options (--config items) are checked by a dry run of the shrunk study
+#   dry-run  run with --dry-run added (it needs a cluster this machine has not)
+#   run      run as written, in the test's folder, with the substitutions given
+#   suite    the test command itself: CI (.ci/run) runs exactly it
+#   manual   cannot run unattended (why); `detail` is the check that runs instead
+COMMANDS = {
+    "./bootstrap.sh && .venv/bin/snakemake --cores all": ("study", None),
+    "./bootstrap.sh && .venv/bin/python -m pytest": ("suite", None),
+    f"{PY} -m harness.images prepare data/mine --tree /data/imagenet/train --shards 64 --on-corrupt skip":
+        ("run", {"/data/imagenet/train": "data/train", "--shards 64": "--shards 2"}),
+    f"{PY} -m harness.images make data/train --images 1000 --classes 10": ("run", {"--images 1000": "--images 8"}),
+    f"{PY} -m harness.images tfrecord data/train data/tfrecord --shards 8": ("run", {"--shards 8": "--shards 2"}),
+    f"{PY} -m harness.images recordio data/train data/recordio/train": ("run", {}),
+    f"{PY} -m harness retry": ("run", {}),
+    f"{PY} -m harness retry framework=mxnet model=alexnet": ("run", {}),
+    f"{PY} -m harness retry --configfile config/emulated.yaml -- --dry-run": ("run", {}),
+    "./bootstrap.sh && .venv/bin/snakemake --cores all --configfile config/emulated.yaml": ("study", None),
+    f"{PY} -m harness emulate run --nodes 2 --rate-mbit 300 -- sh -c 'mpirun --allow-run-as-root --hostfile "
+    "$DLSCALE_HOSTFILE -np 2 hostname'": ("run", {}),
+    f"{PY} -m harness emulate up demo --nodes 4 --rate-mbit 1000 --hostfile /tmp/demo.hosts":
+        ("run", {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{PY} -m harness emulate down demo"}),
+    f"{PY} -m harness emulate list": ("run", {}),
+    f"{PY} -m harness emulate down demo": ("run", {}),
+    "./bootstrap.sh": ("run", {}),
+    "cp config/slurm.yaml my-cluster.yaml": ("run", {"config/": f"{ROOT}/config/"}),
+    "$EDITOR profiles/slurm/config.yaml": ("manual", ("opens an editor on the Slurm profile",
+                                                     f"{PY} -c \"import yaml; yaml.safe_load(open('profiles/slurm/config.yaml'))\"")),
+    ".venv/bin/snakemake --profile profiles/slurm --configfile my-cluster.yaml --dry-run": ("dry-run", "slurm.yaml"),
+    ".venv/bin/snakemake --profile profiles/slurm --configfile my-cluster.yaml": ("dry-run", "slurm.yaml"),
+    "export DLSCALE_ENV_VARIANT=cuda": ("manual", ("sets the variant for the shell; checked with the cuda variant's "
+                                                   "recipe", "DLSCALE_ENV_VARIANT=cuda {PY} -c \"from environment import "
+                                                   "build; assert build.variant() == 'cuda'\"")),
+    ".venv/bin/snakemake --cores all --configfile config/gpu.yaml": ("study", None),
+    ".venv/bin/snakemake --cores all --configfile config/gpu.yaml --config precision=mixed results=results/gpu-mixed "
+    "logs=logs/gpu-mixed": ("study", None),
+    f"{PY} bench/overhead.py --device gpu --framework torch": ("manual", ("needs a GPU", f"{PY} bench/overhead.py --help")),
+    "pip download --no-deps --no-binary :all: horovod==0.28.1 -d carry":
+        ("manual", ("downloads from PyPI for the GPU machine, which has no registry", "pip download --help")),
+    "pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform "
+    "manylinux_2_17_x86_64 -d carry cffi pycparser jsonschema jsonschema-specifications referencing rpds-py":
+        ("manual", ("downloads from PyPI for the GPU machine, which has no registry", "pip download --help")),
+    "python3 -m pip install --no-index --no-deps --target /tmp/site carry/*.whl && export PYTHONPATH=/tmp/site":
+        ("manual", ("on the GPU machine, with the wheels downloaded above", "python3 -m pip install --help")),
+    "python3 -m environment.gpunode carry/horovod-0.28.1.tar.gz /tmp/wheels":
+        ("manual", ("builds Horovod with NCCL on the GPU machine", f"{PY} -m environment.gpunode --help")),
+    "python3 -m pip install --no-index --no-deps --target /tmp/site /tmp/wheels/horovod-*.whl":
+        ("manual", ("on the GPU machine, with the wheel built above", "python3 -m pip install --help")),
+    "python3 -m pytest tests/test_gpu.py": ("run", {"python3": PY}),
+    "python3 bench/overhead.py --framework torch --ranks 1 --launcher direct --device gpu --model resnet50 "
+    "--batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3":
+        ("manual", ("needs a GPU", f"{PY} bench/overhead.py --help")),
+    f"{PY} bench/overhead.py": ("run", {f"{PY} bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py --model tinynet "
+                                       "--iterations 2 --warmup 1 --trials 1 --ranks 1 --out overhead.csv"}),
+}
+
+
+def test_every_documented_command_says_how_it_is_tested():
+    docs = documented()
+    untested = [f"{where}: {c}" for c, where in docs.items() if c not in COMMANDS]
+    assert not untested, "add these to COMMANDS (how the test runs them):\n" + "\n".join(untested)
+    assert not [c for c in COMMANDS if c not in docs], "no longer in the docs: remove from COMMANDS"
+
+
+def _shell(command, cwd, timeout=900):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _venv_python(command):
+    """`.venv/bin/python` and `.venv/bin/snakemake` are this test's own interpreter's."""
+    return command.replace(".venv/bin/python", sys.executable).replace(
+        ".venv/bin/snakemake", f"{sys.executable} -m snakemake")
+
+
+def _configfiles(argv):
+    files = []
+    for i, arg in enumerate(argv):
+        if arg == "--configfile":
+            files += [a for a in argv[i + 1:] if not a.startswith("-")][:1]
+    return files
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("command", sorted(set(COMMANDS)))
+def test_documented_command(command, tmp_path):
+    kind, detail = COMMANDS[command]
+    if kind == "suite":
+        assert command in (ROOT / ".ci" / "run").read_text()
+        return
+    if kind == "study":  # the run itself is test_shipped_configs'; here its options are checked
+        argv = shlex.split(command.split("&&")[-1])
+        configs = _configfiles(argv) or ["config/config.yaml"]
+        assert all((ROOT / c).is_file() for c in configs)
+        items = argv[argv.index("--config") + 1:] if "--config" in argv else []
+        if items:
+            proc, _ = run_shrunk(configs, tmp_path, ["--dry-run", "--config", *items])
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        return
+    if kind == "dry-run":  # a copy of the shipped config, as the docs have users make
+        shutil.copy(ROOT / "config" / detail, tmp_path / "my-cluster.yaml")
+        argv = _venv_python(command).replace("my-cluster.yaml", str(tmp_path / "my-cluster.yaml"))
+        proc = subprocess.run(shlex.split(argv) + (["--dry-run"] if "--dry-run" not in argv else []), cwd=ROOT,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "This was a dry-run" in proc.stdout and re.search(r"^run\s+\d+$", proc.stdout, re.M)
+        return
+    if kind == "manual":
+        why, check = detail
+        proc = _shell(_venv_python(check.replace("{PY}", PY)), ROOT)
+        assert proc.returncode == 0, f"{why}: {check}: {proc.stderr[-2000:]}"
+        return
+    _run(command, detail, tmp_path)
+
+
+def _run(command, substitutions, folder):
+    if " emulate " in command:
+        from harness import emulate
+
+        ok, why = emulate.available()
+        if not ok:
+            pytest.skip(f"emulated clusters: {why}")
+    cleanup = substitutions.get("&& cleanup")
+    for old, new in substitutions.items():
+        if old != "&& cleanup":
+            command = command.replace(old, new.replace("{folder}", str(folder)))
+    command = _venv_python(command)
+    if "harness.images" in command and "make" not in command.split():
+        _shell(f"{sys.executable} -m harness.images make data/train --images 8 --classes 2", folder)
+    if " retry" in command:  # this checkout's own results are not the test's to redo
+        before, sep, after = command.partition(" -- ")
+        command = f"{before} --config results={folder / 'results'}{sep}{after}"
+    # commands that write data/ or a copy of a config do it in the test's folder; the rest run where
+    # users run them, in the checkout
+    writes = ("harness.images" in command or command.startswith("cp ") or "overhead.py" in command)
+    cwd = folder if writes else ROOT
+    if "tests/test_gpu.py" in command:
+        command = command.replace(f"{sys.executable} -m pytest", f"{sys.executable} -m pytest -p no:cacheprovider")
+    try:
+        proc = _shell(command, cwd)
+    finally:
+        if cleanup:
+            _shell(_venv_python(cleanup), ROOT)
+    assert proc.returncode == 0, f"{command}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"

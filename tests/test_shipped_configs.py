@@ -1,0 +1,76 @@
+"""Every shipped study config, run end to end through the Snakefile to the report as users run it
+(`snakemake --configfile config/X.yaml`), shrunk (tests/study.py) but keeping its dimensions, rank
+counts, timing, device and launcher. A study this machine cannot run as asked (a GPU study without a
+GPU, a Slurm study outside Slurm) ends with its runs failed for that reason and every table made."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import figures
+from harness import config as cfg
+from tests.conftest import ROOT
+from tests.study import run_shrunk
+
+SHIPPED = sorted(p.name for p in (ROOT / "config").glob("*.yaml") if p.name != "schema.yaml")
+# Why the runs of a study fail on a machine like CI's (2 cores, no GPU, no Slurm), or None.
+EXPECTED_FAILURE = {"gpu.yaml": "GPU", "slurm.yaml": "srun"}
+
+
+def expected_failure(name, config):
+    if name == "gpu.yaml" and os.environ.get("DLSCALE_ENV_VARIANT") == "cuda":
+        return None  # the cuda environment on a GPU machine runs it
+    if name == "slurm.yaml" and shutil.which("srun"):
+        pytest.skip("srun is on PATH: the Slurm study is run under Slurm by tests/test_slurm.py")
+    return EXPECTED_FAILURE.get(name)
+
+
+def test_every_shipped_config_is_run_here():
+    assert SHIPPED == ["config.yaml", "emulated.yaml", "gpu.yaml", "loader.yaml", "slurm.yaml"]
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
+    from harness import emulate
+
+    layered = cfg.layered([cfg.resolve(f"config/{name}")])
+    if layered.get("emulate") and not emulate.available()[0]:
+        pytest.skip(f"{name}: {emulate.available()[1]}")
+    why = expected_failure(name, layered)
+    proc, conf = run_shrunk([f"config/{name}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    results = Path(conf["results"])
+
+    runs = pd.read_csv(results / "runs.csv", keep_default_na=False)
+    matrix = cfg.matrix(conf)
+    assert len(runs) == len(matrix)
+    for key in ("framework", "comm", "timing", "nodes", "ranks_per_node", "loader_workers"):
+        assert sorted(set(runs[key])) == sorted(set(conf[key])), key  # the study's dimensions are kept
+    if why:
+        assert (runs["status"] == "failed").all()
+        assert runs["reasons"].str.contains(why).all(), runs["reasons"].tolist()
+    else:
+        assert (runs["status"] == "ok").all(), runs[["status", "reasons"]]
+
+    # every table, figure and the report, whatever ran
+    for table in ("tidy.csv", "tensors.csv", "summary.csv", "allreduce.csv", "allreduce_fit.csv", "model.csv",
+                  "replay.csv", "gradients.csv", "extrapolation.csv", "peak.csv"):
+        assert (results / table).is_file(), table
+    for path in figures.figure_paths(results / "figures", figures.FIGURES + figures.MODEL_FIGURES):
+        assert Path(path).stat().st_size > 1000, path
+    error = json.loads((results / "model_error.json").read_text())
+    report = (results / "report.md").read_text()
+    multi_rank = any(r["nodes"] * r["ranks_per_node"] > 1 for r in matrix)
+    if why or not multi_rank:
+        assert error["runs"] == 0 and error["reason"], error  # why nothing was predicted, in words
+        assert error["reason"] in report
+    else:
+        assert error["runs"] > 0
+    if layered.get("replay") and not why:
+        replayed = pd.read_csv(results / "replay.csv")
+        assert set(replayed["nodes"]) == {min(layered["replay"]["nodes"])}

@@ -146,7 +146,10 @@ def _comm_times(tmp_path, rate):
 def test_two_emulated_nodes_communication_grows_as_bandwidth_drops(tmp_path):
     fast = statistics.median(_comm_times(tmp_path, 400))
     slow = statistics.median(_comm_times(tmp_path, 40))
-    # tinynet's gradients are 1 MB: ~0.2 s per allreduce at 40 Mbit/s, ~0.02 s at 400 Mbit/s
+    # tinynet's gradients are 283 KB: ~0.25 s per allreduce at 40 Mbit/s, ~0.025 s at 400 Mbit/s. The
+    # ratio of medians was 10-15 idle and 9.9-15 with 4 or 8 busy loops on the 2 cores (two trials
+    # each, 2026-11-25): 4x is a margin that holds under load. The slow medians were 0.25-0.38 s;
+    # load only lengthens them, so 0.1 s is a floor noise cannot cross.
     assert slow > 4 * fast, (fast, slow)
     assert slow > 0.1
     assert not _mine(), "clusters left behind"

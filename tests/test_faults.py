@@ -227,6 +227,50 @@ def test_killed_rank_fails_its_run_the_study_completes_and_retry_redoes_it(tmp_p
     assert (results / "summary.csv").is_file()
 
 
+# -- a job that cannot start --------------------------------------------------------------------------------
+
+
+def test_a_host_that_does_not_resolve_is_named_in_the_reason(tmp_path):
+    """The run's reason, and a sweep's, carry what ssh said before the consequences (no records)."""
+    from analysis import comm, tidy
+
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("dlscale-nohost.invalid slots=2\n")  # .invalid never resolves (RFC 6761)
+    # Open MPI drops a name's domain before it calls ssh unless told to keep it: without it, ssh
+    # would look up `dlscale-nohost`, which a site's search domain could resolve
+    conf = tiny_config(tmp_path, hostfile=str(hostfile), run_timeout_s=60, logs=str(tmp_path / "logs"))
+    conf["launcher"]["extra_args"] = ["--mca", "orte_keep_fqdn_hostnames", "1"]
+    # what ssh says here, or Open MPI where there is no ssh to call
+    said = ("ssh: Could not resolve hostname dlscale-nohost.invalid" if shutil.which("ssh") else
+            'The value of the MCA parameter "plm_rsh_agent" was set to a path that could not be found')
+
+    status = launch.launch(conf, TWO_RANKS, ENV_RECORD)
+    assert status["status"] == "failed" and status["reasons"][0] == "mpirun exited with code 255", status
+    assert status["reasons"][1].startswith(f"first error: {said}"), status["reasons"]
+    assert "rank 0 wrote no records" in status["reasons"][2:]  # the consequences come after
+    _, runs, _ = tidy.build([run_dir(conf) / STATUS])
+    assert runs["reasons"].item().startswith(f"mpirun exited with code 255; first error: {said}")
+
+    out = tmp_path / "sweep.jsonl"
+    launch.sweep_allreduce(conf, 1, 2, ENV_RECORD, out, tmp_path / "sweep.log", tmp_path / "attempts")
+    _, fits = comm.tables([(out, 1, 2)])
+    assert fits["failure"].item().startswith(f"mpirun exited with code 255; {said}"), fits["failure"].item()
+
+
+def test_more_ranks_than_the_hostfiles_slots_stop_before_launch(tmp_path):
+    """Too few slots never reach mpirun (whose own message is in tests/test_check_run.py): the study's
+    validation, or a run launched by hand with more ranks than its config's, names the hostfile."""
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("localhost slots=1\n")
+    conf = tiny_config(tmp_path, hostfile=str(hostfile))
+    says = rf"config key 'ranks_per_node': 2 ranks per node asked for, but {re.escape(str(hostfile))} " \
+           r"offers fewer slots on localhost \(1 slots\)"
+    with pytest.raises(cfg.ConfigError, match=says):
+        cfg.validate(conf)
+    with pytest.raises(cfg.ConfigError, match=says):
+        launch.launch({**conf, "ranks_per_node": [1]}, TWO_RANKS, ENV_RECORD)
+
+
 # -- signals ---------------------------------------------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ def test_the_matmul_rate_is_measured_per_framework(tmp_path):
     assert peak.main([str(out), "--framework", "torch", "mxnet", "--threads", "1"]) == 0
     table = pd.read_csv(out)
     assert list(table["framework"]) == ["torch", "mxnet"] and (table["n"] == 2048).all()
-    # one core of any machine this runs on does between 1 and 500 GFLOP/s in float32
-    assert table["matmul_flops_s"].between(1e9, 5e11).all()
+    # in FLOP/s (GFLOP/s would read ~70): one core does at most 500 GFLOP/s in float32, and at least
+    # 0.1 leaves room for load (70 idle here, 7 with 8 busy loops on the 2 cores)
+    assert table["matmul_flops_s"].between(1e8, 5e11).all()
     assert (table["matmul_flops_s_min"] <= table["matmul_flops_s"]).all()

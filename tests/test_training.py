@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -81,9 +82,13 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
         assert (environ["NCCL_DEBUG"], environ["UCX_TLS"]) == ("WARN", "sm,self")
         steps = [r for r in recs if r["kind"] == "step"]
         assert [s["warmup"] for s in steps] == [True] + [False] * 8
+        # The phases are consecutive spans of the step and its wall time runs on to the loss read-back:
+        # their sum never exceeds it. What is left over is small in the median step; one step's may
+        # not be (seen: at most 0.4% per step with 4 busy loops on the 2 cores, but 2.3% in one step
+        # on an idle machine, against the 3% this once asserted of every step)
+        untimed = [(s["wall_s"] - sum(s[k] for k in PHASE_KEYS)) / s["wall_s"] for s in steps[1:]]
+        assert min(untimed) >= -1e-9 and statistics.median(untimed) <= 0.03, untimed
         for s in steps[1:]:
-            phase_sum = sum(s[k] for k in PHASE_KEYS)
-            assert abs(s["wall_s"] - phase_sum) <= 0.03 * s["wall_s"], s
             assert s["forward_s"] > 0 and s["backward_s"] > 0 and math.isfinite(s["loss"])
 
 

@@ -7,6 +7,8 @@ where one rank count comes from two placements). A line is one framework x setti
 ever two configurations. Each figure is written as PDF and PNG.
 """
 
+import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -49,8 +51,13 @@ def _nothing(paths, name, why):
     """A figure that says there is nothing to draw, and why."""
     fig, ax = plt.subplots(figsize=(5, 2))
     ax.axis("off")
-    ax.text(0.5, 0.5, why, ha="center", va="center")
+    ax.text(0.5, 0.5, textwrap.fill(why, 60), ha="center", va="center")
     return _save(fig, paths, name)
+
+
+def _share(value):
+    """A relative error as a percentage, or n/a (model_error.json's null)."""
+    return "n/a" if value is None or math.isnan(value) else f"{value:.1%}"
 
 
 def lines(summary):
@@ -70,11 +77,14 @@ def lines(summary):
     return out.sort_values(["model", "framework", "setting", "ranks"])
 
 
-def _line_figure(summary, column, ylabel, title, paths, name, ideal=None):
-    """Mean `column` against ranks, with the table's own 95% interval as the error bar."""
-    ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=[column]))
+def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=None):
+    """Mean `column` against ranks, with the table's own 95% interval as the error bar; `why` says
+    why no successful configuration has one."""
+    ran = summary[summary["repeats_ok"] > 0]
+    ok = lines(ran.dropna(subset=[column]))
     if ok.empty:
-        return _nothing(paths, name, f"no configuration has a {column} (see summary.csv)")
+        return _nothing(paths, name, "no successful run (see summary.csv)" if ran.empty
+                        else why or f"no configuration has a value of {column} (see summary.csv)")
     grid = sns.relplot(data=ok, kind="line", x="ranks", y=column, col="model", hue="framework", style="setting",
                        units="setting", estimator=None, markers=True, dashes=True, palette=FRAMEWORK_COLOURS,
                        hue_order=[f for f in FRAMEWORKS if f in set(ok["framework"])],
@@ -103,14 +113,19 @@ def throughput(summary, paths):
 
 def efficiency(summary, paths):
     return _line_figure(summary, "efficiency", "throughput(N) / (N x throughput(1))",
-                        "Weak-scaling efficiency (95% CI, delta method)", paths, "efficiency", ideal=1.0)
+                        "Weak-scaling efficiency (95% CI, delta method)", paths, "efficiency", ideal=1.0,
+                        why="no successful 1-rank run to compare with (see summary.csv)")
 
 
 def phases(summary, paths):
     """Stacked mean phase times per iteration, one bar per configuration."""
-    ok = lines(summary[summary["repeats_ok"] > 0])
+    ok = summary[summary["repeats_ok"] > 0]
     if ok.empty:
         return _nothing(paths, "phases", "no successful runs (see summary.csv)")
+    ok = lines(ok.dropna(subset=[f"{p}_s" for p in PHASES], how="all"))
+    if ok.empty:
+        return _nothing(paths, "phases", "no configuration has phase times (a native run has them from its "
+                                         "traces only, and profile_iterations 0 traces none)")
     ok["configuration"] = [f"{r.framework} {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
     long = ok.melt(id_vars=["model", "configuration"], value_vars=[f"{p}_s" for p in PHASES],
                    var_name="phase", value_name="seconds")
@@ -168,11 +183,11 @@ def model_fit(table, error, paths):
     """Predicted against measured iteration and communication time, one point per run."""
     pred = table.dropna(subset=["predicted_iteration_s"])
     if pred.empty:
-        return _nothing(paths, "model", "no multi-rank run to predict")
+        return _nothing(paths, "model", f"nothing predicted: {error.get('reason') or 'no run with 2 or more ranks'}")
     what = {"iteration_s": "iteration time", "comm_total_s": "communication time"}
     key = {"iteration_s": "median_abs_error_iteration", "comm_total_s": "median_abs_error_comm_total"}
-    title = "{}: median |error| {:.1%} ({} runs)"
-    long = pd.concat([pred.assign(quantity=title.format(name, error.get(key[m], float("nan")), len(pred)),
+    title = "{}: median |error| {} ({} runs)"
+    long = pd.concat([pred.assign(quantity=title.format(name, _share(error.get(key[m])), len(pred)),
                                   measured=pred[m], predicted=pred[f"predicted_{m}"]) for m, name in what.items()])
     grid = sns.relplot(data=long, kind="scatter", x="measured", y="predicted", col="quantity", hue="framework",
                        style="model", palette=FRAMEWORK_COLOURS, height=3.6,
@@ -206,18 +221,19 @@ def replay(table, error, paths):
         ax.set_ylim(bottom=0)
     grid.set_axis_labels("nodes (one rank each)", "iteration (s)")
     grid.set_titles("{row_name}, {col_name}")
-    grid.figure.suptitle(f"Replay against the model: median |error| {error.get('median_abs_error_iteration', float('nan')):.1%}"
-                         f" (extrapolation {error.get('median_abs_error_extrapolated', float('nan')):.1%}), "
+    grid.figure.suptitle(f"Replay against the model: median |error| {_share(error.get('median_abs_error_iteration'))}"
+                         f" (extrapolation {_share(error.get('median_abs_error_extrapolated'))}), "
                          f"{error.get('replays', 0)} replays", y=1.02)
     return _save(grid.figure, paths, "replay")
 
 
-def extrapolation(table, paths):
-    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it)."""
+def extrapolation(table, paths, why="no 1-rank run to extrapolate from"):
+    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it);
+    `why` says why there is none where the table is empty."""
     if "overlap" in set(table["comm"]):
         table = table[table["comm"] == "overlap"]
     if table.empty:
-        return _nothing(paths, "extrapolation", "no 1-rank run to extrapolate from")
+        return _nothing(paths, "extrapolation", f"nothing to extrapolate: {why}")
     grid = sns.relplot(data=table, kind="line", x="ranks", y="predicted_efficiency", col="model", hue="link",
                        style="framework", height=3.2, aspect=1.1)
     for ax in grid.axes.flat:

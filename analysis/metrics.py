@@ -58,7 +58,8 @@ def run_table(tidy):
     runs = step.groupby(RUN_KEYS, observed=True).agg(iteration_s="mean", iterations="count").reset_index()
     ranks = runs["nodes"] * runs["ranks_per_node"]
     runs["ranks"] = ranks
-    runs["throughput_img_per_s"] = ranks * runs["batch_size"] / runs["iteration_s"]
+    # an iteration recorded as taking no time has no rate (rather than an infinite one)
+    runs["throughput_img_per_s"] = (ranks * runs["batch_size"] / runs["iteration_s"]).where(runs["iteration_s"] > 0)
     # phases: phased runs' measured iterations, native runs' traced iterations (from the traces)
     phases = (measured[measured["phase"].isin(PHASE_COLUMNS)]
               .groupby(RUN_KEYS + ["phase"], observed=True)["seconds"].mean()
@@ -120,7 +121,9 @@ def add_mfu(summary, peak):
 
     rate = dict(zip(peak["framework"], peak["matmul_flops_s"]))
     summary = summary.copy()
-    summary["train_flops_per_image"] = [flops.per_image(m, int(s), int(c))["train_flops"]
+    # a failed run known by its path alone (status.json unreadable) has no image size: no FLOPs
+    summary["train_flops_per_image"] = [flops.per_image(m, int(s), int(c))["train_flops"] if pd.notna(s) and pd.notna(c)
+                                        else math.nan
                                         for m, s, c in zip(summary["model"], summary["image_size"], summary["classes"])]
     summary["matmul_flops_s"] = summary["framework"].map(rate)
     summary["mfu"] = (summary["throughput_img_per_s"] / summary["ranks"] * summary["train_flops_per_image"]

@@ -74,7 +74,11 @@ def ring_cost(ranks, alpha, beta):
 def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
     """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`;
     cost(m) is the time of one allreduce of m bytes in FUSED_PIECES tensors (the sweep's), and each
-    tensor a buffer holds beyond those adds per_tensor seconds (fewer take it off)."""
+    tensor a buffer holds beyond those adds per_tensor seconds (fewer take it off). Every input must
+    be a finite number (a NaN compares false with everything: the loop would never advance)."""
+    problem = _not_schedulable(ready, sizes, cycle, per_tensor)
+    if problem:
+        raise ValueError(f"cannot schedule allreduces: {problem}")
     order = sorted(range(len(sizes)), key=lambda i: ready[i])
     t_cycle, t_free, busy, k = -cycle, 0.0, 0.0, 0
     while k < len(order):
@@ -82,6 +86,8 @@ def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_T
         first = ready[order[k]]
         if first > t_cycle:  # sleep whole cycles until the next gradient is there
             t_cycle += math.ceil((first - t_cycle) / cycle - 1e-9) * cycle
+            # rounding may leave the cycle a hair before it: it is there, and every pass takes one
+            t_cycle = max(t_cycle, first)
         batch = []
         while k < len(order) and ready[order[k]] <= t_cycle:
             batch.append(sizes[order[k]])
@@ -89,9 +95,24 @@ def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_T
         t_free = t_cycle
         for nbytes, tensors in fusion_buffers(batch, threshold):
             step = cost(nbytes) + (tensors - FUSED_PIECES) * per_tensor
+            if not math.isfinite(step):
+                raise ValueError(f"cannot schedule allreduces: an allreduce of {nbytes} bytes costs {step} s")
             t_free += step
             busy += step
     return t_free, busy
+
+
+def _not_schedulable(ready, sizes, cycle, per_tensor):
+    """What makes `schedule`'s inputs unusable, or None."""
+    if len(ready) != len(sizes):
+        return f"{len(ready)} ready times for {len(sizes)} gradients"
+    for name, values in (("ready time", ready), ("gradient size", sizes), ("per-tensor cost", [per_tensor])):
+        bad = [v for v in values if not math.isfinite(v)]
+        if bad:
+            return f"{name} {bad[0]} is not a finite number"
+    if not (math.isfinite(cycle) and cycle > 0):
+        return f"cycle time {cycle} s is not a positive finite number"
+    return None
 
 
 def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
@@ -119,9 +140,15 @@ def tensor_details(tensors, run):
     return {
         "sizes": mine["bytes"].astype(int).tolist(),
         "ready": None if ready.isna().any() or not len(ready) else ready.tolist(),
-        "threshold": int(run.get("fusion_threshold_bytes", FUSION_THRESHOLD_BYTES)),
-        "cycle": float(run.get("cycle_time_s", CYCLE_TIME_S)),
+        "threshold": int(_setting(run, "fusion_threshold_bytes", FUSION_THRESHOLD_BYTES)),
+        "cycle": float(_setting(run, "cycle_time_s", CYCLE_TIME_S)),
     }
+
+
+def _setting(run, key, default):
+    """A run's setting from its runs.csv row, or Horovod's default where the row has none."""
+    value = run.get(key)
+    return default if value is None or pd.isna(value) else value
 
 
 def _relerr(pred, meas):
@@ -166,25 +193,39 @@ def off_target(table, keys):
     return out
 
 
+# Why a configuration's 1-rank runs give the model nothing to start from.
+NO_PHASES = "1-rank baseline has no phase times"
+NO_TRACES = f"{NO_PHASES} (native runs without traces: profile_iterations 0)"
+ZERO_PHASES = "1-rank baseline's phase times add up to no time"
+
+
 def baselines(table, tensors):
-    """Per MATCH key, from its 1-rank runs: mean compute phases (base) and the tensor_details."""
-    out = {}
+    """Per MATCH key, from its 1-rank runs: mean compute phases (base) and the tensor_details; and
+    per MATCH key whose 1-rank runs have no usable phase times, why (these never reach the model:
+    a NaN phase would hang its schedule, a zero one divide by zero)."""
+    out, unusable = {}, {}
     for key, group in table[table["ranks"] == 1].groupby(MATCH, observed=True):
-        details = tensor_details(tensors, group.iloc[0])
         base = group[COMPUTE].mean()
-        if key[MATCH.index("timing")] == "native":
+        native = key[MATCH.index("timing")] == "native"
+        if base.isna().any():
+            unusable[key] = NO_TRACES if native else NO_PHASES
+            continue
+        if native:
             # traced iterations run under the profiler: scale their phases to the measured iteration
             base = base * group["iteration_s"].mean() / (base.sum() + group["comm_s"].mean())
-        details["base"] = base.to_dict()
-        out[key] = details
-    return out
+        if not (np.isfinite(base).all() and base.sum() > 0):
+            unusable[key] = ZERO_PHASES
+            continue
+        out[key] = {**tensor_details(tensors, group.iloc[0]), "base": base.to_dict()}
+    return out, unusable
 
 
 def study_baselines(runs, status, tensors):
-    """The study's successful runs (metrics.run_table joined with runs.csv) and their `baselines`."""
+    """The study's successful runs (metrics.run_table joined with runs.csv), their `baselines` and
+    the configurations without one, with why."""
     keys = MATCH + ["nodes", "ranks_per_node", "repeat"]
     table = runs.merge(status[status["status"] == "ok"], on=keys, how="inner")
-    return table, baselines(table, tensors)
+    return (table, *baselines(table, tensors))
 
 
 def costs(sweep, fits):
@@ -194,9 +235,9 @@ def costs(sweep, fits):
     sweep has no horovod_tensors path, or where it came out below 0: within the sweep's noise). A
     sweep that failed gives none: the sizes it measured before it failed stay in its table only."""
     out = {}
-    failed = {(r.nodes, r.ranks_per_node) for r in fits.fillna({"failure": ""}).itertuples()
-              if getattr(r, "failure", "")}
-    sweep = sweep[[key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])]]
+    failed = sweep_failures(fits)
+    # a boolean array: an empty list would select no columns rather than no rows
+    sweep = sweep[np.array([key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])], dtype=bool)]
     for path in ("mpi", "horovod"):  # horovod last: it wins
         mine = fits[fits["path"].fillna("mpi") == path]
         extra = {(r.nodes, r.ranks_per_node): max(0.0, r.per_tensor_s) for r in mine.itertuples()
@@ -211,16 +252,39 @@ def costs(sweep, fits):
     return out
 
 
+def sweep_failures(fits):
+    """{(nodes, ranks_per_node): why} of the sweeps that failed (allreduce_fit.csv)."""
+    return {(r.nodes, r.ranks_per_node): r.failure for r in fits.fillna({"failure": ""}).itertuples()
+            if getattr(r, "failure", "")}
+
+
+def not_predicted(run, bases, unusable, cost_by, failures):
+    """Why the model predicts no time for this run (a model.csv row's run), or "" when it does."""
+    key, place = tuple(run[k] for k in MATCH), (run["nodes"], run["ranks_per_node"])
+    if run["ranks"] < 2:
+        return "1 rank: the model's baseline"
+    if key in unusable:
+        return unusable[key]
+    if key not in bases:
+        return "no successful 1-rank run of this configuration"
+    if place in failures:
+        return f"allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node failed: {failures[place]}"
+    if place not in cost_by:
+        return f"no allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node"
+    return ""
+
+
 def model_table(runs, status, tensors, sweep, fits):
     """One row per successful run: measured and predicted iteration and communication times.
 
     runs: metrics.run_table; status: runs.csv (gradient, fusion and timeline columns); tensors:
     tensors.csv; sweep and
     fits: allreduce.csv and allreduce_fit.csv. A run is predicted when its study has the matching
-    1-rank run and an allreduce sweep for its nodes and ranks per node.
+    1-rank run with phase times and an allreduce sweep for its nodes and ranks per node; any other
+    says why not (`not_predicted`). Returns the table, the `baselines` and those without one.
     """
-    table, bases = study_baselines(runs, status, tensors)
-    cost_by = costs(sweep, fits)
+    table, bases, unusable = study_baselines(runs, status, tensors)
+    cost_by, failures = costs(sweep, fits), sweep_failures(fits)
     rows = []
     for r in table.to_dict("records"):
         seq = r["comm"] == "sequential" or r["ranks"] == 1
@@ -232,9 +296,9 @@ def model_table(runs, status, tensors, sweep, fits):
             ratio = 1 - r["comm_s"] / total if total and total > 0 else math.nan
         row = {k: r.get(k) for k in COLUMNS[:COLUMNS.index("iteration_s")]}
         row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r["comm_s"], overlap_ratio=ratio)
-        base = bases.get(tuple(r[k] for k in MATCH))
-        cost = cost_by.get((r["nodes"], r["ranks_per_node"]))
-        if r["ranks"] > 1 and base and cost is not None:
+        row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
+        if not row["not_predicted"]:
+            base, cost = bases[tuple(r[k] for k in MATCH)], cost_by[(r["nodes"], r["ranks_per_node"])]
             p = predict(base["base"], base["sizes"], None if seq else base["ready"], r["ranks"], cost[0],
                         base["threshold"], base["cycle"], cost[1])
             row.update({f"predicted_{k}": v for k, v in p.items()})
@@ -243,22 +307,37 @@ def model_table(runs, status, tensors, sweep, fits):
             row["error_from_compute"], row["error_from_exposed"] = error_parts(
                 p["iteration_s"], p["comm_exposed_s"], r["iteration_s"], r["comm_s"])
         rows.append(row)
-    return pd.DataFrame(rows).reindex(columns=COLUMNS), bases
+    return pd.DataFrame(rows).reindex(columns=COLUMNS), bases, unusable
 
 
 COLUMNS = MATCH + ["nodes", "ranks_per_node", "ranks", "repeat", "grad_tensors", "grad_bytes", "link_rate_mbit",
                    "iteration_s", "comm_total_s", "comm_exposed_s", "overlap_ratio", "predicted_iteration_s",
                    "predicted_comm_total_s", "predicted_comm_exposed_s", "error_iteration", "error_comm_total",
-                   "error_from_compute", "error_from_exposed"]
+                   "error_from_compute", "error_from_exposed", "not_predicted"]
+
+
+def _median_abs(values):
+    """The median |value| as a number, or None (JSON's null, not NaN) where there is none."""
+    m = values.abs().median()
+    return None if pd.isna(m) else float(m)
 
 
 def model_error(table):
     """Median |relative error| of predicted iteration and communication time, over predicted runs,
-    and the configurations off by more than TOLERANCE with the reason measured (`off_target`)."""
+    and the configurations off by more than TOLERANCE with the reason measured (`off_target`);
+    runs of 2 or more ranks not predicted are counted by why (`not_predicted`), and where no run
+    was predicted `reason` says why."""
     pred = table.dropna(subset=["error_iteration"])
-    return {"runs": len(pred), "median_abs_error_iteration": float(pred["error_iteration"].abs().median()),
-            "median_abs_error_comm_total": float(pred["error_comm_total"].abs().median()),
-            "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"])}
+    multi = table[table["ranks"] > 1]
+    missed = multi["not_predicted"].fillna("")
+    out = {"runs": len(pred), "median_abs_error_iteration": _median_abs(pred["error_iteration"]),
+           "median_abs_error_comm_total": _median_abs(pred["error_comm_total"]),
+           "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"]),
+           "not_predicted": {k: int(v) for k, v in missed[missed != ""].value_counts().sort_index().items()}}
+    if not len(pred):
+        out["reason"] = ("no successful run" if table.empty else "no run with 2 or more ranks" if multi.empty
+                         else "; ".join(out["not_predicted"]) or "no predicted run has a measured time to compare")
+    return out
 
 
 def extrapolate(bases, links, max_ranks=1024):
@@ -350,8 +429,9 @@ def replay_table(replays, plans, sweep, fits):
 def replay_error(table):
     """Median |relative error| of the replayed iteration time, over replayed configurations."""
     ok = table.dropna(subset=["error_iteration"])
+    worst = ok["iteration_ci95"].max()
     return {"replays": len(ok), "nodes": sorted(int(n) for n in ok["nodes"].unique()),
-            "median_abs_error_iteration": float(ok["error_iteration"].abs().median()),
-            "median_abs_error_extrapolated": float(ok["error_extrapolated"].abs().median()),
-            "worst_iteration_ci95": float(ok["iteration_ci95"].max()),
+            "median_abs_error_iteration": _median_abs(ok["error_iteration"]),
+            "median_abs_error_extrapolated": _median_abs(ok["error_extrapolated"]),
+            "worst_iteration_ci95": None if pd.isna(worst) else float(worst),
             "off_target": off_target(ok, MATCH + ["nodes"])}

@@ -103,8 +103,11 @@ def write(summary, runs, environment, model_error, figures, config, out_path):
     if len(runs):
         first = runs.iloc[0]
         parts.append(f"- Python {first.get('python_version', 'n/a')}; framework versions per run in `runs.csv`")
-    parts += ["", f"## Results ({len(runs) - len(failed)} of {len(runs)} runs ok)", "", markdown_table(rows), "",
-              "As LaTeX (booktabs):", "", "```latex", latex_table(rows), "```", ""]
+    parts += ["", f"## Results ({len(runs) - len(failed)} of {len(runs)} runs ok)", ""]
+    if rows:
+        parts += [markdown_table(rows), "", "As LaTeX (booktabs):", "", "```latex", latex_table(rows), "```", ""]
+    else:
+        parts += ["Nothing to show: no successful run (the failed runs and why are below).", ""]
     if len(noisy):
         parts += ["### Noise", ""] + [f"- {r.framework} {r.model} {r.comm} {r.layout} {r.timing} {r.ranks} ranks: "
                                       f"{r.noise_warning}" for r in noisy.itertuples()] + [""]
@@ -112,7 +115,11 @@ def write(summary, runs, environment, model_error, figures, config, out_path):
         parts += ["### Failed runs", ""] + [f"- {r.framework} {r.model} {r.comm} nodes={r.nodes} "
                                             f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
                                             for r in failed.itertuples()] + [""]
-    if model_error:
+    if model_error.get("reason"):  # no run predicted: why, and the replays' errors if any
+        parts += ["## Performance model", "", f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
+        if model_error.get("replay"):
+            parts += ["```json", json.dumps({"replay": model_error["replay"]}, indent=2), "```", ""]
+    elif model_error:
         parts += ["## Performance model", "", "```json", json.dumps(model_error, indent=2), "```", ""]
     parts += ["## Figures", ""]
     for fig in figures:

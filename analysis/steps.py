@@ -13,6 +13,7 @@ import pandas as pd
 
 from analysis import comm, figures, metrics, model, report, tidy
 from harness import replay
+from harness.vocabulary import RUN_KEYS
 
 
 # Snakemake runs the rules' steps in threads of its own process (profiles/default); the standard
@@ -77,7 +78,8 @@ def measure_peak(config, python, out_path, log_path):
 def write_summary(tidy_path, runs_path, out_path, log_path, peak_path=None):
     with logged(log_path):
         table = pd.read_csv(tidy_path)
-        status = pd.read_csv(runs_path, keep_default_na=False)
+        # reasons stay text ("" where none); an identity cell a run known by its path alone lacks is NaN
+        status = pd.read_csv(runs_path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
         runs = metrics.run_table(table)
         summary = metrics.summarize(runs, status)
         if peak_path:
@@ -106,12 +108,14 @@ def write_replay_plans(inputs, output, models, log_path):
     """inputs: tidy, runs, tensors -> the replay plans (harness/replay.py) of the listed models' 1-rank
     runs."""
     with logged(log_path):
-        _, bases = model.study_baselines(metrics.run_table(pd.read_csv(inputs.tidy)),
-                                         pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""]),
-                                         pd.read_csv(inputs.tensors))
+        _, bases, unusable = model.study_baselines(metrics.run_table(pd.read_csv(inputs.tidy)),
+                                                   pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""]),
+                                                   pd.read_csv(inputs.tensors))
         plans = replay.plans(bases, models)
         if not plans:
-            raise ValueError(f"no successful 1-rank run of {', '.join(models)} to replay (results/runs.csv)")
+            why = "; ".join(sorted(set(unusable.values())))
+            raise ValueError(f"no successful 1-rank run of {', '.join(models)} to replay (results/runs.csv)"
+                             + (f": {why}" if why else ""))
         Path(output).write_text(json.dumps(plans, indent=1) + "\n")
         print(f"{len(plans)} replay plans")
         _wrote(output)
@@ -127,7 +131,7 @@ def write_model(inputs, outputs, extrapolate, replays, log_path):
         runs = metrics.run_table(pd.read_csv(inputs.tidy))
         status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
         sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
-        table, bases = model.model_table(runs, status, pd.read_csv(inputs.tensors), sweep, fits)
+        table, bases, unusable = model.model_table(runs, status, pd.read_csv(inputs.tensors), sweep, fits)
         error = model.model_error(table)
         plans = json.loads(Path(inputs.plans[0]).read_text()) if inputs.plans else []
         replayed = model.replay_table(list(replays.items()), plans, sweep, fits)
@@ -143,8 +147,13 @@ def write_model(inputs, outputs, extrapolate, replays, log_path):
          .astype({"grad_tensors": int, "grad_bytes": int}).to_csv(outputs.gradients, index=False))
         ext = model.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
         ext.to_csv(outputs.extrapolation, index=False)
+        # what the extrapolation figure says when there is nothing to extrapolate from
+        no_ext = "; ".join(sorted(set(unusable.values()))) or "no successful 1-rank run to extrapolate from"
+        if ext.empty:
+            print(f"extrapolation: nothing to extrapolate: {no_ext}")
         _wrote(outputs.table, outputs.replay, outputs.error, outputs.gradients, outputs.extrapolation,
-               *figures.model_fit(table, error, outputs.figures), *figures.extrapolation(ext, outputs.figures),
+               *figures.model_fit(table, error, outputs.figures),
+               *figures.extrapolation(ext, outputs.figures, no_ext),
                *figures.replay(replayed, error.get("replay", {}), outputs.figures))
 
 

@@ -67,14 +67,26 @@ def _provenance_row(run_rec):
     }
 
 
+# runs.csv's columns, in every study: a study whose runs all failed before their first record still
+# has the provenance columns (empty) that later stages read (grad_bytes, fusion settings, hosts).
+RUNS_COLUMNS = RUN_KEYS + ["status", "reasons", "elapsed_s", "run_dir"] + list(_provenance_row({"provenance": {}}))
+
+
 class RunFilesError(ValueError):
     """A run folder whose files cannot be read as a run's."""
 
 
 def _identity(status, status_path):
-    """The run's identity from its status.json, or failing that from its place in the results tree."""
+    """The run's identity from its status.json, or failing that from its spec.json, or failing that
+    from its place in the results tree (which has the matrix keys only)."""
     if all(k in status for k in RUN_KEYS):
         return {k: status[k] for k in RUN_KEYS}
+    try:
+        spec = json.loads((Path(status_path).parent / SPEC).read_text())
+    except (OSError, ValueError):
+        spec = {}
+    if isinstance(spec, dict) and all(k in spec for k in RUN_KEYS):
+        return {k: spec[k] for k in RUN_KEYS}
     return {k: status.get(k) for k in RUN_KEYS} | run_from_path(Path(status_path).parent)
 
 
@@ -178,5 +190,6 @@ def build(status_paths):
         status_rows.append(row)
         tidy_rows += rows
         tensor_rows += tensors
-    return (pd.DataFrame(tidy_rows, columns=TIDY_COLUMNS), pd.DataFrame(status_rows),
-            pd.DataFrame(tensor_rows, columns=TENSOR_COLUMNS))
+    runs = pd.DataFrame(status_rows)
+    runs = runs.reindex(columns=RUNS_COLUMNS + [c for c in runs.columns if c not in RUNS_COLUMNS])
+    return (pd.DataFrame(tidy_rows, columns=TIDY_COLUMNS), runs, pd.DataFrame(tensor_rows, columns=TENSOR_COLUMNS))

@@ -1,4 +1,4 @@
-"""Every command the README (and any page under docs/) shows is run here, as written or with a
+"""Every command the README and the docs site (every page under docs/) show is run here, as written or with a
 stated substitution: a study is the shipped config's shrunk run (tests/test_shipped_configs.py) or
 its dry run, a path outside the checkout becomes one under the test's folder, a command that needs
 what this machine lacks (Slurm, a GPU, an editor) is checked as far as it can be and says why.
@@ -100,6 +100,7 @@ COMMANDS = {
     "python3 bench/overhead.py --framework torch --ranks 1 --launcher direct --device gpu --model resnet50 "
     "--batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3":
         ("manual", ("needs a GPU", f"{PY} bench/overhead.py --help")),
+    f"{PY} -m mkdocs build --strict": ("run", {"--strict": "--strict -d {folder}/site"}),
     f"{PY} bench/overhead.py": ("run", {f"{PY} bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py --model tinynet "
                                        "--iterations 2 --warmup 1 --trials 1 --ranks 1 --out overhead.csv"}),
 }

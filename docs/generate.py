@@ -1,0 +1,220 @@
+"""The generated parts of the docs, each from the one source it describes, so that nothing generated
+is committed and nothing can drift:
+
+  <!-- generated: config -->     config/schema.yaml's descriptions, with config/config.yaml's defaults
+  <!-- generated: outputs -->    what lands where (harness/columns.py OUTPUTS)
+  <!-- generated: columns -->    every table's columns, in the code's order, with harness/columns.py's words
+  <!-- generated: cli -->        the help of the command line's argparse parser and of each subcommand
+  <!-- generated: captions -->   the figures' captions (report/*.rst, also those of snakemake --report)
+  <!-- table: bench/results/X.csv -->   a committed measurement, with its date, machine and command
+                                       (bench/results/X.meta.yaml)
+
+docs/hooks.py calls `render` on every page (MkDocs' on_page_markdown); the tests call these functions
+directly. An unknown placeholder is an error, so a typo fails `mkdocs build`."""
+
+import argparse
+import contextlib
+import csv
+import io
+import os
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PLACEHOLDER = re.compile(r"<!--\s*(generated|table):\s*(\S+)\s*-->")
+
+
+# --- the config ---------------------------------------------------------------------------------
+
+def schema_keys(node, prefix=""):
+    """(dotted key, schema node) of every key of the schema, nested ones included; the values of an
+    open mapping (`additionalProperties` with properties of its own) appear as `<name>`."""
+    out = []
+    for key, sub in (node.get("properties") or {}).items():
+        name = f"{prefix}{key}"
+        out.append((name, sub))
+        out += schema_keys(sub, f"{name}.")
+        extra = sub.get("additionalProperties")
+        if isinstance(extra, dict) and extra.get("properties"):
+            out += schema_keys(extra, f"{name}.<name>.")
+    return out
+
+
+def _kind(node):
+    if "enum" in node:
+        return " | ".join(f"`{v}`" for v in node["enum"])
+    kind = node.get("type", "")
+    if kind == "array":
+        items = node.get("items", {})
+        inner = _kind(items) if items else ""
+        return f"list of {inner}" if inner else "list"
+    return " or ".join(kind) if isinstance(kind, list) else kind
+
+
+def _default(config, dotted):
+    value = config
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return "(absent)"
+        value = value[part]
+    text = yaml.safe_dump(value, default_flow_style=True, width=10 ** 6).strip()
+    text = text.removesuffix("...").strip()
+    return f"`{text}`" if len(text) < 60 else "see `config/config.yaml`"
+
+
+def _cell(text):
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def config_reference(schema_path=ROOT / "config" / "schema.yaml", config_path=ROOT / "config" / "config.yaml"):
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    config = yaml.safe_load(Path(config_path).read_text())
+    required = set(schema.get("required", []))
+    lines = ["| key | values | default | meaning |", "| --- | --- | --- | --- |"]
+    for key, node in schema_keys(schema):
+        top = key.split(".")[0]
+        need = "" if "." in key or top in required else " (optional)"
+        lines.append(f"| `{key}`{need} | {_cell(_kind(node))} | {_cell(_default(config, key))} | "
+                     f"{_cell(node.get('description', ''))} |")
+    return "\n".join(lines)
+
+
+# --- outputs and columns ------------------------------------------------------------------------
+
+def code_columns():
+    """{table: its column list as the code declares it}, for the tables whose writer has one."""
+    from analysis import comm, model, tidy
+
+    return {"tidy.csv": list(tidy.TIDY_COLUMNS), "runs.csv": list(tidy.RUNS_COLUMNS),
+            "tensors.csv": list(tidy.TENSOR_COLUMNS), "allreduce.csv": list(comm.SWEEP_COLUMNS),
+            "allreduce_fit.csv": list(comm.FIT_COLUMNS), "model.csv": list(model.COLUMNS),
+            "replay.csv": list(model.REPLAY_COLUMNS)}
+
+
+def outputs_reference():
+    from harness.columns import OUTPUTS
+
+    lines = ["| path | what |", "| --- | --- |"]
+    for path, what in OUTPUTS.items():
+        shown = ", ".join(f"`{p.strip()}`" for p in path.split(","))
+        lines.append(f"| {shown} | {_cell(what)} |")
+    return "\n".join(lines)
+
+
+def columns_reference():
+    from harness.columns import JSON_KEYS, OUTPUTS, TABLES
+
+    declared = code_columns()
+    parts = []
+    for table, described in TABLES.items():
+        order = declared.get(table, [])
+        names = order + [c for c in described if c not in order]
+        parts += [f"### {table}", "", _cell(OUTPUTS.get(table, "")), "", "| column | meaning |", "| --- | --- |"]
+        parts += [f"| `{c}` | {_cell(described.get(c, '**not described**'))} |" for c in names]
+        parts.append("")
+    for name, keys in JSON_KEYS.items():
+        parts += [f"### {name}", "", _cell(OUTPUTS.get(name, "")), "", "| key | meaning |", "| --- | --- |"]
+        parts += [f"| `{k}` | {_cell(v)} |" for k, v in keys.items()]
+        parts.append("")
+    return "\n".join(parts)
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+class _Parser(Exception):
+    def __init__(self, parser):
+        self.parser = parser
+
+
+def parser_of(main):
+    """The argparse parser a command-line `main` builds: caught as it starts parsing."""
+    original = argparse.ArgumentParser.parse_args
+
+    def caught(self, *args, **kwargs):
+        raise _Parser(self)
+
+    argparse.ArgumentParser.parse_args = caught
+    try:
+        main([])
+    except _Parser as got:
+        return got.parser
+    finally:
+        argparse.ArgumentParser.parse_args = original
+    raise RuntimeError(f"{main} parsed no arguments")
+
+
+def _help(parser):
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        return parser.format_help()
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS")
+        else:
+            os.environ["COLUMNS"] = old
+
+
+def cli_reference(main=None):
+    if main is None:
+        from harness.__main__ import main
+    parser = parser_of(main)
+    parts = [f"## `{parser.prog}`", "", "```text", _help(parser).rstrip(), "```", ""]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                parts += [f"### `{sub.prog}`", "", "```text", _help(sub).rstrip(), "```", ""]
+    return "\n".join(parts)
+
+
+# --- captions -----------------------------------------------------------------------------------
+
+def captions(folder=ROOT / "report"):
+    parts = []
+    for path in sorted(Path(folder).glob("*.rst")):
+        text = " ".join(path.read_text().split()).replace("``", "`")
+        parts += [f"**{path.stem}**: {text}", ""]
+    return "\n".join(parts)
+
+
+# --- measurements -------------------------------------------------------------------------------
+
+def sidecar(csv_path):
+    return Path(csv_path).with_suffix(".meta.yaml")
+
+
+def measurement(csv_path):
+    """A committed CSV as a Markdown table, headed by its sidecar's what, date, machine and command."""
+    path = ROOT / csv_path if not Path(csv_path).is_absolute() else Path(csv_path)
+    meta = yaml.safe_load(sidecar(path).read_text())
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    machines = sorted({r.get("machine", "") for r in rows} - {""})
+    columns = [c for c in rows[0] if c != "machine"] if rows else []
+    head = [f"`{Path(csv_path).as_posix()}`: {meta['what']}", "",
+            f"- date: {meta['date']}",
+            f"- machine: {'; '.join(machines) or 'not recorded'}",
+            f"- command: `{' '.join(str(meta['command']).split())}`", ""]
+    table = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    table += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
+    return "\n".join(head + table)
+
+
+# --- the hook's entry ---------------------------------------------------------------------------
+
+GENERATED = {"config": config_reference, "outputs": outputs_reference, "columns": columns_reference,
+             "cli": cli_reference, "captions": captions}
+
+
+def render(markdown):
+    def replace(match):
+        kind, what = match.groups()
+        if kind == "table":
+            return measurement(what)
+        if what not in GENERATED:
+            raise ValueError(f"unknown placeholder <!-- generated: {what} -->; known: {', '.join(GENERATED)}")
+        return GENERATED[what]()
+
+    return PLACEHOLDER.sub(replace, markdown)

@@ -1,0 +1,326 @@
+"""What each output file of a study is, and what each column of its tables means: the one place
+these descriptions are written. The docs' reference (docs/reference/outputs.md) is generated from
+here, and tests/test_docs.py fails when a table the pipeline writes has a column without a
+description here.
+
+Which columns a table has, and in what order, is the code's own business (analysis/tidy.py
+TIDY_COLUMNS, RUNS_COLUMNS, TENSOR_COLUMNS; analysis/comm.py SWEEP_COLUMNS, FIT_COLUMNS;
+analysis/model.py COLUMNS, REPLAY_COLUMNS; harness/vocabulary.py RUN_KEYS, PHASE_COLUMNS): this
+module only says what each name means. It imports the vocabulary and nothing above it."""
+
+from harness.vocabulary import BASELINE_KEYS, PHASE_COLUMNS, RUN_KEYS
+
+# The run keys: config keys, wildcards of the results tree and columns of every per-run table.
+RUN = {
+    "framework": "the framework (`torch`, `tensorflow`, `mxnet`)",
+    "model": "the network (`alexnet`, `googlenet`, `resnet50`, `tinynet`)",
+    "comm": "gradient communication: `overlap` (allreduces during backward) or `sequential` (one grouped "
+            "allreduce after backward)",
+    "layout": "the layout asked for (`best`, `NCHW`, `NHWC`); `layout_used` in runs.csv is what ran",
+    "timing": "`native` (the framework's own step, one wait per iteration) or `phased` (a wait after every phase)",
+    "nodes": "nodes the run spans (the first N hosts of the hostfile, or N emulated nodes)",
+    "ranks_per_node": "MPI ranks on each node",
+    "batch_size": "images per rank per iteration",
+    "loader_workers": "loader worker processes or threads per rank",
+    "image_size": "input images are image_size x image_size pixels",
+    "classes": "classifier outputs",
+    "threads_per_rank": "compute threads per rank",
+    "precision": "`fp32` or `mixed`",
+    "repeat": "which repeat of the configuration (from 0)",
+}
+assert set(RUN) == set(RUN_KEYS), "a run key without a description (harness/vocabulary.py RUN_KEYS)"
+
+_PHASE = {
+    "io": "waiting for the next batch and copying it into the host staging buffer",
+    "h2d": "moving the batch to the device (a no-op on the CPU)",
+    "forward": "the forward pass and the loss",
+    "backward": "the backward pass",
+    "comm": "exposed communication: what the step still waits for after backward",
+    "update": "the optimizer step and zeroing the gradients",
+    "comm_total": "all allreduce time of the iteration, overlapped or not (native runs' traces)",
+    "overlap": "the part of comm_total during which the rank also computed (native runs' traces)",
+}
+assert set(_PHASE) == set(PHASE_COLUMNS), "a phase without a description (harness/vocabulary.py PHASE_COLUMNS)"
+
+_IDENTITY = dict(RUN)
+# A configuration's 1-rank baseline keys (harness/vocabulary.py BASELINE_KEYS): the replay's and
+# the extrapolation's identity.
+_BASELINE = {k: RUN[k] for k in BASELINE_KEYS}
+
+TIDY = {
+    **_IDENTITY,
+    "rank": "the MPI rank",
+    "host": "the host the rank ran on",
+    "iteration": "the iteration's number (from 0, warm-up included)",
+    "warmup": "true for a warm-up iteration (recorded, excluded from every result)",
+    "profiled": "true for a native run's traced iteration (run under the profiler; never counts for throughput)",
+    "source": "`records` (the rank's own timing) or `trace` (phases derived from a native run's trace)",
+    "phase": "`wall` (the iteration's wall time) or a phase: " + "; ".join(f"`{p}`: {d}" for p, d in _PHASE.items()),
+    "seconds": "the phase's time in seconds",
+}
+
+RUNS = {
+    **_IDENTITY,
+    "status": "`ok` or `failed`",
+    "reasons": "why the run failed (the launcher's or the rank's first error line, the file found broken ...)",
+    "elapsed_s": "the run's wall-clock time, launcher included",
+    "run_dir": "the run's folder",
+    "framework_version": "the framework's version",
+    "horovod_version": "Horovod's version",
+    "intra_op_threads": "the framework's intra-op threads",
+    "inter_op_threads": "the framework's inter-op threads (MXNet: engine workers)",
+    "layout_used": "the layout the run used (`best` resolved)",
+    "onednn": "the framework's CPU kernels ran in oneDNN",
+    "data": "`images` or `synthetic`",
+    "data_images": "images in the training set",
+    "data_skipped": "files left out as corrupt (`data.on_corrupt: skip`)",
+    "data_hash": "the training set's content hash (SHA-256 of the tree)",
+    "autotune": "cuDNN autotuning on",
+    "tf32": "TF32 matrix maths on",
+    "device": "`cpu` or `gpu`",
+    "python_version": "the ranks' Python",
+    "mpi_version": "the MPI library's version",
+    "environment": "the workload environment's folder (named by its recipe's hash)",
+    "hosts": "the hosts the ranks ran on",
+    "link_rate_mbit": "the emulated link's rate (emulated clusters only)",
+    "link_delay_ms": "the emulated link's one-way delay",
+    "comm_overlaps_backward": "the framework starts allreduces during backward in this run",
+    "grad_tensors": "gradient tensors per iteration",
+    "grad_bytes": "gradient bytes per iteration",
+    "fusion_threshold_bytes": "Horovod's fusion buffer size (`HOROVOD_FUSION_THRESHOLD`) the run had",
+    "cycle_time_s": "Horovod's cycle time (`HOROVOD_CYCLE_TIME`) the run had",
+    "command": "the exact command the run was launched with",
+    "loader_img_per_s": "the loader's own rate before training, images/s (slowest rank)",
+    "timeline_comm_s": "allreduce time per measured iteration from Horovod's timeline (phased runs of 2 or more ranks)",
+    "timeline_ops": "fused allreduce operations per measured iteration (tensors executed together count once)",
+}
+
+TENSORS = {
+    **_IDENTITY,
+    "tensor": "the gradient's index",
+    "bytes": "the gradient's size",
+    "ready_s": "when the gradient was complete, seconds after backward started (median over the measured "
+               "iterations; PyTorch overlap runs only): what the performance model replays",
+}
+
+_VALUES = {"iteration_s": "mean iteration time (the slowest rank's wall time), seconds",
+           "throughput_img_per_s": "throughput, images/s over all ranks (ranks x batch / iteration time)",
+           **{f"{p}_s": f"mean {p} time per iteration, seconds: {d}" for p, d in _PHASE.items()}}
+
+SUMMARY = {
+    **{k: v for k, v in RUN.items() if k != "repeat"},
+    "ranks": "nodes x ranks_per_node",
+    "repeats_ok": "repeats that succeeded",
+    **{c: d for col, text in _VALUES.items() for c, d in (
+        (col, f"{text}; mean over repeats"),
+        (f"{col}_ci_lo", f"lower end of {col}'s two-sided 95% Student-t interval over repeats"),
+        (f"{col}_ci_hi", f"upper end of {col}'s 95% interval"))},
+    "throughput_se": "standard error of the throughput over repeats",
+    "iteration_s_cv": "run-to-run coefficient of variation of the iteration time",
+    "iteration_s_ci_rel": "the 95% interval's half-width over the mean iteration time",
+    "repeats_needed": "the repeats that would bring the 95% interval within 5% of the mean at the measured CV",
+    "noise_warning": "set where the CV or the relative interval is above 5%",
+    "repeats_failed": "repeats that failed",
+    "failure_reasons": "the failed repeats' reasons",
+    "loader_img_per_s": "the loader's own rate (mean over ok runs of the slowest rank's), images/s",
+    "loader_utilisation": "throughput per rank / loader rate: near 1 the step waits for its input",
+    "speedup": "throughput(N) / throughput(1), against the 1-rank configuration with the same baseline keys",
+    "speedup_ci_lo": "lower end of the speedup's 95% delta-method interval",
+    "speedup_ci_hi": "upper end of the speedup's 95% delta-method interval",
+    "efficiency": "speedup / ranks (weak scaling)",
+    "efficiency_ci_lo": "lower end of the efficiency's 95% interval",
+    "efficiency_ci_hi": "upper end of the efficiency's 95% interval",
+    "train_flops_per_image": "training FLOPs per image (3 x forward; convolutions and fully connected layers)",
+    "matmul_flops_s": "the framework's matrix-multiply rate on the study's device (peak.csv)",
+    "mfu": "model FLOP utilisation: throughput per rank x training FLOPs per image / matmul_flops_s",
+}
+
+PEAK = {
+    "framework": RUN["framework"],
+    "device": "`cpu` or `gpu`",
+    "precision": "`fp32` (float32 multiply) or `mixed` (float16)",
+    "threads": "threads the multiply ran with (`threads_per_rank`)",
+    "n": "the square matrices' size (2048 on the CPU, 8192 on a GPU)",
+    "matmul_flops_s": "2 n^3 / the median time of 10 multiplies",
+    "matmul_flops_s_min": "the rate of the slowest multiply",
+    "matmul_flops_s_max": "the rate of the fastest multiply",
+    "repeats": "multiplies timed (0 where the framework could not run)",
+    "failure": "why there is no rate (a framework that cannot use the device)",
+}
+
+_SWEEP_KEYS = {
+    "nodes": RUN["nodes"],
+    "ranks_per_node": RUN["ranks_per_node"],
+    "ranks": "nodes x ranks_per_node",
+    "path": "`mpi` (MPI_Allreduce of host buffers: the network's reference), `horovod` (Horovod's allreduce of "
+            "4 tensors it fuses: the path gradients take) or `horovod_tensors` (the same bytes in 128 tensors)",
+}
+
+ALLREDUCE = {
+    **_SWEEP_KEYS,
+    "bytes": "message size",
+    "repetitions": "allreduces timed at this size (until 2 s, 5 to 50)",
+    "median_s": "median time of one allreduce (the slowest rank's)",
+    "min_s": "fastest repetition",
+    "max_s": "slowest repetition",
+    "algbw_bytes_per_s": "algorithm bandwidth: bytes / median time (nccl-tests' definition)",
+    "busbw_bytes_per_s": "bus bandwidth: algbw x 2(n-1)/n",
+    "transport": "the transport measured",
+}
+
+ALLREDUCE_FIT = {
+    **_SWEEP_KEYS,
+    "alpha_s": "ring model's per-message latency alpha, T(m) = 2(n-1) alpha + 2(n-1)/n m beta",
+    "beta_s_per_byte": "ring model's seconds per byte",
+    "bandwidth_bytes_per_s": "1 / beta",
+    "fit_median_rel_error": "the fit's median relative error over the sizes",
+    "per_tensor_s": "what each tensor of a message adds (horovod row: median over sizes of the two Horovod "
+                    "paths' difference / 124 tensors)",
+    "sizes": "sizes the fit used",
+    "failure": "why the sweep failed (allreduce.csv keeps the sizes measured before; the model takes no T(m) from it)",
+}
+
+MODEL = {
+    **_IDENTITY,
+    "ranks": "nodes x ranks_per_node",
+    "grad_tensors": RUNS["grad_tensors"],
+    "grad_bytes": RUNS["grad_bytes"],
+    "link_rate_mbit": RUNS["link_rate_mbit"],
+    "iteration_s": "measured mean iteration time",
+    "comm_total_s": "measured allreduce work per iteration, overlapped or not",
+    "comm_exposed_s": "measured exposed communication: what the step waited for",
+    "overlap_ratio": "1 - comm_exposed_s / comm_total_s",
+    "predicted_iteration_s": "the model's iteration: 1-rank compute + exposed communication",
+    "predicted_comm_total_s": "the model's sum of the fused buffers' allreduce times",
+    "predicted_comm_exposed_s": "how far the model's last allreduce ends after backward",
+    "error_iteration": "(predicted - measured) / measured iteration time",
+    "error_comm_total": "(predicted - measured) / measured communication time",
+    "error_from_compute": "the part of error_iteration from compute (the 1-rank compute against the N-rank run's), "
+                          "a share of the measured iteration",
+    "error_from_exposed": "the part from exposed communication; error_from_compute + error_from_exposed = "
+                          "error_iteration",
+    "not_predicted": "why the run has no prediction (no 1-rank baseline, no sweep, no phases ...)",
+}
+
+REPLAY = {
+    **_BASELINE,
+    "nodes": "replayed nodes",
+    "ranks": "replayed ranks (one per node)",
+    "iterations": "replayed iterations",
+    "iteration_s": "replayed iteration time, mean over ranks and iterations",
+    "iteration_ci95": "its 95% interval's half-width relative to the mean",
+    "comm_exposed_s": "replayed exposed communication",
+    "predicted_iteration_s": "the model's prediction from the Horovod sweep on the same nodes",
+    "predicted_comm_exposed_s": "the model's exposed communication",
+    "error_iteration": "(predicted - replayed) / replayed iteration time",
+    "error_from_compute": MODEL["error_from_compute"],
+    "error_from_exposed": MODEL["error_from_exposed"],
+    "extrapolated_iteration_s": "the extrapolation's prediction from the ring fit of the smallest multi-node sweep",
+    "error_extrapolated": "(extrapolated - replayed) / replayed iteration time",
+    "failure": "why the replay failed",
+}
+
+GRADIENTS = {
+    "framework": RUN["framework"],
+    "model": RUN["model"],
+    "grad_tensors": RUNS["grad_tensors"],
+    "grad_bytes": RUNS["grad_bytes"],
+}
+
+EXTRAPOLATION = {
+    **_BASELINE,
+    "link": "the link's name under `extrapolate.links`",
+    "ranks": "ranks in the predicted cluster, one per node (2, 4 ... `extrapolate.max_ranks`)",
+    "predicted_iteration_s": "PREDICTED iteration time over that link",
+    "predicted_efficiency": "PREDICTED weak-scaling efficiency T(1) / T(N)",
+}
+
+_OFF_TARGET = "every configuration whose median error is over 5%, with its medians and the measured reason"
+
+MODEL_ERROR = {
+    "runs": "predicted runs",
+    "median_abs_error_iteration": "median absolute relative error of the predicted iteration time",
+    "median_abs_error_comm_total": "median absolute relative error of the predicted communication time",
+    "off_target": _OFF_TARGET,
+    "not_predicted": "runs of 2 or more ranks not predicted, counted by why",
+    "reason": "why nothing was predicted (only where no run was)",
+    "replay": "with `replay`: the same over the replayed configurations (keys below)",
+    "replay.replays": "replayed configurations with a prediction",
+    "replay.nodes": "the node counts replayed",
+    "replay.median_abs_error_iteration": "the model's median absolute relative error",
+    "replay.median_abs_error_extrapolated": "the extrapolation's median absolute relative error",
+    "replay.worst_iteration_ci95": "the widest replay's 95% interval relative to its mean",
+    "replay.off_target": _OFF_TARGET,
+}
+
+# Every table the pipeline writes under `results/`, by file name.
+TABLES = {
+    "tidy.csv": TIDY,
+    "runs.csv": RUNS,
+    "tensors.csv": TENSORS,
+    "summary.csv": SUMMARY,
+    "peak.csv": PEAK,
+    "allreduce.csv": ALLREDUCE,
+    "allreduce_fit.csv": ALLREDUCE_FIT,
+    "model.csv": MODEL,
+    "replay.csv": REPLAY,
+    "gradients.csv": GRADIENTS,
+    "extrapolation.csv": EXTRAPOLATION,
+}
+# JSON outputs' keys (nested keys joined by a dot).
+JSON_KEYS = {"model_error.json": MODEL_ERROR}
+
+_RUN_PATH = "runs/<framework>/<model>/<comm>/<layout>/<timing>/nodes<N>_rpn<R>_bs<B>_lw<W>/repeat<K>"
+
+# What lands where: every file and folder a study writes (paths under `results/` unless they start
+# with `data/` or `logs/`).
+OUTPUTS = {
+    "environment.json": "the environment the study ran in: pins, MPI, `horovodrun --check-build`",
+    "data/<recipe>/": "the training images (`data: {kind: images}`), made once per recipe (count, classes, seed, "
+                      "or your folder; shards; corrupt-file policy) and shared by every study in the checkout: "
+                      "`tree/` (ImageFolder JPEGs), `tfrecord/`, `recordio/train.{rec,idx}`, `manifest.json` "
+                      "(files, content hash, skipped and converted files)",
+    f"{_RUN_PATH}/": "one run (`lw`: loader workers per rank): `spec.json` (everything the ranks were told), "
+                     "`rank<r>.jsonl` (one record per iteration per rank), `trace_rank<r>.json` (native timing: "
+                     "the rank's traced iterations as one Chrome trace, opens in Perfetto), `profile_rank<r>/` "
+                     "(the framework profiler's and Horovod's raw files behind it), `timeline.json` (phased "
+                     "timing: Horovod's timeline of the measured iterations, rank 0, 2 or more ranks), "
+                     "`status.json` (ok or failed, and why)",
+    "attempts/<run path>/<time>/": "earlier attempts of a redone run, whole (its files, `status.json`, "
+                                   "`launch.log`), and earlier allreduce sweeps (`attempts/allreduce/`): measured "
+                                   "data is never overwritten",
+    "tidy.csv": "one row per run x rank x iteration x phase",
+    "runs.csv": "one row per run: status, reasons, versions, settings, data, hosts, command, gradients, "
+                "Horovod's fusion settings and timeline",
+    "tensors.csv": "one row per successful run x gradient tensor: what the performance model replays. The table "
+                   "stage (`analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
+    "summary.csv": "one row per configuration: throughput, speedup, efficiency, iteration and phase times with 95% "
+                   "intervals, loader rate, MFU, noise, failed repeats",
+    "peak.csv": "each framework's matrix-multiply rate with a rank's threads on the study's device: MFU's denominator",
+    "allreduce/nodes<N>_rpn<R>.jsonl": "the allreduce sweep (4 bytes to `allreduce_max_bytes`) on the same hosts and "
+                                       "ranks as the training runs with 2 or more ranks, and on every node count "
+                                       "under `replay`: every repetition's time per size and path",
+    "allreduce.csv": "per sweep, path and size: repetitions, times, algorithm and bus bandwidth",
+    "allreduce_fit.csv": "per sweep and path: the ring alpha-beta fit and Horovod's per-tensor cost",
+    "model.csv": "one row per run: measured and predicted communication and iteration time",
+    "replay/plans.json, replay/nodes<N>.jsonl, replay/nodes<N>.spec.json": "with `replay`: what each replayed 1-rank "
+        "configuration computes and sends, per node count every rank's replayed iteration, and the spec the ranks "
+        "were handed",
+    "replay.csv": "per replayed configuration and node count: replayed time beside the model's and the "
+                  "extrapolation's prediction; empty without `replay`",
+    "model_error.json": "the model's median errors, and the configurations off by more than 5% with the measured reason",
+    "gradients.csv": "gradient tensors and bytes per iteration, per framework and model",
+    "extrapolation.csv": "PREDICTED efficiency for 2 ... `extrapolate.max_ranks` ranks over each link in "
+                         "`extrapolate.links`",
+    "figures/{throughput,efficiency,phases}.{pdf,png}": "seaborn, faceted by model, hue framework, style the rest "
+                                                        "of the configuration (`setting`)",
+    "figures/input.{pdf,png}": "per rank, the loader's own rate against what training takes from it",
+    "figures/model.{pdf,png}": "predicted against measured iteration and communication time, one point per run",
+    "figures/extrapolation.{pdf,png}": "predicted efficiency up to `extrapolate.max_ranks` ranks per link, titled as "
+                                       "a prediction",
+    "figures/replay.{pdf,png}": "replayed iteration time by node count beside the two predictions",
+    "report.md": "the study for a paper: config, hosts, launcher, environment and git commit, the summary as "
+                 "Markdown and LaTeX (booktabs) tables, noise and failure warnings, the model's error, the figures",
+    "logs/": "the environment build log, one log per run (mpirun's output of all ranks), one per analysis step "
+             "(what it read, wrote and warned about)",
+}

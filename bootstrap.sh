@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up everything this harness needs on a fresh machine, then link .venv to the environment:
+# Set up everything this harness needs on a fresh machine, then make .venv, this checkout's overlay on
+# the shared environment (its packages and commands, and this checkout installed editable: `dlscale`):
 #  1. MPI: uses the mpicc/mpirun on PATH (on a cluster, `module load` your site's MPI first).
 #     If there is none and this is Debian/Ubuntu as root, installs Open MPI from the distribution.
 #  2. A C++ compiler (for Horovod), installed the same way when missing.

@@ -123,28 +123,6 @@ def columns_reference():
 
 # --- the command line ---------------------------------------------------------------------------
 
-class _Parser(Exception):
-    def __init__(self, parser):
-        self.parser = parser
-
-
-def parser_of(main):
-    """The argparse parser a command-line `main` builds: caught as it starts parsing."""
-    original = argparse.ArgumentParser.parse_args
-
-    def caught(self, *args, **kwargs):
-        raise _Parser(self)
-
-    argparse.ArgumentParser.parse_args = caught
-    try:
-        main([])
-    except _Parser as got:
-        return got.parser
-    finally:
-        argparse.ArgumentParser.parse_args = original
-    raise RuntimeError(f"{main} parsed no arguments")
-
-
 def _help(parser):
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"
@@ -157,10 +135,11 @@ def _help(parser):
             os.environ["COLUMNS"] = old
 
 
-def cli_reference(main=None):
-    if main is None:
-        from harness.__main__ import main
-    parser = parser_of(main)
+def cli_reference(parser=None):
+    if parser is None:
+        from harness.__main__ import parser as make
+
+        parser = make()
     parts = [f"## `{parser.prog}`", "", "```text", _help(parser).rstrip(), "```", ""]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

@@ -305,11 +305,49 @@ def load_record(path):
     return json.loads((Path(path) / RECORD).read_text())
 
 
+OVERLAY_MARK = "dlscale-environment.pth"
+
+
 def link(path, link_path):
-    """Point `link_path` (for example `.venv` in the checkout) at the environment."""
-    link_path = Path(link_path)
-    if link_path.is_symlink() or link_path.exists():
-        if not link_path.is_symlink():
-            raise EnvError(f"{link_path} exists and is not a symlink; remove it to link the environment")
-        link_path.unlink()
-    link_path.symlink_to(path, target_is_directory=True)
+    """Make `link_path` (`.venv` in the checkout) this checkout's own small venv on top of the shared
+    environment `path`: the environment's packages through a .pth file, this checkout installed
+    editable (its `dlscale` command; no test or rule edits sys.path), and the environment's commands
+    (snakemake, pytest, mkdocs, ...) as scripts run by the overlay's python. The environment is
+    shared by every clone on the machine; each clone's overlay points at that clone."""
+    link_path, path = Path(link_path), Path(path)
+    if link_path.is_symlink():
+        link_path.unlink()  # the layout before the overlay: a link to the environment itself
+    elif link_path.exists() and not list(link_path.glob(f"lib/python*/site-packages/{OVERLAY_MARK}")):
+        raise EnvError(f"{link_path} exists and is not this project's environment overlay; remove it")
+    else:
+        shutil.rmtree(link_path, ignore_errors=True)
+    env_python = path / "bin" / "python"
+    base = subprocess.run([str(env_python), "-c", "import sys; print(sys._base_executable)"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    subprocess.run([base, "-m", "venv", "--without-pip", str(link_path)], check=True)
+    site_of = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    shared = subprocess.run([str(env_python), "-c", site_of], check=True, capture_output=True, text=True).stdout.strip()
+    python = link_path.resolve() / "bin" / "python"
+    own = subprocess.run([str(python), "-c", site_of], check=True, capture_output=True, text=True).stdout.strip()
+    # addsitedir (not a plain path line) also reads the environment's own .pth files
+    (Path(own) / OVERLAY_MARK).write_text(f"import site; site.addsitedir({shared!r})\n")
+    _commands(path / "bin", link_path.resolve() / "bin", python)
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--editable", str(root)], check=True, cwd=root)
+
+
+def _commands(env_bin, own_bin, python):
+    """The environment's commands in the overlay: Python scripts re-pointed at the overlay's python
+    (so they see this checkout), other programs linked."""
+    for script in sorted(env_bin.iterdir()):
+        target = own_bin / script.name
+        if target.exists() or script.name.startswith(("python", "activate", "Activate")):
+            continue
+        head = script.read_bytes()[:200] if script.is_file() else b""
+        if head.startswith(b"#!" + str(env_bin).encode()):
+            text = script.read_text().split("\n", 1)
+            target.write_text(f"#!{python}\n{text[1] if len(text) > 1 else ''}")
+            target.chmod(0o755)
+        elif script.is_file() and os.access(script, os.X_OK):
+            target.symlink_to(script.resolve())

@@ -1,5 +1,9 @@
-"""Command line: `python -m harness <command>`.
+"""Command line: `dlscale <command>` (also `python -m harness <command>`).
 
+  run [--configfile F]... [--config K=V]... [-- SNAKEMAKE ARGS...]
+                                            run the study: snakemake --cores all in this checkout
+  report [--configfile F]... [--config K=V]...
+                                            the study's report.md and Snakemake's report.html
   env build [--record FILE] [--link PATH]   build (once) or find the workload environment
   env path                                  print the environment's folder (exit 1 if not built)
   check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml and these
@@ -94,9 +98,40 @@ def cmd_launch(args):
     return 0 if status["status"] == "ok" else 1
 
 
-def cmd_retry(args):
+def _snakemake(args, *extra):
+    """snakemake --cores all with the study's overlays and items, run in this checkout (where the
+    Snakefile's relative paths are); returns its exit code."""
     import subprocess
 
+    from harness.config import ROOT
+
+    argv = [sys.executable, "-m", "snakemake", "--cores", "all",
+            *(["--configfile", *(str(Path(f).resolve()) for f in args.configfile)] if args.configfile else []),
+            *(["--config", *args.config] if args.config else []), *extra]
+    return subprocess.run(argv, cwd=ROOT).returncode
+
+
+def cmd_run(args):
+    from harness import config as cfg
+
+    cfg.load(*args.configfile, items=args.config)  # a bad key stops here, named, before snakemake starts
+    return _snakemake(args, *args.command)
+
+
+def cmd_report(args):
+    from harness import config as cfg
+
+    conf = cfg.load(*args.configfile, items=args.config)
+    results = cfg.resolve(conf.get("results", "results"))
+    rc = _snakemake(args, str(results / "report.md"))
+    if rc == 0:
+        rc = _snakemake(args, "--report", str(results / "report.html"))
+    if rc == 0:
+        print(f"{results / 'report.md'}\n{results / 'report.html'}")
+    return rc
+
+
+def cmd_retry(args):
     import pandas as pd
 
     from harness import config as cfg
@@ -107,8 +142,7 @@ def cmd_retry(args):
     unknown = set(wanted) - set(cfg.matrix(conf)[0])
     if unknown:
         raise cfg.ConfigError(f"unknown run key(s) {sorted(unknown)}; known: {', '.join(cfg.matrix(conf)[0])}")
-    root = Path(__file__).resolve().parent.parent  # where snakemake runs: relative folders are from here
-    results = root / conf.get("results", "results")
+    results = cfg.resolve(conf.get("results", "results"))  # from the checkout, where snakemake runs
     failed_in_table = set()
     if (results / "runs.csv").is_file():
         table = pd.read_csv(results / "runs.csv", keep_default_na=False)
@@ -128,10 +162,7 @@ def cmd_retry(args):
         print("no failed runs" + (f" matching {' '.join(args.set)}" if args.set else ""))
         return 0
     print(f"redoing {len(redo)} failed run(s):", *redo, sep="\n  ")
-    argv = [sys.executable, "-m", "snakemake", "--cores", "all",
-            *(["--configfile", *(str(Path(f).resolve()) for f in args.configfile)] if args.configfile else []),
-            *(["--config", *args.config] if args.config else []), *args.command, "--forcerun", *redo]
-    return subprocess.run(argv, cwd=root).returncode
+    return _snakemake(args, *args.command, "--forcerun", *redo)
 
 
 def _snakemakes_in(folder):
@@ -210,14 +241,28 @@ def cmd_emulate(args):
             hostfile.unlink()
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__,
+def _study_options(parser):
+    parser.add_argument("--configfile", action="append", default=[], metavar="FILE",
+                        help="an overlay on config/config.yaml (repeat for more, in order)")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="as snakemake --config (one item per --config)")
+
+
+def parser():
+    """The command line's parser (also what the docs' command-line reference is made from)."""
+    parser = argparse.ArgumentParser(prog="dlscale", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    for name, fn, text in (("run", cmd_run, "run the study (snakemake --cores all in this checkout)"),
+                           ("report", cmd_report, "make the study's report.md and Snakemake's report.html")):
+        p = sub.add_parser(name, help=text, description=text)
+        _study_options(p)
+        p.set_defaults(fn=fn)
     p = sub.add_parser("env", help="build or find the workload environment")
     p.add_argument("action", choices=["build", "path"])
     p.add_argument("--record", help="copy the environment record (JSON) here")
-    p.add_argument("--link", help="make this path a symlink to the environment (e.g. .venv)")
+    p.add_argument("--link", help="make this path the checkout's overlay on the environment (e.g. .venv): "
+                                  "the environment's packages and commands, this checkout installed editable")
     p.set_defaults(fn=cmd_env)
     p = sub.add_parser("check-config", help="validate a study config (config/config.yaml and overlays)")
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="overlays on config/config.yaml, in order")
@@ -232,10 +277,7 @@ def main(argv=None):
     p.add_argument("--force", action="store_true", help="also when a snakemake process seems to run here")
     p.set_defaults(fn=cmd_unlock)
     p = sub.add_parser("retry", help="redo failed runs and the tables after them")
-    p.add_argument("--configfile", action="append", default=[], metavar="FILE",
-                   help="an overlay on config/config.yaml (repeat for more, in order)")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="as snakemake --config (one item per --config)")
+    _study_options(p)
     p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="only runs with these keys")
     p.set_defaults(fn=cmd_retry)
     p = sub.add_parser("emulate", help="emulated multi-node clusters (network namespaces)")
@@ -249,9 +291,13 @@ def main(argv=None):
     p.add_argument("--hostfile", help="write the cluster's hostfile here (up)")
     p.add_argument("--all", action="store_true", help="remove every emulated cluster (down)")
     p.set_defaults(fn=cmd_emulate)
+    return parser
+
+
+def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = parser.parse_args(argv[:len(argv) - len(command) - ("--" in argv)])
+    args = parser().parse_args(argv[:len(argv) - len(command) - ("--" in argv)])
     args.command = command
     try:
         return args.fn(args)

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+# The checkout is installed (editable) in the environment's overlay, .venv: `import harness` finds it.
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 # The environment record launch.launch needs: the tests' own interpreter.
 ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 

@@ -113,13 +113,12 @@ def test_every_bench_table_has_its_sidecar():
 
 
 def test_cli_reference_is_the_parser_s_own_help():
-    from harness.__main__ import main
+    from harness.__main__ import parser
 
-    text = generate.cli_reference(main)
-    parser = generate.parser_of(main)
-    assert text.startswith(f"## `{parser.prog}`")
-    for sub in ("retry", "unlock", "check-config", "emulate"):
-        assert f"{parser.prog} {sub}" in text
+    text = generate.cli_reference()
+    assert text.startswith("## `dlscale`") and parser().format_help().splitlines()[0] in text
+    for sub in ("run", "report", "env", "launch", "retry", "unlock", "check-config", "emulate"):
+        assert f"### `dlscale {sub}`" in text
 
 
 def test_an_unknown_placeholder_fails_the_build():

@@ -41,11 +41,10 @@ def test_an_analysis_step_gets_its_files_as_snakemake_hands_them(tmp_path):
 # A stand-in for Snakemake's process: its signal handlers forwarded as the Snakefile's onstart does,
 # an analysis step running in one of its threads, the main thread waiting for it.
 PIPELINE = textwrap.dedent("""
-    import sys, threading, time
-    sys.path.insert(0, {root!r})
+    import threading, time
     from harness import rule
     rule.forward_signals()
-    step = threading.Thread(target=rule.analysis_step, args=("stuck", time.sleep, 600), kwargs={{"timeout_s": 900}})
+    step = threading.Thread(target=rule.analysis_step, args=("stuck", time.sleep, 600), kwargs={"timeout_s": 900})
     step.start()
     print("started", flush=True)
     while step.is_alive():
@@ -56,7 +55,7 @@ PIPELINE = textwrap.dedent("""
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_a_running_analysis_step_within_seconds(sig):
-    proc = subprocess.Popen([sys.executable, "-c", PIPELINE.format(root=str(ROOT))], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", PIPELINE], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "started\n"
     deadline = time.time() + 30

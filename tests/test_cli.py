@@ -1,0 +1,76 @@
+"""The `dlscale` command, as the environment's overlay (.venv, made by ./bootstrap.sh) installs it:
+every subcommand answers --help, and the ones that run the pipeline run it in this checkout."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.__main__ import main
+from tests.conftest import ROOT
+
+DLSCALE = Path(sys.executable).parent / "dlscale"
+SUBCOMMANDS = ["run", "report", "env", "check-config", "launch", "unlock", "retry", "emulate"]
+
+
+def dlscale(*args, **kwargs):
+    return subprocess.run([str(DLSCALE), *args], capture_output=True, text=True, **kwargs)
+
+
+def test_the_environment_installs_the_checkout_and_its_command():
+    assert DLSCALE.is_file(), f"{DLSCALE}: run ./bootstrap.sh (it installs this checkout into .venv)"
+    import harness
+
+    assert Path(harness.__file__).resolve().parent.parent == ROOT  # this checkout, editable
+    proc = dlscale("--help")
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: dlscale")
+    for name in SUBCOMMANDS:
+        assert name in proc.stdout.split("\n\n")[0] + proc.stdout, name
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_every_subcommand_has_help(name):
+    proc = dlscale(name, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: dlscale {name}")
+    assert "-h, --help" in proc.stdout
+
+
+def test_python_m_harness_is_the_same_command():
+    proc = subprocess.run([sys.executable, "-m", "harness", "unlock", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == dlscale("unlock", "--help").stdout
+
+
+def test_run_starts_the_pipeline_in_the_checkout_from_anywhere(tmp_path):
+    overlay = tmp_path / "mine.yaml"
+    overlay.write_text(yaml.safe_dump({"framework": ["torch"], "results": str(tmp_path / "results")}))
+    proc = dlscale("run", "--configfile", "mine.yaml", "--config", "repeats=1", "--", "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "This was a dry-run" in proc.stdout and str(tmp_path / "results") in proc.stdout
+    assert "tensorflow" not in proc.stdout  # the overlay was read
+
+
+def test_run_and_report_stop_on_a_bad_config_naming_the_key(tmp_path, capsys):
+    for name in ("run", "report"):
+        assert main([name, "--config", "repeats=0"]) == 2
+        assert "config key 'repeats'" in capsys.readouterr().err
+
+
+def test_the_overlay_is_remade_and_a_folder_it_did_not_make_is_left_alone(tmp_path):
+    from environment import build
+
+    env = build.env_dir()
+    overlay = tmp_path / "venv"
+    build.link(env, overlay)
+    build.link(env, overlay)  # again: remade in place
+    proc = subprocess.run([str(overlay / "bin" / "dlscale"), "check-config"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and ": ok, " in proc.stdout, proc.stderr
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(build.EnvError, match="not this project's environment overlay"):
+        build.link(env, mine)
+    assert (mine / "notes.txt").read_text() == "keep"

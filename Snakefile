@@ -27,12 +27,14 @@ if DATASET:
 
     include: "rules/data.smk"
 
+
 include: "rules/allreduce.smk"
 
 
 if REPLAYS:
 
     include: "rules/replay.smk"
+
 
 include: "rules/analysis.smk"
 

@@ -10,12 +10,10 @@ rule allreduce:
         f"{RESULTS}/allreduce/nodes{{nodes}}_rpn{{ranks_per_node}}.jsonl",
     log:
         f"{LOGS}/allreduce/nodes{{nodes}}_rpn{{ranks_per_node}}.log",
-    params:
-        settings=json.dumps(
-            {k: config[k] for k in ("allreduce_max_bytes", "launcher")}, sort_keys=True
-        ),
-        attempts=lambda w: f"{RESULTS}/attempts/allreduce/nodes{w.nodes}_rpn{w.ranks_per_node}",
     threads: workflow.cores
+    params:
+        settings=json.dumps({k: config[k] for k in ("allreduce_max_bytes", "launcher")}, sort_keys=True),
+        attempts=lambda w: f"{RESULTS}/attempts/allreduce/nodes{w.nodes}_rpn{w.ranks_per_node}",
     run:
         launch.sweep_rule(config, wildcards, input, output, log, params)
 

@@ -21,9 +21,9 @@ rule peak:
         f"{RESULTS}/peak.csv",
     log:
         f"{LOGS}/peak.log",
+    threads: workflow.cores
     params:
         python=sys.executable,
-    threads: workflow.cores
     run:
         step("peak", steps.measure_peak, config, params.python, output[0], log[0])
 

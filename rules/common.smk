@@ -41,5 +41,9 @@ files = rule_process.files
 
 def reported(paths, category):
     """The PNG ones of `paths` registered for `snakemake --report`, captioned by report/<name>.rst."""
-    return [report(p, caption=f"../report/{Path(p).stem}.rst", category=category) if p.endswith(".png") else p
-            for p in paths]
+
+    def captioned(path):
+        # (a line may not start with `report(`: Snakemake's parser would take it for the report keyword)
+        return report(path, caption=f"../report/{Path(path).stem}.rst", category=category)
+
+    return [captioned(p) if p.endswith(".png") else p for p in paths]

@@ -12,8 +12,8 @@ rule dataset:
         DATA_MANIFEST,
     log:
         f"{LOGS}/dataset.log",
+    threads: workflow.cores
     params:
         python=sys.executable,
-    threads: workflow.cores
     run:
         images.prepare_rule(config, params.python, output[0], log[0])

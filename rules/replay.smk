@@ -32,9 +32,9 @@ rule replay:
         spec=f"{RESULTS}/replay/nodes{{nodes}}.spec.json",
     log:
         f"{LOGS}/replay/nodes{{nodes}}.log",
+    threads: workflow.cores
     params:
         settings=json.dumps({k: config[k] for k in ("replay", "launcher")}, sort_keys=True),
         attempts=lambda w: f"{RESULTS}/attempts/replay/nodes{w.nodes}",
-    threads: workflow.cores
     run:
         launch.replay_rule(config, wildcards, input, output, log, params)

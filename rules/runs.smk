@@ -25,9 +25,9 @@ rule run:
         f"{RESULTS}/runs/{cfg.RUN_PATTERN}/status.json",
     log:
         f"{LOGS}/runs/{cfg.RUN_PATTERN}.log",
+    threads: workflow.cores
     params:
         settings=json.dumps(cfg.run_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/attempts/{cfg.run_path(cfg.run_from_wildcards(w))}",
-    threads: workflow.cores
     run:
         launch.run_rule(config, wildcards, input, output, log, params)

@@ -42,6 +42,7 @@ def documented():
 
 
 PY = ".venv/bin/python"
+DLSCALE = ".venv/bin/dlscale"
 
 # How each documented command is tested: (kind, detail).
 #   study    the shipped config(s) it names, run end to end shrunk by tests/test_shipped_configs.py;
@@ -58,20 +59,20 @@ COMMANDS = {
     f"{PY} -m harness.images make data/train --images 1000 --classes 10": ("run", {"--images 1000": "--images 8"}),
     f"{PY} -m harness.images tfrecord data/train data/tfrecord --shards 8": ("run", {"--shards 8": "--shards 2"}),
     f"{PY} -m harness.images recordio data/train data/recordio/train": ("run", {}),
-    f"{PY} -m harness retry": ("run", {}),
-    f"{PY} -m harness retry framework=mxnet model=alexnet": ("run", {}),
-    f"{PY} -m harness retry --configfile config/emulated.yaml -- --dry-run": ("run", {}),
-    f"{PY} -m harness unlock": ("run", {}),  # its refusing and removing: tests/test_interrupts.py
+    f"{DLSCALE} retry": ("run", {}),
+    f"{DLSCALE} retry framework=mxnet model=alexnet": ("run", {}),
+    f"{DLSCALE} retry --configfile config/emulated.yaml -- --dry-run": ("run", {}),
+    f"{DLSCALE} unlock": ("run", {}),  # its refusing and removing: tests/test_interrupts.py
     ".venv/bin/snakemake --cores all": ("study", None),
-    f"{PY} -m harness check-config config/gpu.yaml": ("run", {}),
-    f"{PY} -m harness retry --configfile config/emulated.yaml --config repeats=1": ("run", {}),
+    f"{DLSCALE} check-config config/gpu.yaml": ("run", {}),
+    f"{DLSCALE} retry --configfile config/emulated.yaml --config repeats=1": ("run", {}),
     "./bootstrap.sh && .venv/bin/snakemake --cores all --configfile config/emulated.yaml": ("study", None),
-    f"{PY} -m harness emulate run --nodes 2 --rate-mbit 300 -- sh -c 'mpirun --allow-run-as-root --hostfile "
+    f"{DLSCALE} emulate run --nodes 2 --rate-mbit 300 -- sh -c 'mpirun --allow-run-as-root --hostfile "
     "$DLSCALE_HOSTFILE -np 2 hostname'": ("run", {}),
-    f"{PY} -m harness emulate up demo --nodes 4 --rate-mbit 1000 --hostfile /tmp/demo.hosts":
-        ("run", {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{PY} -m harness emulate down demo"}),
-    f"{PY} -m harness emulate list": ("run", {}),
-    f"{PY} -m harness emulate down demo": ("run", {}),
+    f"{DLSCALE} emulate up demo --nodes 4 --rate-mbit 1000 --hostfile /tmp/demo.hosts":
+        ("run", {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{DLSCALE} emulate down demo"}),
+    f"{DLSCALE} emulate list": ("run", {}),
+    f"{DLSCALE} emulate down demo": ("run", {}),
     "./bootstrap.sh": ("run", {}),
     "cp config/slurm.yaml my-cluster.yaml": ("run", {"config/": f"{ROOT}/config/"}),
     "$EDITOR profiles/slurm/config.yaml": ("manual", ("opens an editor on the Slurm profile",
@@ -121,7 +122,8 @@ def _shell(command, cwd, timeout=900):
 def _venv_python(command):
     """`.venv/bin/python` and `.venv/bin/snakemake` are this test's own interpreter's."""
     return command.replace(".venv/bin/python", sys.executable).replace(
-        ".venv/bin/snakemake", f"{sys.executable} -m snakemake")
+        ".venv/bin/snakemake", f"{sys.executable} -m snakemake").replace(
+        ".venv/bin/dlscale", str(Path(sys.executable).parent / "dlscale"))
 
 
 def _configfiles(argv):

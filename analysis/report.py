@@ -83,8 +83,73 @@ def caption(name):
     return " ".join(path.read_text().split()) if path.exists() else ""
 
 
-def write(summary, runs, environment, model_error, figures, config, out_path):
-    """figures: the figure files (PNG ones are shown), relative links from out_path's folder."""
+def _table(head, rows):
+    """A Markdown table (cells already text; a `|` inside a cell is escaped)."""
+    esc = [[str(c).replace("|", "\\|") for c in r] for r in rows]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in esc])
+
+
+def _pct(value):
+    return "n/a" if value is None or pd.isna(value) else f"{value:+.1%}"
+
+
+def _setting(row, keys):
+    return " ".join(f"{row[k]}" if k in ("framework", "model", "comm", "layout", "timing") else f"{k}={row[k]}"
+                    for k in keys if k in row)
+
+
+def noise_table(noisy):
+    """One row per configuration whose repeats vary more than the summary allows."""
+    rows = [[r["framework"], r["model"], r["comm"], r["layout"], r["timing"], str(r["ranks"]),
+             "n/a" if pd.isna(r.get("iteration_s_cv")) else f"{r['iteration_s_cv']:.1%}",
+             "n/a" if pd.isna(r.get("iteration_s_ci_rel")) else f"±{r['iteration_s_ci_rel']:.1%}",
+             "n/a" if pd.isna(r.get("repeats_needed")) else f"{int(r['repeats_needed'])}", r["noise_warning"]]
+            for r in noisy.to_dict("records")]
+    return _table(["framework", "network", "comm", "layout", "timing", "ranks", "CV", "95% CI", "repeats for ±5%",
+                   "warning"], rows)
+
+
+def model_tables(model, model_error):
+    """The performance model's error: per configuration the measured and predicted iteration time
+    (medians over its repeats), the error and, where it is off by more than the tolerance, the
+    measured reason; then the replays' (under `replay`). Returns Markdown lines."""
+    from analysis.model import MATCH, TOLERANCE
+
+    lines = []
+    if model_error.get("reason"):
+        lines += [f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
+    else:
+        lines += [f"Median absolute error over {model_error['runs']} predicted runs: iteration time "
+                  f"{model_error['median_abs_error_iteration']:.1%}, communication time "
+                  f"{model_error['median_abs_error_comm_total']:.1%}.", ""]
+        keys = MATCH + ["nodes", "ranks_per_node"]
+        reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
+        rows = []
+        for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
+            m = g[["iteration_s", "predicted_iteration_s", "error_iteration"]].median()
+            why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
+            rows.append([_setting(dict(zip(keys, key)), ["framework", "model", "comm", "layout", "timing", "nodes",
+                                                         "ranks_per_node", "batch_size"]), str(len(g)),
+                         _num(m.iteration_s), _num(m.predicted_iteration_s), _pct(m.error_iteration), why])
+        lines += [_table(["configuration", "runs", "measured iteration (s)", "predicted (s)", "error", "reason"],
+                         rows), ""]
+    replay = model_error.get("replay")
+    if replay:
+        lines += [f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
+                  f"model {_pct(replay.get('median_abs_error_iteration'))[1:]}, of the extrapolation "
+                  f"{_pct(replay.get('median_abs_error_extrapolated'))[1:]} over {replay.get('replays', 0)} "
+                  "replayed configurations (replay.csv).", ""]
+        off = replay.get("off_target", [])
+        if off:
+            lines += [_table(["configuration", "error", "reason"],
+                             [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]]
+                              for o in off]), ""]
+    return lines
+
+
+def write(summary, runs, environment, model_error, figures, config, out_path, model=None):
+    """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
+    model: model.csv (per run, measured and predicted)."""
     out_path = Path(out_path)
     rows = table_rows(summary)
     noisy = summary[summary.get("noise_warning", pd.Series(dtype=str)).fillna("") != ""]
@@ -109,18 +174,16 @@ def write(summary, runs, environment, model_error, figures, config, out_path):
     else:
         parts += ["Nothing to show: no successful run (the failed runs and why are below).", ""]
     if len(noisy):
-        parts += ["### Noise", ""] + [f"- {r.framework} {r.model} {r.comm} {r.layout} {r.timing} {r.ranks} ranks: "
-                                      f"{r.noise_warning}" for r in noisy.itertuples()] + [""]
+        parts += ["### Noise", "", "Configurations whose repeats vary by more than 5% (coefficient of variation of "
+                  "the iteration time, or the 95% interval's half-width over the mean): differences smaller than "
+                  "that are noise.", "", noise_table(noisy), ""]
     if len(failed):
         parts += ["### Failed runs", ""] + [f"- {r.framework} {r.model} {r.comm} nodes={r.nodes} "
                                             f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
                                             for r in failed.itertuples()] + [""]
-    if model_error.get("reason"):  # no run predicted: why, and the replays' errors if any
-        parts += ["## Performance model", "", f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
-        if model_error.get("replay"):
-            parts += ["```json", json.dumps({"replay": model_error["replay"]}, indent=2), "```", ""]
-    elif model_error:
-        parts += ["## Performance model", "", "```json", json.dumps(model_error, indent=2), "```", ""]
+    if model_error:
+        parts += ["## Performance model", ""] + model_tables(model if model is not None else pd.DataFrame(),
+                                                             model_error)
     parts += ["## Figures", ""]
     for fig in figures:
         fig = Path(fig)

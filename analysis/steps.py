@@ -165,5 +165,7 @@ def write_report(inputs, output, config, log_path):
         runs = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
         environment = json.loads(Path(inputs.environment).read_text())
         error = json.loads(Path(inputs.error).read_text())
-        _wrote(report.write(summary, runs, environment, error, list(inputs.figures), config, output[0]))
+        model_csv = getattr(inputs, "model", None)  # model.csv: the per-configuration error table
+        model_table = pd.read_csv(model_csv, keep_default_na=False, na_values=[""]) if model_csv else None
+        _wrote(report.write(summary, runs, environment, error, list(inputs.figures), config, output[0], model_table))
 

@@ -82,6 +82,7 @@ rule paper_report:
         runs=f"{RESULTS}/runs.csv",
         environment=ENV_RECORD,
         error=f"{RESULTS}/model_error.json",
+        model=f"{RESULTS}/model.csv",
         figures=FIGURES + MODEL_FIGURES,
     output:
         f"{RESULTS}/report.md",

@@ -90,6 +90,9 @@ def test_tiny_study_end_to_end(tmp_path):
     assert "| framework | network | comm |" in md and "\\begin{tabular}" in md and "\\toprule" in md
     assert md.count("| torch | tinynet |") == 2 and "![throughput](figures/throughput.png)" in md
     assert "dlscale commit:" in md and "## Performance model" in md
+    # the model's error as a table, one row per predicted configuration; no raw JSON
+    assert "| configuration | runs | measured iteration (s) | predicted (s) | error | reason |" in md
+    assert md.count("| torch tinynet overlap") + md.count("| mxnet tinynet overlap") == 2 and "```json" not in md
     html = results / "report.html"
     proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path), "--report", str(html)], cwd=ROOT,
                           capture_output=True, text=True)

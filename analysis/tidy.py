@@ -156,7 +156,7 @@ def _read_files(run_dir, row):
             for phase in [p for p in PHASES if f"{p}_s" in rec] + ["wall"]:
                 rows.append({**base, "phase": phase, "seconds": rec[f"{phase}_s"]})
         if (run_dir / trace_name(rank)).exists():
-            derived = _readable(trace_name(rank), lambda: trace.derive(*trace.read(run_dir / trace_name(rank))))
+            derived = _readable(trace_name(rank), lambda rank=rank: trace.derive(*trace.read(run_dir / trace_name(rank))))
             for (_, iteration), phases in sorted(derived.items()):
                 base = {**identity, "rank": rank, "host": host, "iteration": iteration, "warmup": False,
                         "profiled": True, "source": "trace"}

@@ -21,7 +21,6 @@ but communication. `--env` adds variables to the ranks' environment (the study's
 """
 
 import argparse
-import csv
 import json
 import os
 import statistics

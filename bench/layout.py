@@ -13,7 +13,6 @@ bench/results/layout.csv.
 """
 
 import argparse
-import csv
 import json
 import os
 import statistics

@@ -13,9 +13,7 @@ docs/hooks.py calls `render` on every page (MkDocs' on_page_markdown); the tests
 directly. An unknown placeholder is an error, so a typo fails `mkdocs build`."""
 
 import argparse
-import contextlib
 import csv
-import io
 import os
 import re
 from pathlib import Path
@@ -143,7 +141,7 @@ def cli_reference(parser=None):
     parts = [f"## `{parser.prog}`", "", "```text", _help(parser).rstrip(), "```", ""]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
+            for sub in action.choices.values():
                 parts += [f"### `{sub.prog}`", "", "```text", _help(sub).rstrip(), "```", ""]
     return "\n".join(parts)
 

@@ -280,7 +280,10 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
         raise DataError(f"{tree}: none of its {len(found)} images decodes")
     tfrecords = to_tfrecord(kept, out / "tfrecord", shards)
     recordio = to_recordio(kept, out / "recordio" / "train")
-    rel = (lambda p: str(p.relative_to(out)) if p.is_relative_to(out) else str(p))
+
+    def rel(p):
+        return str(p.relative_to(out)) if p.is_relative_to(out) else str(p)
+
     manifest = {"source": source, "content_hash": content_hash(tree), "classes": names,
                 "files": [[rel(p), label] for p, label in kept], "skipped": skipped, "converted": converted,
                 "tfrecords": [rel(p) for p in tfrecords], "recordio": [rel(p) for p in recordio]}

@@ -12,8 +12,9 @@ import json
 import math
 import time
 
-SCHEMA = "dlscale.record/2"
 from harness.vocabulary import PHASES, RUN_KEYS
+
+SCHEMA = "dlscale.record/2"
 
 PHASE_KEYS = tuple(f"{p}_s" for p in PHASES)
 

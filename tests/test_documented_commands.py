@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.study import SNAKEMAKE, run_shrunk
+from tests.study import run_shrunk
 
 FENCE = re.compile(r"^```(sh|bash|console|shell)\s*\n(.*?)^```", re.M | re.S)
 

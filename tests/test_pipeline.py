@@ -1,7 +1,6 @@
 """A real Snakemake run of a tiny study, then a second run that must do nothing."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -187,7 +187,7 @@ def profile(trainer, data, first, count, out):
     spans = {}
     for it in range(first, first + count):
         with trainer.annotate(f"{trace.ITERATION}{it}"):
-            start, loss = native_step(trainer, lambda: data(it))
+            start, loss = native_step(trainer, lambda it=it: data(it))
             end = time.perf_counter()
         spans[it] = (start, end, trainer.loss_value(loss))
     trainer.profiling = False
@@ -312,10 +312,10 @@ def train(argv, scratch):
         if timeline and it == warmup:
             trainer.hvd.start_timeline(str(out / TIMELINE))
         if native:
-            start, loss = native_step(trainer, lambda: data(it))
+            start, loss = native_step(trainer, lambda it=it: data(it))
             phases = {}
         else:
-            phases, start, loss = timed_step(trainer, lambda: data(it))
+            phases, start, loss = timed_step(trainer, lambda it=it: data(it))
         if it >= warmup:
             ready.append(trainer.gradient_ready())
         loss = trainer.loss_value(loss)

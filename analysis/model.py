@@ -197,6 +197,9 @@ def off_target(table, keys):
 NO_PHASES = "1-rank baseline has no phase times"
 NO_TRACES = f"{NO_PHASES} (native runs without traces: profile_iterations 0)"
 ZERO_PHASES = "1-rank baseline's phase times add up to no time"
+# Why a run of the study has no prediction besides (model.csv `not_predicted`).
+BASELINE_ITSELF = "1 rank: the model's baseline"
+NO_BASELINE = "no successful 1-rank run of this configuration"
 
 
 def baselines(table, tensors):
@@ -262,15 +265,15 @@ def not_predicted(run, bases, unusable, cost_by, failures):
     """Why the model predicts no time for this run (a model.csv row's run), or "" when it does."""
     key, place = tuple(run[k] for k in MATCH), (run["nodes"], run["ranks_per_node"])
     if run["ranks"] < 2:
-        return "1 rank: the model's baseline"
+        return BASELINE_ITSELF
     if key in unusable:
         return unusable[key]
     if key not in bases:
-        return "no successful 1-rank run of this configuration"
+        return NO_BASELINE
     if place in failures:
         return f"allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node failed: {failures[place]}"
     if place not in cost_by:
-        return f"no allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node"
+        return f"no allreduce time measured on {place[0]} node(s) x {place[1]} rank(s) per node (allreduce.csv)"
     return ""
 
 

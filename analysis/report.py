@@ -93,6 +93,11 @@ def _pct(value):
     return "n/a" if value is None or pd.isna(value) else f"{value:+.1%}"
 
 
+def _share(value):
+    """An absolute error as a percentage, or n/a (model_error.json's null: no run to take it over)."""
+    return "n/a" if value is None or pd.isna(value) else f"{value:.1%}"
+
+
 def _setting(row, keys):
     return " ".join(f"{row[k]}" if k in ("framework", "model", "comm", "layout", "timing") else f"{k}={row[k]}"
                     for k in keys if k in row)
@@ -120,8 +125,8 @@ def model_tables(model, model_error):
         lines += [f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
     else:
         lines += [f"Median absolute error over {model_error['runs']} predicted runs: iteration time "
-                  f"{model_error['median_abs_error_iteration']:.1%}, communication time "
-                  f"{model_error['median_abs_error_comm_total']:.1%}.", ""]
+                  f"{_share(model_error['median_abs_error_iteration'])}, communication time "
+                  f"{_share(model_error['median_abs_error_comm_total'])}.", ""]
         keys = MATCH + ["nodes", "ranks_per_node"]
         reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
         rows = []
@@ -136,8 +141,8 @@ def model_tables(model, model_error):
     replay = model_error.get("replay")
     if replay:
         lines += [f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
-                  f"model {_pct(replay.get('median_abs_error_iteration'))[1:]}, of the extrapolation "
-                  f"{_pct(replay.get('median_abs_error_extrapolated'))[1:]} over {replay.get('replays', 0)} "
+                  f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
+                  f"{_share(replay.get('median_abs_error_extrapolated'))} over {replay.get('replays', 0)} "
                   "replayed configurations (replay.csv).", ""]
         off = replay.get("off_target", [])
         if off:

@@ -153,3 +153,14 @@ def test_off_target_configurations_say_which_part_of_the_error_is_larger():
                                      "(the model computes at the 1-rank run's speed)")
     assert far[1]["reason"] == ("exposed communication (-40.0% of the iteration): 1.5 s per iteration measured, "
                                 "0.7 s predicted")
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("ready, sizes, cost, problem", [
+    ([float("nan")], [100], linear(1e-4), "ready time nan"),  # a native run without traces: no backward time
+    ([0.1, float("inf")], [100, 100], linear(1e-4), "ready time inf"),
+    ([0.1], [100], lambda m: float("nan"), "an allreduce of 100 bytes costs nan s"),
+])
+def test_schedule_refuses_what_is_not_a_number_instead_of_hanging(ready, sizes, cost, problem):
+    with pytest.raises(ValueError, match=f"cannot schedule allreduces: {problem}"):
+        model.schedule(ready, sizes, cost)

@@ -18,10 +18,33 @@ import pandas as pd
 
 from harness import allreduce
 
-SWEEP_COLUMNS = ["nodes", "ranks_per_node", "ranks", "path", "bytes", "repetitions", "median_s", "min_s", "max_s",
-                 "algbw_bytes_per_s", "busbw_bytes_per_s", "transport"]
-FIT_COLUMNS = ["nodes", "ranks_per_node", "ranks", "path", "alpha_s", "beta_s_per_byte", "bandwidth_bytes_per_s",
-               "fit_median_rel_error", "per_tensor_s", "sizes", "failure"]
+SWEEP_COLUMNS = [
+    "nodes",
+    "ranks_per_node",
+    "ranks",
+    "path",
+    "bytes",
+    "repetitions",
+    "median_s",
+    "min_s",
+    "max_s",
+    "algbw_bytes_per_s",
+    "busbw_bytes_per_s",
+    "transport",
+]
+FIT_COLUMNS = [
+    "nodes",
+    "ranks_per_node",
+    "ranks",
+    "path",
+    "alpha_s",
+    "beta_s_per_byte",
+    "bandwidth_bytes_per_s",
+    "fit_median_rel_error",
+    "per_tensor_s",
+    "sizes",
+    "failure",
+]
 
 
 def read_sweep(path, nodes, ranks_per_node):
@@ -35,13 +58,23 @@ def read_sweep(path, nodes, ranks_per_node):
             continue
         algbw = rec["bytes"] / rec["median_s"]
         transport = rec.get("transport", "mpi (host memory)")
-        rows.append({"nodes": nodes, "ranks_per_node": ranks_per_node, "ranks": rec["ranks"],
-                     # sweeps before the horovod path: one path, named by its transport
-                     "path": rec.get("path", "horovod" if transport.startswith("horovod") else "mpi"),
-                     "bytes": rec["bytes"], "repetitions": len(rec["times_s"]), "median_s": rec["median_s"],
-                     "min_s": min(rec["times_s"]), "max_s": max(rec["times_s"]),
-                     "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": allreduce.bus_bandwidth(algbw, rec["ranks"]),
-                     "transport": transport})
+        rows.append(
+            {
+                "nodes": nodes,
+                "ranks_per_node": ranks_per_node,
+                "ranks": rec["ranks"],
+                # sweeps before the horovod path: one path, named by its transport
+                "path": rec.get("path", "horovod" if transport.startswith("horovod") else "mpi"),
+                "bytes": rec["bytes"],
+                "repetitions": len(rec["times_s"]),
+                "median_s": rec["median_s"],
+                "min_s": min(rec["times_s"]),
+                "max_s": max(rec["times_s"]),
+                "algbw_bytes_per_s": algbw,
+                "busbw_bytes_per_s": allreduce.bus_bandwidth(algbw, rec["ranks"]),
+                "transport": transport,
+            }
+        )
     return rows, failure
 
 
@@ -53,13 +86,24 @@ def tables(sweeps):
         all_rows += rows
         for path in sorted({r["path"] for r in rows}) or [""]:
             mine = [r for r in rows if r["path"] == path]
-            fit = {"nodes": nodes, "ranks_per_node": rpn, "ranks": nodes * rpn, "path": path, "sizes": len(mine),
-                   "failure": failure}
+            fit = {
+                "nodes": nodes,
+                "ranks_per_node": rpn,
+                "ranks": nodes * rpn,
+                "path": path,
+                "sizes": len(mine),
+                "failure": failure,
+            }
             if mine and not failure and nodes * rpn > 1:
-                alpha, beta, err = allreduce.fit_ring([r["bytes"] for r in mine], [r["median_s"] for r in mine],
-                                                      nodes * rpn)
-                fit.update(alpha_s=alpha, beta_s_per_byte=beta, fit_median_rel_error=err,
-                           bandwidth_bytes_per_s=1 / beta if beta > 0 else float("inf"))
+                alpha, beta, err = allreduce.fit_ring(
+                    [r["bytes"] for r in mine], [r["median_s"] for r in mine], nodes * rpn
+                )
+                fit.update(
+                    alpha_s=alpha,
+                    beta_s_per_byte=beta,
+                    fit_median_rel_error=err,
+                    bandwidth_bytes_per_s=1 / beta if beta > 0 else float("inf"),
+                )
             if path == "horovod":
                 fit["per_tensor_s"] = per_tensor(mine, [r for r in rows if r["path"] == "horovod_tensors"])
             fits.append(fit)
@@ -70,6 +114,9 @@ def per_tensor(fused, many):
     """Seconds each tensor of a message adds (sweep rows of the horovod and horovod_tensors paths),
     or NaN where no size was swept on both."""
     few = {r["bytes"]: r["median_s"] for r in fused}
-    extra = [(r["median_s"] - few[r["bytes"]]) / (allreduce.MANY_PIECES - allreduce.FUSED_PIECES)
-             for r in many if r["bytes"] in few]
+    extra = [
+        (r["median_s"] - few[r["bytes"]]) / (allreduce.MANY_PIECES - allreduce.FUSED_PIECES)
+        for r in many
+        if r["bytes"] in few
+    ]
     return statistics.median(extra) if extra else float("nan")

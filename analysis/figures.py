@@ -69,8 +69,10 @@ def lines(summary):
     keys = [k for k in BASELINE_KEYS if k != "model"]
     varying = [k for k in keys[4:] if summary[k].nunique() > 1]
     out = summary.copy()
-    out["setting"] = [", ".join([r.comm, r.layout, r.timing] + [f"{k} {getattr(r, k)}" for k in varying])
-                      for r in summary.itertuples()]
+    out["setting"] = [
+        ", ".join([r.comm, r.layout, r.timing] + [f"{k} {getattr(r, k)}" for k in varying])
+        for r in summary.itertuples()
+    ]
     line = ["model", "framework", "setting"]
     split = out.duplicated(line + ["ranks"], keep=False).groupby([out[k] for k in line]).transform("any")
     out.loc[split, "setting"] += out.loc[split, "ranks_per_node"].map(", {} per node".format)
@@ -83,19 +85,45 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=No
     ran = summary[summary["repeats_ok"] > 0]
     ok = lines(ran.dropna(subset=[column]))
     if ok.empty:
-        return _nothing(paths, name, "no successful run (see summary.csv)" if ran.empty
-                        else why or f"no configuration has a value of {column} (see summary.csv)")
-    grid = sns.relplot(data=ok, kind="line", x="ranks", y=column, col="model", hue="framework", style="setting",
-                       units="setting", estimator=None, markers=True, dashes=True, palette=FRAMEWORK_COLOURS,
-                       hue_order=[f for f in FRAMEWORKS if f in set(ok["framework"])],
-                       height=3.2, aspect=1.1, facet_kws={"sharey": False})
+        return _nothing(
+            paths,
+            name,
+            "no successful run (see summary.csv)"
+            if ran.empty
+            else why or f"no configuration has a value of {column} (see summary.csv)",
+        )
+    grid = sns.relplot(
+        data=ok,
+        kind="line",
+        x="ranks",
+        y=column,
+        col="model",
+        hue="framework",
+        style="setting",
+        units="setting",
+        estimator=None,
+        markers=True,
+        dashes=True,
+        palette=FRAMEWORK_COLOURS,
+        hue_order=[f for f in FRAMEWORKS if f in set(ok["framework"])],
+        height=3.2,
+        aspect=1.1,
+        facet_kws={"sharey": False},
+    )
     ranks = sorted(ok["ranks"].unique())
     for model, ax in grid.axes_dict.items():
         for (fw, _), g in ok[ok["model"] == model].groupby(["framework", "setting"]):
             if f"{column}_ci_lo" in g:
                 yerr = [g[column] - g[f"{column}_ci_lo"], g[f"{column}_ci_hi"] - g[column]]
-                ax.errorbar(g["ranks"], g[column], yerr=yerr,
-                            fmt="none", ecolor=FRAMEWORK_COLOURS.get(fw), capsize=3, linewidth=0.8)
+                ax.errorbar(
+                    g["ranks"],
+                    g[column],
+                    yerr=yerr,
+                    fmt="none",
+                    ecolor=FRAMEWORK_COLOURS.get(fw),
+                    capsize=3,
+                    linewidth=0.8,
+                )
         if ideal is not None:
             ax.axhline(ideal, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log", base=2)
@@ -107,14 +135,27 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=No
 
 
 def throughput(summary, paths):
-    return _line_figure(summary, "throughput_img_per_s", "images / s",
-                        "Training throughput (mean and 95% CI over repeats)", paths, "throughput")
+    return _line_figure(
+        summary,
+        "throughput_img_per_s",
+        "images / s",
+        "Training throughput (mean and 95% CI over repeats)",
+        paths,
+        "throughput",
+    )
 
 
 def efficiency(summary, paths):
-    return _line_figure(summary, "efficiency", "throughput(N) / (N x throughput(1))",
-                        "Weak-scaling efficiency (95% CI, delta method)", paths, "efficiency", ideal=1.0,
-                        why="no successful 1-rank run to compare with (see summary.csv)")
+    return _line_figure(
+        summary,
+        "efficiency",
+        "throughput(N) / (N x throughput(1))",
+        "Weak-scaling efficiency (95% CI, delta method)",
+        paths,
+        "efficiency",
+        ideal=1.0,
+        why="no successful 1-rank run to compare with (see summary.csv)",
+    )
 
 
 def phases(summary, paths):
@@ -124,11 +165,19 @@ def phases(summary, paths):
         return _nothing(paths, "phases", "no successful runs (see summary.csv)")
     ok = lines(ok.dropna(subset=[f"{p}_s" for p in PHASES], how="all"))
     if ok.empty:
-        return _nothing(paths, "phases", "no configuration has phase times (a native run has them from its "
-                                         "traces only, and profile_iterations 0 traces none)")
+        return _nothing(
+            paths,
+            "phases",
+            "no configuration has phase times (a native run has them from its "
+            "traces only, and profile_iterations 0 traces none)",
+        )
     ok["configuration"] = [f"{r.framework} {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
-    long = ok.melt(id_vars=["model", "configuration"], value_vars=[f"{p}_s" for p in PHASES],
-                   var_name="phase", value_name="seconds")
+    long = ok.melt(
+        id_vars=["model", "configuration"],
+        value_vars=[f"{p}_s" for p in PHASES],
+        var_name="phase",
+        value_name="seconds",
+    )
     long["phase"] = long["phase"].str.removesuffix("_s")
     long["seconds"] = long["seconds"].fillna(0.0)
     bars = ok.groupby("model").size().max()
@@ -137,13 +186,28 @@ def phases(summary, paths):
     width = 3.0 + 0.075 * ok["configuration"].str.len().max()
     grid = sns.FacetGrid(long, col="model", sharex=False, sharey=False, height=height, aspect=width / height)
     # histplot stacks the last hue level first: reversed, the bars read io, h2d, ... left to right
-    grid.map_dataframe(sns.histplot, y="configuration", weights="seconds", hue="phase", hue_order=list(PHASES)[::-1],
-                       multiple="stack", discrete=True, shrink=0.8, palette=PHASE_COLOURS, linewidth=0)
+    grid.map_dataframe(
+        sns.histplot,
+        y="configuration",
+        weights="seconds",
+        hue="phase",
+        hue_order=list(PHASES)[::-1],
+        multiple="stack",
+        discrete=True,
+        shrink=0.8,
+        palette=PHASE_COLOURS,
+        linewidth=0,
+    )
     # beside the facets, kept by the tight bounding box: seaborn's add_legend widens the figure by
     # shrinking the axes, which long configuration labels in one facet leave no room for
-    grid.figure.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLOURS.values()],
-                       labels=list(PHASE_COLOURS), title="phase", loc="center left", bbox_to_anchor=(1.0, 0.5),
-                       frameon=False)
+    grid.figure.legend(
+        handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLOURS.values()],
+        labels=list(PHASE_COLOURS),
+        title="phase",
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        frameon=False,
+    )
     grid.set_axis_labels("mean time per iteration (s)", "")
     grid.set_titles("{col_name}")
     grid.figure.suptitle("Time per iteration by phase (native runs: from traces; comm = exposed)", y=1.02)
@@ -157,21 +221,38 @@ def input_rate(summary, paths):
     ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"]))
     ok["training"] = ok["throughput_img_per_s"] / ok["ranks"]
     # a line runs over loader workers: its setting without them
-    ok["line"] = [f"{r.ranks} rank(s), " + r.setting.replace(f", loader_workers {r.loader_workers}", "")
-                  for r in ok.itertuples()]
-    long = ok.melt(id_vars=["model", "framework", "line", "loader_workers"], value_vars=["loader_img_per_s", "training"],
-                   var_name="rate", value_name="images / s per rank")
+    ok["line"] = [
+        f"{r.ranks} rank(s), " + r.setting.replace(f", loader_workers {r.loader_workers}", "") for r in ok.itertuples()
+    ]
+    long = ok.melt(
+        id_vars=["model", "framework", "line", "loader_workers"],
+        value_vars=["loader_img_per_s", "training"],
+        var_name="rate",
+        value_name="images / s per rank",
+    )
     long["rate"] = long["rate"].map({"loader_img_per_s": "loader alone", "training": "training"})
-    grid = sns.relplot(data=long, kind="line", x="loader_workers", y="images / s per rank", col="model",
-                       hue="framework", style="rate", units="line", estimator=None, markers=True,
-                       palette=FRAMEWORK_COLOURS, hue_order=[f for f in FRAMEWORKS if f in set(long["framework"])],
-                       height=3.2, aspect=1.1, facet_kws={"sharey": False})
+    grid = sns.relplot(
+        data=long,
+        kind="line",
+        x="loader_workers",
+        y="images / s per rank",
+        col="model",
+        hue="framework",
+        style="rate",
+        units="line",
+        estimator=None,
+        markers=True,
+        palette=FRAMEWORK_COLOURS,
+        hue_order=[f for f in FRAMEWORKS if f in set(long["framework"])],
+        height=3.2,
+        aspect=1.1,
+        facet_kws={"sharey": False},
+    )
     for ax in grid.axes.flat:
         ax.set_yscale("log")
         ax.set_xticks(sorted(long["loader_workers"].unique()))
     grid.set_titles("{col_name}")
-    grid.figure.suptitle("Input: the loader's own rate against training's demand (input-bound where they meet)",
-                         y=1.03)
+    grid.figure.suptitle("Input: the loader's own rate against training's demand (input-bound where they meet)", y=1.03)
     return _save(grid.figure, paths, "input")
 
 
@@ -187,11 +268,28 @@ def model_fit(table, error, paths):
     what = {"iteration_s": "iteration time", "comm_total_s": "communication time"}
     key = {"iteration_s": "median_abs_error_iteration", "comm_total_s": "median_abs_error_comm_total"}
     title = "{}: median |error| {} ({} runs)"
-    long = pd.concat([pred.assign(quantity=title.format(name, _share(error.get(key[m])), len(pred)),
-                                  measured=pred[m], predicted=pred[f"predicted_{m}"]) for m, name in what.items()])
-    grid = sns.relplot(data=long, kind="scatter", x="measured", y="predicted", col="quantity", hue="framework",
-                       style="model", palette=FRAMEWORK_COLOURS, height=3.6,
-                       facet_kws={"sharex": False, "sharey": False})
+    long = pd.concat(
+        [
+            pred.assign(
+                quantity=title.format(name, _share(error.get(key[m])), len(pred)),
+                measured=pred[m],
+                predicted=pred[f"predicted_{m}"],
+            )
+            for m, name in what.items()
+        ]
+    )
+    grid = sns.relplot(
+        data=long,
+        kind="scatter",
+        x="measured",
+        y="predicted",
+        col="quantity",
+        hue="framework",
+        style="model",
+        palette=FRAMEWORK_COLOURS,
+        height=3.6,
+        facet_kws={"sharex": False, "sharey": False},
+    )
     for ax in grid.axes.flat:
         lo, hi = ax.get_xlim()
         lo, hi = min(lo, ax.get_ylim()[0]), max(hi, ax.get_ylim()[1])
@@ -210,20 +308,39 @@ def replay(table, error, paths):
     if ok.empty:
         why = "; ".join(sorted(set(table["failure"].dropna()) - {""})) or "no replay in this study (config key replay)"
         return _nothing(paths, "replay", why[:120])
-    long = pd.concat([ok.assign(source="replayed (measured)", seconds=ok["iteration_s"]),
-                      ok.assign(source="model (sweep on these nodes)", seconds=ok["predicted_iteration_s"]),
-                      ok.assign(source="extrapolation (ring fit)", seconds=ok["extrapolated_iteration_s"])])
+    long = pd.concat(
+        [
+            ok.assign(source="replayed (measured)", seconds=ok["iteration_s"]),
+            ok.assign(source="model (sweep on these nodes)", seconds=ok["predicted_iteration_s"]),
+            ok.assign(source="extrapolation (ring fit)", seconds=ok["extrapolated_iteration_s"]),
+        ]
+    )
     long["configuration"] = long["framework"] + " " + long["comm"]
-    grid = sns.relplot(data=long, kind="line", x="nodes", y="seconds", hue="source", style="source", markers=True,
-                       col="model", row="configuration", height=2.6, aspect=1.3, facet_kws={"sharey": False})
+    grid = sns.relplot(
+        data=long,
+        kind="line",
+        x="nodes",
+        y="seconds",
+        hue="source",
+        style="source",
+        markers=True,
+        col="model",
+        row="configuration",
+        height=2.6,
+        aspect=1.3,
+        facet_kws={"sharey": False},
+    )
     for ax in grid.axes.flat:
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
     grid.set_axis_labels("nodes (one rank each)", "iteration (s)")
     grid.set_titles("{row_name}, {col_name}")
-    grid.figure.suptitle(f"Replay against the model: median |error| {_share(error.get('median_abs_error_iteration'))}"
-                         f" (extrapolation {_share(error.get('median_abs_error_extrapolated'))}), "
-                         f"{error.get('replays', 0)} replays", y=1.02)
+    grid.figure.suptitle(
+        f"Replay against the model: median |error| {_share(error.get('median_abs_error_iteration'))}"
+        f" (extrapolation {_share(error.get('median_abs_error_extrapolated'))}), "
+        f"{error.get('replays', 0)} replays",
+        y=1.02,
+    )
     return _save(grid.figure, paths, "replay")
 
 
@@ -234,13 +351,25 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from"):
         table = table[table["comm"] == "overlap"]
     if table.empty:
         return _nothing(paths, "extrapolation", f"nothing to extrapolate: {why}")
-    grid = sns.relplot(data=table, kind="line", x="ranks", y="predicted_efficiency", col="model", hue="link",
-                       style="framework", height=3.2, aspect=1.1)
+    grid = sns.relplot(
+        data=table,
+        kind="line",
+        x="ranks",
+        y="predicted_efficiency",
+        col="model",
+        hue="link",
+        style="framework",
+        height=3.2,
+        aspect=1.1,
+    )
     for ax in grid.axes.flat:
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 1.05)
     grid.set_axis_labels("ranks (one per node)", "predicted efficiency T(1) / T(N)")
     grid.set_titles("{col_name}")
-    grid.figure.suptitle("PREDICTION, not measured: performance model with this study's 1-rank phase times and "
-                         "assumed link parameters", y=1.04, color="#b00000")
+    grid.figure.suptitle(
+        "PREDICTION, not measured: performance model with this study's 1-rank phase times and assumed link parameters",
+        y=1.04,
+        color="#b00000",
+    )
     return _save(grid.figure, paths, "extrapolation")

@@ -50,8 +50,11 @@ def run_table(tidy):
     """One row per run: mean iteration time, throughput and mean phase times (measured iterations)."""
     measured = tidy[~tidy["warmup"].astype(bool)]
     if measured.empty:
-        return pd.DataFrame(columns=RUN_KEYS + ["iteration_s", "iterations", "ranks", "throughput_img_per_s"]
-                            + [f"{p}_s" for p in PHASE_COLUMNS])
+        return pd.DataFrame(
+            columns=RUN_KEYS
+            + ["iteration_s", "iterations", "ranks", "throughput_img_per_s"]
+            + [f"{p}_s" for p in PHASE_COLUMNS]
+        )
     # throughput from the measured iterations only: never the traced (profiled) ones
     wall = measured[(measured["phase"] == "wall") & ~measured["profiled"].astype(bool)]
     step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
@@ -61,9 +64,13 @@ def run_table(tidy):
     # an iteration recorded as taking no time has no rate (rather than an infinite one)
     runs["throughput_img_per_s"] = (ranks * runs["batch_size"] / runs["iteration_s"]).where(runs["iteration_s"] > 0)
     # phases: phased runs' measured iterations, native runs' traced iterations (from the traces)
-    phases = (measured[measured["phase"].isin(PHASE_COLUMNS)]
-              .groupby(RUN_KEYS + ["phase"], observed=True)["seconds"].mean()
-              .unstack("phase").reindex(columns=list(PHASE_COLUMNS)))
+    phases = (
+        measured[measured["phase"].isin(PHASE_COLUMNS)]
+        .groupby(RUN_KEYS + ["phase"], observed=True)["seconds"]
+        .mean()
+        .unstack("phase")
+        .reindex(columns=list(PHASE_COLUMNS))
+    )
     phases.columns = [f"{p}_s" for p in phases.columns]
     return runs.merge(phases.reset_index(), on=RUN_KEYS, how="left")
 
@@ -87,22 +94,40 @@ def summarize(runs, status=None):
         row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
         row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
         rows.append(row)
-    summary = pd.DataFrame(rows, columns=CONFIG_KEYS + ["ranks", "repeats_ok"] + [
-        c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")] + [
-        "throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"])
-    summary["noise_warning"] = ["; ".join(
-        ([f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"]
-         if cv > NOISE_CV else [])
-        + ([f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
-            "repeats would bring it within"] if rel > PRECISION else []))
-        for cv, rel, need in zip(summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0),
-                                 summary["repeats_needed"])]
+    summary = pd.DataFrame(
+        rows,
+        columns=CONFIG_KEYS
+        + ["ranks", "repeats_ok"]
+        + [c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")]
+        + ["throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"],
+    )
+    summary["noise_warning"] = [
+        "; ".join(
+            (
+                [f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"]
+                if cv > NOISE_CV
+                else []
+            )
+            + (
+                [
+                    f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
+                    "repeats would bring it within"
+                ]
+                if rel > PRECISION
+                else []
+            )
+        )
+        for cv, rel, need in zip(
+            summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0), summary["repeats_needed"]
+        )
+    ]
     if status is not None and len(status):
         failed = status[status["status"] != "ok"]
-        fails = (failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
-                 .agg(repeats_failed=("status", "size"),
-                      failure_reasons=("reasons", lambda r: " | ".join(sorted(set(r)))))
-                 .reset_index())
+        fails = (
+            failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
+            .agg(repeats_failed=("status", "size"), failure_reasons=("reasons", lambda r: " | ".join(sorted(set(r)))))
+            .reset_index()
+        )
         summary = summary.merge(fails, on=CONFIG_KEYS, how="outer")
         summary["repeats_failed"] = summary["repeats_failed"].fillna(0).astype(int)
         summary["repeats_ok"] = summary["repeats_ok"].fillna(0).astype(int)
@@ -122,12 +147,17 @@ def add_mfu(summary, peak):
     rate = dict(zip(peak["framework"], peak["matmul_flops_s"]))
     summary = summary.copy()
     # a failed run known by its path alone (status.json unreadable) has no image size: no FLOPs
-    summary["train_flops_per_image"] = [flops.per_image(m, int(s), int(c))["train_flops"] if pd.notna(s) and pd.notna(c)
-                                        else math.nan
-                                        for m, s, c in zip(summary["model"], summary["image_size"], summary["classes"])]
+    summary["train_flops_per_image"] = [
+        flops.per_image(m, int(s), int(c))["train_flops"] if pd.notna(s) and pd.notna(c) else math.nan
+        for m, s, c in zip(summary["model"], summary["image_size"], summary["classes"])
+    ]
     summary["matmul_flops_s"] = summary["framework"].map(rate)
-    summary["mfu"] = (summary["throughput_img_per_s"] / summary["ranks"] * summary["train_flops_per_image"]
-                      / summary["matmul_flops_s"])
+    summary["mfu"] = (
+        summary["throughput_img_per_s"]
+        / summary["ranks"]
+        * summary["train_flops_per_image"]
+        / summary["matmul_flops_s"]
+    )
     return summary
 
 
@@ -137,8 +167,9 @@ def add_loader(summary, status):
     1 the step waits for its input (input-bound), far below 1 the loader keeps up with room to spare."""
     if "loader_img_per_s" not in status:
         return summary
-    ok = status[status["status"] == "ok"].assign(loader_img_per_s=lambda d: pd.to_numeric(d["loader_img_per_s"],
-                                                                                          errors="coerce"))
+    ok = status[status["status"] == "ok"].assign(
+        loader_img_per_s=lambda d: pd.to_numeric(d["loader_img_per_s"], errors="coerce")
+    )
     rate = ok.groupby(CONFIG_KEYS, observed=True)["loader_img_per_s"].mean().rename("loader_img_per_s").reset_index()
     summary = summary.merge(rate, on=CONFIG_KEYS, how="left")
     summary["loader_utilisation"] = summary["throughput_img_per_s"] / summary["ranks"] / summary["loader_img_per_s"]
@@ -178,19 +209,22 @@ def ratio_ci(a, se_a, n_a, b, se_b, n_b, confidence=0.95):
 def add_scaling(summary):
     """speedup and efficiency (with intervals) against the 1-rank configuration with the same
     baseline keys."""
-    base = (summary[summary["ranks"] == 1][BASELINE_KEYS + ["throughput_img_per_s", "throughput_se", "repeats_ok"]]
-            .rename(columns={"throughput_img_per_s": "base_", "throughput_se": "base_se_", "repeats_ok": "base_n_"}))
+    base = summary[summary["ranks"] == 1][
+        BASELINE_KEYS + ["throughput_img_per_s", "throughput_se", "repeats_ok"]
+    ].rename(columns={"throughput_img_per_s": "base_", "throughput_se": "base_se_", "repeats_ok": "base_n_"})
     out = summary.merge(base, on=BASELINE_KEYS, how="left")
     out["noise_warning"] = out["noise_warning"].fillna("")
-    cis = [ratio_ci(r.throughput_img_per_s, r.throughput_se, r.repeats_ok, r.base_, r.base_se_, r.base_n_)
-           for r in out.itertuples()]
+    cis = [
+        ratio_ci(r.throughput_img_per_s, r.throughput_se, r.repeats_ok, r.base_, r.base_se_, r.base_n_)
+        for r in out.itertuples()
+    ]
     out["speedup"], out["speedup_ci_lo"], out["speedup_ci_hi"] = ([c[i] for c in cis] for i in range(3))
     for col in ("", "_ci_lo", "_ci_hi"):
         out[f"efficiency{col}"] = out[f"speedup{col}"] / out["ranks"]
     one = out["ranks"] == 1  # against itself: exactly 1
     out.loc[one, ["speedup_ci_lo", "speedup_ci_hi", "efficiency_ci_lo", "efficiency_ci_hi"]] = math.nan
     for r in out[out["noise_warning"].fillna("") != ""].itertuples():
-        warnings.warn(f"{r.framework} {r.model} {r.comm} {r.layout} {r.timing} {r.ranks} ranks: {r.noise_warning}",
-                      stacklevel=2)
-    return (out.drop(columns=["base_", "base_se_", "base_n_"]).sort_values(CONFIG_KEYS)
-            .reset_index(drop=True))
+        warnings.warn(
+            f"{r.framework} {r.model} {r.comm} {r.layout} {r.timing} {r.ranks} ranks: {r.noise_warning}", stacklevel=2
+        )
+    return out.drop(columns=["base_", "base_se_", "base_n_"]).sort_values(CONFIG_KEYS).reset_index(drop=True)

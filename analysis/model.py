@@ -64,6 +64,7 @@ def sweep_cost(nbytes, times):
 
     def cost(size):
         return float(np.interp(size, m, t)) if size <= m[-1] else float(t[-1] + slope * (size - m[-1]))
+
     return cost
 
 
@@ -172,8 +173,15 @@ def error_parts(predicted_iteration, predicted_exposed, iteration, exposed):
 def off_target(table, keys):
     """The configurations (keys; medians over their rows) whose predicted iteration is off by more
     than TOLERANCE, each with the larger of its error parts as the measured reason."""
-    cols = ["iteration_s", "comm_exposed_s", "predicted_iteration_s", "predicted_comm_exposed_s",
-            "error_iteration", "error_from_compute", "error_from_exposed"]
+    cols = [
+        "iteration_s",
+        "comm_exposed_s",
+        "predicted_iteration_s",
+        "predicted_comm_exposed_s",
+        "error_iteration",
+        "error_from_compute",
+        "error_from_exposed",
+    ]
     ok = table.dropna(subset=["error_iteration"])
     out = []
     for key, group in ok.groupby(keys, sort=True):
@@ -182,14 +190,24 @@ def off_target(table, keys):
             continue
         compute = m.iteration_s - m.comm_exposed_s
         if abs(m.error_from_compute) >= abs(m.error_from_exposed):
-            reason = (f"compute ({m.error_from_compute:+.1%} of the iteration): {compute:.3g} s of compute "
-                      f"per iteration measured, {m.predicted_iteration_s - m.predicted_comm_exposed_s:.3g} s "
-                      f"predicted (the model computes at the 1-rank run's speed)")
+            reason = (
+                f"compute ({m.error_from_compute:+.1%} of the iteration): {compute:.3g} s of compute "
+                f"per iteration measured, {m.predicted_iteration_s - m.predicted_comm_exposed_s:.3g} s "
+                f"predicted (the model computes at the 1-rank run's speed)"
+            )
         else:
-            reason = (f"exposed communication ({m.error_from_exposed:+.1%} of the iteration): "
-                      f"{m.comm_exposed_s:.3g} s per iteration measured, {m.predicted_comm_exposed_s:.3g} s predicted")
-        out.append({**{k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)}, "runs": len(group),
-                    **{c: round(float(m[c]), 4) for c in cols[-3:]}, "reason": reason})
+            reason = (
+                f"exposed communication ({m.error_from_exposed:+.1%} of the iteration): "
+                f"{m.comm_exposed_s:.3g} s per iteration measured, {m.predicted_comm_exposed_s:.3g} s predicted"
+            )
+        out.append(
+            {
+                **{k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)},
+                "runs": len(group),
+                **{c: round(float(m[c]), 4) for c in cols[-3:]},
+                "reason": reason,
+            }
+        )
     return out
 
 
@@ -243,8 +261,11 @@ def costs(sweep, fits):
     sweep = sweep[np.array([key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])], dtype=bool)]
     for path in ("mpi", "horovod"):  # horovod last: it wins
         mine = fits[fits["path"].fillna("mpi") == path]
-        extra = {(r.nodes, r.ranks_per_node): max(0.0, r.per_tensor_s) for r in mine.itertuples()
-                 if not pd.isna(getattr(r, "per_tensor_s", math.nan))}
+        extra = {
+            (r.nodes, r.ranks_per_node): max(0.0, r.per_tensor_s)
+            for r in mine.itertuples()
+            if not pd.isna(getattr(r, "per_tensor_s", math.nan))
+        }
         for r in mine.itertuples():
             if not pd.isna(r.alpha_s):
                 key = (r.nodes, r.ranks_per_node)
@@ -257,8 +278,11 @@ def costs(sweep, fits):
 
 def sweep_failures(fits):
     """{(nodes, ranks_per_node): why} of the sweeps that failed (allreduce_fit.csv)."""
-    return {(r.nodes, r.ranks_per_node): r.failure for r in fits.fillna({"failure": ""}).itertuples()
-            if getattr(r, "failure", "")}
+    return {
+        (r.nodes, r.ranks_per_node): r.failure
+        for r in fits.fillna({"failure": ""}).itertuples()
+        if getattr(r, "failure", "")
+    }
 
 
 def not_predicted(run, bases, unusable, cost_by, failures):
@@ -297,26 +321,52 @@ def model_table(runs, status, tensors, sweep, fits):
         else:
             total = r["comm_s"] if seq else r.get("timeline_comm_s", math.nan)
             ratio = 1 - r["comm_s"] / total if total and total > 0 else math.nan
-        row = {k: r.get(k) for k in COLUMNS[:COLUMNS.index("iteration_s")]}
+        row = {k: r.get(k) for k in COLUMNS[: COLUMNS.index("iteration_s")]}
         row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r["comm_s"], overlap_ratio=ratio)
         row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
         if not row["not_predicted"]:
             base, cost = bases[tuple(r[k] for k in MATCH)], cost_by[(r["nodes"], r["ranks_per_node"])]
-            p = predict(base["base"], base["sizes"], None if seq else base["ready"], r["ranks"], cost[0],
-                        base["threshold"], base["cycle"], cost[1])
+            p = predict(
+                base["base"],
+                base["sizes"],
+                None if seq else base["ready"],
+                r["ranks"],
+                cost[0],
+                base["threshold"],
+                base["cycle"],
+                cost[1],
+            )
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = _relerr(p["iteration_s"], r["iteration_s"])
             row["error_comm_total"] = _relerr(p["comm_total_s"], total)
             row["error_from_compute"], row["error_from_exposed"] = error_parts(
-                p["iteration_s"], p["comm_exposed_s"], r["iteration_s"], r["comm_s"])
+                p["iteration_s"], p["comm_exposed_s"], r["iteration_s"], r["comm_s"]
+            )
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=COLUMNS), bases, unusable
 
 
-COLUMNS = MATCH + ["nodes", "ranks_per_node", "ranks", "repeat", "grad_tensors", "grad_bytes", "link_rate_mbit",
-                   "iteration_s", "comm_total_s", "comm_exposed_s", "overlap_ratio", "predicted_iteration_s",
-                   "predicted_comm_total_s", "predicted_comm_exposed_s", "error_iteration", "error_comm_total",
-                   "error_from_compute", "error_from_exposed", "not_predicted"]
+COLUMNS = MATCH + [
+    "nodes",
+    "ranks_per_node",
+    "ranks",
+    "repeat",
+    "grad_tensors",
+    "grad_bytes",
+    "link_rate_mbit",
+    "iteration_s",
+    "comm_total_s",
+    "comm_exposed_s",
+    "overlap_ratio",
+    "predicted_iteration_s",
+    "predicted_comm_total_s",
+    "predicted_comm_exposed_s",
+    "error_iteration",
+    "error_comm_total",
+    "error_from_compute",
+    "error_from_exposed",
+    "not_predicted",
+]
 
 
 def _median_abs(values):
@@ -333,13 +383,21 @@ def model_error(table):
     pred = table.dropna(subset=["error_iteration"])
     multi = table[table["ranks"] > 1]
     missed = multi["not_predicted"].fillna("")
-    out = {"runs": len(pred), "median_abs_error_iteration": _median_abs(pred["error_iteration"]),
-           "median_abs_error_comm_total": _median_abs(pred["error_comm_total"]),
-           "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"]),
-           "not_predicted": {k: int(v) for k, v in missed[missed != ""].value_counts().sort_index().items()}}
+    out = {
+        "runs": len(pred),
+        "median_abs_error_iteration": _median_abs(pred["error_iteration"]),
+        "median_abs_error_comm_total": _median_abs(pred["error_comm_total"]),
+        "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"]),
+        "not_predicted": {k: int(v) for k, v in missed[missed != ""].value_counts().sort_index().items()},
+    }
     if not len(pred):
-        out["reason"] = ("no successful run" if table.empty else "no run with 2 or more ranks" if multi.empty
-                         else "; ".join(out["not_predicted"]) or "no predicted run has a measured time to compare")
+        out["reason"] = (
+            "no successful run"
+            if table.empty
+            else "no run with 2 or more ranks"
+            if multi.empty
+            else "; ".join(out["not_predicted"]) or "no predicted run has a measured time to compare"
+        )
     return out
 
 
@@ -359,16 +417,35 @@ def extrapolate(bases, links, max_ranks=1024):
             n = 2
             while n <= max_ranks:
                 p = predict(b["base"], b["sizes"], ready, n, ring_cost(n, alpha, beta), b["threshold"], b["cycle"])
-                rows.append({**ident, "link": name, "ranks": n, "predicted_iteration_s": p["iteration_s"],
-                             "predicted_efficiency": single / p["iteration_s"]})
+                rows.append(
+                    {
+                        **ident,
+                        "link": name,
+                        "ranks": n,
+                        "predicted_iteration_s": p["iteration_s"],
+                        "predicted_efficiency": single / p["iteration_s"],
+                    }
+                )
                 n *= 2
     return pd.DataFrame(rows, columns=MATCH + ["link", "ranks", "predicted_iteration_s", "predicted_efficiency"])
 
 
-REPLAY_COLUMNS = MATCH + ["nodes", "ranks", "iterations", "iteration_s", "iteration_ci95", "comm_exposed_s",
-                          "predicted_iteration_s", "predicted_comm_exposed_s", "error_iteration",
-                          "error_from_compute", "error_from_exposed", "extrapolated_iteration_s",
-                          "error_extrapolated", "failure"]
+REPLAY_COLUMNS = MATCH + [
+    "nodes",
+    "ranks",
+    "iterations",
+    "iteration_s",
+    "iteration_ci95",
+    "comm_exposed_s",
+    "predicted_iteration_s",
+    "predicted_comm_exposed_s",
+    "error_iteration",
+    "error_from_compute",
+    "error_from_exposed",
+    "extrapolated_iteration_s",
+    "error_extrapolated",
+    "failure",
+]
 
 
 KEY = "plan"
@@ -393,9 +470,19 @@ def read_replay(path, nodes):
     rows = []
     for key, group in pd.DataFrame(lines).groupby(KEY, sort=False):
         mean, low, _ = mean_ci(group["iteration_s"].map(np.mean))
-        rows.append({KEY: key, **json.loads(key), "nodes": nodes, "ranks": int(group["ranks"].iloc[0]),
-                     "iterations": len(group), "iteration_s": mean, "iteration_ci95": (mean - low) / mean,
-                     "comm_exposed_s": group["exposed_s"].map(np.mean).mean(), "failure": ""})
+        rows.append(
+            {
+                KEY: key,
+                **json.loads(key),
+                "nodes": nodes,
+                "ranks": int(group["ranks"].iloc[0]),
+                "iterations": len(group),
+                "iteration_s": mean,
+                "iteration_ci95": (mean - low) / mean,
+                "comm_exposed_s": group["exposed_s"].map(np.mean).mean(),
+                "failure": "",
+            }
+        )
     return rows
 
 
@@ -417,13 +504,19 @@ def replay_table(replays, plans, sweep, fits):
                 cost = cost_by.get((nodes, 1))
                 if cost is not None:
                     p = predict(*args, cost[0], plan["threshold"], plan["cycle"], cost[1])
-                    row["predicted_iteration_s"], row["predicted_comm_exposed_s"] = p["iteration_s"], p["comm_exposed_s"]
+                    row["predicted_iteration_s"], row["predicted_comm_exposed_s"] = (
+                        p["iteration_s"],
+                        p["comm_exposed_s"],
+                    )
                     row["error_iteration"] = _relerr(p["iteration_s"], row["iteration_s"])
                     row["error_from_compute"], row["error_from_exposed"] = error_parts(
-                        p["iteration_s"], p["comm_exposed_s"], row["iteration_s"], row["comm_exposed_s"])
+                        p["iteration_s"], p["comm_exposed_s"], row["iteration_s"], row["comm_exposed_s"]
+                    )
                 if ring is not None:
                     far = ring_cost(row["ranks"], ring.alpha_s, ring.beta_s_per_byte)
-                    row["extrapolated_iteration_s"] = predict(*args, far, plan["threshold"], plan["cycle"])["iteration_s"]
+                    row["extrapolated_iteration_s"] = predict(*args, far, plan["threshold"], plan["cycle"])[
+                        "iteration_s"
+                    ]
                     row["error_extrapolated"] = _relerr(row["extrapolated_iteration_s"], row["iteration_s"])
             rows.append(row)
     return pd.DataFrame(rows).reindex(columns=REPLAY_COLUMNS)
@@ -433,8 +526,11 @@ def replay_error(table):
     """Median |relative error| of the replayed iteration time, over replayed configurations."""
     ok = table.dropna(subset=["error_iteration"])
     worst = ok["iteration_ci95"].max()
-    return {"replays": len(ok), "nodes": sorted(int(n) for n in ok["nodes"].unique()),
-            "median_abs_error_iteration": _median_abs(ok["error_iteration"]),
-            "median_abs_error_extrapolated": _median_abs(ok["error_extrapolated"]),
-            "worst_iteration_ci95": None if pd.isna(worst) else float(worst),
-            "off_target": off_target(ok, MATCH + ["nodes"])}
+    return {
+        "replays": len(ok),
+        "nodes": sorted(int(n) for n in ok["nodes"].unique()),
+        "median_abs_error_iteration": _median_abs(ok["error_iteration"]),
+        "median_abs_error_extrapolated": _median_abs(ok["error_extrapolated"]),
+        "worst_iteration_ci95": None if pd.isna(worst) else float(worst),
+        "off_target": off_target(ok, MATCH + ["nodes"]),
+    }

@@ -12,13 +12,41 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTIONS = ROOT / "report"
-STUDY_KEYS = ("framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size",
-              "image_size", "threads_per_rank", "precision", "device", "warmup", "iterations", "profile_iterations",
-              "repeats", "autotune", "tf32", "hostfile", "emulate")
-COLUMNS = [("framework", "framework"), ("model", "network"), ("comm", "comm"), ("layout", "layout"),
-           ("timing", "timing"), ("ranks", "ranks"), ("throughput_img_per_s", "img/s (95% CI)"),
-           ("speedup", "speedup (95% CI)"), ("efficiency", "efficiency (95% CI)"), ("iteration_s_cv", "CV"),
-           ("repeats_ok", "repeats")]
+STUDY_KEYS = (
+    "framework",
+    "model",
+    "comm",
+    "layout",
+    "timing",
+    "nodes",
+    "ranks_per_node",
+    "batch_size",
+    "image_size",
+    "threads_per_rank",
+    "precision",
+    "device",
+    "warmup",
+    "iterations",
+    "profile_iterations",
+    "repeats",
+    "autotune",
+    "tf32",
+    "hostfile",
+    "emulate",
+)
+COLUMNS = [
+    ("framework", "framework"),
+    ("model", "network"),
+    ("comm", "comm"),
+    ("layout", "layout"),
+    ("timing", "timing"),
+    ("ranks", "ranks"),
+    ("throughput_img_per_s", "img/s (95% CI)"),
+    ("speedup", "speedup (95% CI)"),
+    ("efficiency", "efficiency (95% CI)"),
+    ("iteration_s_cv", "CV"),
+    ("repeats_ok", "repeats"),
+]
 
 
 def _num(value, digits=3):
@@ -57,22 +85,30 @@ def markdown_table(rows):
 
 def latex_table(rows, label="tab:dlscale"):
     def esc(text):
-        return (text.replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("%", r"\%")
-                .replace("&", r"\&").replace("#", r"\#"))
+        return (
+            text.replace("\\", r"\textbackslash{}")
+            .replace("_", r"\_")
+            .replace("%", r"\%")
+            .replace("&", r"\&")
+            .replace("#", r"\#")
+        )
 
     head = " & ".join(esc(name) for _, name in COLUMNS) + r" \\"
     body = "\n".join(" & ".join(esc(c) for c in r) + r" \\" for r in rows)
-    return (f"\\begin{{table}}\n\\centering\n\\begin{{tabular}}{{{'l' * 5}{'r' * (len(COLUMNS) - 5)}}}\n"
-            f"\\toprule\n{head}\n\\midrule\n{body}\n\\bottomrule\n\\end{{tabular}}\n"
-            f"\\caption{{Throughput (mean over repeats, 95\\% Student-t interval), speedup and efficiency "
-            f"against 1 rank (95\\% delta-method interval), run-to-run coefficient of variation of the "
-            f"iteration time.}}\n\\label{{{label}}}\n\\end{{table}}")
+    return (
+        f"\\begin{{table}}\n\\centering\n\\begin{{tabular}}{{{'l' * 5}{'r' * (len(COLUMNS) - 5)}}}\n"
+        f"\\toprule\n{head}\n\\midrule\n{body}\n\\bottomrule\n\\end{{tabular}}\n"
+        f"\\caption{{Throughput (mean over repeats, 95\\% Student-t interval), speedup and efficiency "
+        f"against 1 rank (95\\% delta-method interval), run-to-run coefficient of variation of the "
+        f"iteration time.}}\n\\label{{{label}}}\n\\end{{table}}"
+    )
 
 
 def commit():
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
+        )
         return out.stdout.strip() or "unknown (not a git checkout)"
     except (OSError, subprocess.TimeoutExpired):
         return "unknown (no git)"
@@ -86,7 +122,9 @@ def caption(name):
 def _table(head, rows):
     """A Markdown table (cells already text; a `|` inside a cell is escaped)."""
     esc = [[str(c).replace("|", "\\|") for c in r] for r in rows]
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in esc])
+    return "\n".join(
+        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in esc]
+    )
 
 
 def _pct(value):
@@ -99,19 +137,34 @@ def _share(value):
 
 
 def _setting(row, keys):
-    return " ".join(f"{row[k]}" if k in ("framework", "model", "comm", "layout", "timing") else f"{k}={row[k]}"
-                    for k in keys if k in row)
+    return " ".join(
+        f"{row[k]}" if k in ("framework", "model", "comm", "layout", "timing") else f"{k}={row[k]}"
+        for k in keys
+        if k in row
+    )
 
 
 def noise_table(noisy):
     """One row per configuration whose repeats vary more than the summary allows."""
-    rows = [[r["framework"], r["model"], r["comm"], r["layout"], r["timing"], str(r["ranks"]),
-             "n/a" if pd.isna(r.get("iteration_s_cv")) else f"{r['iteration_s_cv']:.1%}",
-             "n/a" if pd.isna(r.get("iteration_s_ci_rel")) else f"±{r['iteration_s_ci_rel']:.1%}",
-             "n/a" if pd.isna(r.get("repeats_needed")) else f"{int(r['repeats_needed'])}", r["noise_warning"]]
-            for r in noisy.to_dict("records")]
-    return _table(["framework", "network", "comm", "layout", "timing", "ranks", "CV", "95% CI", "repeats for ±5%",
-                   "warning"], rows)
+    rows = [
+        [
+            r["framework"],
+            r["model"],
+            r["comm"],
+            r["layout"],
+            r["timing"],
+            str(r["ranks"]),
+            "n/a" if pd.isna(r.get("iteration_s_cv")) else f"{r['iteration_s_cv']:.1%}",
+            "n/a" if pd.isna(r.get("iteration_s_ci_rel")) else f"±{r['iteration_s_ci_rel']:.1%}",
+            "n/a" if pd.isna(r.get("repeats_needed")) else f"{int(r['repeats_needed'])}",
+            r["noise_warning"],
+        ]
+        for r in noisy.to_dict("records")
+    ]
+    return _table(
+        ["framework", "network", "comm", "layout", "timing", "ranks", "CV", "95% CI", "repeats for ±5%", "warning"],
+        rows,
+    )
 
 
 def model_tables(model, model_error):
@@ -124,31 +177,53 @@ def model_tables(model, model_error):
     if model_error.get("reason"):
         lines += [f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
     else:
-        lines += [f"Median absolute error over {model_error['runs']} predicted runs: iteration time "
-                  f"{_share(model_error['median_abs_error_iteration'])}, communication time "
-                  f"{_share(model_error['median_abs_error_comm_total'])}.", ""]
+        lines += [
+            f"Median absolute error over {model_error['runs']} predicted runs: iteration time "
+            f"{_share(model_error['median_abs_error_iteration'])}, communication time "
+            f"{_share(model_error['median_abs_error_comm_total'])}.",
+            "",
+        ]
         keys = MATCH + ["nodes", "ranks_per_node"]
         reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
         rows = []
         for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
             m = g[["iteration_s", "predicted_iteration_s", "error_iteration"]].median()
             why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
-            rows.append([_setting(dict(zip(keys, key)), ["framework", "model", "comm", "layout", "timing", "nodes",
-                                                         "ranks_per_node", "batch_size"]), str(len(g)),
-                         _num(m.iteration_s), _num(m.predicted_iteration_s), _pct(m.error_iteration), why])
-        lines += [_table(["configuration", "runs", "measured iteration (s)", "predicted (s)", "error", "reason"],
-                         rows), ""]
+            rows.append(
+                [
+                    _setting(
+                        dict(zip(keys, key)),
+                        ["framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size"],
+                    ),
+                    str(len(g)),
+                    _num(m.iteration_s),
+                    _num(m.predicted_iteration_s),
+                    _pct(m.error_iteration),
+                    why,
+                ]
+            )
+        lines += [
+            _table(["configuration", "runs", "measured iteration (s)", "predicted (s)", "error", "reason"], rows),
+            "",
+        ]
     replay = model_error.get("replay")
     if replay:
-        lines += [f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
-                  f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
-                  f"{_share(replay.get('median_abs_error_extrapolated'))} over {replay.get('replays', 0)} "
-                  "replayed configurations (replay.csv).", ""]
+        lines += [
+            f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
+            f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
+            f"{_share(replay.get('median_abs_error_extrapolated'))} over {replay.get('replays', 0)} "
+            "replayed configurations (replay.csv).",
+            "",
+        ]
         off = replay.get("off_target", [])
         if off:
-            lines += [_table(["configuration", "error", "reason"],
-                             [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]]
-                              for o in off]), ""]
+            lines += [
+                _table(
+                    ["configuration", "error", "reason"],
+                    [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]] for o in off],
+                ),
+                "",
+            ]
     return lines
 
 
@@ -160,16 +235,20 @@ def write(summary, runs, environment, model_error, figures, config, out_path, mo
     noisy = summary[summary.get("noise_warning", pd.Series(dtype=str)).fillna("") != ""]
     failed = runs[runs["status"] != "ok"]
     hosts = sorted({h for hs in runs.get("hosts", pd.Series(dtype=str)).dropna() for h in str(hs).split(",") if h})
-    parts = [f"# dlscale study: `{config.get('results', 'results')}`", "",
-             "## What was run", ""]
+    parts = [f"# dlscale study: `{config.get('results', 'results')}`", "", "## What was run", ""]
     parts += [f"- {k}: `{json.dumps(config[k])}`" for k in STUDY_KEYS if k in config]
-    parts += [f"- hosts: {', '.join(hosts) or 'n/a'}",
-              f"- launcher: `{json.dumps(config.get('launcher', {}))}`", "", "## Environment and provenance", "",
-              f"- dlscale commit: `{commit()}`",
-              f"- environment: `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}), "
-              f"Horovod {environment.get('horovod', 'n/a')}",
-              f"- MPI: {environment.get('mpi', {}).get('version', 'n/a')}",
-              f"- pins: {', '.join(f'{k} {v}' for k, v in environment.get('pins', {}).items())}"]
+    parts += [
+        f"- hosts: {', '.join(hosts) or 'n/a'}",
+        f"- launcher: `{json.dumps(config.get('launcher', {}))}`",
+        "",
+        "## Environment and provenance",
+        "",
+        f"- dlscale commit: `{commit()}`",
+        f"- environment: `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}), "
+        f"Horovod {environment.get('horovod', 'n/a')}",
+        f"- MPI: {environment.get('mpi', {}).get('version', 'n/a')}",
+        f"- pins: {', '.join(f'{k} {v}' for k, v in environment.get('pins', {}).items())}",
+    ]
     if len(runs):
         first = runs.iloc[0]
         parts.append(f"- Python {first.get('python_version', 'n/a')}; framework versions per run in `runs.csv`")
@@ -179,16 +258,30 @@ def write(summary, runs, environment, model_error, figures, config, out_path, mo
     else:
         parts += ["Nothing to show: no successful run (the failed runs and why are below).", ""]
     if len(noisy):
-        parts += ["### Noise", "", "Configurations whose repeats vary by more than 5% (coefficient of variation of "
-                  "the iteration time, or the 95% interval's half-width over the mean): differences smaller than "
-                  "that are noise.", "", noise_table(noisy), ""]
+        parts += [
+            "### Noise",
+            "",
+            "Configurations whose repeats vary by more than 5% (coefficient of variation of "
+            "the iteration time, or the 95% interval's half-width over the mean): differences smaller than "
+            "that are noise.",
+            "",
+            noise_table(noisy),
+            "",
+        ]
     if len(failed):
-        parts += ["### Failed runs", ""] + [f"- {r.framework} {r.model} {r.comm} nodes={r.nodes} "
-                                            f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
-                                            for r in failed.itertuples()] + [""]
+        parts += (
+            ["### Failed runs", ""]
+            + [
+                f"- {r.framework} {r.model} {r.comm} nodes={r.nodes} "
+                f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
+                for r in failed.itertuples()
+            ]
+            + [""]
+        )
     if model_error:
-        parts += ["## Performance model", ""] + model_tables(model if model is not None else pd.DataFrame(),
-                                                             model_error)
+        parts += ["## Performance model", ""] + model_tables(
+            model if model is not None else pd.DataFrame(), model_error
+        )
     parts += ["## Figures", ""]
     for fig in figures:
         fig = Path(fig)

@@ -15,7 +15,6 @@ from analysis import comm, figures, metrics, model, report, tidy
 from harness import replay
 from harness.vocabulary import RUN_KEYS
 
-
 # Snakemake runs the rules' steps in threads of its own process (profiles/default); the standard
 # output, the warning filters and pyplot's figures are the process's, so steps run one at a time.
 ONE_AT_A_TIME = threading.Lock()
@@ -50,11 +49,14 @@ def write_tables(status_paths, tidy_path, runs_path, tensors_path, log_path):
         runs.to_csv(runs_path, index=False)
         tensors.to_csv(tensors_path, index=False)
         failed = runs[runs["status"] != "ok"] if len(runs) else runs
-        print(f"read {len(status_paths)} runs: {len(runs) - len(failed)} ok, {len(failed)} failed; "
-              f"{len(table)} tidy rows")
+        print(
+            f"read {len(status_paths)} runs: {len(runs) - len(failed)} ok, {len(failed)} failed; {len(table)} tidy rows"
+        )
         for r in failed.itertuples():
-            print(f"failed run: {r.framework} {r.model} {r.comm} nodes={r.nodes} rpn={r.ranks_per_node} "
-                  f"repeat={r.repeat}: {r.reasons}")
+            print(
+                f"failed run: {r.framework} {r.model} {r.comm} nodes={r.nodes} rpn={r.ranks_per_node} "
+                f"repeat={r.repeat}: {r.reasons}"
+            )
         _wrote(tidy_path, runs_path, tensors_path)
 
 
@@ -66,9 +68,20 @@ def measure_peak(config, python, out_path, log_path):
     from harness.config import ROOT
     from harness.execution import execute
 
-    argv = [python, "-m", "harness.peak", str(Path(out_path).resolve()), "--framework", *config["framework"],
-            "--threads", str(config["threads_per_rank"]), "--device", config.get("device", "cpu"),
-            "--precision", config.get("precision", "fp32")]
+    argv = [
+        python,
+        "-m",
+        "harness.peak",
+        str(Path(out_path).resolve()),
+        "--framework",
+        *config["framework"],
+        "--threads",
+        str(config["threads_per_rank"]),
+        "--device",
+        config.get("device", "cpu"),
+        "--precision",
+        config.get("precision", "fp32"),
+    ]
     Path(log_path).write_text("")
     rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(ROOT)})
     if rc:
@@ -108,14 +121,18 @@ def write_replay_plans(inputs, output, models, log_path):
     """inputs: tidy, runs, tensors -> the replay plans (harness/replay.py) of the listed models' 1-rank
     runs."""
     with logged(log_path):
-        _, bases, unusable = model.study_baselines(metrics.run_table(pd.read_csv(inputs.tidy)),
-                                                   pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""]),
-                                                   pd.read_csv(inputs.tensors))
+        _, bases, unusable = model.study_baselines(
+            metrics.run_table(pd.read_csv(inputs.tidy)),
+            pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""]),
+            pd.read_csv(inputs.tensors),
+        )
         plans = replay.plans(bases, models)
         if not plans:
             why = "; ".join(sorted(set(unusable.values())))
-            raise ValueError(f"no successful 1-rank run of {', '.join(models)} to replay (results/runs.csv)"
-                             + (f": {why}" if why else ""))
+            raise ValueError(
+                f"no successful 1-rank run of {', '.join(models)} to replay (results/runs.csv)"
+                + (f": {why}" if why else "")
+            )
         Path(output).write_text(json.dumps(plans, indent=1) + "\n")
         print(f"{len(plans)} replay plans")
         _wrote(output)
@@ -143,18 +160,28 @@ def write_model(inputs, outputs, extrapolate, replays, log_path):
             json.dump(error, fh, indent=2)
         print(f"model error: {json.dumps(error)}")
         grads = status[status["status"] == "ok"].dropna(subset=["grad_bytes"])
-        (grads.groupby(["framework", "model"], as_index=False)[["grad_tensors", "grad_bytes"]].first()
-         .astype({"grad_tensors": int, "grad_bytes": int}).to_csv(outputs.gradients, index=False))
+        (
+            grads.groupby(["framework", "model"], as_index=False)[["grad_tensors", "grad_bytes"]]
+            .first()
+            .astype({"grad_tensors": int, "grad_bytes": int})
+            .to_csv(outputs.gradients, index=False)
+        )
         ext = model.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
         ext.to_csv(outputs.extrapolation, index=False)
         # what the extrapolation figure says when there is nothing to extrapolate from
         no_ext = "; ".join(sorted(set(unusable.values()))) or "no successful 1-rank run to extrapolate from"
         if ext.empty:
             print(f"extrapolation: nothing to extrapolate: {no_ext}")
-        _wrote(outputs.table, outputs.replay, outputs.error, outputs.gradients, outputs.extrapolation,
-               *figures.model_fit(table, error, outputs.figures),
-               *figures.extrapolation(ext, outputs.figures, no_ext),
-               *figures.replay(replayed, error.get("replay", {}), outputs.figures))
+        _wrote(
+            outputs.table,
+            outputs.replay,
+            outputs.error,
+            outputs.gradients,
+            outputs.extrapolation,
+            *figures.model_fit(table, error, outputs.figures),
+            *figures.extrapolation(ext, outputs.figures, no_ext),
+            *figures.replay(replayed, error.get("replay", {}), outputs.figures),
+        )
 
 
 def write_report(inputs, output, config, log_path):
@@ -168,4 +195,3 @@ def write_report(inputs, output, config, log_path):
         model_csv = getattr(inputs, "model", None)  # model.csv: the per-configuration error table
         model_table = pd.read_csv(model_csv, keep_default_na=False, na_values=[""]) if model_csv else None
         _wrote(report.write(summary, runs, environment, error, list(inputs.figures), config, output[0], model_table))
-

@@ -5,7 +5,8 @@ update, and `wall` for the iteration's wall time), column `seconds`; warm-up row
 flagged. Phased runs' phases come from their records (`source` records). Native runs' records hold
 the wall time only; their traced iterations (flagged `profiled`) get the phases derived from each
 rank's trace (`source` trace, analysis/trace.py), plus `comm_total` (all allreduce time) and
-`overlap` (allreduce time during compute). runs.csv: one row per run: status, reasons, the settings and versions it ran with, the
+`overlap` (allreduce time during compute). runs.csv: one row per run: status, reasons, the settings and versions
+it ran with, the
 gradients (tensors, bytes) and, from Horovod's timeline, the allreduce time and fused operations
 per measured iteration (timeline_comm_s, timeline_ops), and the fusion settings it ran with.
 tensors.csv: one row per successful run x gradient tensor (rank 0): its bytes and, where the
@@ -22,12 +23,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import trace
 from harness.config import run_from_path
 from harness.records import PHASES, parse_file
-from analysis import trace
-from harness.vocabulary import (CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS, SPEC, STATUS, TIMELINE,
-                                records_name, trace_name)
 from harness.timeline import timeline_comm
+from harness.vocabulary import (
+    CYCLE_TIME_S,
+    FUSION_THRESHOLD_BYTES,
+    RUN_KEYS,
+    SPEC,
+    STATUS,
+    TIMELINE,
+    records_name,
+    trace_name,
+)
 
 TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "profiled", "source", "phase", "seconds"]
 TENSOR_COLUMNS = RUN_KEYS + ["tensor", "bytes", "ready_s"]
@@ -98,8 +107,13 @@ def read_run(status_path):
         reasons = status["reasons"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         status, reasons = {}, [f"{STATUS} unreadable: {exc}"]
-    row = {**_identity(status, status_path), "status": status.get("status", "failed"), "reasons": "; ".join(reasons),
-           "elapsed_s": status.get("elapsed_s"), "run_dir": str(run_dir)}
+    row = {
+        **_identity(status, status_path),
+        "status": status.get("status", "failed"),
+        "reasons": "; ".join(reasons),
+        "elapsed_s": status.get("elapsed_s"),
+        "run_dir": str(run_dir),
+    }
     if not status:
         row["status"] = "failed"
         return row, [], []
@@ -146,20 +160,37 @@ def _read_files(run_dir, row):
             tensors = _tensor_rows(identity, run_rec, next((r for r in records if r["kind"] == "end"), {}))
         if rank == 0 and (run_dir / TIMELINE).exists():
             row["timeline_comm_s"], row["timeline_ops"] = _readable(
-                TIMELINE, lambda: timeline_comm(run_dir / TIMELINE, spec["iterations"]))
+                TIMELINE, lambda: timeline_comm(run_dir / TIMELINE, spec["iterations"])
+            )
         host = run_rec["host"] if run_rec else ""
         for rec in records:
             if rec["kind"] != "step":
                 continue
-            base = {**identity, "rank": rank, "host": host, "iteration": rec["iteration"],
-                    "warmup": rec["warmup"], "profiled": rec.get("profiled", False), "source": "records"}
+            base = {
+                **identity,
+                "rank": rank,
+                "host": host,
+                "iteration": rec["iteration"],
+                "warmup": rec["warmup"],
+                "profiled": rec.get("profiled", False),
+                "source": "records",
+            }
             for phase in [p for p in PHASES if f"{p}_s" in rec] + ["wall"]:
                 rows.append({**base, "phase": phase, "seconds": rec[f"{phase}_s"]})
         if (run_dir / trace_name(rank)).exists():
-            derived = _readable(trace_name(rank), lambda rank=rank: trace.derive(*trace.read(run_dir / trace_name(rank))))
+            derived = _readable(
+                trace_name(rank), lambda rank=rank: trace.derive(*trace.read(run_dir / trace_name(rank)))
+            )
             for (_, iteration), phases in sorted(derived.items()):
-                base = {**identity, "rank": rank, "host": host, "iteration": iteration, "warmup": False,
-                        "profiled": True, "source": "trace"}
+                base = {
+                    **identity,
+                    "rank": rank,
+                    "host": host,
+                    "iteration": iteration,
+                    "warmup": False,
+                    "profiled": True,
+                    "source": "trace",
+                }
                 for phase in PHASES + trace.EXTRA:
                     rows.append({**base, "phase": phase, "seconds": phases[f"{phase}_s"]})
     return rows, tensors

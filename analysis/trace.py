@@ -74,7 +74,7 @@ def classify(framework, event):
     if name.startswith("dlscale:"):
         return None
     for test, text, cls in RULES.get(framework, []):
-        if (name.startswith(text) if test == "prefix" else text in name):
+        if name.startswith(text) if test == "prefix" else text in name:
             return None if cls == "ignore" else cls
     if framework == "tensorflow":
         # one compiled graph: any other operation is the forward pass (the model's and the loss's),
@@ -86,9 +86,19 @@ def classify(framework, event):
 def _tf_op(event):
     """TensorFlow host events that are operations (`node_name:OpType`), not executor spans."""
     name = event.get("name", "")
-    return ":" in name and not name.startswith(("Executor", "FunctionRun", "EagerExecute", "EagerLocalExecute",
-                                                "EagerKernelExecute", "Iterator", "ThreadpoolListener",
-                                                "KernelAndDeviceFunc", "$"))
+    return ":" in name and not name.startswith(
+        (
+            "Executor",
+            "FunctionRun",
+            "EagerExecute",
+            "EagerLocalExecute",
+            "EagerKernelExecute",
+            "Iterator",
+            "ThreadpoolListener",
+            "KernelAndDeviceFunc",
+            "$",
+        )
+    )
 
 
 def _union(intervals):
@@ -185,8 +195,12 @@ def phases_of(intervals, t0, t1):
         totals[previous or "io"] += pending
     comm_total = _union([(a, b) for a, b, c in resolved if c == "comm"])
     row = {f"{p}_s": v / 1e6 for p, v in totals.items()}
-    row.update(comm_total_s=comm_total / 1e6, overlap_s=overlap / 1e6, wall_s=(t1 - t0) / 1e6,
-               overlap_ratio=overlap / comm_total if comm_total > 0 else math.nan)
+    row.update(
+        comm_total_s=comm_total / 1e6,
+        overlap_s=overlap / 1e6,
+        wall_s=(t1 - t0) / 1e6,
+        overlap_ratio=overlap / comm_total if comm_total > 0 else math.nan,
+    )
     return row
 
 

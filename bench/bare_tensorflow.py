@@ -35,7 +35,7 @@ variables = [v.value for v in model.trainable_variables]
 hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
 momentum = [tf.Variable(tf.zeros_like(v), trainable=False) for v in variables]
 lr, mu = spec["lr"], spec["momentum"]
-scale = tf.Variable(2.0 ** 15 if amp else 1.0, trainable=False)
+scale = tf.Variable(2.0**15 if amp else 1.0, trainable=False)
 good = tf.Variable(0, trainable=False)
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"], "NHWC")
 with tf.device("/CPU:0"):  # host memory, as the harness stages its batches

@@ -34,8 +34,9 @@ model = build_model("torch", spec["model"], spec["classes"]).to(device)
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # Horovod takes contiguous tensors
 model.to(memory_format=fmt)
 opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
-opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average,
-                               compression=DenseView)  # channels_last gradients through their NHWC view
+opt = hvd.DistributedOptimizer(
+    opt, named_parameters=model.named_parameters(), op=hvd.Average, compression=DenseView
+)  # channels_last gradients through their NHWC view
 data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
 
 

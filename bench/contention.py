@@ -31,10 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from overhead import machine, write_table  # noqa: E402
+
 from harness import launch, launchers  # noqa: E402
 from harness.records import parse_file  # noqa: E402
 from harness.vocabulary import records_name  # noqa: E402
-from overhead import machine, write_table  # noqa: E402
 
 KINDS = ("alone", "pair", "ranks2")
 COMPUTE = ("forward_s", "backward_s", "update_s")
@@ -58,9 +59,14 @@ def start(spec, folder, ranks, env):
 
     folder.mkdir(parents=True)
     (folder / "spec.json").write_text(json.dumps({**spec, "ranks_per_node": ranks, "out_dir": str(folder)}))
-    argv = launchers.mpirun_argv(["localhost"], ranks, {"name": "mpirun", "bind_to": "none"},
-                                 launch.workload_command(sys.executable, folder / "spec.json"), env,
-                                 as_root=os.geteuid() == 0)
+    argv = launchers.mpirun_argv(
+        ["localhost"],
+        ranks,
+        {"name": "mpirun", "bind_to": "none"},
+        launch.workload_command(sys.executable, folder / "spec.json"),
+        env,
+        as_root=os.geteuid() == 0,
+    )
     log = open(folder.parent / f"{folder.name}.log", "w")
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -98,28 +104,60 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.framework:
             for model in args.model:
-                spec = {"framework": framework, "model": model, "comm": args.comm, "layout": "best",
-                        "timing": "phased", "nodes": 1, "batch_size": args.batch_size, "image_size": args.image_size,
-                        "classes": 1000, "threads_per_rank": 1, "precision": "fp32", "device": "cpu", "repeat": 0,
-                        "loader_workers": 0, "data": {"kind": "synthetic"},
-                        "warmup": args.warmup, "iterations": args.iterations, "profile_iterations": 0,
-                        "autotune": True, "tf32": False, "lr": 0.01, "momentum": 0.9, "seed": 0}
+                spec = {
+                    "framework": framework,
+                    "model": model,
+                    "comm": args.comm,
+                    "layout": "best",
+                    "timing": "phased",
+                    "nodes": 1,
+                    "batch_size": args.batch_size,
+                    "image_size": args.image_size,
+                    "classes": 1000,
+                    "threads_per_rank": 1,
+                    "precision": "fp32",
+                    "device": "cpu",
+                    "repeat": 0,
+                    "loader_workers": 0,
+                    "data": {"kind": "synthetic"},
+                    "warmup": args.warmup,
+                    "iterations": args.iterations,
+                    "profile_iterations": 0,
+                    "autotune": True,
+                    "tf32": False,
+                    "lr": 0.01,
+                    "momentum": 0.9,
+                    "seed": 0,
+                }
                 got = {k: [] for k in KINDS}
                 for t in range(args.trials):
-                    for kind in KINDS[t % 3:] + KINDS[:t % 3]:
+                    for kind in KINDS[t % 3 :] + KINDS[: t % 3]:
                         got[kind].append(trial(kind, spec, Path(tmp) / f"{framework}_{model}_{t}_{kind}", env))
                 for kind in ("pair", "ranks2"):
                     ratios = [a / b for a, b in zip(got[kind], got["alone"])]
-                    rows.append({"framework": framework, "model": model, "kind": kind,
-                                 "ratio_to_alone": round(statistics.median(ratios), 4),
-                                 "ratio_min": round(min(ratios), 4), "ratio_max": round(max(ratios), 4),
-                                 "alone_compute_s": round(statistics.median(got["alone"]), 5),
-                                 "comm": args.comm, "env": " ".join(args.env),
-                                 "trials": args.trials, "batch_size": args.batch_size, "image_size": args.image_size,
-                                 "machine": machine()})
+                    rows.append(
+                        {
+                            "framework": framework,
+                            "model": model,
+                            "kind": kind,
+                            "ratio_to_alone": round(statistics.median(ratios), 4),
+                            "ratio_min": round(min(ratios), 4),
+                            "ratio_max": round(max(ratios), 4),
+                            "alone_compute_s": round(statistics.median(got["alone"]), 5),
+                            "comm": args.comm,
+                            "env": " ".join(args.env),
+                            "trials": args.trials,
+                            "batch_size": args.batch_size,
+                            "image_size": args.image_size,
+                            "machine": machine(),
+                        }
+                    )
                     r = rows[-1]
-                    print(f"{framework} {model} {kind}/alone compute: median {r['ratio_to_alone']:.3f} "
-                          f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f})", flush=True)
+                    print(
+                        f"{framework} {model} {kind}/alone compute: median {r['ratio_to_alone']:.3f} "
+                        f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f})",
+                        flush=True,
+                    )
     write_table(rows, args.out)
 
 

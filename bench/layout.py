@@ -23,8 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import execution, launch, launchers  # noqa: E402
 from overhead import machine, throughput, write_table  # noqa: E402
+
+from harness import execution, launch, launchers  # noqa: E402
 from workloads.devices import BEST_LAYOUT, LAYOUTS  # noqa: E402
 
 
@@ -40,11 +41,29 @@ def main():
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "layout.csv"))
     args = ap.parse_args()
-    spec = {"comm": "overlap", "timing": "native", "nodes": 1, "ranks_per_node": 1, "batch_size": args.batch_size,
-            "image_size": args.image_size, "classes": 1000, "threads_per_rank": args.threads, "precision": "fp32",
-            "device": "cpu", "repeat": 0, "loader_workers": 0, "data": {"kind": "synthetic"}, "warmup": args.warmup,
-            "iterations": args.iterations,
-            "profile_iterations": 0, "autotune": True, "tf32": False, "lr": 0.01, "momentum": 0.9, "seed": 0}
+    spec = {
+        "comm": "overlap",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 1,
+        "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "classes": 1000,
+        "threads_per_rank": args.threads,
+        "precision": "fp32",
+        "device": "cpu",
+        "repeat": 0,
+        "loader_workers": 0,
+        "data": {"kind": "synthetic"},
+        "warmup": args.warmup,
+        "iterations": args.iterations,
+        "profile_iterations": 0,
+        "autotune": True,
+        "tf32": False,
+        "lr": 0.01,
+        "momentum": 0.9,
+        "seed": 0,
+    }
     env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,15 +72,23 @@ def main():
             for model in args.model:
                 got = {layout: [] for layout in layouts}
                 for trial in range(args.trials):
-                    order = layouts[trial % len(layouts):] + layouts[:trial % len(layouts)]
+                    order = layouts[trial % len(layouts) :] + layouts[: trial % len(layouts)]
                     for layout in order:
                         out = Path(tmp) / f"{framework}_{model}_{layout}_{trial}"
                         out.mkdir()
-                        (out / "spec.json").write_text(json.dumps({**spec, "framework": framework, "model": model,
-                                                                   "layout": layout, "out_dir": str(out)}))
-                        argv = launchers.mpirun_argv(["localhost"], 1, {"name": "mpirun", "bind_to": "none"},
-                                                  launch.workload_command(sys.executable, out / "spec.json"), env,
-                                                  as_root=os.geteuid() == 0)
+                        (out / "spec.json").write_text(
+                            json.dumps(
+                                {**spec, "framework": framework, "model": model, "layout": layout, "out_dir": str(out)}
+                            )
+                        )
+                        argv = launchers.mpirun_argv(
+                            ["localhost"],
+                            1,
+                            {"name": "mpirun", "bind_to": "none"},
+                            launch.workload_command(sys.executable, out / "spec.json"),
+                            env,
+                            as_root=os.geteuid() == 0,
+                        )
                         rc, _ = execution.execute(argv, out.parent / f"{out.name}.log", timeout_s=1800)
                         if rc != 0:
                             sys.exit(f"{framework} {model} {layout} failed; see {out.parent / f'{out.name}.log'}")
@@ -69,16 +96,29 @@ def main():
                 best = BEST_LAYOUT[framework]
                 for layout in layouts:
                     ratios = [a / b for a, b in zip(got[layout], got[best])]
-                    rows.append({"framework": framework, "model": model, "layout": layout, "best": layout == best,
-                                 "img_per_s": round(statistics.median(got[layout]), 3),
-                                 "ratio_to_best": round(statistics.median(ratios), 4),
-                                 "ratio_min": round(min(ratios), 4), "ratio_max": round(max(ratios), 4),
-                                 "trials": args.trials, "batch_size": args.batch_size, "image_size": args.image_size,
-                                 "threads": args.threads, "machine": machine()})
+                    rows.append(
+                        {
+                            "framework": framework,
+                            "model": model,
+                            "layout": layout,
+                            "best": layout == best,
+                            "img_per_s": round(statistics.median(got[layout]), 3),
+                            "ratio_to_best": round(statistics.median(ratios), 4),
+                            "ratio_min": round(min(ratios), 4),
+                            "ratio_max": round(max(ratios), 4),
+                            "trials": args.trials,
+                            "batch_size": args.batch_size,
+                            "image_size": args.image_size,
+                            "threads": args.threads,
+                            "machine": machine(),
+                        }
+                    )
                     r = rows[-1]
-                    print(f"{framework} {model} {layout}{' (best)' if r['best'] else ''}: {r['img_per_s']:.2f} img/s, "
-                          f"x{r['ratio_to_best']:.3f} of best (min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f})",
-                          flush=True)
+                    print(
+                        f"{framework} {model} {layout}{' (best)' if r['best'] else ''}: {r['img_per_s']:.2f} img/s, "
+                        f"x{r['ratio_to_best']:.3f} of best (min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f})",
+                        flush=True,
+                    )
     write_table(rows, args.out)
 
 

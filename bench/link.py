@@ -42,16 +42,22 @@ from harness import emulate, launch, launchers  # noqa: E402
 MIB = 1 << 20
 # Open MPI 4.1's default TCP transport flags, `put` among them
 OMPI_TCP_FLAGS = "send,put,inplace,need-ack,need-csum,hetero-rdma"
-VARIANTS = {"cubic": ("cubic", {}), "bbr": ("bbr", {}), "put": ("cubic", {"OMPI_MCA_btl_tcp_flags": OMPI_TCP_FLAGS}),
-            "put-1MiB": ("cubic", {"OMPI_MCA_btl_tcp_flags": OMPI_TCP_FLAGS,
-                                   "OMPI_MCA_btl_tcp_rdma_pipeline_frag_size": str(MIB)})}
+VARIANTS = {
+    "cubic": ("cubic", {}),
+    "bbr": ("bbr", {}),
+    "put": ("cubic", {"OMPI_MCA_btl_tcp_flags": OMPI_TCP_FLAGS}),
+    "put-1MiB": (
+        "cubic",
+        {"OMPI_MCA_btl_tcp_flags": OMPI_TCP_FLAGS, "OMPI_MCA_btl_tcp_rdma_pipeline_frag_size": str(MIB)},
+    ),
+}
 CASES = ("all", "largest", "rest", "sweep_256MiB")
 
 
 def rank_main(reps, cases, out):
     """One rank: each case asked for, timed on rank 0, written to `out` as {case: [bytes, [seconds...]]}."""
-    import torch
     import horovod.torch as hvd
+    import torch
 
     from workloads.registry import build_model
 
@@ -81,19 +87,32 @@ def trial(variant, rate_mbit, reps, cases, tmp):
     """One mpirun job on a fresh 2-node cluster: ({case: [bytes, [seconds...]]}, both_share)."""
     congestion_control, overrides = VARIANTS[variant]
     config = yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text())
-    env = {**launch.thread_env(1), "PYTHONPATH": str(ROOT),
-           **{k: str(v) for k, v in config["launcher"]["env"].items()}, **overrides}
+    env = {
+        **launch.thread_env(1),
+        "PYTHONPATH": str(ROOT),
+        **{k: str(v) for k, v in config["launcher"]["env"].items()},
+        **overrides,
+    }
     out = Path(tmp) / f"{variant}.json"
     out.unlink(missing_ok=True)
     with emulate.cluster(2, rate_mbit, 0, congestion_control=congestion_control) as cluster:
-        argv = launchers.mpirun_argv(cluster.hosts, 1, {"name": "mpirun", "bind_to": "none"},
-                                     [sys.executable, __file__, "--rank", "--reps", str(reps), "--cases", *cases,
-                                      "--out", str(out)],
-                                     env, as_root=os.geteuid() == 0)
+        argv = launchers.mpirun_argv(
+            cluster.hosts,
+            1,
+            {"name": "mpirun", "bind_to": "none"},
+            [sys.executable, __file__, "--rank", "--reps", str(reps), "--cases", *cases, "--out", str(out)],
+            env,
+            as_root=os.geteuid() == 0,
+        )
         log = Path(tmp) / f"{variant}.log"
         with open(log, "w") as stderr:  # a file, not a pipe: a chatty job cannot fill it and stall
-            proc = subprocess.Popen(cluster.wrap(argv), env={**os.environ, **cluster.launch_env()},
-                                    stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+            proc = subprocess.Popen(
+                cluster.wrap(argv),
+                env={**os.environ, **cluster.launch_env()},
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                text=True,
+            )
             samples, deadline = [], time.perf_counter() + 1800
             while proc.poll() is None:
                 if time.perf_counter() > deadline:
@@ -103,8 +122,10 @@ def trial(variant, rate_mbit, reps, cases, tmp):
                 samples.append((time.perf_counter(), *(sent_bytes(ns) for ns in cluster.namespaces)))
                 time.sleep(0.05)
     if proc.returncode != 0 or not out.exists():
-        raise SystemExit(f"{variant}: mpirun exited with {proc.returncode} (killed after 1800 s if negative)\n"
-                         f"{log.read_text()[-3000:]}")
+        raise SystemExit(
+            f"{variant}: mpirun exited with {proc.returncode} (killed after 1800 s if negative)\n"
+            f"{log.read_text()[-3000:]}"
+        )
     return json.loads(out.read_text()), both_share(samples)
 
 
@@ -144,7 +165,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for t in range(args.trials):
             names = args.variants
-            for name in names[t % len(names):] + names[:t % len(names)]:
+            for name in names[t % len(names) :] + names[: t % len(names)]:
                 times, share = trial(name, args.rate_mbit, args.reps, args.cases, tmp)
                 shares.setdefault(name, []).append(share)
                 for case, (nbytes, seconds) in times.items():
@@ -155,14 +176,27 @@ def main():
     for (name, case), (nbytes, seconds) in pooled.items():
         median = statistics.median(seconds)
         congestion_control, overrides = VARIANTS[name]
-        rows.append({"variant": name, "congestion_control": congestion_control,
-                     "btl_tcp_flags": overrides.get("OMPI_MCA_btl_tcp_flags", "config/emulated.yaml"), "case": case, "bytes": nbytes, "rate_mbit": args.rate_mbit,
-                     "trials": args.trials, "repetitions": len(seconds), "median_s": round(median, 3),
-                     "mean_s": round(statistics.mean(seconds), 3), "min_s": round(min(seconds), 3),
-                     "max_s": round(max(seconds), 3), "slow": sum(s > 1.25 * min(seconds) for s in seconds),
-                     "median_mb_per_s": round(nbytes / median / 1e6, 1),
-                     "both_share": round(statistics.median(shares[name]), 2),
-                     "half_duplex_trials": sum(s < 0.5 for s in shares[name]), "machine": machine()})
+        rows.append(
+            {
+                "variant": name,
+                "congestion_control": congestion_control,
+                "btl_tcp_flags": overrides.get("OMPI_MCA_btl_tcp_flags", "config/emulated.yaml"),
+                "case": case,
+                "bytes": nbytes,
+                "rate_mbit": args.rate_mbit,
+                "trials": args.trials,
+                "repetitions": len(seconds),
+                "median_s": round(median, 3),
+                "mean_s": round(statistics.mean(seconds), 3),
+                "min_s": round(min(seconds), 3),
+                "max_s": round(max(seconds), 3),
+                "slow": sum(s > 1.25 * min(seconds) for s in seconds),
+                "median_mb_per_s": round(nbytes / median / 1e6, 1),
+                "both_share": round(statistics.median(shares[name]), 2),
+                "half_duplex_trials": sum(s < 0.5 for s in shares[name]),
+                "machine": machine(),
+            }
+        )
     write_table(rows, args.out)
 
 

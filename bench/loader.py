@@ -65,8 +65,11 @@ def ceiling(framework, files, image_size, work=False):
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-        fn = loaders.tf_transform(image_size, 0) if work else \
-            (lambda b: tf.io.decode_jpeg(b, channels=3, dct_method="INTEGER_ACCURATE"))
+        fn = (
+            loaders.tf_transform(image_size, 0)
+            if work
+            else (lambda b: tf.io.decode_jpeg(b, channels=3, dct_method="INTEGER_ACCURATE"))
+        )
         options = tf.data.Options()
         options.threading.private_threadpool_size = 1
         options.threading.max_intra_op_parallelism = 1
@@ -82,6 +85,7 @@ def ceiling(framework, files, image_size, work=False):
         def run():  # pushed to the engine's one CPU worker, waited for once
             [mx.image.imdecode(b) for b in blobs]
             mx.nd.waitall()
+
     run()  # warm-up: first calls, the files in the page cache
     start = time.perf_counter()
     run()
@@ -119,17 +123,38 @@ def measure(args):
     if int(workers) <= 0:  # 0: the decode ceiling, -1: the same work in a bare loop
         rate = ceiling(framework, dataset.files, args.image_size, work=int(workers) < 0)
     else:
-        rate = loader_rate(framework, dataset, int(workers), args.batch_size, args.image_size, args.warmup,
-                           args.batches)
+        rate = loader_rate(
+            framework, dataset, int(workers), args.batch_size, args.image_size, args.warmup, args.batches
+        )
     print(json.dumps({"images_per_s": rate}))
 
 
 def run_one(framework, workers, args, dataset_dir):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1",
-           "TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = [sys.executable, __file__, "--one", framework, str(workers), "--dataset", str(dataset_dir),
-           "--batch-size", str(args.batch_size), "--image-size", str(args.image_size),
-           "--warmup", str(args.warmup), "--batches", str(args.batches)]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "MXNET_CPU_WORKER_NTHREADS": "1",
+        "TF_ENABLE_ONEDNN_OPTS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+    cmd = [
+        sys.executable,
+        __file__,
+        "--one",
+        framework,
+        str(workers),
+        "--dataset",
+        str(dataset_dir),
+        "--batch-size",
+        str(args.batch_size),
+        "--image-size",
+        str(args.image_size),
+        "--warmup",
+        str(args.warmup),
+        "--batches",
+        str(args.batches),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode or not lines:
@@ -160,13 +185,14 @@ def main():
             images.prepare(folder, images=args.images, classes=10, shards=8)
         results = {}
         for trial in range(args.trials):
-            order = args.framework[trial % len(args.framework):] + args.framework[:trial % len(args.framework)]
+            order = args.framework[trial % len(args.framework) :] + args.framework[: trial % len(args.framework)]
             for framework in order:
                 for workers in [0, -1] + args.workers:  # 0: the ceiling, -1: the same work bare
                     rate = run_one(framework, workers, args, folder)
                     results.setdefault((framework, workers), []).append(rate)
                     what = {0: "ceiling (bare decode, 1 core)", -1: "same work, bare loop (1 core)"}.get(
-                        workers, f"loader, {workers} worker(s)")
+                        workers, f"loader, {workers} worker(s)"
+                    )
                     print(f"trial {trial} {framework} {what}: {rate:.1f} images/s", flush=True)
     rows = []
     for framework in args.framework:
@@ -175,20 +201,33 @@ def main():
         for workers in args.workers:
             per_worker = [r / workers for r in results[(framework, workers)]]
             ratios = [p / c for p, c in zip(per_worker, results[(framework, 0)])]
-            rows.append({"framework": framework, "workers": workers,
-                         "images_per_s": round(statistics.median(results[(framework, workers)]), 1),
-                         "images_per_s_per_worker": round(statistics.median(per_worker), 1),
-                         "ceiling": round(top, 1), "ratio": round(statistics.median(ratios), 3),
-                         "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
-                         "same_work": "" if math.isnan(work) else round(work, 1),
-                         "machinery_ratio": "" if math.isnan(work) else round(statistics.median(
-                             [p / c for p, c in zip(per_worker, results[(framework, -1)])]), 3),
-                         "trials": args.trials, "image_size": args.image_size, "batch_size": args.batch_size,
-                         "machine": machine()})
+            rows.append(
+                {
+                    "framework": framework,
+                    "workers": workers,
+                    "images_per_s": round(statistics.median(results[(framework, workers)]), 1),
+                    "images_per_s_per_worker": round(statistics.median(per_worker), 1),
+                    "ceiling": round(top, 1),
+                    "ratio": round(statistics.median(ratios), 3),
+                    "ratio_min": round(min(ratios), 3),
+                    "ratio_max": round(max(ratios), 3),
+                    "same_work": "" if math.isnan(work) else round(work, 1),
+                    "machinery_ratio": ""
+                    if math.isnan(work)
+                    else round(statistics.median([p / c for p, c in zip(per_worker, results[(framework, -1)])]), 3),
+                    "trials": args.trials,
+                    "image_size": args.image_size,
+                    "batch_size": args.batch_size,
+                    "machine": machine(),
+                }
+            )
             r = rows[-1]
-            print(f"  {framework} {workers} worker(s): {r['images_per_s_per_worker']} images/s per worker, "
-                  f"ceiling {r['ceiling']}, ratio {r['ratio']} ({r['ratio_min']}-{r['ratio_max']}); "
-                  f"same work bare {r['same_work']}, machinery ratio {r['machinery_ratio']}", flush=True)
+            print(
+                f"  {framework} {workers} worker(s): {r['images_per_s_per_worker']} images/s per worker, "
+                f"ceiling {r['ceiling']}, ratio {r['ratio']} ({r['ratio_min']}-{r['ratio_max']}); "
+                f"same work bare {r['same_work']}, machinery ratio {r['machinery_ratio']}",
+                flush=True,
+            )
     write_table(rows, args.out)
 
 

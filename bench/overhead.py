@@ -75,34 +75,53 @@ def throughput(kind, out, spec, ranks, records=None):
 def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
     out = Path(tmp) / f"{framework}_r{ranks}_t{trial}"
     out.mkdir()
-    order = KINDS[trial % 3:] + KINDS[:trial % 3]  # rotate who goes first
+    order = KINDS[trial % 3 :] + KINDS[: trial % 3]  # rotate who goes first
     result = {}
     for kind in order:
         folder = out / kind
         folder.mkdir()
         spec_path = folder / "spec.json"
         timing = kind if kind != "bare" else "native"
-        spec_path.write_text(json.dumps({**spec, "framework": framework, "ranks_per_node": ranks, "timing": timing,
-                                         "out_dir": str(folder)}))
-        script = ([sys.executable, str(ROOT / "bench" / f"bare_{framework}.py"), str(spec_path)] if kind == "bare"
-                  else launch.workload_command(sys.executable, spec_path))
+        spec_path.write_text(
+            json.dumps(
+                {**spec, "framework": framework, "ranks_per_node": ranks, "timing": timing, "out_dir": str(folder)}
+            )
+        )
+        script = (
+            [sys.executable, str(ROOT / "bench" / f"bare_{framework}.py"), str(spec_path)]
+            if kind == "bare"
+            else launch.workload_command(sys.executable, spec_path)
+        )
         if direct:  # one rank without a launcher (Horovod's Gloo controller, size 1)
-            argv, proc_env = script, {**os.environ, **env, "PYTHONPATH": os.pathsep.join(
-                filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")]))}
+            argv, proc_env = (
+                script,
+                {
+                    **os.environ,
+                    **env,
+                    "PYTHONPATH": os.pathsep.join(filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")])),
+                },
+            )
         else:
-            argv, proc_env = launchers.mpirun_argv(["localhost"], ranks, {"name": "mpirun", "bind_to": "none"}, script,
-                                                env, as_root=os.geteuid() == 0), None
+            argv, proc_env = (
+                launchers.mpirun_argv(
+                    ["localhost"], ranks, {"name": "mpirun", "bind_to": "none"}, script, env, as_root=os.geteuid() == 0
+                ),
+                None,
+            )
         rc, _ = execution.execute(argv, out / f"{kind}.log", timeout_s=1800, env=proc_env)
         if rc != 0:
-            sys.exit(f"{framework} {kind} ({ranks} ranks) failed; see its log:\n{(out / f'{kind}.log').read_text()[-3000:]}")
+            sys.exit(
+                f"{framework} {kind} ({ranks} ranks) failed; see its log:\n{(out / f'{kind}.log').read_text()[-3000:]}"
+            )
         result[kind] = throughput(kind, out, spec, ranks)
     return result, order
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", nargs="+", default=["torch", "tensorflow", "mxnet"],
-                    choices=["torch", "tensorflow", "mxnet"])
+    ap.add_argument(
+        "--framework", nargs="+", default=["torch", "tensorflow", "mxnet"], choices=["torch", "tensorflow", "mxnet"]
+    )
     ap.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch-size", type=int, default=8)
@@ -111,23 +130,48 @@ def main():
     ap.add_argument("--layout", default="best")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=20)
-    ap.add_argument("--trials", type=int, default=9, help="a multiple of 3: each of bare, native and phased "
-                    "goes first, second and last equally often")
+    ap.add_argument(
+        "--trials",
+        type=int,
+        default=9,
+        help="a multiple of 3: each of bare, native and phased goes first, second and last equally often",
+    )
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "mixed"])
-    ap.add_argument("--launcher", default="mpirun", choices=["mpirun", "direct"],
-                    help="direct: one rank started without mpirun (a GPU node with no MPI)")
+    ap.add_argument(
+        "--launcher",
+        default="mpirun",
+        choices=["mpirun", "direct"],
+        help="direct: one rank started without mpirun (a GPU node with no MPI)",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "overhead.csv"))
     args = ap.parse_args()
     if args.launcher == "direct" and args.ranks != [1]:
         ap.error("--launcher direct runs one rank: give --ranks 1")
 
-    spec = {"model": args.model, "comm": "overlap", "layout": args.layout, "nodes": 1, "batch_size": args.batch_size,
-            "image_size": args.image_size, "classes": 1000, "threads_per_rank": args.threads,
-            "precision": args.precision, "device": args.device, "repeat": 0, "loader_workers": 0,
-            "data": {"kind": "synthetic"}, "warmup": args.warmup,
-            "iterations": args.iterations, "profile_iterations": 0, "autotune": True, "tf32": False, "lr": 0.01,
-            "momentum": 0.9, "seed": 0}
+    spec = {
+        "model": args.model,
+        "comm": "overlap",
+        "layout": args.layout,
+        "nodes": 1,
+        "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "classes": 1000,
+        "threads_per_rank": args.threads,
+        "precision": args.precision,
+        "device": args.device,
+        "repeat": 0,
+        "loader_workers": 0,
+        "data": {"kind": "synthetic"},
+        "warmup": args.warmup,
+        "iterations": args.iterations,
+        "profile_iterations": 0,
+        "autotune": True,
+        "tf32": False,
+        "lr": 0.01,
+        "momentum": 0.9,
+        "seed": 0,
+    }
     # the default study's rank environment: threads, math settings, MPI yielding when idle
     env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
     rows = []
@@ -138,20 +182,38 @@ def main():
                 for trial in range(args.trials):
                     result, order = run_trial(framework, ranks, spec, env, tmp, trial, args.launcher == "direct")
                     trials.append(result)
-                    print(f"{framework} {ranks} rank(s) trial {trial} ({' > '.join(order)}): "
-                          + ", ".join(f"{k} {result[k]:.2f} img/s" for k in KINDS), flush=True)
+                    print(
+                        f"{framework} {ranks} rank(s) trial {trial} ({' > '.join(order)}): "
+                        + ", ".join(f"{k} {result[k]:.2f} img/s" for k in KINDS),
+                        flush=True,
+                    )
                 for timing in ("native", "phased"):
                     ratios = [t[timing] / t["bare"] for t in trials]
-                    rows.append({"framework": framework, "ranks": ranks, "timing": timing,
-                                 "ratio": round(statistics.median(ratios), 4), "ratio_min": round(min(ratios), 4),
-                                 "ratio_max": round(max(ratios), 4), "trials": len(trials),
-                                 "harness_img_per_s": round(statistics.median(t[timing] for t in trials), 3),
-                                 "bare_img_per_s": round(statistics.median(t["bare"] for t in trials), 3),
-                                 "model": args.model, "batch_size": args.batch_size, "image_size": args.image_size,
-                                 "device": args.device, "precision": args.precision, "machine": machine(args.device)})
+                    rows.append(
+                        {
+                            "framework": framework,
+                            "ranks": ranks,
+                            "timing": timing,
+                            "ratio": round(statistics.median(ratios), 4),
+                            "ratio_min": round(min(ratios), 4),
+                            "ratio_max": round(max(ratios), 4),
+                            "trials": len(trials),
+                            "harness_img_per_s": round(statistics.median(t[timing] for t in trials), 3),
+                            "bare_img_per_s": round(statistics.median(t["bare"] for t in trials), 3),
+                            "model": args.model,
+                            "batch_size": args.batch_size,
+                            "image_size": args.image_size,
+                            "device": args.device,
+                            "precision": args.precision,
+                            "machine": machine(args.device),
+                        }
+                    )
                     r = rows[-1]
-                    print(f"  {framework} {ranks} rank(s) {timing}/bare: median {r['ratio']:.3f} "
-                          f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f}, {r['trials']} paired trials)", flush=True)
+                    print(
+                        f"  {framework} {ranks} rank(s) {timing}/bare: median {r['ratio']:.3f} "
+                        f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f}, {r['trials']} paired trials)",
+                        flush=True,
+                    )
     write_table(rows, args.out)
 
 

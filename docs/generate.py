@@ -26,6 +26,7 @@ PLACEHOLDER = re.compile(r"<!--\s*(generated|table):\s*(\S+)\s*-->")
 
 # --- the config ---------------------------------------------------------------------------------
 
+
 def schema_keys(node, prefix=""):
     """(dotted key, schema node) of every key of the schema, nested ones included; the values of an
     open mapping (`additionalProperties` with properties of its own) appear as `<name>`."""
@@ -57,7 +58,7 @@ def _default(config, dotted):
         if not isinstance(value, dict) or part not in value:
             return "(absent)"
         value = value[part]
-    text = yaml.safe_dump(value, default_flow_style=True, width=10 ** 6).strip()
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
     text = text.removesuffix("...").strip()
     return f"`{text}`" if len(text) < 60 else "see `config/config.yaml`"
 
@@ -74,21 +75,29 @@ def config_reference(schema_path=ROOT / "config" / "schema.yaml", config_path=RO
     for key, node in schema_keys(schema):
         top = key.split(".")[0]
         need = "" if "." in key or top in required else " (optional)"
-        lines.append(f"| `{key}`{need} | {_cell(_kind(node))} | {_cell(_default(config, key))} | "
-                     f"{_cell(node.get('description', ''))} |")
+        lines.append(
+            f"| `{key}`{need} | {_cell(_kind(node))} | {_cell(_default(config, key))} | "
+            f"{_cell(node.get('description', ''))} |"
+        )
     return "\n".join(lines)
 
 
 # --- outputs and columns ------------------------------------------------------------------------
 
+
 def code_columns():
     """{table: its column list as the code declares it}, for the tables whose writer has one."""
     from analysis import comm, model, tidy
 
-    return {"tidy.csv": list(tidy.TIDY_COLUMNS), "runs.csv": list(tidy.RUNS_COLUMNS),
-            "tensors.csv": list(tidy.TENSOR_COLUMNS), "allreduce.csv": list(comm.SWEEP_COLUMNS),
-            "allreduce_fit.csv": list(comm.FIT_COLUMNS), "model.csv": list(model.COLUMNS),
-            "replay.csv": list(model.REPLAY_COLUMNS)}
+    return {
+        "tidy.csv": list(tidy.TIDY_COLUMNS),
+        "runs.csv": list(tidy.RUNS_COLUMNS),
+        "tensors.csv": list(tidy.TENSOR_COLUMNS),
+        "allreduce.csv": list(comm.SWEEP_COLUMNS),
+        "allreduce_fit.csv": list(comm.FIT_COLUMNS),
+        "model.csv": list(model.COLUMNS),
+        "replay.csv": list(model.REPLAY_COLUMNS),
+    }
 
 
 def outputs_reference():
@@ -121,6 +130,7 @@ def columns_reference():
 
 # --- the command line ---------------------------------------------------------------------------
 
+
 def _help(parser):
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"
@@ -148,6 +158,7 @@ def cli_reference(parser=None):
 
 # --- captions -----------------------------------------------------------------------------------
 
+
 def captions(folder=ROOT / "report"):
     parts = []
     for path in sorted(Path(folder).glob("*.rst")):
@@ -157,6 +168,7 @@ def captions(folder=ROOT / "report"):
 
 
 # --- measurements -------------------------------------------------------------------------------
+
 
 def sidecar(csv_path):
     return Path(csv_path).with_suffix(".meta.yaml")
@@ -170,10 +182,14 @@ def measurement(csv_path):
         rows = list(csv.DictReader(fh))
     machines = sorted({r.get("machine", "") for r in rows} - {""})
     columns = [c for c in rows[0] if c != "machine"] if rows else []
-    head = [f"`{Path(csv_path).as_posix()}`: {meta['what']}", "",
-            f"- date: {meta['date']}",
-            f"- machine: {'; '.join(machines) or 'not recorded'}",
-            f"- command: `{' '.join(str(meta['command']).split())}`", ""]
+    head = [
+        f"`{Path(csv_path).as_posix()}`: {meta['what']}",
+        "",
+        f"- date: {meta['date']}",
+        f"- machine: {'; '.join(machines) or 'not recorded'}",
+        f"- command: `{' '.join(str(meta['command']).split())}`",
+        "",
+    ]
     table = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     table += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
     return "\n".join(head + table)
@@ -181,8 +197,13 @@ def measurement(csv_path):
 
 # --- the hook's entry ---------------------------------------------------------------------------
 
-GENERATED = {"config": config_reference, "outputs": outputs_reference, "columns": columns_reference,
-             "cli": cli_reference, "captions": captions}
+GENERATED = {
+    "config": config_reference,
+    "outputs": outputs_reference,
+    "columns": columns_reference,
+    "cli": cli_reference,
+    "captions": captions,
+}
 
 
 def render(markdown):

@@ -4,7 +4,8 @@ The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
 ``~/.cache/dlscale/envs``), in a folder named by a hash of `environment.recipe.content()`, the
 interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
 a change of pins, edits or MPI builds a new one. ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
-variant (CUDA framework builds, Horovod with NCCL; see `environment.recipe`) in a folder of its own. A folder only counts once its ``COMPLETE`` marker
+variant (CUDA framework builds, Horovod with NCCL; see `environment.recipe`) in a folder of its own. A folder only
+counts once its ``COMPLETE`` marker
 exists, which is written last, after `horovodrun --check-build` has shown every framework and MPI;
 a half-built folder is removed and built again. A lock keeps two builders apart.
 
@@ -31,8 +32,10 @@ from environment import recipe
 
 MARKER = "COMPLETE"
 RECORD = "environment.json"
-REQUIRED_BUILD_FEATURES = {"cpu": ["TensorFlow", "PyTorch", "MXNet", "MPI"],
-                           "cuda": ["TensorFlow", "PyTorch", "MXNet", "MPI", "NCCL"]}
+REQUIRED_BUILD_FEATURES = {
+    "cpu": ["TensorFlow", "PyTorch", "MXNet", "MPI"],
+    "cuda": ["TensorFlow", "PyTorch", "MXNet", "MPI", "NCCL"],
+}
 VARIANT_VAR = "DLSCALE_ENV_VARIANT"
 
 
@@ -72,8 +75,12 @@ def _nvcc_facts(nvcc):
     toolkit it runs."""
     try:
         version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-        dry = subprocess.run([nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
-                             capture_output=True, text=True, timeout=60).stderr
+        dry = subprocess.run(
+            [nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stderr
     except (OSError, subprocess.TimeoutExpired):
         return None, None
     top = re.search(r"^#\$ TOP=(.+)$", dry, re.M)
@@ -85,8 +92,12 @@ def find_cuda_home():
     """The CUDA toolkit Horovod's GPU build compiles with ($HOROVOD_CUDA_HOME, $CUDA_HOME, the nvcc
     on PATH, /usr/local/cuda): its root folder, checked to hold nvcc and the runtime headers and to
     be the CUDA release PyTorch's wheel was built with; otherwise an EnvError saying what to load."""
-    candidates = [os.environ.get("HOROVOD_CUDA_HOME"), os.environ.get("CUDA_HOME"), shutil.which("nvcc"),
-                  "/usr/local/cuda"]
+    candidates = [
+        os.environ.get("HOROVOD_CUDA_HOME"),
+        os.environ.get("CUDA_HOME"),
+        shutil.which("nvcc"),
+        "/usr/local/cuda",
+    ]
     for candidate in filter(None, candidates):
         nvcc = Path(candidate) if Path(candidate).name == "nvcc" else Path(candidate) / "bin" / "nvcc"
         if not nvcc.exists():
@@ -95,14 +106,18 @@ def find_cuda_home():
         if home is None or not any(home.glob("**/include/cuda_runtime.h")):
             continue
         if release is None or release.split(".")[0] != recipe.CUDA_TOOLKIT_MAJOR:
-            raise EnvError(f"the CUDA toolkit in {home} is release {release}, and the cuda environment's PyTorch "
-                           f"is built with CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x, whose headers Horovod's GPU "
-                           f"build compiles against: load a CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x toolkit "
-                           "(or point $HOROVOD_CUDA_HOME at one)")
+            raise EnvError(
+                f"the CUDA toolkit in {home} is release {release}, and the cuda environment's PyTorch "
+                f"is built with CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x, whose headers Horovod's GPU "
+                f"build compiles against: load a CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x toolkit "
+                "(or point $HOROVOD_CUDA_HOME at one)"
+            )
         return home
-    raise EnvError("the cuda environment builds Horovod's GPU operations with nvcc, and no CUDA toolkit with "
-                   "nvcc and its headers was found ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH, /usr/local/cuda): "
-                   f"load the site's CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x module first")
+    raise EnvError(
+        "the cuda environment builds Horovod's GPU operations with nvcc, and no CUDA toolkit with "
+        "nvcc and its headers was found ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH, /usr/local/cuda): "
+        f"load the site's CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x module first"
+    )
 
 
 def env_key(mpi, variant="cpu"):
@@ -161,8 +176,10 @@ def nccl_build_env(site):
     lib = home / "lib" / "libnccl.so"
     if not lib.exists():
         lib.symlink_to("libnccl.so.2")
-    return {"HOROVOD_NCCL_HOME": str(home), "LD_LIBRARY_PATH": os.pathsep.join(
-        filter(None, [str(home / "lib"), os.environ.get("LD_LIBRARY_PATH")]))}
+    return {
+        "HOROVOD_NCCL_HOME": str(home),
+        "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [str(home / "lib"), os.environ.get("LD_LIBRARY_PATH")])),
+    }
 
 
 def driver_stub(directory, library):
@@ -177,13 +194,25 @@ def driver_stub(directory, library):
         return None
     except OSError:
         pass
-    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True,
-                               check=True).stdout
+    undefined = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
     names = sorted(set(re.findall(r"^\s+U (cu[A-Z]\w*)(?:@\S*)?$", undefined, re.M)))
     source = Path(directory) / "libcuda_stub.c"
     source.write_text("".join(f"int {name}(void) {{ return 100; }}\n" for name in names))
-    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(Path(directory) / "libcuda.so.1"),
-                    str(source)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            str(Path(directory) / "libcuda.so.1"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return Path(directory)
 
 
@@ -197,14 +226,15 @@ def _build(path, mpi, log, variant_name="cpu"):
         cuda.update(HOROVOD_CUDA_HOME=home, CUDA_HOME=home)
     _run([sys.executable, "-m", "venv", str(path)], log)
     _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
-    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name), f"cmake=={recipe.BUILD_PINS['cmake']}"],
-         log)
+    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name), f"cmake=={recipe.BUILD_PINS['cmake']}"], log)
     if variant_name == "cuda":  # the NCCL on disk must be PyTorch's (see recipe.NCCL_WHEEL)
         nccl = f"{recipe.NCCL_WHEEL}=={recipe.CUDA_EXTRA_PINS[recipe.NCCL_WHEEL]}"
         _run([py, "-m", "pip", "install", "--force-reinstall", "--no-deps", nccl], log)
     site = subprocess.run(
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     Path(site, "sitecustomize.py").write_text(recipe.sitecustomize(variant_name))
     with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
@@ -214,17 +244,36 @@ def _build(path, mpi, log, variant_name="cpu"):
             if stub:
                 log.write(f"no NVIDIA driver here: building with the driver stub {stub}/libcuda.so.1\n")
                 cuda["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), cuda["LD_LIBRARY_PATH"]])
-        _run([py, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-              f"horovod=={recipe.HOROVOD_VERSION}", "-d", tmp], log)
+        _run(
+            [
+                py,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"horovod=={recipe.HOROVOD_VERSION}",
+                "-d",
+                tmp,
+            ],
+            log,
+        )
         sdist = next(Path(tmp).glob("horovod-*.tar.gz"))
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")
         src = Path(tmp) / f"horovod-{recipe.HOROVOD_VERSION}"
         apply_edits(src, recipe.horovod_edits(variant_name))
-        tf_include = subprocess.run(
-            [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip().splitlines()[-1]
+        tf_include = (
+            subprocess.run(
+                [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         cpath = [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
         if variant_name == "cuda":
             # MXNet's headers include cuBLAS and cuRAND headers, which a minimal CUDA toolkit lacks:
@@ -240,8 +289,7 @@ def _build(path, mpi, log, variant_name="cpu"):
             "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
             "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
         }
-        _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)],
-             log, env=build_env)
+        _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)], log, env=build_env)
         out, missing = check_build(py, variant_name, build_env)
     log.write(out)
     if missing:
@@ -280,8 +328,10 @@ def build(quiet=False):
             shutil.rmtree(path)  # a half-made environment from an interrupted build
         log_path = path.with_name(path.name + ".build.log")
         if not quiet:
-            print(f"building the workload environment in {path} (log: {log_path}); "
-                  "this takes about 10-15 minutes once", file=sys.stderr)
+            print(
+                f"building the workload environment in {path} (log: {log_path}); this takes about 10-15 minutes once",
+                file=sys.stderr,
+            )
         with open(log_path, "w") as log:
             try:
                 _build(path, mpi, log, variant_name)
@@ -297,8 +347,12 @@ def record_rule(python, record_path, log_path):
     its record to `record_path`, the build's output in `log_path`. No shell: the results and logs
     folders may hold spaces or quotes."""
     with open(log_path, "w") as log:
-        subprocess.run([python, "-m", "harness", "env", "build", "--record", str(record_path)], stdout=log,
-                       stderr=subprocess.STDOUT, check=True)
+        subprocess.run(
+            [python, "-m", "harness", "env", "build", "--record", str(record_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=True,
+        )
 
 
 def load_record(path):
@@ -322,8 +376,9 @@ def link(path, link_path):
     else:
         shutil.rmtree(link_path, ignore_errors=True)
     env_python = path / "bin" / "python"
-    base = subprocess.run([str(env_python), "-c", "import sys; print(sys._base_executable)"], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    base = subprocess.run(
+        [str(env_python), "-c", "import sys; print(sys._base_executable)"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     subprocess.run([base, "-m", "venv", "--without-pip", str(link_path)], check=True)
     site_of = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     shared = subprocess.run([str(env_python), "-c", site_of], check=True, capture_output=True, text=True).stdout.strip()
@@ -333,8 +388,22 @@ def link(path, link_path):
     (Path(own) / OVERLAY_MARK).write_text(f"import site; site.addsitedir({shared!r})\n")
     _commands(path / "bin", link_path.resolve() / "bin", python)
     root = Path(__file__).resolve().parent.parent
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--editable", str(root)], check=True, cwd=root)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--editable",
+            str(root),
+        ],
+        check=True,
+        cwd=root,
+    )
 
 
 def _commands(env_bin, own_bin, python):

@@ -25,9 +25,14 @@ from environment import recipe
 from environment.build import EnvError, apply_edits, find_cuda_home
 
 BUILD_ENV = {
-    "HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITHOUT_TENSORFLOW": "1", "HOROVOD_WITHOUT_MXNET": "1",
-    "HOROVOD_WITHOUT_MPI": "1", "HOROVOD_WITH_GLOO": "1", "HOROVOD_CPU_OPERATIONS": "GLOO",
-    "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_LINK": "SHARED",
+    "HOROVOD_WITH_PYTORCH": "1",
+    "HOROVOD_WITHOUT_TENSORFLOW": "1",
+    "HOROVOD_WITHOUT_MXNET": "1",
+    "HOROVOD_WITHOUT_MPI": "1",
+    "HOROVOD_WITH_GLOO": "1",
+    "HOROVOD_CPU_OPERATIONS": "GLOO",
+    "HOROVOD_GPU_OPERATIONS": "NCCL",
+    "HOROVOD_NCCL_LINK": "SHARED",
     # Gloo's CMakeLists asks for CMake 2.8; CMake 4 (the H100 image's) refuses that without this.
     "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
 }
@@ -73,13 +78,33 @@ def build_wheel(sdist, wheel_dir, cc=None):
             raise EnvError(f"{sdist} is not Horovod {recipe.HOROVOD_VERSION}'s source distribution")
         apply_edits(src, recipe.horovod_edits("cuda"))
         include, lib = find_nccl(site, tmp)
-        env = {**os.environ, **BUILD_ENV, "HOROVOD_CUDA_HOME": str(home), "CUDA_HOME": str(home),
-               "HOROVOD_NCCL_INCLUDE": str(include), "HOROVOD_NCCL_LIB": str(lib),
-               "HOROVOD_BUILD_CUDA_CC_LIST": cc,
-               "CXXFLAGS": " ".join(filter(None, [FORCED_INCLUDES, os.environ.get("CXXFLAGS")])),
-               "MAKEFLAGS": f"-j{os.cpu_count() or 2}"}
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
-                        "-w", str(wheel_dir), str(src)], env=env, check=True)
+        env = {
+            **os.environ,
+            **BUILD_ENV,
+            "HOROVOD_CUDA_HOME": str(home),
+            "CUDA_HOME": str(home),
+            "HOROVOD_NCCL_INCLUDE": str(include),
+            "HOROVOD_NCCL_LIB": str(lib),
+            "HOROVOD_BUILD_CUDA_CC_LIST": cc,
+            "CXXFLAGS": " ".join(filter(None, [FORCED_INCLUDES, os.environ.get("CXXFLAGS")])),
+            "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
+        }
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-build-isolation",
+                "--no-deps",
+                "--no-index",
+                "-w",
+                str(wheel_dir),
+                str(src),
+            ],
+            env=env,
+            check=True,
+        )
     return next(wheel_dir.glob("horovod-*.whl"))
 
 

@@ -153,7 +153,7 @@ HOROVOD_EDITS = [
     (
         "horovod/common/operations.cc",
         '  if (is_coordinator) {\n    horovod_global.timeline.SetPendingTimelineFile(std::string(""));\n',
-        '  if (true) {  // dlscale: every rank (DYNAMIC)\n    horovod_global.timeline.SetPendingTimelineFile(std::string(""));\n',
+        '  if (true) {  // dlscale: every rank (DYNAMIC)\n    horovod_global.timeline.SetPendingTimelineFile(std::string(""));\n',  # noqa: E501 (a patch's exact text)
     ),
     # The timeline's writer thread spins (sched_yield) for the whole run once a timeline exists,
     # also while no file is open (HOROVOD_TIMELINE=DYNAMIC): on a node whose cores all compute, that
@@ -270,12 +270,26 @@ sys.meta_path.insert(0, _MxnetNumpyShim())
 # libmxnet.so links too (PyTorch loads it for itself, MXNet alone does not). libcuda.so.1 (the driver) is not among
 # them: it comes from the GPU node's NVIDIA driver.
 MXNET_CUDA11_LIBS = [
-    "libcudart.so.11.0", "libcublasLt.so.11", "libcublas.so.11", "libnvrtc.so.11.2", "libnvrtc-builtins.so.11.8",
-    "libcufft.so.10", "libcurand.so.10", "libcusparse.so.11", "libcusolver.so.11", "libcudnn_ops_infer.so.8",
-    "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8", "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8",
-    "libcudnn_adv_train.so.8", "libcudnn.so.8", "libnvToolsExt.so.1", "libnccl.so.2",
+    "libcudart.so.11.0",
+    "libcublasLt.so.11",
+    "libcublas.so.11",
+    "libnvrtc.so.11.2",
+    "libnvrtc-builtins.so.11.8",
+    "libcufft.so.10",
+    "libcurand.so.10",
+    "libcusparse.so.11",
+    "libcusolver.so.11",
+    "libcudnn_ops_infer.so.8",
+    "libcudnn_ops_train.so.8",
+    "libcudnn_cnn_infer.so.8",
+    "libcudnn_cnn_train.so.8",
+    "libcudnn_adv_infer.so.8",
+    "libcudnn_adv_train.so.8",
+    "libcudnn.so.8",
+    "libnvToolsExt.so.1",
+    "libnccl.so.2",
 ]
-CUDA_SITECUSTOMIZE = f'''
+CUDA_SITECUSTOMIZE = f"""
 
 class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
     # Stays in sys.meta_path (removing it while the import system walks the list would skip the
@@ -297,7 +311,7 @@ class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, _MxnetCuda11Libraries())
-'''
+"""
 
 
 def sitecustomize(variant="cpu"):

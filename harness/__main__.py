@@ -1,25 +1,25 @@
 """Command line: `dlscale <command>` (also `python -m harness <command>`).
 
-  run [--configfile F]... [--config K=V]... [-- SNAKEMAKE ARGS...]
-                                            run the study: snakemake --cores all in this checkout
-  report [--configfile F]... [--config K=V]...
-                                            the study's report.md and Snakemake's report.html
-  env build [--record FILE] [--link PATH]   build (once) or find the workload environment
-  env path                                  print the environment's folder (exit 1 if not built)
-  check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml and these
-                                            overlays make (as snakemake --configfile ... --config ...)
-  launch [CONFIG...] KEY=VALUE...           run one run of that study by hand (framework=torch ...)
-  unlock [--force]                          remove the lock a killed snakemake left (none running)
-  retry [--configfile F]... [--config K=V]... [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
-                                            redo the study's failed runs (all, or those matching every
-                                            KEY=VALUE, e.g. framework=mxnet model=alexnet) and the
-                                            tables after them: snakemake --forcerun on their status.json
-  emulate run --nodes N [--rate-mbit R] [--delay-ms D] [--congestion-control C] [--slots S] -- COMMAND...
-                                            make an emulated cluster, run COMMAND (e.g. mpirun ...)
-                                            in its node 0 with $DLSCALE_HOSTFILE, then remove it
-  emulate up NAME --nodes N [...] [--hostfile FILE]   make a named emulated cluster and keep it
-  emulate down NAME | --all                 remove emulated clusters and every process in them
-  emulate list                              the emulated clusters that exist
+run [--configfile F]... [--config K=V]... [-- SNAKEMAKE ARGS...]
+                                          run the study: snakemake --cores all in this checkout
+report [--configfile F]... [--config K=V]...
+                                          the study's report.md and Snakemake's report.html
+env build [--record FILE] [--link PATH]   build (once) or find the workload environment
+env path                                  print the environment's folder (exit 1 if not built)
+check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml and these
+                                          overlays make (as snakemake --configfile ... --config ...)
+launch [CONFIG...] KEY=VALUE...           run one run of that study by hand (framework=torch ...)
+unlock [--force]                          remove the lock a killed snakemake left (none running)
+retry [--configfile F]... [--config K=V]... [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
+                                          redo the study's failed runs (all, or those matching every
+                                          KEY=VALUE, e.g. framework=mxnet model=alexnet) and the
+                                          tables after them: snakemake --forcerun on their status.json
+emulate run --nodes N [--rate-mbit R] [--delay-ms D] [--congestion-control C] [--slots S] -- COMMAND...
+                                          make an emulated cluster, run COMMAND (e.g. mpirun ...)
+                                          in its node 0 with $DLSCALE_HOSTFILE, then remove it
+emulate up NAME --nodes N [...] [--hostfile FILE]   make a named emulated cluster and keep it
+emulate down NAME | --all                 remove emulated clusters and every process in them
+emulate list                              the emulated clusters that exist
 """
 
 import argparse
@@ -67,8 +67,8 @@ def cmd_check_config(args):
 
 
 def cmd_launch(args):
-    from harness import config as cfg
     from environment import build as env
+    from harness import config as cfg
     from harness import launch
 
     files = [a for a in args.set if "=" not in a]
@@ -105,9 +105,16 @@ def _snakemake(args, *extra):
 
     from harness.config import ROOT
 
-    argv = [sys.executable, "-m", "snakemake", "--cores", "all",
-            *(["--configfile", *(str(Path(f).resolve()) for f in args.configfile)] if args.configfile else []),
-            *(["--config", *args.config] if args.config else []), *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--cores",
+        "all",
+        *(["--configfile", *(str(Path(f).resolve()) for f in args.configfile)] if args.configfile else []),
+        *(["--config", *args.config] if args.config else []),
+        *extra,
+    ]
     return subprocess.run(argv, cwd=ROOT).returncode
 
 
@@ -190,15 +197,19 @@ def cmd_unlock(args):
         return 0
     running = [pid for pid in _snakemakes_in(ROOT) if pid != os.getpid()]
     if running and not args.force:
-        print(f"snakemake is running in {ROOT} (pid {', '.join(map(str, running))}): its lock is not stale. "
-              "Wait for it or stop it (Ctrl-C), or pass --force if those processes are not this study's.",
-              file=sys.stderr)
+        print(
+            f"snakemake is running in {ROOT} (pid {', '.join(map(str, running))}): its lock is not stale. "
+            "Wait for it or stop it (Ctrl-C), or pass --force if those processes are not this study's.",
+            file=sys.stderr,
+        )
         return 1
     held = sum(len(lock.read_text().splitlines()) for lock in locks)
     for lock in locks:
         lock.unlink()
-    print(f"removed {len(locks)} stale lock file(s) over {held} path(s) left by a snakemake that did not end; "
-          "the next snakemake redoes whatever it left incomplete")
+    print(
+        f"removed {len(locks)} stale lock file(s) over {held} path(s) left by a snakemake that did not end; "
+        "the next snakemake redoes whatever it left incomplete"
+    )
     return 0
 
 
@@ -219,14 +230,21 @@ def cmd_emulate(args):
     if not args.nodes:
         raise ValueError(f"emulate {args.action} needs --nodes")
     if args.action == "up":
-        made = emulate.up(args.nodes, args.rate_mbit, args.delay_ms, name=f"{emulate.PREFIX}-{args.name}",
-                          congestion_control=args.congestion_control)
+        made = emulate.up(
+            args.nodes,
+            args.rate_mbit,
+            args.delay_ms,
+            name=f"{emulate.PREFIX}-{args.name}",
+            congestion_control=args.congestion_control,
+        )
         text = made.hostfile(args.slots)
         if args.hostfile:
             Path(args.hostfile).write_text(text)
         env = " ".join(f"{k}='{v}'" for k, v in made.launch_env().items())
-        print(f"{text}# start jobs in node 0 with:\n{env} {' '.join(made.wrap(['mpirun', '...']))}\n"
-              f"# remove with: python -m harness emulate down {args.name}")
+        print(
+            f"{text}# start jobs in node 0 with:\n{env} {' '.join(made.wrap(['mpirun', '...']))}\n"
+            f"# remove with: python -m harness emulate down {args.name}"
+        )
         return 0
     command = args.command
     if not command:
@@ -242,36 +260,61 @@ def cmd_emulate(args):
 
 
 def _study_options(parser):
-    parser.add_argument("--configfile", action="append", default=[], metavar="FILE",
-                        help="an overlay on config/config.yaml (repeat for more, in order)")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="as snakemake --config (one item per --config)")
+    parser.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an overlay on config/config.yaml (repeat for more, in order)",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="as snakemake --config (one item per --config)",
+    )
 
 
 def parser():
     """The command line's parser (also what the docs' command-line reference is made from)."""
-    parser = argparse.ArgumentParser(prog="dlscale", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="dlscale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, fn, text in (("run", cmd_run, "run the study (snakemake --cores all in this checkout)"),
-                           ("report", cmd_report, "make the study's report.md and Snakemake's report.html")):
+    for name, fn, text in (
+        ("run", cmd_run, "run the study (snakemake --cores all in this checkout)"),
+        ("report", cmd_report, "make the study's report.md and Snakemake's report.html"),
+    ):
         p = sub.add_parser(name, help=text, description=text)
         _study_options(p)
         p.set_defaults(fn=fn)
     p = sub.add_parser("env", help="build or find the workload environment")
     p.add_argument("action", choices=["build", "path"])
     p.add_argument("--record", help="copy the environment record (JSON) here")
-    p.add_argument("--link", help="make this path the checkout's overlay on the environment (e.g. .venv): "
-                                  "the environment's packages and commands, this checkout installed editable")
+    p.add_argument(
+        "--link",
+        help="make this path the checkout's overlay on the environment (e.g. .venv): "
+        "the environment's packages and commands, this checkout installed editable",
+    )
     p.set_defaults(fn=cmd_env)
     p = sub.add_parser("check-config", help="validate a study config (config/config.yaml and overlays)")
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="overlays on config/config.yaml, in order")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="as snakemake --config (one item per --config)")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="as snakemake --config (one item per --config)",
+    )
     p.set_defaults(fn=cmd_check_config)
     p = sub.add_parser("launch", help="run one run of a study by hand")
-    p.add_argument("set", nargs="*", metavar="CONFIG|KEY=VALUE",
-                   help="overlays on config/config.yaml, and run keys differing from the first run")
+    p.add_argument(
+        "set",
+        nargs="*",
+        metavar="CONFIG|KEY=VALUE",
+        help="overlays on config/config.yaml, and run keys differing from the first run",
+    )
     p.set_defaults(fn=cmd_launch)
     p = sub.add_parser("unlock", help="remove the lock a killed snakemake left behind")
     p.add_argument("--force", action="store_true", help="also when a snakemake process seems to run here")
@@ -296,8 +339,8 @@ def parser():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    command = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = parser().parse_args(argv[:len(argv) - len(command) - ("--" in argv)])
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser().parse_args(argv[: len(argv) - len(command) - ("--" in argv)])
     args.command = command
     try:
         return args.fn(args)

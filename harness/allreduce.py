@@ -94,7 +94,9 @@ def host_allreduce(comm):
         def run():
             comm.Allreduce(send, recv, op=MPI.SUM)
             return recv[0]
+
         return run
+
     return prepare, "mpi (host memory)"
 
 
@@ -113,12 +115,16 @@ def horovod_allreduce(comm, tensors=FUSED_PIECES):
         bufs = [torch.ones(n) for n in [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]]
 
         def run():
-            handles = [hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{tensors}x.{nbytes}.{i}")
-                       for i, b in enumerate(bufs)]
+            handles = [
+                hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{tensors}x.{nbytes}.{i}")
+                for i, b in enumerate(bufs)
+            ]
             for handle in handles:
                 hvd.synchronize(handle)
             return bufs[0][0].item()
+
         return run
+
     return prepare, f"horovod mpi (host memory, {tensors} tensors fused)"
 
 
@@ -134,9 +140,11 @@ def gpu_allreduce(comm):
 
     hvd.init(comm=comm)
     if torch.cuda.device_count() <= hvd.local_rank():
-        raise SweepError(f"allreduce sweep on device gpu: PyTorch {torch.__version__} sees "
-                         f"{torch.cuda.device_count()} GPU(s), local rank {hvd.local_rank()} needs one; "
-                         "run GPU studies on GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)")
+        raise SweepError(
+            f"allreduce sweep on device gpu: PyTorch {torch.__version__} sees "
+            f"{torch.cuda.device_count()} GPU(s), local rank {hvd.local_rank()} needs one; "
+            "run GPU studies on GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)"
+        )
     torch.cuda.set_device(hvd.local_rank())
 
     def prepare(nbytes):
@@ -147,7 +155,9 @@ def gpu_allreduce(comm):
             out = hvd.allreduce(buf, op=hvd.Sum, name=f"sweep.{nbytes}")
             torch.cuda.synchronize()
             return out[0].item()
+
         return run
+
     nccl = "nccl" if hvd.nccl_built() else "mpi"
     return prepare, f"horovod {nccl} ({torch.cuda.get_device_name()})"
 
@@ -161,11 +171,20 @@ def main(argv=None):
     device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
-    paths = [("horovod", gpu_allreduce, n, sizes(max_bytes))] if device == "gpu" else [
-        ("mpi", host_allreduce, n, sizes(max_bytes)),
-        ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
-        ("horovod_tensors", horovod_tensors_allreduce, 1,
-         [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES])]
+    paths = (
+        [("horovod", gpu_allreduce, n, sizes(max_bytes))]
+        if device == "gpu"
+        else [
+            ("mpi", host_allreduce, n, sizes(max_bytes)),
+            ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
+            (
+                "horovod_tensors",
+                horovod_tensors_allreduce,
+                1,
+                [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES],
+            ),
+        ]
+    )
     fh = open(out, "w") if rank == 0 else None
     for path, make, expected, swept in paths:
         allreduce, transport = make(comm)
@@ -184,9 +203,22 @@ def main(argv=None):
             if result != expected:
                 raise SweepError(f"{path} allreduce of {nbytes} bytes gave {result}, expected {expected}")
             if fh:
-                fh.write(json.dumps({"schema": SCHEMA, "path": path, "bytes": nbytes, "ranks": n,
-                                     "host": MPI.Get_processor_name(), "mpi": MPI.Get_library_version().splitlines()[0],
-                                     "transport": transport, "times_s": times, "median_s": statistics.median(times)}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "schema": SCHEMA,
+                            "path": path,
+                            "bytes": nbytes,
+                            "ranks": n,
+                            "host": MPI.Get_processor_name(),
+                            "mpi": MPI.Get_library_version().splitlines()[0],
+                            "transport": transport,
+                            "times_s": times,
+                            "median_s": statistics.median(times),
+                        }
+                    )
+                    + "\n"
+                )
                 fh.flush()
     if fh:
         fh.close()

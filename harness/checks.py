@@ -35,8 +35,7 @@ def check_run(run_dir, size, traced=False):
             continue
         if len(steps) != ends[0]["iterations"]:
             problems.append(f"rank {rank} recorded {len(steps)} steps of {ends[0]['iterations']}")
-        bad = [s["iteration"] for s in steps if not isinstance(s["loss"], (int, float))
-               or not math.isfinite(s["loss"])]
+        bad = [s["iteration"] for s in steps if not isinstance(s["loss"], (int, float)) or not math.isfinite(s["loss"])]
         if bad:
             problems.append(f"rank {rank}: loss not finite at iterations {bad[:5]}")
         checksums[rank] = ends[0]["checksum"]
@@ -44,8 +43,10 @@ def check_run(run_dir, size, traced=False):
         ref = checksums[min(checksums)]
         off = [r for r, c in checksums.items() if not math.isclose(c, ref, rel_tol=CHECKSUM_RTOL, abs_tol=1e-9)]
         if off:
-            problems.append(f"weights differ across ranks after training (ranks {off} vs rank "
-                            f"{min(checksums)}): gradients were not averaged")
+            problems.append(
+                f"weights differ across ranks after training (ranks {off} vs rank "
+                f"{min(checksums)}): gradients were not averaged"
+            )
     if errors:
         problems.append(f"{len(errors)} malformed record line(s), first: {errors[0]}")
     return problems, errors
@@ -63,15 +64,20 @@ ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b(?::.*)?$")
 #   env: 'python3.11': No such file or directory
 # A program's own name, then its message: TensorFlow's "Could not load dynamic library ... No such
 # file or directory" warnings start with a date, not a name, and are not taken.
-LAUNCHER_LINE = re.compile(r"^(?:ssh: .*|[\w.-]+: [Ee]rror: .*|Host key verification failed\.|"
-                           r"[\w.@/-]+: .*(?:command not found|: not found|No such file or directory|"
-                           r"Permission denied\b.*|Connection refused))$")
+LAUNCHER_LINE = re.compile(
+    r"^(?:ssh: .*|[\w.-]+: [Ee]rror: .*|Host key verification failed\.|"
+    r"[\w.@/-]+: .*(?:command not found|: not found|No such file or directory|"
+    r"Permission denied\b.*|Connection refused))$"
+)
 # Open MPI's own messages come in a box between lines of dashes; its first sentence says what went wrong.
 BOX_RULE = re.compile(r"^-{20,}$")
 # Boxes that say no cause: warnings (the job goes on), and the ones that only restate that a rank
 # exited non-zero (the rank's own error, if it printed one, came before them).
-NOT_A_CAUSE = ("WARNING", "Primary job terminated normally",
-               "mpirun detected that one or more processes exited with non-zero status")
+NOT_A_CAUSE = (
+    "WARNING",
+    "Primary job terminated normally",
+    "mpirun detected that one or more processes exited with non-zero status",
+)
 # `mpirun --tag-output` and `srun --label` put the rank before each of its lines.
 RANK_TAG = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )")
 
@@ -105,7 +111,7 @@ def first_error(log_text):
             return line
         if BOX_RULE.match(line):
             end = next((j for j in range(i + 1, len(lines)) if BOX_RULE.match(lines[j])), len(lines))
-            sentence = _box_sentence(lines[i + 1:end])
+            sentence = _box_sentence(lines[i + 1 : end])
             if sentence and not sentence.startswith(NOT_A_CAUSE):
                 return sentence
             i = end

@@ -15,7 +15,7 @@ RUN = {
     "framework": "the framework (`torch`, `tensorflow`, `mxnet`)",
     "model": "the network (`alexnet`, `googlenet`, `resnet50`, `tinynet`)",
     "comm": "gradient communication: `overlap` (allreduces during backward) or `sequential` (one grouped "
-            "allreduce after backward)",
+    "allreduce after backward)",
     "layout": "the layout asked for (`best`, `NCHW`, `NHWC`); `layout_used` in runs.csv is what ran",
     "timing": "`native` (the framework's own step, one wait per iteration) or `phased` (a wait after every phase)",
     "nodes": "nodes the run spans (the first N hosts of the hostfile, or N emulated nodes)",
@@ -100,21 +100,28 @@ TENSORS = {
     "tensor": "the gradient's index",
     "bytes": "the gradient's size",
     "ready_s": "when the gradient was complete, seconds after backward started (median over the measured "
-               "iterations; PyTorch overlap runs only): what the performance model replays",
+    "iterations; PyTorch overlap runs only): what the performance model replays",
 }
 
-_VALUES = {"iteration_s": "mean iteration time (the slowest rank's wall time), seconds",
-           "throughput_img_per_s": "throughput, images/s over all ranks (ranks x batch / iteration time)",
-           **{f"{p}_s": f"mean {p} time per iteration, seconds: {d}" for p, d in _PHASE.items()}}
+_VALUES = {
+    "iteration_s": "mean iteration time (the slowest rank's wall time), seconds",
+    "throughput_img_per_s": "throughput, images/s over all ranks (ranks x batch / iteration time)",
+    **{f"{p}_s": f"mean {p} time per iteration, seconds: {d}" for p, d in _PHASE.items()},
+}
 
 SUMMARY = {
     **{k: v for k, v in RUN.items() if k != "repeat"},
     "ranks": "nodes x ranks_per_node",
     "repeats_ok": "repeats that succeeded",
-    **{c: d for col, text in _VALUES.items() for c, d in (
-        (col, f"{text}; mean over repeats"),
-        (f"{col}_ci_lo", f"lower end of {col}'s two-sided 95% Student-t interval over repeats"),
-        (f"{col}_ci_hi", f"upper end of {col}'s 95% interval"))},
+    **{
+        c: d
+        for col, text in _VALUES.items()
+        for c, d in (
+            (col, f"{text}; mean over repeats"),
+            (f"{col}_ci_lo", f"lower end of {col}'s two-sided 95% Student-t interval over repeats"),
+            (f"{col}_ci_hi", f"upper end of {col}'s 95% interval"),
+        )
+    },
     "throughput_se": "standard error of the throughput over repeats",
     "iteration_s_cv": "run-to-run coefficient of variation of the iteration time",
     "iteration_s_ci_rel": "the 95% interval's half-width over the mean iteration time",
@@ -153,7 +160,7 @@ _SWEEP_KEYS = {
     "ranks_per_node": RUN["ranks_per_node"],
     "ranks": "nodes x ranks_per_node",
     "path": "`mpi` (MPI_Allreduce of host buffers: the network's reference), `horovod` (Horovod's allreduce of "
-            "4 tensors it fuses: the path gradients take) or `horovod_tensors` (the same bytes in 128 tensors)",
+    "4 tensors it fuses: the path gradients take) or `horovod_tensors` (the same bytes in 128 tensors)",
 }
 
 ALLREDUCE = {
@@ -175,7 +182,7 @@ ALLREDUCE_FIT = {
     "bandwidth_bytes_per_s": "1 / beta",
     "fit_median_rel_error": "the fit's median relative error over the sizes",
     "per_tensor_s": "what each tensor of a message adds (horovod row: median over sizes of the two Horovod "
-                    "paths' difference / 124 tensors)",
+    "paths' difference / 124 tensors)",
     "sizes": "sizes the fit used",
     "failure": "why the sweep failed (allreduce.csv keeps the sizes measured before; the model takes no T(m) from it)",
 }
@@ -196,9 +203,9 @@ MODEL = {
     "error_iteration": "(predicted - measured) / measured iteration time",
     "error_comm_total": "(predicted - measured) / measured communication time",
     "error_from_compute": "the part of error_iteration from compute (the 1-rank compute against the N-rank run's), "
-                          "a share of the measured iteration",
+    "a share of the measured iteration",
     "error_from_exposed": "the part from exposed communication; error_from_compute + error_from_exposed = "
-                          "error_iteration",
+    "error_iteration",
     "not_predicted": "why the run has no prediction (no 1-rank baseline, no sweep, no phases ...)",
 }
 
@@ -277,50 +284,52 @@ _RUN_PATH = "runs/<framework>/<model>/<comm>/<layout>/<timing>/nodes<N>_rpn<R>_b
 OUTPUTS = {
     "environment.json": "the environment the study ran in: pins, MPI, `horovodrun --check-build`",
     "data/<recipe>/": "the training images (`data: {kind: images}`), made once per recipe (count, classes, seed, "
-                      "or your folder; shards; corrupt-file policy) and shared by every study in the checkout: "
-                      "`tree/` (ImageFolder JPEGs), `tfrecord/`, `recordio/train.{rec,idx}`, `manifest.json` "
-                      "(files, content hash, skipped and converted files)",
+    "or your folder; shards; corrupt-file policy) and shared by every study in the checkout: "
+    "`tree/` (ImageFolder JPEGs), `tfrecord/`, `recordio/train.{rec,idx}`, `manifest.json` "
+    "(files, content hash, skipped and converted files)",
     f"{_RUN_PATH}/": "one run (`lw`: loader workers per rank): `spec.json` (everything the ranks were told), "
-                     "`rank<r>.jsonl` (one record per iteration per rank), `trace_rank<r>.json` (native timing: "
-                     "the rank's traced iterations as one Chrome trace, opens in Perfetto), `profile_rank<r>/` "
-                     "(the framework profiler's and Horovod's raw files behind it), `timeline.json` (phased "
-                     "timing: Horovod's timeline of the measured iterations, rank 0, 2 or more ranks), "
-                     "`status.json` (ok or failed, and why)",
+    "`rank<r>.jsonl` (one record per iteration per rank), `trace_rank<r>.json` (native timing: "
+    "the rank's traced iterations as one Chrome trace, opens in Perfetto), `profile_rank<r>/` "
+    "(the framework profiler's and Horovod's raw files behind it), `timeline.json` (phased "
+    "timing: Horovod's timeline of the measured iterations, rank 0, 2 or more ranks), "
+    "`status.json` (ok or failed, and why)",
     "attempts/<run path>/<time>/": "earlier attempts of a redone run, whole (its files, `status.json`, "
-                                   "`launch.log`), and earlier allreduce sweeps (`attempts/allreduce/`): measured "
-                                   "data is never overwritten",
+    "`launch.log`), and earlier allreduce sweeps (`attempts/allreduce/`): measured "
+    "data is never overwritten",
     "tidy.csv": "one row per run x rank x iteration x phase",
     "runs.csv": "one row per run: status, reasons, versions, settings, data, hosts, command, gradients, "
-                "Horovod's fusion settings and timeline",
+    "Horovod's fusion settings and timeline",
     "tensors.csv": "one row per successful run x gradient tensor: what the performance model replays. The table "
-                   "stage (`analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
+    "stage (`analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
     "summary.csv": "one row per configuration: throughput, speedup, efficiency, iteration and phase times with 95% "
-                   "intervals, loader rate, MFU, noise, failed repeats",
+    "intervals, loader rate, MFU, noise, failed repeats",
     "peak.csv": "each framework's matrix-multiply rate with a rank's threads on the study's device: MFU's denominator",
     "allreduce/nodes<N>_rpn<R>.jsonl": "the allreduce sweep (4 bytes to `allreduce_max_bytes`) on the same hosts and "
-                                       "ranks as the training runs with 2 or more ranks, and on every node count "
-                                       "under `replay`: every repetition's time per size and path",
+    "ranks as the training runs with 2 or more ranks, and on every node count "
+    "under `replay`: every repetition's time per size and path",
     "allreduce.csv": "per sweep, path and size: repetitions, times, algorithm and bus bandwidth",
     "allreduce_fit.csv": "per sweep and path: the ring alpha-beta fit and Horovod's per-tensor cost",
     "model.csv": "one row per run: measured and predicted communication and iteration time",
     "replay/plans.json, replay/nodes<N>.jsonl, replay/nodes<N>.spec.json": "with `replay`: what each replayed 1-rank "
-        "configuration computes and sends, per node count every rank's replayed iteration, and the spec the ranks "
-        "were handed",
+    "configuration computes and sends, per node count every rank's replayed iteration, and the spec the ranks "
+    "were handed",
     "replay.csv": "per replayed configuration and node count: replayed time beside the model's and the "
-                  "extrapolation's prediction; empty without `replay`",
-    "model_error.json": "the model's median errors, and the configurations off by more than 5% with the measured reason",
+    "extrapolation's prediction; empty without `replay`",
+    "model_error.json": (
+        "the model's median errors, and the configurations off by more than 5% with the measured reason"
+    ),
     "gradients.csv": "gradient tensors and bytes per iteration, per framework and model",
     "extrapolation.csv": "PREDICTED efficiency for 2 ... `extrapolate.max_ranks` ranks over each link in "
-                         "`extrapolate.links`",
+    "`extrapolate.links`",
     "figures/{throughput,efficiency,phases}.{pdf,png}": "seaborn, faceted by model, hue framework, style the rest "
-                                                        "of the configuration (`setting`)",
+    "of the configuration (`setting`)",
     "figures/input.{pdf,png}": "per rank, the loader's own rate against what training takes from it",
     "figures/model.{pdf,png}": "predicted against measured iteration and communication time, one point per run",
     "figures/extrapolation.{pdf,png}": "predicted efficiency up to `extrapolate.max_ranks` ranks per link, titled as "
-                                       "a prediction",
+    "a prediction",
     "figures/replay.{pdf,png}": "replayed iteration time by node count beside the two predictions",
     "report.md": "the study for a paper: config, hosts, launcher, environment and git commit, the summary as "
-                 "Markdown and LaTeX (booktabs) tables, noise and failure warnings, the model's error, the figures",
+    "Markdown and LaTeX (booktabs) tables, noise and failure warnings, the model's error, the figures",
     "logs/": "the environment build log, one log per run (mpirun's output of all ranks), one per analysis step "
-             "(what it read, wrote and warned about)",
+    "(what it read, wrote and warned about)",
 }

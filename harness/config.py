@@ -22,8 +22,7 @@ class ConfigError(ValueError):
 
 
 def _key_path(error):
-    parts = [f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
-             for i, p in enumerate(error.absolute_path)]
+    parts = [f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(error.absolute_path)]
     return f"'{''.join(parts)}'" if parts else "(top level)"
 
 
@@ -76,13 +75,14 @@ def parse_hostfile(path):
 def select_hosts(hosts, nodes, ranks_per_node, hostfile="hostfile"):
     """The first `nodes` hosts, each of which must offer `ranks_per_node` slots."""
     if nodes > len(hosts):
-        raise ConfigError(f"config key 'nodes': {nodes} nodes asked for, but {hostfile} lists "
-                          f"{len(hosts)} host(s)")
+        raise ConfigError(f"config key 'nodes': {nodes} nodes asked for, but {hostfile} lists {len(hosts)} host(s)")
     chosen = hosts[:nodes]
     short = [f"{h} ({s} slots)" for h, s in chosen if s < ranks_per_node]
     if short:
-        raise ConfigError(f"config key 'ranks_per_node': {ranks_per_node} ranks per node asked for, "
-                          f"but {hostfile} offers fewer slots on {', '.join(short)}")
+        raise ConfigError(
+            f"config key 'ranks_per_node': {ranks_per_node} ranks per node asked for, "
+            f"but {hostfile} offers fewer slots on {', '.join(short)}"
+        )
     return [h for h, _ in chosen]
 
 
@@ -108,16 +108,21 @@ def validate(config):
         wanted = config["emulate"].get("congestion_control", emulate.CONGESTION_CONTROL)
         have = emulate.congestion_controls()
         if wanted not in have:
-            raise ConfigError(f"config key 'emulate.congestion_control': {wanted!r} is not in this kernel "
-                              f"(it has {', '.join(have)})")
+            raise ConfigError(
+                f"config key 'emulate.congestion_control': {wanted!r} is not in this kernel (it has {', '.join(have)})"
+            )
         if max(config["nodes"] + replay_nodes(config)) > emulate.MAX_NODES:
             raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
         if config["launcher"]["name"] != "mpirun":
-            raise ConfigError("config key 'launcher.name': an emulated cluster is started with mpirun "
-                              f"(its remote-launch agent), not {config['launcher']['name']}")
+            raise ConfigError(
+                "config key 'launcher.name': an emulated cluster is started with mpirun "
+                f"(its remote-launch agent), not {config['launcher']['name']}"
+            )
         if config["launcher"].get("bind_to", "none") != "none":
-            raise ConfigError("config key 'launcher.bind_to': must be none on an emulated cluster (each "
-                              "emulated node already runs on CPUs of its own; mpirun would bind across them)")
+            raise ConfigError(
+                "config key 'launcher.bind_to': must be none on an emulated cluster (each "
+                "emulated node already runs on CPUs of its own; mpirun would bind across them)"
+            )
         return config
     if config["launcher"]["name"] == "srun":
         return config  # Slurm places the ranks; the hostfile is not read
@@ -140,12 +145,14 @@ def check_replay(config):
     if not config.get("replay"):
         return
     if 1 not in config["nodes"] or 1 not in config["ranks_per_node"]:
-        raise ConfigError("config key 'replay': replays the study's 1-rank runs, so 'nodes' and 'ranks_per_node' "
-                          "must both include 1")
+        raise ConfigError(
+            "config key 'replay': replays the study's 1-rank runs, so 'nodes' and 'ranks_per_node' must both include 1"
+        )
     missing = sorted(set(config["replay"]["models"]) - set(config["model"]))
     if missing:
-        raise ConfigError(f"config key 'replay.models': {', '.join(missing)} not in the study's models "
-                          f"({', '.join(config['model'])})")
+        raise ConfigError(
+            f"config key 'replay.models': {', '.join(missing)} not in the study's models ({', '.join(config['model'])})"
+        )
 
 
 def check_device(config):
@@ -153,8 +160,10 @@ def check_device(config):
     has no GPU is not refused: its runs fail, each saying why, and every table is still made (see
     `warnings`, which check-config and the Snakefile print)."""
     if config.get("precision") == "mixed" and config.get("device", "cpu") != "gpu":
-        raise ConfigError("config key 'precision': mixed needs device gpu (float16 compute and loss scaling "
-                          "are what mixed precision means on the GPUs the study compares)")
+        raise ConfigError(
+            "config key 'precision': mixed needs device gpu (float16 compute and loss scaling "
+            "are what mixed precision means on the GPUs the study compares)"
+        )
 
 
 def warnings(config):
@@ -163,9 +172,11 @@ def warnings(config):
 
     out = []
     if config.get("device", "cpu") == "gpu" and env.variant() != "cuda":
-        out.append(f"config key 'device': gpu runs need the cuda environment (GPU builds of the frameworks, "
-                   f"Horovod with NCCL), and {env.VARIANT_VAR} selects the {env.variant()} one: every run will "
-                   f"fail for want of a GPU; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake")
+        out.append(
+            f"config key 'device': gpu runs need the cuda environment (GPU builds of the frameworks, "
+            f"Horovod with NCCL), and {env.VARIANT_VAR} selects the {env.variant()} one: every run will "
+            f"fail for want of a GPU; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake"
+        )
     return out
 
 
@@ -175,18 +186,23 @@ def check_data(config):
     data, workers = config["data"], config["loader_workers"]
     if data["kind"] == "synthetic":
         if workers != [0]:
-            raise ConfigError("config key 'loader_workers': synthetic data has no loader; use [0] "
-                              "(or data: {kind: images})")
+            raise ConfigError(
+                "config key 'loader_workers': synthetic data has no loader; use [0] (or data: {kind: images})"
+            )
         return
     if 0 in workers:
         raise ConfigError("config key 'loader_workers': image data needs at least 1 loader worker per rank")
     if data.get("path") and not resolve(data["path"]).is_dir():
-        raise ConfigError(f"config key 'data.path': {data['path']} is not a folder (expected an ImageNet-style "
-                          "<path>/<class>/<image>.jpg tree)")
+        raise ConfigError(
+            f"config key 'data.path': {data['path']} is not a folder (expected an ImageNet-style "
+            "<path>/<class>/<image>.jpg tree)"
+        )
     ranks = max(config["nodes"]) * max(config["ranks_per_node"])
     if data.get("shards", DATA_SHARDS) < ranks:
-        raise ConfigError(f"config key 'data.shards': {data.get('shards', DATA_SHARDS)} TFRecord shards for up to "
-                          f"{ranks} ranks; each rank reads whole shards, so give at least {ranks}")
+        raise ConfigError(
+            f"config key 'data.shards': {data.get('shards', DATA_SHARDS)} TFRecord shards for up to "
+            f"{ranks} ranks; each rank reads whole shards, so give at least {ranks}"
+        )
 
 
 DATA_SHARDS = 8
@@ -254,8 +270,10 @@ def matrix(config):
 
 
 WORD_KEYS = ("framework", "model", "comm", "layout", "timing")
-RUN_PATTERN = ("{framework}/{model}/{comm}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
-               "lw{loader_workers}/repeat{repeat}")
+RUN_PATTERN = (
+    "{framework}/{model}/{comm}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
+    "lw{loader_workers}/repeat{repeat}"
+)
 
 
 def run_path(run):
@@ -276,14 +294,29 @@ def run_from_path(run_dir):
 
 def run_from_wildcards(wildcards):
     """A run identity from the results tree's wildcards (counts become ints)."""
-    return {k: (str(wildcards[k]) if k in WORD_KEYS else int(wildcards[k]))
-            for k in MATRIX_KEYS + ("repeat",)}
+    return {k: (str(wildcards[k]) if k in WORD_KEYS else int(wildcards[k])) for k in MATRIX_KEYS + ("repeat",)}
 
 
 # Settings every run's result depends on besides its identity: a change re-runs the study.
-RUN_SETTINGS = ("data", "image_size", "classes", "threads_per_rank", "precision", "device", "warmup", "iterations",
-                "profile_iterations", "autotune", "tf32", "lr", "momentum", "seed", "hostfile", "launcher",
-                "emulate")
+RUN_SETTINGS = (
+    "data",
+    "image_size",
+    "classes",
+    "threads_per_rank",
+    "precision",
+    "device",
+    "warmup",
+    "iterations",
+    "profile_iterations",
+    "autotune",
+    "tf32",
+    "lr",
+    "momentum",
+    "seed",
+    "hostfile",
+    "launcher",
+    "emulate",
+)
 
 
 def run_settings(config):

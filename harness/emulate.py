@@ -12,7 +12,8 @@ Every node's TCP uses the congestion control `congestion_control` (default cubic
 whatever the machine's own is. A new namespace takes the machine's, and on the machine this was
 built on that is BBR: 2-4 of 6 Horovod allreduces of 93 MB to 256 MiB over a 500 Mbit/s link then
 took 1.25-1.75x the fastest, at random (BBR settling on a fraction of the link rate for a whole
-transfer), against repetitions within 0.6% with cubic (bench/link.py; README). A congestion control that only init's namespace may
+transfer), against repetitions within 0.6% with cubic (bench/link.py; README). A congestion control that only
+init's namespace may
 use is added to the machine's allowed list (net.ipv4.tcp_allowed_congestion_control).
 
 Each node also runs on CPUs of its own (`node_cpus`, applied with taskset to mpirun and to the
@@ -102,19 +103,38 @@ class Cluster:
 
     def launch_env(self):
         """Environment for mpirun: the agent, and the host -> namespace and CPUs map it reads."""
-        return {"OMPI_MCA_plm_rsh_agent": str(AGENT), "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
-                "DLSCALE_NETNS_MAP": " ".join(f"{h}={ns}={c}" for h, ns, c in
-                                              zip(self.hosts, self.namespaces, self.cpus))}
+        return {
+            "OMPI_MCA_plm_rsh_agent": str(AGENT),
+            "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
+            "DLSCALE_NETNS_MAP": " ".join(f"{h}={ns}={c}" for h, ns, c in zip(self.hosts, self.namespaces, self.cpus)),
+        }
 
     def wrap(self, argv):
         """argv that runs `argv` (mpirun) inside node 0, on node 0's CPUs."""
-        return ["taskset", "-c", self.cpus[0], "ip", "netns", "exec", self.namespaces[0], "env",
-                f"DLSCALE_NODE={self.namespaces[0]}", *argv]
+        return [
+            "taskset",
+            "-c",
+            self.cpus[0],
+            "ip",
+            "netns",
+            "exec",
+            self.namespaces[0],
+            "env",
+            f"DLSCALE_NODE={self.namespaces[0]}",
+            *argv,
+        ]
 
     def describe(self):
-        return {"name": self.name, "nodes": self.nodes, "rate_mbit": self.rate_mbit, "delay_ms": self.delay_ms,
-                "congestion_control": self.congestion_control, "hosts": self.hosts, "namespaces": self.namespaces,
-                "cpus": self.cpus}
+        return {
+            "name": self.name,
+            "nodes": self.nodes,
+            "rate_mbit": self.rate_mbit,
+            "delay_ms": self.delay_ms,
+            "congestion_control": self.congestion_control,
+            "hosts": self.hosts,
+            "namespaces": self.namespaces,
+            "cpus": self.cpus,
+        }
 
 
 def _shape(ns, dev, rate_mbit, delay_ms):
@@ -124,14 +144,32 @@ def _shape(ns, dev, rate_mbit, delay_ms):
         try:
             _ns_run(ns, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay", f"{delay_ms}ms")
         except EmulationError as exc:
-            raise EmulationError(f"a link delay needs the kernel's netem qdisc (sch_netem), which this machine "
-                                 f"refused; set emulate.delay_ms to 0 ({exc})") from None
+            raise EmulationError(
+                f"a link delay needs the kernel's netem qdisc (sch_netem), which this machine "
+                f"refused; set emulate.delay_ms to 0 ({exc})"
+            ) from None
         parent = ["parent", "1:1"]
     if rate_mbit:
         # The bucket must hold at least one timer tick of traffic (4 ms covers HZ=250) and a GSO packet.
         burst = max(int(rate_mbit * 1e6 / 8 * 0.004), 64 * 1024)
-        _ns_run(ns, "tc", "qdisc", "add", "dev", dev, *parent, "handle", "10:", "tbf", "rate", f"{rate_mbit}mbit",
-                "burst", str(burst), "latency", f"{QUEUE_MS}ms")
+        _ns_run(
+            ns,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            *parent,
+            "handle",
+            "10:",
+            "tbf",
+            "rate",
+            f"{rate_mbit}mbit",
+            "burst",
+            str(burst),
+            "latency",
+            f"{QUEUE_MS}ms",
+        )
 
 
 def congestion_controls():
@@ -142,8 +180,9 @@ def congestion_controls():
 def _congestion_control(ns, name):
     """Make `name` the TCP congestion control of namespace `ns` (allowing it there first if need be)."""
     if name not in congestion_controls():
-        raise EmulationError(f"TCP congestion control {name!r} is not in this kernel "
-                             f"(it has {', '.join(congestion_controls())})")
+        raise EmulationError(
+            f"TCP congestion control {name!r} is not in this kernel (it has {', '.join(congestion_controls())})"
+        )
     allowed = SYSCTL / "tcp_allowed_congestion_control"
     if name not in allowed.read_text().split():
         allowed.write_text(" ".join(allowed.read_text().split() + [name]))
@@ -161,8 +200,9 @@ def up(nodes, rate_mbit=None, delay_ms=0, name=None, cpus=None, congestion_contr
     name = name or f"{PREFIX}-p{os.getpid()}-{uuid.uuid4().hex[:6]}"
     cluster = Cluster(name, nodes, rate_mbit, delay_ms, cpus, congestion_control)
     if set(cluster.namespaces + [cluster.switch]) & set(namespaces()):
-        raise EmulationError(f"an emulated cluster named {name} exists; remove it with "
-                             f"`python -m harness emulate down {name}`")
+        raise EmulationError(
+            f"an emulated cluster named {name} exists; remove it with `python -m harness emulate down {name}`"
+        )
     try:
         _run("ip", "netns", "add", cluster.switch)
         _run("ip", "-n", cluster.switch, "link", "add", "br0", "type", "bridge")
@@ -170,8 +210,9 @@ def up(nodes, rate_mbit=None, delay_ms=0, name=None, cpus=None, congestion_contr
         for i, (ns, host) in enumerate(zip(cluster.namespaces, cluster.hosts)):
             port = f"p{i}"
             _run("ip", "netns", "add", ns)
-            _run("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port,
-                 "netns", cluster.switch)
+            _run(
+                "ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", cluster.switch
+            )
             _run("ip", "-n", cluster.switch, "link", "set", port, "master", "br0")
             _run("ip", "-n", cluster.switch, "link", "set", port, "up")
             _run("ip", "-n", ns, "addr", "add", f"{host}/24", "dev", "eth0")
@@ -195,8 +236,11 @@ def down(name):
     """Kill every process left in the cluster's namespaces, then delete them. Returns their names."""
     mine = [ns for ns in namespaces() if ns.startswith(f"{name}-")]
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = [int(p) for ns in mine
-                for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()]
+        pids = [
+            int(p)
+            for ns in mine
+            for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        ]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)

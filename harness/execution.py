@@ -21,7 +21,8 @@ class LaunchError(RuntimeError):
 @contextlib.contextmanager
 def job(config, nodes, ranks_per_node, command, env):
     """One MPI job of the study, every rank running `command` in the rank environment `env`: yields
-    (hosts, launcher argv, process environment or None, emulated cluster or None). The launcher is `launcher.name`: mpirun, horovodrun or srun (Slurm places
+    (hosts, launcher argv, process environment or None, emulated cluster or None). The launcher is
+    `launcher.name`: mpirun, horovodrun or srun (Slurm places
     the ranks; the hostfile is not read).
 
     Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the config, the nodes of an
@@ -34,20 +35,31 @@ def job(config, nodes, ranks_per_node, command, env):
     options = {"cpus_per_task": config["threads_per_rank"], "as_root": os.geteuid() == 0}
     if launcher["name"] == "srun":
         if not shutil.which("srun"):
-            raise LaunchError("launcher srun: no srun on PATH (run the study inside a Slurm allocation, "
-                              "or use the Slurm profile)")
-        yield ([f"slurm job {os.environ.get('SLURM_JOB_ID', '?')}"],
-               argv_of([None] * nodes, ranks_per_node, launcher, command, env, **options), None, None)
+            raise LaunchError(
+                "launcher srun: no srun on PATH (run the study inside a Slurm allocation, or use the Slurm profile)"
+            )
+        yield (
+            [f"slurm job {os.environ.get('SLURM_JOB_ID', '?')}"],
+            argv_of([None] * nodes, ranks_per_node, launcher, command, env, **options),
+            None,
+            None,
+        )
         return
     if not emulated:
-        hosts = cfg.select_hosts(cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node,
-                                 hostfile=config["hostfile"])
+        hosts = cfg.select_hosts(
+            cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node, hostfile=config["hostfile"]
+        )
         yield hosts, argv_of(hosts, ranks_per_node, launcher, command, env, **options), None, None
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
     cpus = emulate.node_cpus(max(*config["nodes"], nodes))[:nodes]
-    with emulate.cluster(nodes, emulated["rate_mbit"], emulated.get("delay_ms", 0), cpus,
-                         emulated.get("congestion_control", emulate.CONGESTION_CONTROL)) as cluster:
+    with emulate.cluster(
+        nodes,
+        emulated["rate_mbit"],
+        emulated.get("delay_ms", 0),
+        cpus,
+        emulated.get("congestion_control", emulate.CONGESTION_CONTROL),
+    ) as cluster:
         argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env, **options)
         yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
 
@@ -78,6 +90,7 @@ GRACE_S = 3  # after SIGTERM, this long before SIGKILL: a stopped job is gone wi
 def interruptible():
     """In the main thread: SIGTERM, SIGINT and SIGHUP raise `Interrupted`, so that the MPI job in
     flight is stopped whole (`execute`) and an emulated cluster torn down (`job`) on the way out."""
+
     def raise_interrupted(signum, _frame):
         for sig in STOP_SIGNALS:  # a second signal (Ctrl-C and the pipeline's own) must not cut the cleanup short
             signal.signal(sig, signal.SIG_IGN)
@@ -137,8 +150,7 @@ def execute(argv, log_path, timeout_s, env=None):
     """Run argv in a new process group; stop the whole group on timeout, or when this process is
     interrupted (then `Interrupted` propagates). Returns (rc, timed_out)."""
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -47,7 +47,7 @@ def _pink(rng, h, w):
     """A 1/f-amplitude (power 1/f^2) noise field, zero mean and unit standard deviation."""
     fy = np.fft.fftfreq(h)[:, None]
     fx = np.fft.rfftfreq(w)[None, :]
-    f = np.sqrt(fx ** 2 + fy ** 2)
+    f = np.sqrt(fx**2 + fy**2)
     f[0, 0] = 1.0
     spectrum = (rng.standard_normal(f.shape) + 1j * rng.standard_normal(f.shape)) / f
     spectrum[0, 0] = 0
@@ -61,14 +61,14 @@ def _dead_leaves(rng, h, w, r_min=6.0, most=3000):
     img = np.zeros((h, w, 3), np.float32)
     free = np.ones((h, w), bool)
     r_max = 0.5 * max(h, w)
-    radii = (r_min ** -2 - rng.uniform(size=most) * (r_min ** -2 - r_max ** -2)) ** -0.5  # inverse CDF
+    radii = (r_min**-2 - rng.uniform(size=most) * (r_min**-2 - r_max**-2)) ** -0.5  # inverse CDF
     for k, r in enumerate(radii):
         cy, cx = rng.uniform(0, h), rng.uniform(0, w)
         y0, y1 = int(max(cy - r, 0)), int(min(cy + r + 1, h))
         x0, x1 = int(max(cx - r, 0)), int(min(cx + r + 1, w))
         dy, dx = np.ogrid[y0:y1, x0:x1]
         dy, dx = dy - cy, dx - cx
-        show = (dy ** 2 + dx ** 2 <= r * r) & free[y0:y1, x0:x1]
+        show = (dy**2 + dx**2 <= r * r) & free[y0:y1, x0:x1]
         if not show.any():
             continue
         colour = rng.uniform(20, 235) + rng.normal(0, 25, 3)  # a grey level and a little colour
@@ -135,8 +135,12 @@ def samples(folder):
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
     if not classes:
         raise ValueError(f"{folder}: no class folders (expected {folder}/<class>/<image>.jpg)")
-    out = [(p, label) for label, name in enumerate(classes)
-           for p in sorted((folder / name).iterdir()) if p.suffix.lower() in EXTENSIONS]
+    out = [
+        (p, label)
+        for label, name in enumerate(classes)
+        for p in sorted((folder / name).iterdir())
+        if p.suffix.lower() in EXTENSIONS
+    ]
     if not out:
         raise ValueError(f"{folder}: no images ({', '.join(EXTENSIONS)}) in its class folders")
     return out
@@ -166,8 +170,10 @@ def to_tfrecord(source, out, shards=8):
     writers = [tf.io.TFRecordWriter(str(out / f"train-{k:05d}-of-{shards:05d}.tfrecord")) for k in range(shards)]
     try:
         for j, (path, label) in enumerate(_listed(source)):
-            feature = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[path.read_bytes()])),
-                       "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))}
+            feature = {
+                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[path.read_bytes()])),
+                "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            }
             writers[j % shards].write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     finally:
         for w in writers:
@@ -218,10 +224,18 @@ class Dataset:
     def describe(self):
         """What a run's record says of its data."""
         m = self.manifest
-        return {"kind": "images", "folder": str(self.folder), "source": m["source"], "content_hash": m["content_hash"],
-                "images": len(self.files), "classes": len(m["classes"]), "skipped": len(m["skipped"]),
-                "skipped_files": [s["file"] for s in m["skipped"]], "converted": len(m["converted"]),
-                "tfrecord_shards": len(self.tfrecords)}
+        return {
+            "kind": "images",
+            "folder": str(self.folder),
+            "source": m["source"],
+            "content_hash": m["content_hash"],
+            "images": len(self.files),
+            "classes": len(m["classes"]),
+            "skipped": len(m["skipped"]),
+            "skipped_files": [s["file"] for s in m["skipped"]],
+            "converted": len(m["converted"]),
+            "tfrecord_shards": len(self.tfrecords),
+        }
 
 
 def check(path, out_dir):
@@ -255,15 +269,19 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)
     if tree is None:
-        tree, source = make(out / "tree", images, classes, seed), {"generated": {"images": images, "classes": classes,
-                                                                                 "seed": seed}}
+        tree, source = (
+            make(out / "tree", images, classes, seed),
+            {"generated": {"images": images, "classes": classes, "seed": seed}},
+        )
     else:
         tree, source = Path(tree).resolve(), {"path": str(Path(tree).resolve())}
     found = samples(tree)
     names = sorted(p.name for p in tree.iterdir() if p.is_dir())
     if len(names) > classes:
-        raise DataError(f"{tree}: {len(names)} class folders, but the networks have {classes} outputs "
-                        "(set the study's `classes` to at least the number of folders)")
+        raise DataError(
+            f"{tree}: {len(names)} class folders, but the networks have {classes} outputs "
+            "(set the study's `classes` to at least the number of folders)"
+        )
     kept, skipped, converted = [], [], []
     for path, label in found:
         try:
@@ -284,9 +302,16 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
     def rel(p):
         return str(p.relative_to(out)) if p.is_relative_to(out) else str(p)
 
-    manifest = {"source": source, "content_hash": content_hash(tree), "classes": names,
-                "files": [[rel(p), label] for p, label in kept], "skipped": skipped, "converted": converted,
-                "tfrecords": [rel(p) for p in tfrecords], "recordio": [rel(p) for p in recordio]}
+    manifest = {
+        "source": source,
+        "content_hash": content_hash(tree),
+        "classes": names,
+        "files": [[rel(p), label] for p, label in kept],
+        "skipped": skipped,
+        "converted": converted,
+        "tfrecords": [rel(p) for p in tfrecords],
+        "recordio": [rel(p) for p in recordio],
+    }
     tmp = out / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset
@@ -301,10 +326,23 @@ def prepare_rule(config, python, manifest, log):
     from harness.execution import execute
 
     data = config["data"]
-    argv = [python, "-m", "harness.images", "prepare", str(Path(manifest).parent),
-            "--images", str(data.get("images", 1000)), "--classes", str(config["classes"]),
-            "--seed", str(config["seed"]), "--shards", str(data.get("shards", DATA_SHARDS)),
-            "--on-corrupt", data.get("on_corrupt", "fail")]
+    argv = [
+        python,
+        "-m",
+        "harness.images",
+        "prepare",
+        str(Path(manifest).parent),
+        "--images",
+        str(data.get("images", 1000)),
+        "--classes",
+        str(config["classes"]),
+        "--seed",
+        str(config["seed"]),
+        "--shards",
+        str(data.get("shards", DATA_SHARDS)),
+        "--on-corrupt",
+        data.get("on_corrupt", "fail"),
+    ]
     if data.get("path"):
         argv += ["--tree", str(resolve(data["path"]))]
     Path(log).parent.mkdir(parents=True, exist_ok=True)
@@ -313,13 +351,15 @@ def prepare_rule(config, python, manifest, log):
     if rc:
         lines = Path(log).read_text(errors="replace").splitlines()
         errors = [ln for ln in lines if "Error" in ln.split(":", 1)[0]]
-        raise RuntimeError(f"preparing the training images failed: {(errors or lines or ['no output'])[-1]} "
-                           f"(log: {log})")
+        raise RuntimeError(
+            f"preparing the training images failed: {(errors or lines or ['no output'])[-1]} (log: {log})"
+        )
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m harness.images", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m harness.images", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="action", required=True)
     p = sub.add_parser("make")
     p.add_argument("dir")

@@ -28,8 +28,7 @@ WORKLOAD = ["-m", "workloads.train"]
 def thread_env(threads):
     """Compute threads of one rank, for every framework: OpenMP/MKL pools (PyTorch, MXNet, oneDNN)
     and MXNet's engine workers; PyTorch and TensorFlow also set their pools in the workload."""
-    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-            "MXNET_CPU_WORKER_NTHREADS": str(threads)}
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "MXNET_CPU_WORKER_NTHREADS": str(threads)}
 
 
 def workload_command(python, spec_path):
@@ -41,8 +40,22 @@ def run_spec(config, run, out_dir):
     """The complete description of one run handed to every rank (spec.json)."""
     spec = {k: config[k] for k in IDENTITY if k in config}
     spec.update(run)
-    spec.update({k: config[k] for k in ("warmup", "iterations", "profile_iterations", "autotune", "tf32", "lr",
-                                        "momentum", "seed", "device")})
+    spec.update(
+        {
+            k: config[k]
+            for k in (
+                "warmup",
+                "iterations",
+                "profile_iterations",
+                "autotune",
+                "tf32",
+                "lr",
+                "momentum",
+                "seed",
+                "device",
+            )
+        }
+    )
     folder = cfg.dataset_folder(config)
     spec["data"] = {**config["data"], "folder": str(folder)} if folder else dict(config["data"])
     spec["out_dir"] = str(out_dir)
@@ -56,8 +69,11 @@ def math_env(autotune, tf32):
     oneDNN: PyTorch and MXNet always run their CPU convolutions in it; TensorFlow turns it on by
     default only on CPUs with AVX-512 VNNI/BF16 or AMX, and without it ResNet-50 trains 2.8x slower
     on an AVX2 machine (README, fairness), so it is asked for explicitly."""
-    env = {"TF_ENABLE_ONEDNN_OPTS": "1",
-           "TF_CUDNN_USE_AUTOTUNE": str(int(autotune)), "MXNET_CUDNN_AUTOTUNE_DEFAULT": str(int(autotune))}
+    env = {
+        "TF_ENABLE_ONEDNN_OPTS": "1",
+        "TF_CUDNN_USE_AUTOTUNE": str(int(autotune)),
+        "MXNET_CUDNN_AUTOTUNE_DEFAULT": str(int(autotune)),
+    }
     if not tf32:
         env["NVIDIA_TF32_OVERRIDE"] = "0"
     return env
@@ -65,8 +81,12 @@ def math_env(autotune, tf32):
 
 def rank_env(config):
     # HOROVOD_TIMELINE=DYNAMIC lets ranks record Horovod's timeline over chosen iterations only.
-    env = {**thread_env(config["threads_per_rank"]), **math_env(config.get("autotune", True), config.get("tf32", False)),
-           "PYTHONPATH": str(cfg.ROOT), "HOROVOD_TIMELINE": "DYNAMIC"}
+    env = {
+        **thread_env(config["threads_per_rank"]),
+        **math_env(config.get("autotune", True), config.get("tf32", False)),
+        "PYTHONPATH": str(cfg.ROOT),
+        "HOROVOD_TIMELINE": "DYNAMIC",
+    }
     env.update({k: str(v) for k, v in config["launcher"].get("env", {}).items()})
     return env
 
@@ -123,9 +143,14 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
     try:
         with job(config, run["nodes"], run["ranks_per_node"], command, rank_env(config)) as job_:
             hosts, argv, proc_env, cluster = job_
-            spec["launch"] = {"argv": argv, "hosts": hosts, "mpi": env_record.get("mpi", {}),
-                              "pins": env_record.get("pins", {}), "environment": env_record.get("key"),
-                              "emulated": cluster.describe() if cluster else None}
+            spec["launch"] = {
+                "argv": argv,
+                "hosts": hosts,
+                "mpi": env_record.get("mpi", {}),
+                "pins": env_record.get("pins", {}),
+                "environment": env_record.get("key"),
+                "emulated": cluster.describe() if cluster else None,
+            }
             spec_path.write_text(json.dumps(spec, indent=2) + "\n")
             rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
         failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
@@ -134,8 +159,14 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
     except LaunchError as exc:
         argv, rc, failure = [], None, str(exc)
     except Interrupted as exc:
-        status = {**{k: spec[k] for k in RUN_KEYS}, **run, "status": "interrupted", "reasons": [str(exc)],
-                  "elapsed_s": round(time.time() - started, 3), "log": str(log_path)}
+        status = {
+            **{k: spec[k] for k in RUN_KEYS},
+            **run,
+            "status": "interrupted",
+            "reasons": [str(exc)],
+            "elapsed_s": round(time.time() - started, 3),
+            "log": str(log_path),
+        }
         _write_json(run_dir / ATTEMPT, status)
         raise
     finally:
@@ -144,8 +175,16 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
     problems, _ = check_run(run_dir, size, traced=run["timing"] == "native" and config["profile_iterations"] > 0)
     if failure:
         problems.insert(0, failure)
-    status = {**{k: spec[k] for k in RUN_KEYS}, **run, "status": "failed" if problems else "ok", "reasons": problems,
-              "returncode": rc, "elapsed_s": round(time.time() - started, 3), "argv": argv, "log": str(log_path)}
+    status = {
+        **{k: spec[k] for k in RUN_KEYS},
+        **run,
+        "status": "failed" if problems else "ok",
+        "reasons": problems,
+        "returncode": rc,
+        "elapsed_s": round(time.time() - started, 3),
+        "argv": argv,
+        "log": str(log_path),
+    }
     if problems:
         text = log_path.read_text(errors="replace")
         error = first_error(text)
@@ -161,9 +200,18 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
     """Run the allreduce sweep (harness.allreduce) on the run's hosts and ranks (`measure`)."""
     from harness import allreduce
 
-    measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, "harness.allreduce",
-            ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")],
-            allreduce.SCHEMA)
+    measure(
+        config,
+        nodes,
+        ranks_per_node,
+        env_record,
+        out_path,
+        log_path,
+        attempts_root,
+        "harness.allreduce",
+        ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")],
+        allreduce.SCHEMA,
+    )
 
 
 def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path, log_path, attempts_root):
@@ -173,8 +221,18 @@ def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path,
 
     spec_path = Path(spec_path)
     _write_json(spec_path, {**config["replay"], "plans": json.loads(Path(plans_path).read_text())})
-    measure(config, nodes, 1, env_record, out_path, log_path, attempts_root, "harness.replay",
-            [str(spec_path.resolve())], replay.SCHEMA)
+    measure(
+        config,
+        nodes,
+        1,
+        env_record,
+        out_path,
+        log_path,
+        attempts_root,
+        "harness.replay",
+        [str(spec_path.resolve())],
+        replay.SCHEMA,
+    )
 
 
 def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, module, args, schema):
@@ -202,9 +260,19 @@ def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attem
         if failure:
             error = first_error(log_path.read_text(errors="replace"))
             done = out_path.read_text() if out_path.exists() else ""
-            out_path.write_text(done[:done.rfind("\n") + 1]  # a line cut by the kill is not a record
-                                + json.dumps({"schema": schema, "failed": failure, "error": error,
-                                              "nodes": nodes, "ranks_per_node": ranks_per_node}) + "\n")
+            out_path.write_text(
+                done[: done.rfind("\n") + 1]  # a line cut by the kill is not a record
+                + json.dumps(
+                    {
+                        "schema": schema,
+                        "failed": failure,
+                        "error": error,
+                        "nodes": nodes,
+                        "ranks_per_node": ranks_per_node,
+                    }
+                )
+                + "\n"
+            )
     finally:
         dest = _new_attempt(attempts_root)
         dest.mkdir(parents=True)
@@ -216,19 +284,41 @@ def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attem
 def run_rule(config, wildcards, input, output, log, params):
     """The pipeline's `run` rule (rules/runs.smk): the run its wildcards name, with its declared
     files, in a process of its own that stops the MPI job on a signal (harness/rule.py)."""
-    rule.in_own_process("run", config=dict(config), run=cfg.run_from_wildcards(wildcards), env_record=input.env,
-                        status=output[0], log=log[0], attempts=params.attempts)
+    rule.in_own_process(
+        "run",
+        config=dict(config),
+        run=cfg.run_from_wildcards(wildcards),
+        env_record=input.env,
+        status=output[0],
+        log=log[0],
+        attempts=params.attempts,
+    )
 
 
 def sweep_rule(config, wildcards, input, output, log, params):
     """The pipeline's `allreduce` rule (rules/allreduce.smk), with its declared files, likewise."""
-    rule.in_own_process("sweep", config=dict(config), nodes=int(wildcards.nodes),
-                        ranks_per_node=int(wildcards.ranks_per_node), env_record=input.env, output=output[0],
-                        log=log[0], attempts=params.attempts)
+    rule.in_own_process(
+        "sweep",
+        config=dict(config),
+        nodes=int(wildcards.nodes),
+        ranks_per_node=int(wildcards.ranks_per_node),
+        env_record=input.env,
+        output=output[0],
+        log=log[0],
+        attempts=params.attempts,
+    )
 
 
 def replay_rule(config, wildcards, input, output, log, params):
     """The pipeline's `replay` rule (rules/replay.smk), with its declared files, likewise."""
-    rule.in_own_process("replay", config=dict(config), nodes=int(wildcards.nodes), plans=input.plans,
-                        env_record=input.env, output=output.out, spec=output.spec, log=log[0],
-                        attempts=params.attempts)
+    rule.in_own_process(
+        "replay",
+        config=dict(config),
+        nodes=int(wildcards.nodes),
+        plans=input.plans,
+        env_record=input.env,
+        output=output.out,
+        spec=output.spec,
+        log=log[0],
+        attempts=params.attempts,
+    )

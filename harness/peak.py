@@ -67,12 +67,14 @@ def measure(framework, threads, device, precision):
 
         def run():
             mx.nd.dot(a, a).sum().asscalar()
+
     return _timed(run)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m harness.peak", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m harness.peak", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("out", nargs="?")
     ap.add_argument("--framework", nargs="+", default=["torch", "tensorflow", "mxnet"])
     ap.add_argument("--threads", type=int, default=1)
@@ -85,20 +87,47 @@ def main(argv=None):
         median, fastest, slowest = measure(args.framework[0], args.threads, args.device, args.precision)
         print(json.dumps({"median_s": median, "min_s": fastest, "max_s": slowest}))
         return 0
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
-           "MXNET_CPU_WORKER_NTHREADS": str(args.threads), "TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(args.threads),
+        "MKL_NUM_THREADS": str(args.threads),
+        "MXNET_CPU_WORKER_NTHREADS": str(args.threads),
+        "TF_ENABLE_ONEDNN_OPTS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     rows = []
     for framework in args.framework:
-        cmd = [sys.executable, "-m", "harness.peak", "--one", "--framework", framework, "--threads", str(args.threads),
-               "--device", args.device, "--precision", args.precision]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.peak",
+            "--one",
+            "--framework",
+            framework,
+            "--threads",
+            str(args.threads),
+            "--device",
+            args.device,
+            "--precision",
+            args.precision,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        row = {"framework": framework, "device": args.device, "precision": args.precision, "threads": args.threads,
-               "n": n, "matmul_flops_s": math.nan, "matmul_flops_s_min": math.nan, "matmul_flops_s_max": math.nan,
-               "repeats": 0, "failure": ""}
+        row = {
+            "framework": framework,
+            "device": args.device,
+            "precision": args.precision,
+            "threads": args.threads,
+            "n": n,
+            "matmul_flops_s": math.nan,
+            "matmul_flops_s_min": math.nan,
+            "matmul_flops_s_max": math.nan,
+            "repeats": 0,
+            "failure": "",
+        }
         if proc.returncode or not lines:
             # a framework that cannot use the device (a GPU study where there is none) has no peak,
             # and its MFU is left empty; its runs fail on their own, saying why
@@ -106,10 +135,17 @@ def main(argv=None):
             print(f"{framework}: no matrix-multiply rate ({args.device}): {row['failure']}", flush=True)
         else:
             t = json.loads(lines[-1])
-            row.update(matmul_flops_s=2 * n ** 3 / t["median_s"], matmul_flops_s_min=2 * n ** 3 / t["max_s"],
-                       matmul_flops_s_max=2 * n ** 3 / t["min_s"], repeats=REPEATS)
-            print(f"{framework}: {row['matmul_flops_s'] / 1e9:.1f} GFLOP/s ({args.device}, {args.precision}, "
-                  f"{args.threads} thread(s), n={n})", flush=True)
+            row.update(
+                matmul_flops_s=2 * n**3 / t["median_s"],
+                matmul_flops_s_min=2 * n**3 / t["max_s"],
+                matmul_flops_s_max=2 * n**3 / t["min_s"],
+                repeats=REPEATS,
+            )
+            print(
+                f"{framework}: {row['matmul_flops_s'] / 1e9:.1f} GFLOP/s ({args.device}, {args.precision}, "
+                f"{args.threads} thread(s), n={n})",
+                flush=True,
+            )
         rows.append(row)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 """Replay: a study's gradient traffic on more nodes than it ran on, without its compute.
 
 `python -m harness.replay OUT.jsonl SPEC.json` under mpirun (SPEC: iterations, warmup, plans):
-for each plan (one 1-rank configuration of the study: its phase times, its gradients' sizes and the time into backward at
+for each plan (one 1-rank configuration of the study: its phase times, its gradients' sizes and the time into
+backward at
 which each is ready, or none where communication starts after backward), every rank runs
 `warmup` + `iterations` iterations that wait where the 1-rank run computed and hand gradients of the
 measured sizes to real Horovod allreduces (PyTorch, host tensors, in place, averaged, like
@@ -40,10 +41,16 @@ def plans(bases, models, comms=None):
         if ident["model"] not in models or (comms and ident["comm"] not in comms):
             continue
         ready = None if ident["comm"] == "sequential" else b["ready"]
-        out.append({"key": {k: (v.item() if hasattr(v, "item") else v) for k, v in ident.items()},
-                    "phases": {k: float(v) for k, v in b["base"].items()}, "sizes": [int(m) for m in b["sizes"]],
-                    "ready": None if ready is None else [float(r) for r in ready],
-                    "threshold": int(b["threshold"]), "cycle": float(b["cycle"])})
+        out.append(
+            {
+                "key": {k: (v.item() if hasattr(v, "item") else v) for k, v in ident.items()},
+                "phases": {k: float(v) for k, v in b["base"].items()},
+                "sizes": [int(m) for m in b["sizes"]],
+                "ready": None if ready is None else [float(r) for r in ready],
+                "threshold": int(b["threshold"]),
+                "cycle": float(b["cycle"]),
+            }
+        )
     return out
 
 
@@ -109,9 +116,19 @@ def main(argv=None):
         every = comm.gather(mine, root=0)
         if fh:
             for i in range(len(mine)):
-                fh.write(json.dumps({"schema": SCHEMA, **plan["key"], "ranks": hvd.size(), "iteration": i,
-                                     "iteration_s": [r[i][0] for r in every],
-                                     "exposed_s": [r[i][1] for r in every]}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "schema": SCHEMA,
+                            **plan["key"],
+                            "ranks": hvd.size(),
+                            "iteration": i,
+                            "iteration_s": [r[i][0] for r in every],
+                            "exposed_s": [r[i][1] for r in every],
+                        }
+                    )
+                    + "\n"
+                )
             fh.flush()
     if fh:
         fh.close()

@@ -35,14 +35,18 @@ def in_own_process(step, timeout_s=None, name=None, **arguments):
         proc.communicate(payload.encode(), timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _stop(proc)
-        raise RuntimeError(f"{name} did not finish within {timeout_s:g} s and was killed (config key "
-                           "step_timeout_s); its outputs are left incomplete") from None
+        raise RuntimeError(
+            f"{name} did not finish within {timeout_s:g} s and was killed (config key "
+            "step_timeout_s); its outputs are left incomplete"
+        ) from None
     except BaseException:
         _stop(proc)
         raise
     if proc.returncode > 128 and proc.returncode - 128 in set(STOP_SIGNALS):
-        raise RuntimeError(f"{name} interrupted by {signal.Signals(proc.returncode - 128).name}; "
-                           "it is left incomplete and the next snakemake run redoes it")
+        raise RuntimeError(
+            f"{name} interrupted by {signal.Signals(proc.returncode - 128).name}; "
+            "it is left incomplete and the next snakemake run redoes it"
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"{name} failed (exit code {proc.returncode}); see the error above")
 
@@ -102,15 +106,15 @@ def _run(config, run, env_record, status, log, attempts):
 def _sweep(config, nodes, ranks_per_node, env_record, output, log, attempts):
     from harness import launch
 
-    launch.sweep_allreduce(config, nodes, ranks_per_node, json.loads(Path(env_record).read_text()), output, log,
-                           attempts)
+    launch.sweep_allreduce(
+        config, nodes, ranks_per_node, json.loads(Path(env_record).read_text()), output, log, attempts
+    )
 
 
 def _replay(config, nodes, plans, env_record, output, spec, log, attempts):
     from harness import launch
 
-    launch.replay_gradients(config, nodes, plans, json.loads(Path(env_record).read_text()), output, spec, log,
-                            attempts)
+    launch.replay_gradients(config, nodes, plans, json.loads(Path(env_record).read_text()), output, spec, log, attempts)
 
 
 STEPS = {"run": _run, "sweep": _sweep, "replay": _replay, "call": _call}
@@ -142,6 +146,7 @@ def forward_signals():
     """In the pipeline's main process: on SIGTERM, SIGINT or SIGHUP first stop every MPI rule's
     process below this one (each stops its job and its emulated cluster), then do what the process
     did before with that signal (Snakemake: exit after the running jobs, which now end at once)."""
+
     def forward(signum, frame, previous):
         for pid in _rules_processes(os.getpid()):
             try:

@@ -15,16 +15,25 @@ def read_timeline(path):
     if not text.endswith("]"):
         text = text.rstrip(",") + "]"
     events = json.loads(text)
-    zero = next((e["args"]["start_time_since_epoch_in_micros"] for e in events
-                 if e.get("ph") == "M" and "start_time_since_epoch_in_micros" in e.get("args", {})), None)
+    zero = next(
+        (
+            e["args"]["start_time_since_epoch_in_micros"]
+            for e in events
+            if e.get("ph") == "M" and "start_time_since_epoch_in_micros" in e.get("args", {})
+        ),
+        None,
+    )
     return zero, events
 
 
 def horovod_spans(events):
     """Horovod's B/E event pairs -> [(activity, tensor, start_us, end_us)] in its own clock. Each
     tensor is a pid of its own (named by a process_name metadata event); activities nest."""
-    names = {e["pid"]: e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "process_name" and "name" in e.get("args", {})}
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name" and "name" in e.get("args", {})
+    }
     stacks, spans = {}, []
     for e in events:
         if e.get("ph") == "B":

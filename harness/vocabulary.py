@@ -5,11 +5,34 @@ analysis import them from here."""
 FRAMEWORKS = ("torch", "tensorflow", "mxnet")
 
 # A config's study dimensions: one run per combination (and repeat).
-MATRIX_KEYS = ("framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size",
-               "loader_workers")
+MATRIX_KEYS = (
+    "framework",
+    "model",
+    "comm",
+    "layout",
+    "timing",
+    "nodes",
+    "ranks_per_node",
+    "batch_size",
+    "loader_workers",
+)
 # What identifies a run: each is a config key, a record field and a table column.
-RUN_KEYS = ["framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size",
-            "loader_workers", "image_size", "classes", "threads_per_rank", "precision", "repeat"]
+RUN_KEYS = [
+    "framework",
+    "model",
+    "comm",
+    "layout",
+    "timing",
+    "nodes",
+    "ranks_per_node",
+    "batch_size",
+    "loader_workers",
+    "image_size",
+    "classes",
+    "threads_per_rank",
+    "precision",
+    "repeat",
+]
 # A configuration: a run without its repeat.
 CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
 # A configuration's 1-rank baseline (for speedup, efficiency and the performance model) shares these.

@@ -19,8 +19,19 @@ def base_config():
 def tiny_config(tmp_path, **overrides):
     """A small study config (tinynet, few iterations) writing under tmp_path."""
     conf = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    conf.update(framework=["torch", "mxnet"], model=["tinynet"], ranks_per_node=[1, 2], repeats=1, warmup=1, iterations=3,
-                batch_size=[4], run_timeout_s=120, allreduce_max_bytes=1 << 20, results=str(tmp_path / "results"),
-                data={"kind": "synthetic"}, loader_workers=[0])  # compute only; images: tests/test_loaders.py
+    conf.update(
+        framework=["torch", "mxnet"],
+        model=["tinynet"],
+        ranks_per_node=[1, 2],
+        repeats=1,
+        warmup=1,
+        iterations=3,
+        batch_size=[4],
+        run_timeout_s=120,
+        allreduce_max_bytes=1 << 20,
+        results=str(tmp_path / "results"),
+        data={"kind": "synthetic"},
+        loader_workers=[0],
+    )  # compute only; images: tests/test_loaders.py
     conf.update(overrides)
     return conf

@@ -1,8 +1,8 @@
 """One SGD step through a framework's real Trainer; weights saved (used by test_training.py).
 
-  python tests/mpi_one_step.py SPEC.json            under mpirun: each rank steps on its own batch
-  python tests/mpi_one_step.py SPEC.json --single N  one process, one step on ranks 0..N-1's
-                                                     batches together (spec batch_size x N)
+python tests/mpi_one_step.py SPEC.json            under mpirun: each rank steps on its own batch
+python tests/mpi_one_step.py SPEC.json --single N  one process, one step on ranks 0..N-1's
+                                                   batches together (spec batch_size x N)
 """
 
 import json
@@ -24,8 +24,10 @@ tag = "single" if single else f"rank{trainer.rank}"
 if single or trainer.rank == 0:
     np.savez(out / f"init_{tag}.npz", *trainer.state())
 ranks = range(single) if single else [trainer.rank]
-parts = [SyntheticData(spec["seed"], r, batch_size, spec["image_size"], spec["classes"], trainer.data_layout)(0)
-         for r in ranks]
+parts = [
+    SyntheticData(spec["seed"], r, batch_size, spec["image_size"], spec["classes"], trainer.data_layout)(0)
+    for r in ranks
+]
 batch = tuple(np.concatenate([p[i] for p in parts]) for i in (0, 1))
 timed_step(trainer, lambda: batch)
 np.savez(out / f"{tag}.npz", *trainer.state())

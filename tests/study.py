@@ -19,16 +19,32 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 def shrink(config, folder):
     """The overlay that shrinks the study `config` (already layered) to run under `folder`."""
     folder = Path(folder)
-    small = {"model": ["tinynet"], "repeats": 1, "warmup": 1, "iterations": 2, "batch_size": [4], "image_size": 64,
-             "classes": 10, "threads_per_rank": 1, "run_timeout_s": 300, "step_timeout_s": 600,
-             "allreduce_max_bytes": 1 << 16, "profile_iterations": min(config["profile_iterations"], 1),
-             "results": str(folder / "results"), "logs": str(folder / "logs")}
+    small = {
+        "model": ["tinynet"],
+        "repeats": 1,
+        "warmup": 1,
+        "iterations": 2,
+        "batch_size": [4],
+        "image_size": 64,
+        "classes": 10,
+        "threads_per_rank": 1,
+        "run_timeout_s": 300,
+        "step_timeout_s": 600,
+        "allreduce_max_bytes": 1 << 16,
+        "profile_iterations": min(config["profile_iterations"], 1),
+        "results": str(folder / "results"),
+        "logs": str(folder / "logs"),
+    }
     data = config["data"]
     if data["kind"] == "images":  # at least one image per TFRecord shard
         small["data"] = {"images": max(16, data.get("shards", cfg.DATA_SHARDS)), "cache": str(folder / "data")}
     if config.get("replay"):  # the smallest replayed cluster
-        small["replay"] = {"nodes": [min(config["replay"]["nodes"])], "iterations": 3, "warmup": 1,
-                           "models": ["tinynet"]}
+        small["replay"] = {
+            "nodes": [min(config["replay"]["nodes"])],
+            "iterations": 3,
+            "warmup": 1,
+            "models": ["tinynet"],
+        }
     return small
 
 
@@ -39,6 +55,10 @@ def run_shrunk(configfiles, folder, extra=()):
     folder.mkdir(parents=True, exist_ok=True)
     overlay = folder / "shrink.yaml"
     overlay.write_text(yaml.safe_dump(shrink(cfg.layered([cfg.resolve(f) for f in configfiles]), folder)))
-    proc = subprocess.run(SNAKEMAKE + ["--configfile", *map(str, configfiles), str(overlay), *extra], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        SNAKEMAKE + ["--configfile", *map(str, configfiles), str(overlay), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     return proc, cfg.layered([*(cfg.resolve(f) for f in configfiles), overlay])

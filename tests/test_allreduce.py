@@ -43,18 +43,29 @@ def test_fit_recovers_known_alpha_beta():
 
 def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     out = tmp_path / "sweep.jsonl"
-    argv = launchers.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
-                              [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(4 << 20)],
-                              {"PYTHONPATH": str(launch.cfg.ROOT)}, as_root=os.geteuid() == 0)
+    argv = launchers.mpirun_argv(
+        ["localhost"],
+        2,
+        {"name": "mpirun", "bind_to": "none"},
+        [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(4 << 20)],
+        {"PYTHONPATH": str(launch.cfg.ROOT)},
+        as_root=os.geteuid() == 0,
+    )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     many = [m for m in allreduce.sizes(4 << 20) if 128 * 4 <= m <= 1 << 20]
-    assert [(r["path"], r["bytes"]) for r in rows] == [(p, m) for p in allreduce.PATHS[:2] for m in allreduce.sizes(4 << 20)] \
-        + [("horovod_tensors", m) for m in many]
-    assert all(r["ranks"] == 2 and allreduce.enough(r["times_s"]) and not allreduce.enough(r["times_s"][:-1]) for r in rows)
-    assert {r["transport"] for r in rows} == {"mpi (host memory)", "horovod mpi (host memory, 4 tensors fused)",
-                                              "horovod mpi (host memory, 128 tensors fused)"}
+    assert [(r["path"], r["bytes"]) for r in rows] == [
+        (p, m) for p in allreduce.PATHS[:2] for m in allreduce.sizes(4 << 20)
+    ] + [("horovod_tensors", m) for m in many]
+    assert all(
+        r["ranks"] == 2 and allreduce.enough(r["times_s"]) and not allreduce.enough(r["times_s"][:-1]) for r in rows
+    )
+    assert {r["transport"] for r in rows} == {
+        "mpi (host memory)",
+        "horovod mpi (host memory, 4 tensors fused)",
+        "horovod mpi (host memory, 128 tensors fused)",
+    }
     table, fits = comm.tables([(out, 2, 1)])
     assert len(table) == len(rows) and set(fits["path"]) == set(allreduce.PATHS)
     # Structure only: how the times compare (4 MiB against 4 B, Horovod against MPI, 128 tensors
@@ -83,7 +94,9 @@ def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
     table, fits = comm.tables([(out, 1, 2)])
     assert table.empty
     # with what mpirun said, right after its exit code
-    assert fits["failure"].item() == 'mpirun exited with code 1; mpirun: Error: unknown option "--no-such-mpirun-option"'
+    assert (
+        fits["failure"].item() == 'mpirun exited with code 1; mpirun: Error: unknown option "--no-such-mpirun-option"'
+    )
     # every sweep is kept with its log, also after it is redone (Snakemake first deletes both)
     first = out.read_text()
     out.unlink()
@@ -97,8 +110,14 @@ def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
 @pytest.mark.skipif(not EMULATED, reason=WHY or "emulated clusters available")
 def test_sweep_killed_by_its_timeout_keeps_the_sizes_it_measured_and_the_model_does_not_use_them(tmp_path):
     # 2 emulated nodes at 8 Mbit/s: the sizes to 1 MiB take ~10 s, one allreduce of 16 MiB 16 s
-    conf = tiny_config(tmp_path, nodes=[1, 2], ranks_per_node=[1], emulate={"rate_mbit": 8}, run_timeout_s=40,
-                       allreduce_max_bytes=16 * allreduce.MIB)
+    conf = tiny_config(
+        tmp_path,
+        nodes=[1, 2],
+        ranks_per_node=[1],
+        emulate={"rate_mbit": 8},
+        run_timeout_s=40,
+        allreduce_max_bytes=16 * allreduce.MIB,
+    )
     out = tmp_path / "sweep.jsonl"
     out.write_text("left by an earlier job\n")  # never read as this job's
     launch.sweep_allreduce(conf, 2, 1, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")

@@ -6,12 +6,39 @@ from harness.records import PHASE_KEYS, Writer
 
 def write_rank(run_dir, rank, steps=3, checksum=1.0, loss=2.0, end=True):
     w = Writer(run_dir / f"rank{rank}.jsonl")
-    w.write("run", framework="torch", model="m", comm="overlap", layout="best", timing="phased", nodes=1, ranks_per_node=2,
-            batch_size=4, loader_workers=0, image_size=64, classes=10, threads_per_rank=1, precision="fp32", repeat=0,
-            rank=rank, size=2, local_rank=rank, host="h", provenance={})
+    w.write(
+        "run",
+        framework="torch",
+        model="m",
+        comm="overlap",
+        layout="best",
+        timing="phased",
+        nodes=1,
+        ranks_per_node=2,
+        batch_size=4,
+        loader_workers=0,
+        image_size=64,
+        classes=10,
+        threads_per_rank=1,
+        precision="fp32",
+        repeat=0,
+        rank=rank,
+        size=2,
+        local_rank=rank,
+        host="h",
+        provenance={},
+    )
     for it in range(steps):
-        w.write("step", rank=rank, iteration=it, warmup=it == 0, profiled=False, wall_s=0.6, loss=loss,
-                **{k: 0.1 for k in PHASE_KEYS})
+        w.write(
+            "step",
+            rank=rank,
+            iteration=it,
+            warmup=it == 0,
+            profiled=False,
+            wall_s=0.6,
+            loss=loss,
+            **{k: 0.1 for k in PHASE_KEYS},
+        )
     if end:
         w.write("end", rank=rank, iterations=steps, checksum=checksum, elapsed_s=1.0)
     w.close()
@@ -172,12 +199,18 @@ def test_first_error_names_what_the_launcher_said():
     assert found(UNRESOLVABLE) == "ssh: Could not resolve hostname nosuchhost: Name or service not known"
     # through a pipe ssh ends its line with a carriage return
     assert found(UNRESOLVABLE.replace("known\n", "known\r\n", 1)) == found(UNRESOLVABLE)
-    assert found(TOO_FEW_SLOTS) == ("There are not enough slots available in the system to satisfy the 4 slots "
-                                    "that were requested by the application")
-    assert found(CANNOT_EXECUTE) == ("mpirun was unable to launch the specified application as it could not access "
-                                     "or execute an executable (executable: /nonexistent/prog)")
-    assert found(NOT_FOUND) == ("mpirun was unable to find the specified executable file, and therefore did not "
-                                "launch the job (executable: nosuchprogram_xyz)")
+    assert found(TOO_FEW_SLOTS) == (
+        "There are not enough slots available in the system to satisfy the 4 slots "
+        "that were requested by the application"
+    )
+    assert found(CANNOT_EXECUTE) == (
+        "mpirun was unable to launch the specified application as it could not access "
+        "or execute an executable (executable: /nonexistent/prog)"
+    )
+    assert found(NOT_FOUND) == (
+        "mpirun was unable to find the specified executable file, and therefore did not "
+        "launch the job (executable: nosuchprogram_xyz)"
+    )
     assert found(RANK_EXITED) is None  # nothing said why: the exit code is all there is
     assert found(RANK_KILLED) == "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)"
     assert found(WARNED) == "ModuleNotFoundError: No module named 'mxnet'"
@@ -187,17 +220,21 @@ def test_first_error_names_what_the_launcher_said():
 
 def test_first_error_names_what_ssh_srun_and_the_shell_said():
     found = checks.first_error
-    for line in ['mpirun: Error: unknown option "--no-such-opt"',  # mpirun -np 1 --no-such-opt true
-                 "ssh: connect to host localhost port 1: Connection refused",  # ssh -p 1 localhost
-                 "root@node01: Permission denied (publickey,password).",
-                 "Host key verification failed.",
-                 "srun: error: Unable to allocate resources: Invalid partition name specified",
-                 "bash: line 1: orted: command not found",
-                 "env: 'python3.11': No such file or directory"]:
+    for line in [
+        'mpirun: Error: unknown option "--no-such-opt"',  # mpirun -np 1 --no-such-opt true
+        "ssh: connect to host localhost port 1: Connection refused",  # ssh -p 1 localhost
+        "root@node01: Permission denied (publickey,password).",
+        "Host key verification failed.",
+        "srun: error: Unable to allocate resources: Invalid partition name specified",
+        "bash: line 1: orted: command not found",
+        "env: 'python3.11': No such file or directory",
+    ]:
         assert found(f"starting\n{line}\n{RANK_EXITED}") == line, line
     # TensorFlow's warning about a missing library is not a launcher's error; the exception after it is
-    tf = ("2026-11-25 10:00:00.123456: W tensorflow/tsl/platform/default/dso_loader.cc:78] Could not load dynamic "
-          "library 'libcudart.so.12'; dlerror: libcudart.so.12: cannot open shared object file: No such file or "
-          "directory\nValueError: bad batch size\n")
+    tf = (
+        "2026-11-25 10:00:00.123456: W tensorflow/tsl/platform/default/dso_loader.cc:78] Could not load dynamic "
+        "library 'libcudart.so.12'; dlerror: libcudart.so.12: cannot open shared object file: No such file or "
+        "directory\nValueError: bad batch size\n"
+    )
     assert found(tf) == "ValueError: bad batch size"
     assert found("all fine\n") is None

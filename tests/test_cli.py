@@ -65,8 +65,9 @@ def test_the_overlay_is_remade_and_a_folder_it_did_not_make_is_left_alone(tmp_pa
     overlay = tmp_path / "venv"
     build.link(env, overlay)
     build.link(env, overlay)  # again: remade in place
-    proc = subprocess.run([str(overlay / "bin" / "dlscale"), "check-config"], cwd=tmp_path, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [str(overlay / "bin" / "dlscale"), "check-config"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert proc.returncode == 0 and ": ok, " in proc.stdout, proc.stderr
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -13,8 +13,18 @@ def test_default_config_is_valid(base_config):
     cfg.validate(base_config)
     runs = cfg.matrix(base_config)
     assert len(runs) == 3 * 3 * 2 * 3  # frameworks x models x ranks_per_node x repeats
-    assert runs[0] == {"framework": "torch", "model": "alexnet", "comm": "overlap", "layout": "best",
-                       "timing": "native", "nodes": 1, "ranks_per_node": 1, "batch_size": 8, "loader_workers": 1, "repeat": 0}
+    assert runs[0] == {
+        "framework": "torch",
+        "model": "alexnet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 1,
+        "batch_size": 8,
+        "loader_workers": 1,
+        "repeat": 0,
+    }
     assert cfg.run_path(runs[0]) == "torch/alexnet/overlap/best/native/nodes1_rpn1_bs8_lw1/repeat0"
     assert base_config["data"]["kind"] == "images"  # the io phase reads and decodes JPEGs
     assert base_config["launcher"]["env"] == {"OMPI_MCA_mpi_yield_when_idle": 1}  # no busy-polling contention
@@ -24,31 +34,44 @@ def test_layout_and_timing_are_study_dimensions(base_config):
     base_config.update(layout=["NCHW", "NHWC"], timing=["native", "phased"], framework=["torch"], model=["resnet50"])
     runs = cfg.matrix(base_config)
     assert len(runs) == 2 * 2 * 2 * 3
-    assert {(r["layout"], r["timing"]) for r in runs} == {("NCHW", "native"), ("NCHW", "phased"),
-                                                         ("NHWC", "native"), ("NHWC", "phased")}
+    assert {(r["layout"], r["timing"]) for r in runs} == {
+        ("NCHW", "native"),
+        ("NCHW", "phased"),
+        ("NHWC", "native"),
+        ("NHWC", "phased"),
+    }
     base_config["layout"] = ["nchw"]
     with pytest.raises(cfg.ConfigError, match="config key 'layout\\[0\\]': 'nchw' is not one of"):
         cfg.validate(base_config)
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("framework", ["torch", "caffe"], "config key 'framework[1]': 'caffe' is not one of"),
-    ("framework", [], "config key 'framework': [] should be non-empty"),
-    ("model", ["vgg16"], "config key 'model[0]': 'vgg16' is not one of"),
-    ("ranks_per_node", [0], "config key 'ranks_per_node[0]': 0 is less than the minimum of 1"),
-    ("batch_size", [-8], "config key 'batch_size[0]': -8 is less than the minimum of 1"),
-    ("repeats", 0, "config key 'repeats': 0 is less than the minimum of 1"),
-    ("iterations", "ten", "config key 'iterations': 'ten' is not of type 'integer'"),
-    ("image_size", 32, "config key 'image_size': 32 is less than the minimum of 64"),
-    ("emulate", {"rate_mbit": 0}, "config key 'emulate.rate_mbit': 0 is less than or equal to the minimum of 0"),
-    ("emulate", {"delay_ms": 1}, "config key 'emulate': 'rate_mbit' is a required property"),
-    ("extrapolate", {"max_ranks": 1024, "links": {}}, "config key 'extrapolate.links': {} should be non-empty"),
-    ("extrapolate", {"max_ranks": 8, "links": {"ib": {"gbit_s": 56}}},
-     "config key 'extrapolate.links.ib': 'latency_us' is a required property"),
-    ("launcher", {"name": "mpirun", "env": {"X; touch p": 1}},
-     "config key 'launcher.env': 'X; touch p' does not match '^[A-Za-z_][A-Za-z0-9_]*$'"),
-    ("launcher", {"name": "mpirun", "env": {"2X": 1}}, "config key 'launcher.env': '2X' does not match"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("framework", ["torch", "caffe"], "config key 'framework[1]': 'caffe' is not one of"),
+        ("framework", [], "config key 'framework': [] should be non-empty"),
+        ("model", ["vgg16"], "config key 'model[0]': 'vgg16' is not one of"),
+        ("ranks_per_node", [0], "config key 'ranks_per_node[0]': 0 is less than the minimum of 1"),
+        ("batch_size", [-8], "config key 'batch_size[0]': -8 is less than the minimum of 1"),
+        ("repeats", 0, "config key 'repeats': 0 is less than the minimum of 1"),
+        ("iterations", "ten", "config key 'iterations': 'ten' is not of type 'integer'"),
+        ("image_size", 32, "config key 'image_size': 32 is less than the minimum of 64"),
+        ("emulate", {"rate_mbit": 0}, "config key 'emulate.rate_mbit': 0 is less than or equal to the minimum of 0"),
+        ("emulate", {"delay_ms": 1}, "config key 'emulate': 'rate_mbit' is a required property"),
+        ("extrapolate", {"max_ranks": 1024, "links": {}}, "config key 'extrapolate.links': {} should be non-empty"),
+        (
+            "extrapolate",
+            {"max_ranks": 8, "links": {"ib": {"gbit_s": 56}}},
+            "config key 'extrapolate.links.ib': 'latency_us' is a required property",
+        ),
+        (
+            "launcher",
+            {"name": "mpirun", "env": {"X; touch p": 1}},
+            "config key 'launcher.env': 'X; touch p' does not match '^[A-Za-z_][A-Za-z0-9_]*$'",
+        ),
+        ("launcher", {"name": "mpirun", "env": {"2X": 1}}, "config key 'launcher.env': '2X' does not match"),
+    ],
+)
 def test_schema_errors_name_the_key(base_config, key, value, message):
     base_config[key] = value
     with pytest.raises(cfg.ConfigError) as err:
@@ -56,14 +79,17 @@ def test_schema_errors_name_the_key(base_config, key, value, message):
     assert str(err.value).startswith(message)
 
 
-@pytest.mark.parametrize("data, workers, message", [
-    ({"kind": "synthetic"}, [1], "config key 'loader_workers': synthetic data has no loader; use [0]"),
-    ({"kind": "images"}, [0, 2], "config key 'loader_workers': image data needs at least 1 loader worker"),
-    ({"kind": "images", "path": "no/such/folder"}, [1], "config key 'data.path': no/such/folder is not a folder"),
-    ({"kind": "images", "shards": 1}, [1], "config key 'data.shards': 1 TFRecord shards for up to 2 ranks"),
-    ({"kind": "photos"}, [1], "config key 'data.kind': 'photos' is not one of"),
-    ({"kind": "images", "on_corrupt": "ignore"}, [1], "config key 'data.on_corrupt': 'ignore' is not one of"),
-])
+@pytest.mark.parametrize(
+    "data, workers, message",
+    [
+        ({"kind": "synthetic"}, [1], "config key 'loader_workers': synthetic data has no loader; use [0]"),
+        ({"kind": "images"}, [0, 2], "config key 'loader_workers': image data needs at least 1 loader worker"),
+        ({"kind": "images", "path": "no/such/folder"}, [1], "config key 'data.path': no/such/folder is not a folder"),
+        ({"kind": "images", "shards": 1}, [1], "config key 'data.shards': 1 TFRecord shards for up to 2 ranks"),
+        ({"kind": "photos"}, [1], "config key 'data.kind': 'photos' is not one of"),
+        ({"kind": "images", "on_corrupt": "ignore"}, [1], "config key 'data.on_corrupt': 'ignore' is not one of"),
+    ],
+)
 def test_data_and_loader_workers_are_checked(base_config, data, workers, message):
     base_config.update(data=data, loader_workers=workers)
     with pytest.raises(cfg.ConfigError) as err:
@@ -101,15 +127,19 @@ def test_missing_hostfile(base_config, tmp_path):
 
 def test_more_ranks_than_slots(base_config):
     base_config["ranks_per_node"] = [1, 4]
-    with pytest.raises(cfg.ConfigError, match=r"config key 'ranks_per_node': 4 ranks per node .* "
-                                              r"fewer slots on localhost \(2 slots\)"):
+    with pytest.raises(
+        cfg.ConfigError,
+        match=r"config key 'ranks_per_node': 4 ranks per node .* "
+        r"fewer slots on localhost \(2 slots\)",
+    ):
         cfg.validate(base_config)
 
 
 def test_more_nodes_than_hosts(base_config):
     base_config["nodes"] = [1, 2]
-    with pytest.raises(cfg.ConfigError, match="config key 'nodes': 2 nodes asked for, but "
-                                              "hostfiles/localhost lists 1 host"):
+    with pytest.raises(
+        cfg.ConfigError, match="config key 'nodes': 2 nodes asked for, but hostfiles/localhost lists 1 host"
+    ):
         cfg.validate(base_config)
 
 
@@ -120,13 +150,16 @@ def test_hostfile_parsing(tmp_path):
     assert cfg.select_hosts(cfg.parse_hostfile(path), 2, 4) == ["node01", "node02"]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("node01 slots=four\n", r"hosts:1: cannot read 'slots=four'"),
-    ("node01 slots=2\nnode02 cpus=2\n", r"hosts:2: cannot read 'cpus=2'"),
-    ("node01 slots=0\n", r"hosts:1: slots must be at least 1"),
-    ("node01\nnode01\n", r"hosts:2: host 'node01' is listed twice"),
-    ("# nothing\n", r"hosts: no hosts listed"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("node01 slots=four\n", r"hosts:1: cannot read 'slots=four'"),
+        ("node01 slots=2\nnode02 cpus=2\n", r"hosts:2: cannot read 'cpus=2'"),
+        ("node01 slots=0\n", r"hosts:1: slots must be at least 1"),
+        ("node01\nnode01\n", r"hosts:2: host 'node01' is listed twice"),
+        ("# nothing\n", r"hosts: no hosts listed"),
+    ],
+)
 def test_hostfile_errors(tmp_path, text, message):
     path = tmp_path / "hosts"
     path.write_text(text)
@@ -158,14 +191,17 @@ def test_emulated_study_config_is_valid_where_clusters_can_be_made(base_config):
     assert {r["nodes"] for r in runs} == {1, 2} and {r["comm"] for r in runs} == {"overlap", "sequential"}
     assert cfg.replay_nodes(base_config) == [4, 8, 16]
     base_config["emulate"]["congestion_control"] = "nosuch"
-    with pytest.raises(cfg.ConfigError, match="config key 'emulate.congestion_control': 'nosuch' is not in this kernel"):
+    with pytest.raises(
+        cfg.ConfigError, match="config key 'emulate.congestion_control': 'nosuch' is not in this kernel"
+    ):
         cfg.validate(base_config)
 
 
 def test_replay_needs_its_one_rank_runs_and_its_hosts(base_config):
     base_config["replay"] = {"nodes": [2], "models": ["alexnet"], "iterations": 5, "warmup": 1}
-    with pytest.raises(cfg.ConfigError, match="config key 'nodes': 2 nodes asked for, but "
-                                              "hostfiles/localhost lists 1 host"):
+    with pytest.raises(
+        cfg.ConfigError, match="config key 'nodes': 2 nodes asked for, but hostfiles/localhost lists 1 host"
+    ):
         cfg.validate(base_config)  # replayed on the hostfile's first 2 hosts
     base_config["model"] = ["resnet50"]
     with pytest.raises(cfg.ConfigError, match=r"'replay.models': alexnet not in the study's models \(resnet50\)"):
@@ -197,8 +233,10 @@ def test_gpu_study_in_the_cpu_environment_is_warned_about_not_refused(base_confi
     monkeypatch.delenv("DLSCALE_ENV_VARIANT", raising=False)
     conf = cfg.validate({**base_config, "device": "gpu"})
     (warning,) = cfg.warnings(conf)
-    assert warning.startswith("config key 'device': gpu runs need the cuda environment") and \
-        "DLSCALE_ENV_VARIANT=cuda" in warning
+    assert (
+        warning.startswith("config key 'device': gpu runs need the cuda environment")
+        and "DLSCALE_ENV_VARIANT=cuda" in warning
+    )
     monkeypatch.setenv("DLSCALE_ENV_VARIANT", "cuda")
     assert cfg.warnings(cfg.validate({**base_config, "device": "gpu", "precision": "mixed"})) == []
     assert cfg.warnings(base_config) == []
@@ -236,8 +274,9 @@ def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
     conf = yaml.safe_load((ROOT / "config" / overlay).read_text())
     if conf.get("emulate") and not emulate.available()[0]:
         pytest.skip(f"{overlay}: {emulate.available()[1]}")
-    proc = subprocess.run([sys.executable, "-m", "harness", "check-config", f"config/{overlay}"], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "check-config", f"config/{overlay}"], cwd=ROOT, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"config/config.yaml + config/{overlay}: ok, ")
     if conf.get("device") == "gpu" and os.environ.get("DLSCALE_ENV_VARIANT") != "cuda":
@@ -259,7 +298,23 @@ def test_retry_reads_an_overlay_as_snakemake_does(tmp_path):
     # "'autotune' is a required property": it read the overlay alone
     overlay = tmp_path / "study.yaml"
     overlay.write_text(f"results: {tmp_path / 'results'}\nranks_per_node: [1]\n")
-    proc = subprocess.run([sys.executable, "-m", "harness", "retry", "--configfile", str(overlay), "--config",
-                           "repeats=1", "framework=torch", "--", "--dry-run"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "retry",
+            "--configfile",
+            str(overlay),
+            "--config",
+            "repeats=1",
+            "framework=torch",
+            "--",
+            "--dry-run",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "no failed runs matching framework=torch"

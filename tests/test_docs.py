@@ -19,8 +19,12 @@ from tests.study import run_shrunk
 
 
 def test_site_builds_strictly(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     page = (tmp_path / "site" / "reference" / "outputs" / "index.html").read_text()
     assert "loader_utilisation" in page and "<!-- generated" not in page
@@ -29,15 +33,23 @@ def test_site_builds_strictly(tmp_path):
 def test_readme_is_a_front_door():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
-    for command in ("./bootstrap.sh && .venv/bin/snakemake --cores all", "./bootstrap.sh && .venv/bin/python -m pytest"):
+    for command in (
+        "./bootstrap.sh && .venv/bin/snakemake --cores all",
+        "./bootstrap.sh && .venv/bin/python -m pytest",
+    ):
         assert f"```sh\n{command}\n```" in text
 
 
 def test_every_schema_key_has_a_description():
     schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
     keys = generate.schema_keys(schema)
-    assert {"framework", "data.kind", "emulate.congestion_control", "extrapolate.links.<name>.gbit_s",
-            "launcher.env"} <= {k for k, _ in keys}
+    assert {
+        "framework",
+        "data.kind",
+        "emulate.congestion_control",
+        "extrapolate.links.<name>.gbit_s",
+        "launcher.env",
+    } <= {k for k, _ in keys}
     missing = [k for k, node in keys if not str(node.get("description", "")).strip()]
     assert not missing, f"config/schema.yaml: give these keys a description: {missing}"
 
@@ -58,8 +70,10 @@ def test_every_declared_column_has_a_description():
     declared = generate.code_columns()
     missing = {t: _undescribed(t, names) for t, names in declared.items()}
     assert not any(missing.values()), f"harness/columns.py: describe {missing}"
-    stale = {t: sorted(set(columns.TABLES[t]) - set(names) - {"loader_img_per_s", "timeline_comm_s", "timeline_ops"})
-             for t, names in declared.items()}
+    stale = {
+        t: sorted(set(columns.TABLES[t]) - set(names) - {"loader_img_per_s", "timeline_comm_s", "timeline_ops"})
+        for t, names in declared.items()
+    }
     assert not any(stale.values()), f"harness/columns.py describes columns no table has: {stale}"
 
 

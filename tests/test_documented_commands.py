@@ -54,8 +54,10 @@ DLSCALE = ".venv/bin/dlscale"
 COMMANDS = {
     "./bootstrap.sh && .venv/bin/snakemake --cores all": ("study", None),
     "./bootstrap.sh && .venv/bin/python -m pytest": ("suite", None),
-    f"{PY} -m harness.images prepare data/mine --tree /data/imagenet/train --shards 64 --on-corrupt skip":
-        ("run", {"/data/imagenet/train": "data/train", "--shards 64": "--shards 2"}),
+    f"{PY} -m harness.images prepare data/mine --tree /data/imagenet/train --shards 64 --on-corrupt skip": (
+        "run",
+        {"/data/imagenet/train": "data/train", "--shards 64": "--shards 2"},
+    ),
     f"{PY} -m harness.images make data/train --images 1000 --classes 10": ("run", {"--images 1000": "--images 8"}),
     f"{PY} -m harness.images tfrecord data/train data/tfrecord --shards 8": ("run", {"--shards 8": "--shards 2"}),
     f"{PY} -m harness.images recordio data/train data/recordio/train": ("run", {}),
@@ -69,41 +71,72 @@ COMMANDS = {
     "./bootstrap.sh && .venv/bin/snakemake --cores all --configfile config/emulated.yaml": ("study", None),
     f"{DLSCALE} emulate run --nodes 2 --rate-mbit 300 -- sh -c 'mpirun --allow-run-as-root --hostfile "
     "$DLSCALE_HOSTFILE -np 2 hostname'": ("run", {}),
-    f"{DLSCALE} emulate up demo --nodes 4 --rate-mbit 1000 --hostfile /tmp/demo.hosts":
-        ("run", {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{DLSCALE} emulate down demo"}),
+    f"{DLSCALE} emulate up demo --nodes 4 --rate-mbit 1000 --hostfile /tmp/demo.hosts": (
+        "run",
+        {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{DLSCALE} emulate down demo"},
+    ),
     f"{DLSCALE} emulate list": ("run", {}),
     f"{DLSCALE} emulate down demo": ("run", {}),
     "./bootstrap.sh": ("run", {}),
     "cp config/slurm.yaml my-cluster.yaml": ("run", {"config/": f"{ROOT}/config/"}),
-    "$EDITOR profiles/slurm/config.yaml": ("manual", ("opens an editor on the Slurm profile",
-                                                     f"{PY} -c \"import yaml; yaml.safe_load(open('profiles/slurm/config.yaml'))\"")),
+    "$EDITOR profiles/slurm/config.yaml": (
+        "manual",
+        (
+            "opens an editor on the Slurm profile",
+            f"{PY} -c \"import yaml; yaml.safe_load(open('profiles/slurm/config.yaml'))\"",
+        ),
+    ),
     ".venv/bin/snakemake --profile profiles/slurm --configfile my-cluster.yaml --dry-run": ("dry-run", "slurm.yaml"),
     ".venv/bin/snakemake --profile profiles/slurm --configfile my-cluster.yaml": ("dry-run", "slurm.yaml"),
-    "export DLSCALE_ENV_VARIANT=cuda": ("manual", ("sets the variant for the shell; checked with the cuda variant's "
-                                                   "recipe", "DLSCALE_ENV_VARIANT=cuda {PY} -c \"from environment import "
-                                                   "build; assert build.variant() == 'cuda'\"")),
+    "export DLSCALE_ENV_VARIANT=cuda": (
+        "manual",
+        (
+            "sets the variant for the shell; checked with the cuda variant's recipe",
+            "DLSCALE_ENV_VARIANT=cuda {PY} -c \"from environment import build; assert build.variant() == 'cuda'\"",
+        ),
+    ),
     ".venv/bin/snakemake --cores all --configfile config/gpu.yaml": ("study", None),
     ".venv/bin/snakemake --cores all --configfile config/gpu.yaml --config precision=mixed results=results/gpu-mixed "
     "logs=logs/gpu-mixed": ("study", None),
-    f"{PY} bench/overhead.py --device gpu --framework torch": ("manual", ("needs a GPU", f"{PY} bench/overhead.py --help")),
-    "pip download --no-deps --no-binary :all: horovod==0.28.1 -d carry":
-        ("manual", ("downloads from PyPI for the GPU machine, which has no registry", "pip download --help")),
+    f"{PY} bench/overhead.py --device gpu --framework torch": (
+        "manual",
+        ("needs a GPU", f"{PY} bench/overhead.py --help"),
+    ),
+    "pip download --no-deps --no-binary :all: horovod==0.28.1 -d carry": (
+        "manual",
+        ("downloads from PyPI for the GPU machine, which has no registry", "pip download --help"),
+    ),
     "pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform "
-    "manylinux_2_17_x86_64 -d carry cffi pycparser jsonschema jsonschema-specifications referencing rpds-py":
-        ("manual", ("downloads from PyPI for the GPU machine, which has no registry", "pip download --help")),
-    "python3 -m pip install --no-index --no-deps --target /tmp/site carry/*.whl && export PYTHONPATH=/tmp/site":
-        ("manual", ("on the GPU machine, with the wheels downloaded above", "python3 -m pip install --help")),
-    "python3 -m environment.gpunode carry/horovod-0.28.1.tar.gz /tmp/wheels":
-        ("manual", ("builds Horovod with NCCL on the GPU machine", f"{PY} -m environment.gpunode --help")),
-    "python3 -m pip install --no-index --no-deps --target /tmp/site /tmp/wheels/horovod-*.whl":
-        ("manual", ("on the GPU machine, with the wheel built above", "python3 -m pip install --help")),
+    "manylinux_2_17_x86_64 -d carry cffi pycparser jsonschema jsonschema-specifications referencing rpds-py": (
+        "manual",
+        ("downloads from PyPI for the GPU machine, which has no registry", "pip download --help"),
+    ),
+    "python3 -m pip install --no-index --no-deps --target /tmp/site carry/*.whl && export PYTHONPATH=/tmp/site": (
+        "manual",
+        ("on the GPU machine, with the wheels downloaded above", "python3 -m pip install --help"),
+    ),
+    "python3 -m environment.gpunode carry/horovod-0.28.1.tar.gz /tmp/wheels": (
+        "manual",
+        ("builds Horovod with NCCL on the GPU machine", f"{PY} -m environment.gpunode --help"),
+    ),
+    "python3 -m pip install --no-index --no-deps --target /tmp/site /tmp/wheels/horovod-*.whl": (
+        "manual",
+        ("on the GPU machine, with the wheel built above", "python3 -m pip install --help"),
+    ),
     "python3 -m pytest tests/test_gpu.py": ("run", {"python3": PY}),
     "python3 bench/overhead.py --framework torch --ranks 1 --launcher direct --device gpu --model resnet50 "
-    "--batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3":
-        ("manual", ("needs a GPU", f"{PY} bench/overhead.py --help")),
+    "--batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3": (
+        "manual",
+        ("needs a GPU", f"{PY} bench/overhead.py --help"),
+    ),
     f"{PY} -m mkdocs build --strict": ("run", {"--strict": "--strict -d {folder}/site"}),
-    f"{PY} bench/overhead.py": ("run", {f"{PY} bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py --model tinynet "
-                                       "--iterations 2 --warmup 1 --trials 1 --ranks 1 --out overhead.csv"}),
+    f"{PY} bench/overhead.py": (
+        "run",
+        {
+            f"{PY} bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py --model tinynet "
+            "--iterations 2 --warmup 1 --trials 1 --ranks 1 --out overhead.csv"
+        },
+    ),
 }
 
 
@@ -121,16 +154,18 @@ def _shell(command, cwd, timeout=900):
 
 def _venv_python(command):
     """`.venv/bin/python` and `.venv/bin/snakemake` are this test's own interpreter's."""
-    return command.replace(".venv/bin/python", sys.executable).replace(
-        ".venv/bin/snakemake", f"{sys.executable} -m snakemake").replace(
-        ".venv/bin/dlscale", str(Path(sys.executable).parent / "dlscale"))
+    return (
+        command.replace(".venv/bin/python", sys.executable)
+        .replace(".venv/bin/snakemake", f"{sys.executable} -m snakemake")
+        .replace(".venv/bin/dlscale", str(Path(sys.executable).parent / "dlscale"))
+    )
 
 
 def _configfiles(argv):
     files = []
     for i, arg in enumerate(argv):
         if arg == "--configfile":
-            files += [a for a in argv[i + 1:] if not a.startswith("-")][:1]
+            files += [a for a in argv[i + 1 :] if not a.startswith("-")][:1]
     return files
 
 
@@ -145,7 +180,7 @@ def test_documented_command(command, tmp_path):
         argv = shlex.split(command.split("&&")[-1])
         configs = _configfiles(argv) or ["config/config.yaml"]
         assert all((ROOT / c).is_file() for c in configs)
-        items = argv[argv.index("--config") + 1:] if "--config" in argv else []
+        items = argv[argv.index("--config") + 1 :] if "--config" in argv else []
         if items:
             proc, _ = run_shrunk(configs, tmp_path, ["--dry-run", "--config", *items])
             assert proc.returncode == 0, proc.stderr[-3000:]
@@ -153,8 +188,12 @@ def test_documented_command(command, tmp_path):
     if kind == "dry-run":  # a copy of the shipped config, as the docs have users make
         shutil.copy(ROOT / "config" / detail, tmp_path / "my-cluster.yaml")
         argv = _venv_python(command).replace("my-cluster.yaml", str(tmp_path / "my-cluster.yaml"))
-        proc = subprocess.run(shlex.split(argv) + (["--dry-run"] if "--dry-run" not in argv else []), cwd=ROOT,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            shlex.split(argv) + (["--dry-run"] if "--dry-run" not in argv else []),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "This was a dry-run" in proc.stdout and re.search(r"^run\s+\d+$", proc.stdout, re.M)
         return
@@ -185,7 +224,7 @@ def _run(command, substitutions, folder):
         command = f"{before} --config results={folder / 'results'}{sep}{after}"
     # commands that write data/ or a copy of a config do it in the test's folder; the rest run where
     # users run them, in the checkout
-    writes = ("harness.images" in command or command.startswith("cp ") or "overhead.py" in command)
+    writes = "harness.images" in command or command.startswith("cp ") or "overhead.py" in command
     cwd = folder if writes else ROOT
     if "tests/test_gpu.py" in command:
         command = command.replace(f"{sys.executable} -m pytest", f"{sys.executable} -m pytest -p no:cacheprovider")

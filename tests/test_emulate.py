@@ -29,8 +29,9 @@ def _mine():
 
 def _links(ns=None):
     argv = ["ip", "-o", "link"] if ns is None else ["ip", "-n", ns, "-o", "link"]
-    return sorted(line.split(":")[1].strip() for line in subprocess.run(argv, capture_output=True,
-                                                                         text=True).stdout.splitlines())
+    return sorted(
+        line.split(":")[1].strip() for line in subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()
+    )
 
 
 def test_nodes_get_cpus_of_their_own():
@@ -48,16 +49,30 @@ def test_cluster_is_made_shaped_and_removed():
         assert made.hosts == ["10.213.0.1", "10.213.0.2", "10.213.0.3"]
         assert made.hostfile(2) == "10.213.0.1 slots=2\n10.213.0.2 slots=2\n10.213.0.3 slots=2\n"
         assert made.launch_env()["DLSCALE_NETNS_MAP"].split() == [
-            f"10.213.0.{i + 1}={ns}={cpus}" for i, (ns, cpus) in enumerate(zip(made.namespaces, made.cpus))]
+            f"10.213.0.{i + 1}={ns}={cpus}" for i, (ns, cpus) in enumerate(zip(made.namespaces, made.cpus))
+        ]
         assert _links() == before_links, "the machine's own namespace must not change"
-        qdisc = subprocess.run(["ip", "netns", "exec", made.namespaces[1], "tc", "qdisc", "show", "dev", "eth0"],
-                               capture_output=True, text=True).stdout
+        qdisc = subprocess.run(
+            ["ip", "netns", "exec", made.namespaces[1], "tc", "qdisc", "show", "dev", "eth0"],
+            capture_output=True,
+            text=True,
+        ).stdout
         assert "tbf" in qdisc and "250Mbit" in qdisc
         assert [_tcp(ns) for ns in made.namespaces] == ["cubic"] * 3  # whatever the machine's own
         assert made.describe()["congestion_control"] == "cubic"
-        ping = subprocess.run(["ip", "netns", "exec", made.namespaces[0], sys.executable, "-c",
-                               "import socket; s = socket.create_connection(('10.213.0.3', 9), timeout=5)"],
-                              capture_output=True, text=True)
+        ping = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                made.namespaces[0],
+                sys.executable,
+                "-c",
+                "import socket; s = socket.create_connection(('10.213.0.3', 9), timeout=5)",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert "ConnectionRefusedError" in ping.stderr  # node 2 answered (nothing listens on port 9)
     assert set(emulate.namespaces()) == before_ns
 
@@ -82,8 +97,9 @@ def test_orphaned_clusters_of_dead_processes_are_removed():
 
 
 def _tcp(ns):
-    return subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.tcp_congestion_control"],
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.tcp_congestion_control"], capture_output=True, text=True
+    ).stdout.strip()
 
 
 @needs_netns
@@ -107,8 +123,11 @@ def test_bad_link_settings_are_refused():
 def test_delay_uses_netem_or_says_it_is_missing():
     try:
         with emulate.cluster(2, rate_mbit=100, delay_ms=5) as made:
-            qdisc = subprocess.run(["ip", "netns", "exec", made.namespaces[0], "tc", "qdisc", "show", "dev",
-                                    "eth0"], capture_output=True, text=True).stdout
+            qdisc = subprocess.run(
+                ["ip", "netns", "exec", made.namespaces[0], "tc", "qdisc", "show", "dev", "eth0"],
+                capture_output=True,
+                text=True,
+            ).stdout
             assert "netem" in qdisc and "delay 5ms" in qdisc and "tbf" in qdisc
     except emulate.EmulationError as exc:
         assert "netem" in str(exc) and "emulate.delay_ms" in str(exc)
@@ -117,18 +136,46 @@ def test_delay_uses_netem_or_says_it_is_missing():
 
 @needs_netns
 def test_cli_runs_a_command_in_node_0_with_the_hostfile():
-    proc = subprocess.run([sys.executable, "-m", "harness", "emulate", "run", "--nodes", "2", "--slots", "2",
-                           "--rate-mbit", "100", "--", "sh", "-c", "cat $DLSCALE_HOSTFILE; echo node=$DLSCALE_NODE"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "emulate",
+            "run",
+            "--nodes",
+            "2",
+            "--slots",
+            "2",
+            "--rate-mbit",
+            "100",
+            "--",
+            "sh",
+            "-c",
+            "cat $DLSCALE_HOSTFILE; echo node=$DLSCALE_NODE",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "10.213.0.1 slots=2\n10.213.0.2 slots=2\n" in proc.stdout and "-n0" in proc.stdout
 
 
 def _comm_times(tmp_path, rate):
     conf = tiny_config(tmp_path / str(rate), emulate={"rate_mbit": rate}, framework=["torch"], iterations=4)
-    run = {"framework": "torch", "model": "tinynet", "comm": "sequential", "layout": "best", "timing": "phased",
-           "nodes": 2, "ranks_per_node": 1,
-           "batch_size": 4, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": "torch",
+        "model": "tinynet",
+        "comm": "sequential",
+        "layout": "best",
+        "timing": "phased",
+        "nodes": 2,
+        "ranks_per_node": 1,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
     run_dir, _, _ = cfg.run_files(conf, run)
@@ -172,15 +219,16 @@ def test_emulated_ranks_open_mpi_settings_are_parameters_open_mpi_takes():
     study = yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text())
     mca = {k: str(v) for k, v in study["launcher"]["env"].items() if k.startswith("OMPI_MCA_")}
     assert "OMPI_MCA_btl_tcp_flags" in mca
-    out = subprocess.run(["ompi_info", "--all", "--level", "9", "--parsable"], capture_output=True, text=True,
-                         env={**os.environ, **mca}).stdout
+    out = subprocess.run(
+        ["ompi_info", "--all", "--level", "9", "--parsable"], capture_output=True, text=True, env={**os.environ, **mca}
+    ).stdout
     fields = {}
     for line in out.splitlines():  # mca:<framework>:<component>:param:<name>:<field>:<value>
         parts = line.split(":", 6)
         if len(parts) == 7 and parts[3] == "param":
             fields[(parts[4], parts[5])] = parts[6]
     for key in mca:
-        name = key[len("OMPI_MCA_"):]
+        name = key[len("OMPI_MCA_") :]
         assert fields.get((name, "source")) == "environment", f"{key}: not a parameter Open MPI took"
     flags = fields[("btl_tcp_flags", "value")].split(",")
     assert "send" in flags and "put" not in flags, flags

@@ -51,8 +51,10 @@ def test_cuda_variant_is_a_separate_environment(monkeypatch):
     cuda = envspec.content("cuda")
     assert cuda["horovod_build_env"]["HOROVOD_GPU_OPERATIONS"] == "NCCL"
     assert {"torch", "tensorflow[and-cuda]", "mxnet-cu117", "nvidia-nccl-cu13"} <= set(cuda["pins"])
-    assert "tensorflow-cpu" not in cuda["pins"] and "HOROVOD_GPU_OPERATIONS" not in envspec.content("cpu")[
-        "horovod_build_env"]
+    assert (
+        "tensorflow-cpu" not in cuda["pins"]
+        and "HOROVOD_GPU_OPERATIONS" not in envspec.content("cpu")["horovod_build_env"]
+    )
     # the CUDA torch exactly (a local 2.13.0+cpu wheel satisfies ==2.13.0, not ===2.13.0)
     # one NCCL version whichever of the two NCCL wheels writes libnccl.so.2 last
     assert cuda["pins"]["nvidia-nccl-cu12"] == cuda["pins"][envspec.NCCL_WHEEL]
@@ -85,7 +87,9 @@ def test_cuda_build_finds_the_toolkit_of_the_right_release_and_links_pip_nccl(tm
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     real_exists = env.Path.exists
-    monkeypatch.setattr(env.Path, "exists", lambda self: not str(self).startswith("/usr/local/cuda") and real_exists(self))
+    monkeypatch.setattr(
+        env.Path, "exists", lambda self: not str(self).startswith("/usr/local/cuda") and real_exists(self)
+    )
     with pytest.raises(env.EnvError, match="no CUDA toolkit with nvcc and its headers was found"):
         env.find_cuda_home()
     # A wrapper script on PATH (as site modules and this machine have) leads to the toolkit it runs.
@@ -97,8 +101,11 @@ def test_cuda_build_finds_the_toolkit_of_the_right_release_and_links_pip_nccl(tm
     monkeypatch.setenv("PATH", f"{tmp_path / 'wrapper'}:/usr/bin:/bin")
     assert env.find_cuda_home() == toolkit.resolve()
     monkeypatch.setenv("HOROVOD_CUDA_HOME", str(fake_toolkit(tmp_path / "cuda-12.4", "12.4")))
-    with pytest.raises(env.EnvError, match=r"cuda-12.4 is release 12.4, and the cuda environment's PyTorch is "
-                                           r"built with CUDA 13.x"):
+    with pytest.raises(
+        env.EnvError,
+        match=r"cuda-12.4 is release 12.4, and the cuda environment's PyTorch is "
+        r"built with CUDA 13.x",
+    ):
         env.find_cuda_home()
     monkeypatch.undo()
     lib = tmp_path / "nvidia" / "nccl" / "lib"
@@ -116,7 +123,8 @@ def test_driver_stub_lets_a_library_that_links_the_driver_load_without_one(tmp_p
 
     (tmp_path / "uses_driver.c").write_text(
         "int cuInit(unsigned); int cuDeviceGetCount(int *);\n"
-        "int probe(void) { int n = 0; return cuInit(0) * 1000 + cuDeviceGetCount(&n); }\n")
+        "int probe(void) { int n = 0; return cuInit(0) * 1000 + cuDeviceGetCount(&n); }\n"
+    )
     library = tmp_path / "libuses_driver.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "uses_driver.c")], check=True)
     stub = env.driver_stub(tmp_path, library)
@@ -126,11 +134,14 @@ def test_driver_stub_lets_a_library_that_links_the_driver_load_without_one(tmp_p
         return
     except OSError:
         pass
-    assert sorted(line.split("(")[0].split()[-1] for line in (tmp_path / "libcuda_stub.c").read_text().splitlines()) == [
-        "cuDeviceGetCount", "cuInit"]
+    assert sorted(
+        line.split("(")[0].split()[-1] for line in (tmp_path / "libcuda_stub.c").read_text().splitlines()
+    ) == ["cuDeviceGetCount", "cuInit"]
     # in a process of its own, so that no stub driver stays loaded in the tests' process
-    code = (f"import ctypes; ctypes.CDLL({str(stub / 'libcuda.so.1')!r}, mode=ctypes.RTLD_GLOBAL); "
-            f"print(ctypes.CDLL({str(library)!r}).probe())")
+    code = (
+        f"import ctypes; ctypes.CDLL({str(stub / 'libcuda.so.1')!r}, mode=ctypes.RTLD_GLOBAL); "
+        f"print(ctypes.CDLL({str(library)!r}).probe())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(100 * 1000 + 100)  # CUDA_ERROR_NO_DEVICE from both
 
@@ -141,6 +152,11 @@ def test_cuda_sitecustomize_keeps_the_numpy_shim(tmp_path):
     (tmp_path / "mxnet").mkdir()  # a stand-in: the hooks fire on the name, whichever build it is
     (tmp_path / "mxnet" / "__init__.py").write_text("")
     code = "import sys, mxnet, numpy; print(numpy.bool is bool, type(sys.meta_path[0]).__name__)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    ).stdout
     assert out.split() == ["True", "_MxnetCuda11Libraries"]

@@ -9,17 +9,27 @@ from analysis import metrics, tidy, trace
 from harness import config as cfg
 from harness import launch
 from harness.records import PHASE_KEYS, parse_file
+from harness.vocabulary import LOG, trace_name
 from tests.conftest import ENV_RECORD, tiny_config
 from workloads.devices import LayoutError, resolve_layout
-from harness.vocabulary import LOG, trace_name
 
 FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
 
 
 def run_once(tmp_path, framework, ranks, timing="native", comm="overlap", model="tinynet", layout="best", **over):
     conf = tiny_config(tmp_path, timing=[timing], layout=[layout], **over)
-    run = {"framework": framework, "model": model, "comm": comm, "layout": layout, "timing": timing, "nodes": 1,
-           "ranks_per_node": ranks, "batch_size": 4, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": framework,
+        "model": model,
+        "comm": comm,
+        "layout": layout,
+        "timing": timing,
+        "nodes": 1,
+        "ranks_per_node": ranks,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     run_dir, _, _ = cfg.run_files(conf, run)
     return status, run_dir
@@ -83,8 +93,9 @@ def test_one_rank_communicates_nothing(tmp_path, framework, comm):
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("timing", ["native", "phased"])
 def test_two_rank_runs_in_both_timings(tmp_path, framework, timing):
-    status, run_dir = run_once(tmp_path, framework, 2, timing=timing, model="googlenet", iterations=3,
-                               profile_iterations=2)
+    status, run_dir = run_once(
+        tmp_path, framework, 2, timing=timing, model="googlenet", iterations=3, profile_iterations=2
+    )
     assert status["status"] == "ok", status
     row, rows, _ = tidy.read_run(run_dir / "status.json")
     runs = metrics.run_table(tidy.pd.DataFrame(rows, columns=tidy.TIDY_COLUMNS))
@@ -114,12 +125,28 @@ def test_two_rank_runs_in_both_timings(tmp_path, framework, timing):
 
 def test_derived_phases_on_known_intervals():
     # io, h2d, forward, backward with an allreduce from 50 to 90, a gap, the update, loss read-back
-    intervals = [(0, 10, "io"), (10, 12, "h2d"), (12, 40, "compute"), (41, 80, "backward"), (50, 90, "comm"),
-                 (95, 100, "update"), (100, 105, "compute")]
+    intervals = [
+        (0, 10, "io"),
+        (10, 12, "h2d"),
+        (12, 40, "compute"),
+        (41, 80, "backward"),
+        (50, 90, "comm"),
+        (95, 100, "update"),
+        (100, 105, "compute"),
+    ]
     p = trace.phases_of(intervals, 0, 110)
     got = {k: round(v * 1e6, 6) for k, v in p.items() if k != "overlap_ratio"}
-    assert got == {"io_s": 10, "h2d_s": 2, "forward_s": 29, "backward_s": 39, "comm_s": 15, "update_s": 15,
-                   "comm_total_s": 40, "overlap_s": 30, "wall_s": 110}
+    assert got == {
+        "io_s": 10,
+        "h2d_s": 2,
+        "forward_s": 29,
+        "backward_s": 39,
+        "comm_s": 15,
+        "update_s": 15,
+        "comm_total_s": 40,
+        "overlap_s": 30,
+        "wall_s": 110,
+    }
     assert p["overlap_ratio"] == pytest.approx(0.75)
 
 
@@ -130,7 +157,9 @@ def test_classification_per_framework():
     assert trace.classify("torch", ev("aten::conv2d")) == "compute"
     assert trace.classify("mxnet", ev("_backward_Convolution")) == "backward"
     assert trace.classify("mxnet", ev("sgd_mom_update")) == "update"
-    assert trace.classify("tensorflow", ev("gradient_tape/conv/Conv2DBackpropFilter:Conv2DBackpropFilter")) == "backward"
+    assert (
+        trace.classify("tensorflow", ev("gradient_tape/conv/Conv2DBackpropFilter:Conv2DBackpropFilter")) == "backward"
+    )
     assert trace.classify("tensorflow", ev("update/mul_3:Mul")) == "update"
     assert trace.classify("tensorflow", ev("googlenet_1/conv2d_1/convolution:_MklNativeConv2D")) == "forward"
     assert trace.classify("tensorflow", ev("ExecutorState::Process")) is None
@@ -142,28 +171,56 @@ def test_classification_per_framework():
 def test_gpu_phases_are_when_the_device_runs_the_work():
     """On the GPU the host queues a kernel long before it runs: the kernel counts for the phase of
     the host operation that launched it (correlation id), at the time the device runs it."""
+
     def host(name, ts, dur, corr):
-        return {"name": name, "cat": "framework", "ts": ts, "dur": dur, "args": {"correlation": corr, "source_cat": "cpu"}}
+        return {
+            "name": name,
+            "cat": "framework",
+            "ts": ts,
+            "dur": dur,
+            "args": {"correlation": corr, "source_cat": "cpu"},
+        }
 
     def kernel(name, ts, dur, linked):
-        return {"name": name, "cat": "framework", "ts": ts, "dur": dur, "args": {"linked": linked, "source_cat": "cuda"}}
+        return {
+            "name": name,
+            "cat": "framework",
+            "ts": ts,
+            "dur": dur,
+            "args": {"linked": linked, "source_cat": "cuda"},
+        }
 
     events = [
         {"name": "iteration", "cat": "dlscale", "pid": 0, "ts": 0, "dur": 100, "args": {"iteration": 7}},
-        host("dlscale:io", 0, 10, 1), host("dlscale:h2d", 10, 2, 2), host("aten::copy_", 10, 1, 3),
+        host("dlscale:io", 0, 10, 1),
+        host("dlscale:h2d", 10, 2, 2),
+        host("aten::copy_", 10, 1, 3),
         host("aten::conv2d", 12, 1, 4),  # forward, queued at 12
         host("autograd::engine::evaluate_function: ConvolutionBackward0", 13, 2, 5),
         host("aten::convolution_backward", 13, 1, 6),  # backward, queued at 13
-        host("Optimizer.step#SGD.step", 15, 1, 7), host("aten::_foreach_add_", 15, 1, 8),
+        host("Optimizer.step#SGD.step", 15, 1, 7),
+        host("aten::_foreach_add_", 15, 1, 8),
         host("cudaStreamSynchronize", 16, 84, 9),  # the host waits while the device works
-        kernel("Memcpy HtoD (Pinned -> Device)", 11, 3, 3), kernel("dlscale:h2d", 11, 3, 0),
-        kernel("sm90_fprop", 14, 30, 4), kernel("wgrad", 44, 50, 6), kernel("foreach_add", 94, 4, 8),
+        kernel("Memcpy HtoD (Pinned -> Device)", 11, 3, 3),
+        kernel("dlscale:h2d", 11, 3, 0),
+        kernel("sm90_fprop", 14, 30, 4),
+        kernel("wgrad", 44, 50, 6),
+        kernel("foreach_add", 94, 4, 8),
     ]
-    (key, p), = trace.derive("torch", events).items()
+    ((key, p),) = trace.derive("torch", events).items()
     got = {k: round(v * 1e6, 6) for k, v in p.items() if k.endswith("_s")}
     # the host's 84 us wait is the device's backward and update; the gap after the update is its own
-    assert key == (0, 7) and got == {"io_s": 10, "h2d_s": 4, "forward_s": 30, "backward_s": 50, "comm_s": 0,
-                                     "update_s": 6, "comm_total_s": 0, "overlap_s": 0, "wall_s": 100}
+    assert key == (0, 7) and got == {
+        "io_s": 10,
+        "h2d_s": 4,
+        "forward_s": 30,
+        "backward_s": 50,
+        "comm_s": 0,
+        "update_s": 6,
+        "comm_total_s": 0,
+        "overlap_s": 0,
+        "wall_s": 100,
+    }
 
 
 def test_phases_of_a_real_gpu_trace_cover_each_iteration():

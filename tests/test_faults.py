@@ -26,8 +26,18 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 # Iterations that keep a 2-rank tinynet run going for several seconds on 2 cores, long enough to
 # hit it with a signal while it trains.
 LONG = 1500
-TWO_RANKS = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native",
-             "nodes": 1, "ranks_per_node": 2, "batch_size": 4, "loader_workers": 0, "repeat": 0}
+TWO_RANKS = {
+    "framework": "torch",
+    "model": "tinynet",
+    "comm": "overlap",
+    "layout": "best",
+    "timing": "native",
+    "nodes": 1,
+    "ranks_per_node": 2,
+    "batch_size": 4,
+    "loader_workers": 0,
+    "repeat": 0,
+}
 
 
 def processes(text):
@@ -73,8 +83,9 @@ def training(run_dir, lines=20):
 def study(tmp_path, **overrides):
     """A one-framework tinynet study (1 and 2 ranks) whose folders hold a space and a quote."""
     base = tmp_path / "a study's folder"
-    conf = tiny_config(tmp_path, framework=["torch"], results=str(base / "results"), logs=str(base / "logs"),
-                       **overrides)
+    conf = tiny_config(
+        tmp_path, framework=["torch"], results=str(base / "results"), logs=str(base / "logs"), **overrides
+    )
     path = base / "config.yaml"
     base.mkdir(parents=True)
     path.write_text(yaml.safe_dump(conf))
@@ -83,8 +94,9 @@ def study(tmp_path, **overrides):
 
 def snakemake(path, *args, **kwargs):
     # targets and options before --configfile, which takes every word after it
-    return subprocess.run(SNAKEMAKE + [*args, "--configfile", str(path)], cwd=ROOT, capture_output=True, text=True,
-                          **kwargs)
+    return subprocess.run(
+        SNAKEMAKE + [*args, "--configfile", str(path)], cwd=ROOT, capture_output=True, text=True, **kwargs
+    )
 
 
 def run_dir(conf, run=TWO_RANKS):
@@ -138,10 +150,16 @@ BROKEN = {
     "missing rank": ("native", lambda d: (d / records_name(1)).unlink(), "rank 1 has no records"),
     "truncated line": ("native", _truncate_last_line, "malformed record line"),
     "garbled line": ("native", _garble_a_line, "malformed record line"),
-    "corrupt trace": ("native", lambda d: (d / trace_name(1)).write_bytes(b"\x1f\x8b garbage"),
-                      f"{trace_name(1)} unreadable"),
-    "corrupt timeline": ("phased", lambda d: (d / TIMELINE).write_text('[{"name": "ALLREDUCE", "ph": '),
-                         f"{TIMELINE} unreadable"),
+    "corrupt trace": (
+        "native",
+        lambda d: (d / trace_name(1)).write_bytes(b"\x1f\x8b garbage"),
+        f"{trace_name(1)} unreadable",
+    ),
+    "corrupt timeline": (
+        "phased",
+        lambda d: (d / TIMELINE).write_text('[{"name": "ALLREDUCE", "ph": '),
+        f"{TIMELINE} unreadable",
+    ),
     "corrupt status": ("native", lambda d: (d / STATUS).write_text('{"status": "o'), "status.json unreadable"),
 }
 
@@ -173,15 +191,23 @@ def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_ru
 
 
 def test_killing_mpirun_fails_the_run_and_leaves_no_rank(base_config, tmp_path):
-    base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"), iterations=LONG,
-                       data={"kind": "synthetic"}, loader_workers=[0])
+    base_config.update(
+        results=str(tmp_path / "results"),
+        logs=str(tmp_path / "logs"),
+        iterations=LONG,
+        data={"kind": "synthetic"},
+        loader_workers=[0],
+    )
     folder = run_dir(base_config)
     result = {}
     thread = threading.Thread(target=lambda: result.update(launch.launch(base_config, TWO_RANKS, ENV_RECORD)))
     thread.start()
     wait_for(lambda: training(folder), 120, "the run to train")
-    mpirun = [p for p in processes(str(folder / "spec.json"))
-              if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].endswith(b"mpirun")]
+    mpirun = [
+        p
+        for p in processes(str(folder / "spec.json"))
+        if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].endswith(b"mpirun")
+    ]
     assert len(mpirun) == 1, [Path(f"/proc/{p}/cmdline").read_bytes()[:100] for p in mpirun]
     os.kill(mpirun[0], signal.SIGKILL)
     thread.join(60)
@@ -193,8 +219,9 @@ def test_killing_mpirun_fails_the_run_and_leaves_no_rank(base_config, tmp_path):
 def test_killed_rank_fails_its_run_the_study_completes_and_retry_redoes_it(tmp_path):
     conf, path = study(tmp_path, iterations=LONG)
     folder = run_dir(conf)
-    proc = subprocess.Popen(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     wait_for(lambda: training(folder), 300, "the 2-rank run to train")
     os.kill(wait_for(lambda: rank_pid(folder / "spec.json", 1), 10, "rank 1"), signal.SIGKILL)
     out = proc.communicate(timeout=600)[0]
@@ -208,8 +235,12 @@ def test_killed_rank_fails_its_run_the_study_completes_and_retry_redoes_it(tmp_p
     assert summary.set_index("ranks_per_node")["repeats_failed"].to_dict() == {1: 0, 2: 1}
     assert (results / "figures" / "throughput.png").stat().st_size > 0 and (results / "report.md").is_file()
 
-    retry = subprocess.run([sys.executable, "-m", "harness", "retry", "--configfile", str(path), "ranks_per_node=2",
-                            "--", "--nolock"], cwd=ROOT, capture_output=True, text=True)
+    retry = subprocess.run(
+        [sys.executable, "-m", "harness", "retry", "--configfile", str(path), "ranks_per_node=2", "--", "--nolock"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert retry.returncode == 0, retry.stdout[-3000:] + retry.stderr[-3000:]
     assert "redoing 1 failed run(s)" in retry.stdout
     assert json.loads((folder / STATUS).read_text())["status"] == "ok"
@@ -241,8 +272,11 @@ def test_a_host_that_does_not_resolve_is_named_in_the_reason(tmp_path):
     conf = tiny_config(tmp_path, hostfile=str(hostfile), run_timeout_s=60, logs=str(tmp_path / "logs"))
     conf["launcher"]["extra_args"] = ["--mca", "orte_keep_fqdn_hostnames", "1"]
     # what ssh says here, or Open MPI where there is no ssh to call
-    said = ("ssh: Could not resolve hostname dlscale-nohost.invalid" if shutil.which("ssh") else
-            'The value of the MCA parameter "plm_rsh_agent" was set to a path that could not be found')
+    said = (
+        "ssh: Could not resolve hostname dlscale-nohost.invalid"
+        if shutil.which("ssh")
+        else 'The value of the MCA parameter "plm_rsh_agent" was set to a path that could not be found'
+    )
 
     status = launch.launch(conf, TWO_RANKS, ENV_RECORD)
     assert status["status"] == "failed" and status["reasons"][0] == "mpirun exited with code 255", status
@@ -263,8 +297,10 @@ def test_more_ranks_than_the_hostfiles_slots_stop_before_launch(tmp_path):
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("localhost slots=1\n")
     conf = tiny_config(tmp_path, hostfile=str(hostfile))
-    says = rf"config key 'ranks_per_node': 2 ranks per node asked for, but {re.escape(str(hostfile))} " \
-           r"offers fewer slots on localhost \(1 slots\)"
+    says = (
+        rf"config key 'ranks_per_node': 2 ranks per node asked for, but {re.escape(str(hostfile))} "
+        r"offers fewer slots on localhost \(1 slots\)"
+    )
     with pytest.raises(cfg.ConfigError, match=says):
         cfg.validate(conf)
     with pytest.raises(cfg.ConfigError, match=says):
@@ -281,10 +317,19 @@ def interrupt(conf, path, target, sig, args=(), redone=False):
     the run's new attempt, not its finished one, to train. Returns the seconds
     until no process of the run is left, and snakemake's output."""
     folder = run_dir(conf)
-    proc = subprocess.Popen(SNAKEMAKE + [*args, "--configfile", str(path)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    wait_for(lambda: (training(folder) and (attempts(conf) or not redone)) or proc.poll() is not None, 300,
-             "the 2-rank run to train")
+    proc = subprocess.Popen(
+        SNAKEMAKE + [*args, "--configfile", str(path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    wait_for(
+        lambda: (training(folder) and (attempts(conf) or not redone)) or proc.poll() is not None,
+        300,
+        "the 2-rank run to train",
+    )
     assert proc.poll() is None, proc.communicate()[0][-3000:]
     sent = time.time()
     if target == "pipeline":
@@ -327,8 +372,9 @@ def test_ctrl_c_on_a_finished_study_leaves_the_run_incomplete_and_only_it_is_red
     assert first.returncode == 0, first.stderr[-3000:]
 
     # redo one run of a finished study, and press Ctrl-C while it trains
-    stopped, out = interrupt(conf, path, "pipeline", signal.SIGINT, args=["--forcerun", str(folder / STATUS)],
-                             redone=True)
+    stopped, out = interrupt(
+        conf, path, "pipeline", signal.SIGINT, args=["--forcerun", str(folder / STATUS)], redone=True
+    )
     assert stopped < 10, out[-3000:]
     assert not (folder / STATUS).exists() and (Path(conf["results"]) / "runs.csv").exists()
 

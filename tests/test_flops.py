@@ -25,8 +25,16 @@ def test_a_network_counted_by_hand():
 
 def test_mfu_is_useful_flops_per_rank_over_the_frameworks_matmul_rate():
     work = flops.per_image("tinynet", 64, 10)["train_flops"]
-    summary = pd.DataFrame({"framework": ["torch", "mxnet"], "model": ["tinynet"] * 2, "image_size": [64] * 2,
-                            "classes": [10] * 2, "ranks": [2, 1], "throughput_img_per_s": [1000.0, 400.0]})
+    summary = pd.DataFrame(
+        {
+            "framework": ["torch", "mxnet"],
+            "model": ["tinynet"] * 2,
+            "image_size": [64] * 2,
+            "classes": [10] * 2,
+            "ranks": [2, 1],
+            "throughput_img_per_s": [1000.0, 400.0],
+        }
+    )
     peak_table = pd.DataFrame({"framework": ["torch", "mxnet"], "matmul_flops_s": [50e9, 40e9]})
     got = metrics.add_mfu(summary, peak_table).set_index("framework")
     assert got.loc["torch", "mfu"] == pytest.approx(500 * work / 50e9)

@@ -12,16 +12,38 @@ import pytest
 from tests.conftest import ROOT
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="no CUDA GPU on this machine (CI never has one); checked where one is")
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA GPU on this machine (CI never has one); checked where one is"
+)
 
 
 def gpu_spec(tmp_path, **over):
-    spec = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native",
-            "nodes": 1, "ranks_per_node": 1, "batch_size": 16, "loader_workers": 0, "image_size": 32, "classes": 10,
-            "threads_per_rank": 2, "precision": "fp32", "device": "gpu", "repeat": 0, "warmup": 2,
-            "iterations": 4, "profile_iterations": 3, "autotune": True, "tf32": False, "lr": 0.01,
-            "momentum": 0.9, "seed": 0, "out_dir": str(tmp_path)}
+    spec = {
+        "framework": "torch",
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 1,
+        "batch_size": 16,
+        "loader_workers": 0,
+        "image_size": 32,
+        "classes": 10,
+        "threads_per_rank": 2,
+        "precision": "fp32",
+        "device": "gpu",
+        "repeat": 0,
+        "warmup": 2,
+        "iterations": 4,
+        "profile_iterations": 3,
+        "autotune": True,
+        "tf32": False,
+        "lr": 0.01,
+        "momentum": 0.9,
+        "seed": 0,
+        "out_dir": str(tmp_path),
+    }
     spec.update(over)
     return spec
 
@@ -63,7 +85,9 @@ def test_h2d_copies_from_pinned_host_memory(trainer):
     dev = trainer.h2d(host)
     trainer.sync()
     assert all(t.device.type == "cuda" for t in dev)
-    assert torch.equal(dev[0].cpu(), torch.from_numpy(batch[0])) and torch.equal(dev[1].cpu(), torch.from_numpy(batch[1]))
+    assert torch.equal(dev[0].cpu(), torch.from_numpy(batch[0])) and torch.equal(
+        dev[1].cpu(), torch.from_numpy(batch[1])
+    )
 
 
 @pytest.mark.parametrize("precision", ["fp32", "mixed"])
@@ -73,8 +97,13 @@ def test_native_gpu_run_traces_cover_each_iteration(tmp_path, precision):
 
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(gpu_spec(tmp_path, precision=precision)))
-    subprocess.run([sys.executable, "-m", "workloads.train", str(spec_path)], cwd=ROOT, check=True, timeout=600,
-                   env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+    subprocess.run(
+        [sys.executable, "-m", "workloads.train", str(spec_path)],
+        cwd=ROOT,
+        check=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
+    )
     framework, events = trace.read(tmp_path / "trace_rank0.json")
     derived = trace.derive(framework, events)
     assert sorted(it for _, it in derived) == [6, 7, 8]

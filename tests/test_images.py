@@ -58,10 +58,14 @@ def test_tfrecord_shards_hold_every_sample_once(tree, tmp_path):
 
     shards = images.to_tfrecord(tree, tmp_path / "tfrecord", shards=4)
     assert len(shards) == 4
-    spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
-            "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
-    got = [(ex["image/encoded"].numpy(), int(ex["image/class/label"]))
-           for ex in tf.data.TFRecordDataset([str(s) for s in shards]).map(lambda r: tf.io.parse_single_example(r, spec))]
+    spec = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+    }
+    got = [
+        (ex["image/encoded"].numpy(), int(ex["image/class/label"]))
+        for ex in tf.data.TFRecordDataset([str(s) for s in shards]).map(lambda r: tf.io.parse_single_example(r, spec))
+    ]
     want = [(p.read_bytes(), label) for p, label in images.samples(tree)]
     assert sorted(got) == sorted(want)
 

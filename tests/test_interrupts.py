@@ -23,8 +23,11 @@ LOCKS = ROOT / ".snakemake" / "locks"
 
 def test_an_analysis_step_past_its_time_limit_is_killed_and_named():
     started = time.time()
-    with pytest.raises(RuntimeError, match=r"rule slow did not finish within 2 s and was killed "
-                                           r"\(config key step_timeout_s\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"rule slow did not finish within 2 s and was killed "
+        r"\(config key step_timeout_s\)",
+    ):
         rule.analysis_step("slow", time.sleep, 300, timeout_s=2)
     assert time.time() - started < 2 + 10
 
@@ -55,8 +58,7 @@ PIPELINE = textwrap.dedent("""
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_a_running_analysis_step_within_seconds(sig):
-    proc = subprocess.Popen([sys.executable, "-c", PIPELINE], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", PIPELINE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "started\n"
     deadline = time.time() + 30
     while not _steps_of(proc.pid) and time.time() < deadline:
@@ -84,8 +86,15 @@ def _steps_of(pid):
 
 
 def _study(tmp_path, **overrides):
-    conf = tiny_config(tmp_path, framework=["torch"], ranks_per_node=[1], iterations=2, profile_iterations=1,
-                       logs=str(tmp_path / "logs"), **overrides)
+    conf = tiny_config(
+        tmp_path,
+        framework=["torch"],
+        ranks_per_node=[1],
+        iterations=2,
+        profile_iterations=1,
+        logs=str(tmp_path / "logs"),
+        **overrides,
+    )
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(conf))
     return conf, path
@@ -95,11 +104,18 @@ def _study(tmp_path, **overrides):
 def test_the_pipeline_stops_naming_the_step_past_its_time_limit(tmp_path):
     # no analysis step, not even the quickest, ends within a millisecond: the first one is stopped
     conf, path = _study(tmp_path, step_timeout_s=0.001)
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--nolock", "--cores", "2", "--configfile", str(path)],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2", "--configfile", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0
-    assert re.search(r"rule (tidy|allreduce_tables|peak) did not finish within 0.001 s and was killed "
-                     r"\(config key step_timeout_s\)", proc.stdout + proc.stderr), proc.stderr[-3000:]
+    assert re.search(
+        r"rule (tidy|allreduce_tables|peak) did not finish within 0.001 s and was killed "
+        r"\(config key step_timeout_s\)",
+        proc.stdout + proc.stderr,
+    ), proc.stderr[-3000:]
     assert not (Path(conf["results"]) / "summary.csv").exists()
 
 
@@ -109,8 +125,7 @@ def test_a_stale_lock_is_explained_and_removed_by_one_command(tmp_path):
         pytest.skip(f"{LOCKS} holds a lock already: a study may be running in this checkout")
     conf, path = _study(tmp_path)
     run = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(path)]  # with its lock
-    proc = subprocess.Popen(run, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(run, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 120
         while not (LOCKS.is_dir() and any(LOCKS.iterdir())) and time.time() < deadline:

@@ -2,56 +2,157 @@ from harness import checks, execution, launch, launchers
 
 
 def test_mpirun_argv_single_node_exact():
-    argv = launchers.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
-                              launch.workload_command("/env/bin/python", "/r/spec.json"),
-                              {"OMP_NUM_THREADS": "1", "PYTHONPATH": "/repo"}, as_root=True)
-    assert argv == ["mpirun", "--allow-run-as-root", "-np", "2", "--host", "localhost:2",
-                    "--map-by", "ppr:2:node", "--bind-to", "none",
-                    "-x", "OMP_NUM_THREADS=1", "-x", "PYTHONPATH=/repo",
-                    "/env/bin/python", "-m", "workloads.train", "/r/spec.json"]
+    argv = launchers.mpirun_argv(
+        ["localhost"],
+        2,
+        {"name": "mpirun", "bind_to": "none"},
+        launch.workload_command("/env/bin/python", "/r/spec.json"),
+        {"OMP_NUM_THREADS": "1", "PYTHONPATH": "/repo"},
+        as_root=True,
+    )
+    assert argv == [
+        "mpirun",
+        "--allow-run-as-root",
+        "-np",
+        "2",
+        "--host",
+        "localhost:2",
+        "--map-by",
+        "ppr:2:node",
+        "--bind-to",
+        "none",
+        "-x",
+        "OMP_NUM_THREADS=1",
+        "-x",
+        "PYTHONPATH=/repo",
+        "/env/bin/python",
+        "-m",
+        "workloads.train",
+        "/r/spec.json",
+    ]
 
 
 def test_mpirun_argv_cluster_exact():
-    launcher = {"name": "mpirun", "bind_to": "core", "oversubscribe": True,
-                "extra_args": ["--mca", "pml", "ucx"]}
-    argv = launchers.mpirun_argv(["node01", "node02", "node03"], 4, launcher, ["py", "-m", "workloads.train", "s.json"],
-                              {"UCX_TLS": "rc,sm", "HOROVOD_FUSION_THRESHOLD": "0"})
-    assert argv == ["mpirun", "-np", "12", "--host", "node01:4,node02:4,node03:4",
-                    "--map-by", "ppr:4:node", "--bind-to", "core", "--oversubscribe",
-                    "-x", "HOROVOD_FUSION_THRESHOLD=0", "-x", "UCX_TLS=rc,sm",
-                    "--mca", "pml", "ucx", "py", "-m", "workloads.train", "s.json"]
+    launcher = {"name": "mpirun", "bind_to": "core", "oversubscribe": True, "extra_args": ["--mca", "pml", "ucx"]}
+    argv = launchers.mpirun_argv(
+        ["node01", "node02", "node03"],
+        4,
+        launcher,
+        ["py", "-m", "workloads.train", "s.json"],
+        {"UCX_TLS": "rc,sm", "HOROVOD_FUSION_THRESHOLD": "0"},
+    )
+    assert argv == [
+        "mpirun",
+        "-np",
+        "12",
+        "--host",
+        "node01:4,node02:4,node03:4",
+        "--map-by",
+        "ppr:4:node",
+        "--bind-to",
+        "core",
+        "--oversubscribe",
+        "-x",
+        "HOROVOD_FUSION_THRESHOLD=0",
+        "-x",
+        "UCX_TLS=rc,sm",
+        "--mca",
+        "pml",
+        "ucx",
+        "py",
+        "-m",
+        "workloads.train",
+        "s.json",
+    ]
 
 
 def test_horovodrun_argv_exact():
-    launcher = {"name": "horovodrun", "bind_to": "core", "oversubscribe": True,
-                "network_interfaces": ["ib0", "ib1"], "extra_args": ["--mca", "pml", "ucx"]}
-    argv = launchers.horovodrun_argv(["node01", "node02"], 4, launcher, ["py", "-m", "workloads.train", "s.json"],
-                                  {"UCX_TLS": "rc,sm", "OMP_NUM_THREADS": "2"})
-    assert argv == ["horovodrun", "-np", "8", "-H", "node01:4,node02:4", "--mpi",
-                    "--binding-args=--bind-to core --map-by ppr:4:node --oversubscribe",
-                    "--network-interfaces=ib0,ib1", "--mpi-args=--mca pml ucx",
-                    "env", "OMP_NUM_THREADS=2", "UCX_TLS=rc,sm", "py", "-m", "workloads.train", "s.json"]
+    launcher = {
+        "name": "horovodrun",
+        "bind_to": "core",
+        "oversubscribe": True,
+        "network_interfaces": ["ib0", "ib1"],
+        "extra_args": ["--mca", "pml", "ucx"],
+    }
+    argv = launchers.horovodrun_argv(
+        ["node01", "node02"],
+        4,
+        launcher,
+        ["py", "-m", "workloads.train", "s.json"],
+        {"UCX_TLS": "rc,sm", "OMP_NUM_THREADS": "2"},
+    )
+    assert argv == [
+        "horovodrun",
+        "-np",
+        "8",
+        "-H",
+        "node01:4,node02:4",
+        "--mpi",
+        "--binding-args=--bind-to core --map-by ppr:4:node --oversubscribe",
+        "--network-interfaces=ib0,ib1",
+        "--mpi-args=--mca pml ucx",
+        "env",
+        "OMP_NUM_THREADS=2",
+        "UCX_TLS=rc,sm",
+        "py",
+        "-m",
+        "workloads.train",
+        "s.json",
+    ]
 
 
 def test_srun_argv_exact():
     launcher = {"name": "srun", "bind_to": "core", "mpi": "pmi2", "extra_args": ["--gpus-per-task=1"]}
-    argv = launchers.srun_argv([None] * 4, 2, launcher, ["py", "-m", "workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8)
-    assert argv == ["srun", "--nodes=4", "--ntasks=8", "--ntasks-per-node=2", "--cpus-per-task=8",
-                    "--cpu-bind=cores", "--mpi=pmi2",
-                    "--kill-on-bad-exit=1", "--gpus-per-task=1", "env", "UCX_TLS=rc,sm",
-                    "py", "-m", "workloads.train", "s.json"]
+    argv = launchers.srun_argv(
+        [None] * 4, 2, launcher, ["py", "-m", "workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8
+    )
+    assert argv == [
+        "srun",
+        "--nodes=4",
+        "--ntasks=8",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=8",
+        "--cpu-bind=cores",
+        "--mpi=pmi2",
+        "--kill-on-bad-exit=1",
+        "--gpus-per-task=1",
+        "env",
+        "UCX_TLS=rc,sm",
+        "py",
+        "-m",
+        "workloads.train",
+        "s.json",
+    ]
     plain = launchers.srun_argv([None], 1, {"name": "srun"}, ["py"], {})
-    assert plain == ["srun", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpus-per-task=1",
-                     "--cpu-bind=none", "--mpi=pmix",
-                     "--kill-on-bad-exit=1", "py"]
+    assert plain == [
+        "srun",
+        "--nodes=1",
+        "--ntasks=1",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=1",
+        "--cpu-bind=none",
+        "--mpi=pmix",
+        "--kill-on-bad-exit=1",
+        "py",
+    ]
 
 
 def test_srun_without_slurm_fails_the_run_with_the_reason(base_config, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun anywhere
     base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"))
     base_config["launcher"]["name"] = "srun"
-    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1, "ranks_per_node": 1,
-           "batch_size": 4, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": "torch",
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 1,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(base_config, run, {"python": "python3"})
     assert status["status"] == "failed"
     assert status["reasons"][0].startswith("launcher srun: no srun on PATH")
@@ -64,7 +165,11 @@ def test_rank_env_sets_threads_and_config_env(base_config):
     assert env["OMP_NUM_THREADS"] == "3" and env["MKL_NUM_THREADS"] == "3"
     assert env["HOROVOD_CYCLE_TIME"] == "1"
     # autotuning and TF32 alike for every framework
-    assert (env["TF_CUDNN_USE_AUTOTUNE"], env["MXNET_CUDNN_AUTOTUNE_DEFAULT"], env["NVIDIA_TF32_OVERRIDE"]) == ("1", "1", "0")
+    assert (env["TF_CUDNN_USE_AUTOTUNE"], env["MXNET_CUDNN_AUTOTUNE_DEFAULT"], env["NVIDIA_TF32_OVERRIDE"]) == (
+        "1",
+        "1",
+        "0",
+    )
     base_config.update(autotune=False, tf32=True)
     env = launch.rank_env(base_config)
     assert (env["TF_CUDNN_USE_AUTOTUNE"], env["MXNET_CUDNN_AUTOTUNE_DEFAULT"]) == ("0", "0")
@@ -87,5 +192,7 @@ RuntimeError: later echo
 mpirun detected that one or more processes exited with non-zero status"""
     assert checks.first_error(log) == "ModuleNotFoundError: No module named 'mxnet'"
     assert checks.first_error("all fine\n") is None
-    assert checks.first_error("horovod.common.exceptions.HorovodInternalError: lost rank 1") == \
-        "horovod.common.exceptions.HorovodInternalError: lost rank 1"
+    assert (
+        checks.first_error("horovod.common.exceptions.HorovodInternalError: lost rank 1")
+        == "horovod.common.exceptions.HorovodInternalError: lost rank 1"
+    )

@@ -13,8 +13,11 @@ BIN = Path(sys.executable).parent
 WORKFLOW = ["Snakefile", "rules/"]
 
 
-@pytest.mark.parametrize("argv", [["ruff", "check", "."], ["ruff", "format", "--check", "."],
-                                  ["snakefmt", "--check", *WORKFLOW]], ids=["ruff", "ruff-format", "snakefmt"])
+@pytest.mark.parametrize(
+    "argv",
+    [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["snakefmt", "--check", *WORKFLOW]],
+    ids=["ruff", "ruff-format", "snakefmt"],
+)
 def test_the_code_is_linted_and_formatted(argv):
     proc = subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, f"{' '.join(argv)}:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
@@ -22,5 +25,6 @@ def test_the_code_is_linted_and_formatted(argv):
 
 def test_snakemake_lint_is_clean():
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0 and "Congratulations, your workflow is in a good condition!" in proc.stdout + \
-        proc.stderr, proc.stdout[-4000:]
+    assert (
+        proc.returncode == 0 and "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr
+    ), proc.stdout[-4000:]

@@ -74,7 +74,9 @@ def one_epoch(framework, dataset, rank, ranks):
         return [int(next(it)[1]) for _ in range(n)]
     if framework == "tensorflow":  # the rank's shards once, without repeat
         ds = loaders.tf_dataset(dataset, rank, ranks, 1, 64, 1, 0)
-        n = sum(1 for f in dataset.tfrecords[rank::ranks] for _ in __import__("tensorflow").data.TFRecordDataset(str(f)))
+        n = sum(
+            1 for f in dataset.tfrecords[rank::ranks] for _ in __import__("tensorflow").data.TFRecordDataset(str(f))
+        )
         return [int(y[0]) for _, y in ds.take(n)]
     it = loaders.mx_iter(dataset, rank, ranks, 1, 64, 1, 0)
     return [int(b.label[0].asnumpy()[0]) for b in it]  # one pass ends the epoch
@@ -142,8 +144,13 @@ def test_a_corrupt_jpeg_is_skipped_and_counted(broken_tree, tmp_path):
 def image_config(tmp_path, **over):
     from tests.conftest import tiny_config
 
-    return tiny_config(tmp_path, classes=10, data={"kind": "images", "images": 16, "shards": 2, "on_corrupt": "fail",
-                                                   "cache": str(tmp_path / "data")}, loader_workers=[1], **over)
+    return tiny_config(
+        tmp_path,
+        classes=10,
+        data={"kind": "images", "images": 16, "shards": 2, "on_corrupt": "fail", "cache": str(tmp_path / "data")},
+        loader_workers=[1],
+        **over,
+    )
 
 
 @pytest.mark.parametrize("framework", ["torch", "tensorflow", "mxnet"])
@@ -155,8 +162,18 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
 
     conf = image_config(tmp_path, timing=["phased"])
     images.prepare(cfg.dataset_folder(conf), images=16, classes=10, seed=conf["seed"], shards=2)
-    run = {"framework": framework, "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "phased",
-           "nodes": 1, "ranks_per_node": 2, "batch_size": 4, "loader_workers": 1, "repeat": 0}
+    run = {
+        "framework": framework,
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "phased",
+        "nodes": 1,
+        "ranks_per_node": 2,
+        "batch_size": 4,
+        "loader_workers": 1,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
     run_dir, _, _ = cfg.run_files(conf, run)
@@ -183,8 +200,12 @@ def test_a_run_started_by_hand_prepares_the_images_first(tmp_path):
     conf = image_config(tmp_path, framework=["torch"], ranks_per_node=[1])
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(conf))
-    proc = subprocess.run([sys.executable, "-m", "harness", "launch", str(path), "model=tinynet"], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "launch", str(path), "model=tinynet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "preparing the training images" in proc.stderr
     assert images.Dataset(cfg.dataset_folder(conf)).describe()["images"] == 16

@@ -20,12 +20,35 @@ def test_mean_ci_known_values():
 def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8):
     """Rows of one run; walls_by_rank[rank] lists the measured iterations' wall times."""
     rows = []
-    ident = {"framework": "torch", "model": "m", "comm": "overlap", "layout": "best", "timing": "phased", "nodes": 1, "ranks_per_node": ranks,
-             "batch_size": batch, "loader_workers": 0, "image_size": 64, "classes": 10, "threads_per_rank": 1,
-             "precision": "fp32", "repeat": repeat}
+    ident = {
+        "framework": "torch",
+        "model": "m",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "phased",
+        "nodes": 1,
+        "ranks_per_node": ranks,
+        "batch_size": batch,
+        "loader_workers": 0,
+        "image_size": 64,
+        "classes": 10,
+        "threads_per_rank": 1,
+        "precision": "fp32",
+        "repeat": repeat,
+    }
     for rank, walls in enumerate(walls_by_rank):
-        rows.append({**ident, "rank": rank, "host": "h", "iteration": 0, "warmup": True, "profiled": False, "phase": "wall",
-                     "seconds": 100.0})  # warm-up must be ignored
+        rows.append(
+            {
+                **ident,
+                "rank": rank,
+                "host": "h",
+                "iteration": 0,
+                "warmup": True,
+                "profiled": False,
+                "phase": "wall",
+                "seconds": 100.0,
+            }
+        )  # warm-up must be ignored
         for it, wall in enumerate(walls, start=1):
             base = {**ident, "rank": rank, "host": "h", "iteration": it, "warmup": False, "profiled": False}
             rows.append({**base, "phase": "wall", "seconds": wall})
@@ -36,8 +59,8 @@ def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8):
 def test_throughput_speedup_efficiency_on_known_numbers():
     rows = []
     for rep in range(2):
-        rows += tidy_rows(1, [[0.5, 0.5]], repeat=rep)               # 8 img / 0.5 s = 16 img/s
-        rows += tidy_rows(2, [[0.5, 0.8], [0.8, 0.5]], repeat=rep)   # slowest rank: 0.8 s -> 20 img/s
+        rows += tidy_rows(1, [[0.5, 0.5]], repeat=rep)  # 8 img / 0.5 s = 16 img/s
+        rows += tidy_rows(2, [[0.5, 0.8], [0.8, 0.5]], repeat=rep)  # slowest rank: 0.8 s -> 20 img/s
     runs = metrics.run_table(pd.DataFrame(rows))
     assert sorted(runs["throughput_img_per_s"].round(9)) == [16.0, 16.0, 20.0, 20.0]
     assert (runs["forward_s"] == 0.1).all()
@@ -54,10 +77,12 @@ def test_throughput_speedup_efficiency_on_known_numbers():
 def test_failed_runs_are_counted_with_reasons():
     runs = metrics.run_table(pd.DataFrame(tidy_rows(1, [[0.5]])))
     keys = dict(runs[metrics.RUN_KEYS].iloc[0])
-    status = pd.DataFrame([
-        {**keys, "status": "ok", "reasons": ""},
-        {**keys, "ranks_per_node": 2, "status": "failed", "reasons": "mpirun exited with code 1"},
-    ])
+    status = pd.DataFrame(
+        [
+            {**keys, "status": "ok", "reasons": ""},
+            {**keys, "ranks_per_node": 2, "status": "failed", "reasons": "mpirun exited with code 1"},
+        ]
+    )
     summary = metrics.summarize(runs, status)
     failed = summary[summary["ranks_per_node"] == 2].iloc[0]
     assert failed["repeats_ok"] == 0 and failed["repeats_failed"] == 1
@@ -73,10 +98,12 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     status = pd.DataFrame([{**keys, "status": "failed", "reasons": "timed out after 1 s; job killed"}])
     summary = metrics.summarize(metrics.run_table(empty), status)
     assert summary[["repeats_ok", "repeats_failed", "failure_reasons"]].values.tolist() == [
-        [0, 1, "timed out after 1 s; job killed"]]
+        [0, 1, "timed out after 1 s; job killed"]
+    ]
     paths = figures.draw_all(summary, figures.figure_paths(tmp_path, figures.FIGURES))
-    assert sorted(p.name for p in paths) == sorted(f"{n}.{e}" for n in ("throughput", "efficiency", "phases", "input")
-                                                   for e in ("pdf", "png"))
+    assert sorted(p.name for p in paths) == sorted(
+        f"{n}.{e}" for n in ("throughput", "efficiency", "phases", "input") for e in ("pdf", "png")
+    )
     assert all(p.stat().st_size > 0 for p in paths)
 
 
@@ -96,7 +123,8 @@ def test_speedup_and_efficiency_intervals_by_the_delta_method():
     assert two["speedup"] == pytest.approx(ratio)
     assert (two["speedup_ci_lo"], two["speedup_ci_hi"]) == pytest.approx((ratio - half, ratio + half), rel=1e-6)
     assert (two["efficiency_ci_lo"], two["efficiency_ci_hi"]) == pytest.approx(
-        ((ratio - half) / 2, (ratio + half) / 2), rel=1e-6)
+        ((ratio - half) / 2, (ratio + half) / 2), rel=1e-6
+    )
     one = summary[summary["ranks"] == 1].iloc[0]
     assert one["speedup"] == 1.0 and math.isnan(one["speedup_ci_lo"])
     # with one repeat there is no interval
@@ -117,7 +145,7 @@ def test_noisy_configurations_are_flagged():
     by = summary.set_index("ranks")
     assert by["iteration_s_cv"][2] == pytest.approx(0.02)
     # 3 repeats: t(0.975, 2) = 4.303, so +-4.303 x CV / sqrt(3): 49.7% of the mean at CV 20%, 4.97% at 2%
-    assert by["iteration_s_ci_rel"][1] == pytest.approx(4.303 * 0.2 / 3 ** 0.5, rel=1e-3)
+    assert by["iteration_s_ci_rel"][1] == pytest.approx(4.303 * 0.2 / 3**0.5, rel=1e-3)
     assert "95% interval of the iteration time +-49.7% of the mean > 5%: about 64 repeats" in noisy[1]
     assert by["repeats_needed"][1] == 64 and by["repeats_needed"][2] == 3  # 1.96 x 20% / 5% = 7.8, squared
     assert metrics.repeats_needed(0.0) == 2 and metrics.repeats_needed(float("nan")) != metrics.repeats_needed(0.0)
@@ -130,17 +158,34 @@ def test_figure_lines_never_merge_two_configurations():
     for nodes, rpn in [(1, 1), (1, 2), (2, 1), (2, 2)]:
         for batch in (8, 16):
             for workers in (1, 2):
-                rows.append({"framework": "torch", "model": "m", "comm": "overlap", "layout": "best",
-                             "timing": "native", "nodes": nodes, "ranks_per_node": rpn, "ranks": nodes * rpn,
-                             "batch_size": batch, "loader_workers": workers, "image_size": 64, "classes": 10,
-                             "threads_per_rank": 1, "precision": "fp32"})
+                rows.append(
+                    {
+                        "framework": "torch",
+                        "model": "m",
+                        "comm": "overlap",
+                        "layout": "best",
+                        "timing": "native",
+                        "nodes": nodes,
+                        "ranks_per_node": rpn,
+                        "ranks": nodes * rpn,
+                        "batch_size": batch,
+                        "loader_workers": workers,
+                        "image_size": 64,
+                        "classes": 10,
+                        "threads_per_rank": 1,
+                        "precision": "fp32",
+                    }
+                )
     summary = pd.DataFrame(rows)
     got = figures.lines(summary)
     assert len(got) == len(summary)  # every configuration drawn
     assert not got.duplicated(["model", "framework", "setting", "ranks"]).any()  # no point is two configurations
     assert sorted(got["setting"].unique()) == sorted(
         f"overlap, best, native, batch_size {b}, loader_workers {w}, {r} per node"
-        for b in (8, 16) for w in (1, 2) for r in (1, 2))
+        for b in (8, 16)
+        for w in (1, 2)
+        for r in (1, 2)
+    )
 
 
 def test_loader_utilisation_is_training_demand_over_the_loaders_rate():
@@ -160,11 +205,28 @@ def test_phase_figure_of_a_one_network_study_with_long_labels(tmp_path):
     the axes away (seaborn's add_legend made 'left cannot be >= right' of the emulated AlexNet study)."""
     from analysis import figures
 
-    rows = [{"framework": fw, "model": "alexnet", "comm": "sequential", "layout": "best", "timing": "native",
-             "nodes": nodes, "ranks_per_node": 1, "ranks": nodes, "batch_size": 8, "loader_workers": 0,
-             "image_size": 64, "classes": 1000, "threads_per_rank": 1, "precision": "fp32", "repeats_ok": 2,
-             **{f"{p}_s": 0.1 * (i + 1) for i, p in enumerate(PHASES)}}
-            for fw in ("torch", "tensorflow", "mxnet") for nodes in (1, 2)]
+    rows = [
+        {
+            "framework": fw,
+            "model": "alexnet",
+            "comm": "sequential",
+            "layout": "best",
+            "timing": "native",
+            "nodes": nodes,
+            "ranks_per_node": 1,
+            "ranks": nodes,
+            "batch_size": 8,
+            "loader_workers": 0,
+            "image_size": 64,
+            "classes": 1000,
+            "threads_per_rank": 1,
+            "precision": "fp32",
+            "repeats_ok": 2,
+            **{f"{p}_s": 0.1 * (i + 1) for i, p in enumerate(PHASES)},
+        }
+        for fw in ("torch", "tensorflow", "mxnet")
+        for nodes in (1, 2)
+    ]
     paths = figures.phases(pd.DataFrame(rows), figures.figure_paths(tmp_path, ["phases"]))
     assert sorted(p.name for p in paths) == ["phases.pdf", "phases.png"]
     assert all(p.stat().st_size > 0 for p in paths)

@@ -6,8 +6,8 @@ import pytest
 
 from analysis import model
 from harness import timeline
-from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES
 from harness.allreduce import ring_time
+from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES
 
 BASE = {"io_s": 0.001, "h2d_s": 0.0, "forward_s": 0.1, "backward_s": 0.2, "update_s": 0.01}
 COMPUTE = 0.311
@@ -102,21 +102,30 @@ def test_timeline_comm_counts_fused_operations_not_tensors(tmp_path):
     """Horovod stamps each tensor of a fused operation apart (microseconds after each other), all
     started before the operation runs and ended after it."""
     path = tmp_path / "timeline.json"
-    _timeline(path, [
-        (1, "ALLREDUCE", 1000, 3000, [("MPI_ALLREDUCE", 1100, 2900)]),  # one operation, fused with pid 2
-        (2, "ALLREDUCE", 1004, 3001, [("MPI_ALLREDUCE", 1104, 2901)]),
-        (3, "ALLREDUCE", 3500, 4000, []),  # the next operation
-        (4, "ALLREDUCE", 10000, 11000, []),  # second iteration
-    ])
+    _timeline(
+        path,
+        [
+            (1, "ALLREDUCE", 1000, 3000, [("MPI_ALLREDUCE", 1100, 2900)]),  # one operation, fused with pid 2
+            (2, "ALLREDUCE", 1004, 3001, [("MPI_ALLREDUCE", 1104, 2901)]),
+            (3, "ALLREDUCE", 3500, 4000, []),  # the next operation
+            (4, "ALLREDUCE", 10000, 11000, []),  # second iteration
+        ],
+    )
     seconds, ops = timeline.timeline_comm(path, iterations=2)
     assert seconds == pytest.approx((2001 + 500 + 1000) / 1e6 / 2)
     assert ops == pytest.approx(3 / 2)  # three operations (four tensors) over two iterations
 
 
 def test_extrapolation_falls_with_ranks_and_rises_with_bandwidth():
-    bases = {("torch", "alexnet", "overlap", "best", "native", 8, 64, 1000, 1, "fp32"):
-             {"base": BASE, "sizes": [4 * 10**6] * 10, "ready": [0.02 * i for i in range(10)],
-              "threshold": FUSION_THRESHOLD_BYTES, "cycle": CYCLE_TIME_S}}
+    bases = {
+        ("torch", "alexnet", "overlap", "best", "native", 8, 64, 1000, 1, "fp32"): {
+            "base": BASE,
+            "sizes": [4 * 10**6] * 10,
+            "ready": [0.02 * i for i in range(10)],
+            "threshold": FUSION_THRESHOLD_BYTES,
+            "cycle": CYCLE_TIME_S,
+        }
+    }
     links = {"slow": {"gbit_s": 1, "latency_us": 50}, "fast": {"gbit_s": 100, "latency_us": 1}}
     table = model.extrapolate(bases, links, max_ranks=64)
     assert sorted(set(table["ranks"])) == [2, 4, 8, 16, 32, 64]
@@ -134,33 +143,49 @@ def test_off_target_configurations_say_which_part_of_the_error_is_larger():
 
     def row(framework, repeat, iteration, exposed, predicted, predicted_exposed):
         compute, comm = model.error_parts(predicted, predicted_exposed, iteration, exposed)
-        return {"framework": framework, "repeat": repeat, "iteration_s": iteration, "comm_exposed_s": exposed,
-                "predicted_iteration_s": predicted, "predicted_comm_exposed_s": predicted_exposed,
-                "error_iteration": (predicted - iteration) / iteration, "error_from_compute": compute,
-                "error_from_exposed": comm}
+        return {
+            "framework": framework,
+            "repeat": repeat,
+            "iteration_s": iteration,
+            "comm_exposed_s": exposed,
+            "predicted_iteration_s": predicted,
+            "predicted_comm_exposed_s": predicted_exposed,
+            "error_iteration": (predicted - iteration) / iteration,
+            "error_from_compute": compute,
+            "error_from_exposed": comm,
+        }
 
-    table = pd.DataFrame([
-        row("torch", 0, 1.0, 0.2, 0.98, 0.2), row("torch", 1, 1.0, 0.2, 1.03, 0.2),  # within 5%
-        row("mxnet", 0, 1.0, 0.2, 0.75, 0.15), row("mxnet", 1, 1.2, 0.2, 0.75, 0.15),  # compute ran slower
-        row("tensorflow", 0, 2.0, 1.5, 1.2, 0.7),  # waited longer for allreduces than predicted
-    ])
+    table = pd.DataFrame(
+        [
+            row("torch", 0, 1.0, 0.2, 0.98, 0.2),
+            row("torch", 1, 1.0, 0.2, 1.03, 0.2),  # within 5%
+            row("mxnet", 0, 1.0, 0.2, 0.75, 0.15),
+            row("mxnet", 1, 1.2, 0.2, 0.75, 0.15),  # compute ran slower
+            row("tensorflow", 0, 2.0, 1.5, 1.2, 0.7),  # waited longer for allreduces than predicted
+        ]
+    )
     assert model.error_parts(0.75, 0.15, 1.0, 0.2) == pytest.approx((-0.2, -0.05))
     far = model.off_target(table, ["framework"])
     assert [x["framework"] for x in far] == ["mxnet", "tensorflow"]
     assert far[0]["runs"] == 2 and far[0]["error_iteration"] == pytest.approx((-0.25 - 0.375) / 2, abs=1e-4)
     assert far[0]["reason"].startswith("compute (-")
-    assert far[0]["reason"].endswith("0.9 s of compute per iteration measured, 0.6 s predicted "
-                                     "(the model computes at the 1-rank run's speed)")
-    assert far[1]["reason"] == ("exposed communication (-40.0% of the iteration): 1.5 s per iteration measured, "
-                                "0.7 s predicted")
+    assert far[0]["reason"].endswith(
+        "0.9 s of compute per iteration measured, 0.6 s predicted (the model computes at the 1-rank run's speed)"
+    )
+    assert far[1]["reason"] == (
+        "exposed communication (-40.0% of the iteration): 1.5 s per iteration measured, 0.7 s predicted"
+    )
 
 
 @pytest.mark.timeout(10)
-@pytest.mark.parametrize("ready, sizes, cost, problem", [
-    ([float("nan")], [100], linear(1e-4), "ready time nan"),  # a native run without traces: no backward time
-    ([0.1, float("inf")], [100, 100], linear(1e-4), "ready time inf"),
-    ([0.1], [100], lambda m: float("nan"), "an allreduce of 100 bytes costs nan s"),
-])
+@pytest.mark.parametrize(
+    "ready, sizes, cost, problem",
+    [
+        ([float("nan")], [100], linear(1e-4), "ready time nan"),  # a native run without traces: no backward time
+        ([0.1, float("inf")], [100, 100], linear(1e-4), "ready time inf"),
+        ([0.1], [100], lambda m: float("nan"), "an allreduce of 100 bytes costs nan s"),
+    ],
+)
 def test_schedule_refuses_what_is_not_a_number_instead_of_hanging(ready, sizes, cost, problem):
     with pytest.raises(ValueError, match=f"cannot schedule allreduces: {problem}"):
         model.schedule(ready, sizes, cost)

@@ -17,8 +17,14 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 
 def test_tiny_study_end_to_end(tmp_path):
     # on images: the dataset rule makes and converts them, each framework's loader reads them
-    conf = tiny_config(tmp_path, repeats=2, logs=str(tmp_path / "logs"), classes=10, loader_workers=[1],
-                       data={"kind": "images", "images": 16, "shards": 2, "cache": str(tmp_path / "data")})
+    conf = tiny_config(
+        tmp_path,
+        repeats=2,
+        logs=str(tmp_path / "logs"),
+        classes=10,
+        loader_workers=[1],
+        data={"kind": "images", "images": 16, "shards": 2, "cache": str(tmp_path / "data")},
+    )
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(conf))
     proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
@@ -42,8 +48,12 @@ def test_tiny_study_end_to_end(tmp_path):
     assert set(tidy.loc[tidy["source"] == "trace", "profiled"]) == {True}
 
     summary = pd.read_csv(results / "summary.csv")
-    assert sorted(zip(summary["framework"], summary["ranks"])) == [("mxnet", 1), ("mxnet", 2),
-                                                                   ("torch", 1), ("torch", 2)]
+    assert sorted(zip(summary["framework"], summary["ranks"])) == [
+        ("mxnet", 1),
+        ("mxnet", 2),
+        ("torch", 1),
+        ("torch", 2),
+    ]
     assert (summary["throughput_img_per_s"] > 0).all() and (summary["repeats_ok"] == 2).all()
     assert (summary.loc[summary["ranks"] == 1, "efficiency"] == 1.0).all()
     assert summary["throughput_img_per_s_ci_lo"].notna().all()
@@ -51,7 +61,10 @@ def test_tiny_study_end_to_end(tmp_path):
 
     fit = pd.read_csv(results / "allreduce_fit.csv", keep_default_na=False)
     assert fit[["nodes", "ranks_per_node", "path", "sizes", "failure"]].values.tolist() == [
-        [1, 2, "horovod", 10, ""], [1, 2, "horovod_tensors", 6, ""], [1, 2, "mpi", 10, ""]]
+        [1, 2, "horovod", 10, ""],
+        [1, 2, "horovod_tensors", 6, ""],
+        [1, 2, "mpi", 10, ""],
+    ]
     alpha, beta = (fit.set_index("path")[k].astype(float) for k in ("alpha_s", "beta_s_per_byte"))
     # fitted, so finite; their signs and order are measurements (Horovod's alpha is its 1 ms cycle, and
     # the beta of sizes to 1 MiB can come out below 0 within noise)
@@ -73,9 +86,12 @@ def test_tiny_study_end_to_end(tmp_path):
     assert all(x["reason"].startswith(("compute (", "exposed communication (")) for x in error["off_target"])
     grads = pd.read_csv(results / "gradients.csv")
     from workloads.registry import build_model
+
     params = list(build_model("torch", "tinynet", conf["classes"]).parameters())
-    assert grads.values.tolist() == [["mxnet", "tinynet", len(params), 4 * sum(p.numel() for p in params)],
-                                     ["torch", "tinynet", len(params), 4 * sum(p.numel() for p in params)]]
+    assert grads.values.tolist() == [
+        ["mxnet", "tinynet", len(params), 4 * sum(p.numel() for p in params)],
+        ["torch", "tinynet", len(params), 4 * sum(p.numel() for p in params)],
+    ]
     ext = pd.read_csv(results / "extrapolation.csv")
     assert ext["ranks"].max() == 1024 and set(ext["link"]) == set(conf["extrapolate"]["links"])
     assert ext["predicted_efficiency"].between(0, 1.0 + 1e-9).all()
@@ -93,11 +109,20 @@ def test_tiny_study_end_to_end(tmp_path):
     assert "| configuration | runs | measured iteration (s) | predicted (s) | error | reason |" in md
     assert md.count("| torch tinynet overlap") + md.count("| mxnet tinynet overlap") == 2 and "```json" not in md
     html = results / "report.html"
-    proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path), "--report", str(html)], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        SNAKEMAKE + ["--configfile", str(path), "--report", str(html)], cwd=ROOT, capture_output=True, text=True
+    )
     assert proc.returncode == 0 and html.stat().st_size > 10000, proc.stderr[-3000:]
     text = html.read_text(errors="replace")
-    for name in ("throughput.png", "efficiency.png", "phases.png", "input.png", "model.png", "extrapolation.png", "summary.csv"):
+    for name in (
+        "throughput.png",
+        "efficiency.png",
+        "phases.png",
+        "input.png",
+        "model.png",
+        "extrapolation.png",
+        "summary.csv",
+    ):
         assert name in text, name
 
     # every declared log is written, with an account of the step
@@ -111,21 +136,33 @@ def test_tiny_study_end_to_end(tmp_path):
     from types import SimpleNamespace
 
     from analysis import steps
+
     moved = tmp_path / "runs-away"
     (results / "runs").rename(moved)
     out = tmp_path / "again"
-    outputs = SimpleNamespace(table=out / "model.csv", replay=out / "replay.csv", error=out / "model_error.json",
-                              gradients=out / "g.csv", extrapolation=out / "e.csv",
-                              figures=[str(out / f"{n}.png") for n in ("model", "extrapolation", "replay")])
+    outputs = SimpleNamespace(
+        table=out / "model.csv",
+        replay=out / "replay.csv",
+        error=out / "model_error.json",
+        gradients=out / "g.csv",
+        extrapolation=out / "e.csv",
+        figures=[str(out / f"{n}.png") for n in ("model", "extrapolation", "replay")],
+    )
     out.mkdir()
-    inputs = SimpleNamespace(**{k: results / f"{k}.csv" for k in ("tidy", "runs", "tensors")},
-                             sweep=results / "allreduce.csv", fit=results / "allreduce_fit.csv", replays=[], plans=[])
+    inputs = SimpleNamespace(
+        **{k: results / f"{k}.csv" for k in ("tidy", "runs", "tensors")},
+        sweep=results / "allreduce.csv",
+        fit=results / "allreduce_fit.csv",
+        replays=[],
+        plans=[],
+    )
     steps.write_model(inputs, outputs, conf["extrapolate"], {}, out / "model.log")
     assert pd.read_csv(out / "model.csv").equals(model)
     (moved).rename(results / "runs")
 
-    again = subprocess.run(SNAKEMAKE + ["--configfile", str(path), "--dry-run"], cwd=ROOT,
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        SNAKEMAKE + ["--configfile", str(path), "--dry-run"], cwd=ROOT, capture_output=True, text=True
+    )
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
 

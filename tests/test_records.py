@@ -4,8 +4,17 @@ from harness import records
 
 
 def step(**over):
-    rec = {"schema": records.SCHEMA, "kind": "step", "rank": 0, "iteration": 0, "warmup": False, "profiled": False,
-           "wall_s": 0.6, "loss": 6.9, **{k: 0.1 for k in records.PHASE_KEYS}}
+    rec = {
+        "schema": records.SCHEMA,
+        "kind": "step",
+        "rank": 0,
+        "iteration": 0,
+        "warmup": False,
+        "profiled": False,
+        "wall_s": 0.6,
+        "loss": 6.9,
+        **{k: 0.1 for k in records.PHASE_KEYS},
+    }
     rec.update(over)
     return json.dumps(rec)
 
@@ -13,8 +22,16 @@ def step(**over):
 def test_writer_and_parser_round_trip(tmp_path):
     path = tmp_path / "rank0.jsonl"
     w = records.Writer(path)
-    w.write("step", rank=0, iteration=3, warmup=True, profiled=False, wall_s=0.5, loss=1.0,
-            **{k: 0.05 for k in records.PHASE_KEYS})
+    w.write(
+        "step",
+        rank=0,
+        iteration=3,
+        warmup=True,
+        profiled=False,
+        wall_s=0.5,
+        loss=1.0,
+        **{k: 0.05 for k in records.PHASE_KEYS},
+    )
     w.write("end", rank=0, iterations=4, checksum=1.5, elapsed_s=2.0)
     w.close()
     recs, errors = records.parse_file(path)
@@ -34,9 +51,15 @@ def test_malformed_line_reported_with_file_and_line(tmp_path):
 def test_missing_phase_and_bad_values():
     partial = json.loads(step())
     del partial["comm_s"]
-    lines = [step(comm_s=None), json.dumps({"schema": records.SCHEMA, "kind": "step", "rank": 0}),
-             step(forward_s=-1.0), json.dumps({"schema": "other/9", "kind": "step"}),
-             json.dumps({"schema": records.SCHEMA, "kind": "lap"}), "[1, 2]", json.dumps(partial)]
+    lines = [
+        step(comm_s=None),
+        json.dumps({"schema": records.SCHEMA, "kind": "step", "rank": 0}),
+        step(forward_s=-1.0),
+        json.dumps({"schema": "other/9", "kind": "step"}),
+        json.dumps({"schema": records.SCHEMA, "kind": "lap"}),
+        "[1, 2]",
+        json.dumps(partial),
+    ]
     recs, errors = records.parse_lines(lines, source="f")
     assert recs == []
     assert errors[0] == "f:1: comm_s is None, expected a finite non-negative number of seconds"

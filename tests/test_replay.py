@@ -19,8 +19,15 @@ PHASES = {"io_s": 0.002, "h2d_s": 0.0, "forward_s": 0.03, "backward_s": 0.06, "u
 
 
 def _key(**values):
-    base = {"framework": "torch", "model": "tinynet", "comm": "sequential", "layout": "NCHW", "timing": "native",
-            "batch_size": 4, "image_size": 64}
+    base = {
+        "framework": "torch",
+        "model": "tinynet",
+        "comm": "sequential",
+        "layout": "NCHW",
+        "timing": "native",
+        "batch_size": 4,
+        "image_size": 64,
+    }
     return tuple({**base, **values}.get(k, "x") for k in BASELINE_KEYS)
 
 
@@ -49,25 +56,63 @@ def test_bad_plans_are_refused_by_name():
 
 
 def _sweep(nodes, seconds_per_byte, latency):
-    rows = [{"nodes": nodes, "ranks_per_node": 1, "ranks": nodes, "path": "horovod", "bytes": m,
-             "median_s": latency + m * seconds_per_byte} for m in (4, 4096, 1 << 20)]
-    fits = pd.DataFrame([{"nodes": nodes, "ranks_per_node": 1, "ranks": nodes, "path": "horovod", "alpha_s": latency,
-                          "beta_s_per_byte": seconds_per_byte}])
+    rows = [
+        {
+            "nodes": nodes,
+            "ranks_per_node": 1,
+            "ranks": nodes,
+            "path": "horovod",
+            "bytes": m,
+            "median_s": latency + m * seconds_per_byte,
+        }
+        for m in (4, 4096, 1 << 20)
+    ]
+    fits = pd.DataFrame(
+        [
+            {
+                "nodes": nodes,
+                "ranks_per_node": 1,
+                "ranks": nodes,
+                "path": "horovod",
+                "alpha_s": latency,
+                "beta_s_per_byte": seconds_per_byte,
+            }
+        ]
+    )
     return pd.DataFrame(rows), fits
 
 
 def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
     plan = next(p for p in replay.plans(_bases(), ["tinynet"]) if p["key"]["comm"] == "sequential")
-    lines = [{"schema": replay.SCHEMA, **plan["key"], "ranks": 4, "iteration": i, "iteration_s": [t, t + 0.002],
-              "exposed_s": [0.01, 0.012]} for i, t in enumerate([0.111, 0.113, 0.115])]
+    lines = [
+        {
+            "schema": replay.SCHEMA,
+            **plan["key"],
+            "ranks": 4,
+            "iteration": i,
+            "iteration_s": [t, t + 0.002],
+            "exposed_s": [0.01, 0.012],
+        }
+        for i, t in enumerate([0.111, 0.113, 0.115])
+    ]
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    (tmp_path / "f.jsonl").write_text(json.dumps({"schema": replay.SCHEMA, "failed": "mpirun exited with code 1",
-                                                  "error": "boom", "nodes": 8, "ranks_per_node": 1}) + "\n")
+    (tmp_path / "f.jsonl").write_text(
+        json.dumps(
+            {
+                "schema": replay.SCHEMA,
+                "failed": "mpirun exited with code 1",
+                "error": "boom",
+                "nodes": 8,
+                "ranks_per_node": 1,
+            }
+        )
+        + "\n"
+    )
     sweep, fits = _sweep(4, 1e-6, 0.001)
     table = model.replay_table([(tmp_path / "r.jsonl", 4), (tmp_path / "f.jsonl", 8)], [plan], sweep, fits)
     ok, failed = table.iloc[0], table.iloc[1]
     assert ok["iteration_s"] == pytest.approx(0.114) and ok["iterations"] == 3  # mean over ranks, iterations
-    assert ok["iteration_ci95"] == pytest.approx(4.303 * 0.002 / 3 ** 0.5 / 0.114, rel=1e-3)  # t(0.975, 2) s / sqrt(3)
+    assert ok["iteration_ci95"] == pytest.approx(4.303 * 0.002 / 3**0.5 / 0.114, rel=1e-3)  # t(0.975, 2) s / sqrt(3)
     # one fused buffer of 4400 bytes after backward: 1 ms + 4.4 ms; compute 0.102 s
     assert ok["predicted_iteration_s"] == pytest.approx(0.102 + 0.001 + 0.0044)
     assert ok["error_iteration"] == pytest.approx((0.1074 - 0.114) / 0.114)
@@ -82,8 +127,9 @@ def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
     assert ok["error_from_compute"] + ok["error_from_exposed"] == pytest.approx(ok["error_iteration"])
     [far] = error["off_target"]  # -5.8% is beyond the 5% target: the exposed communication says why
     assert (far["framework"], far["nodes"], far["runs"]) == ("torch", 4, 1)
-    assert far["reason"].startswith("exposed communication (-4.9% of the iteration): 0.011 s per iteration measured, "
-                                    "0.0054 s predicted")
+    assert far["reason"].startswith(
+        "exposed communication (-4.9% of the iteration): 0.011 s per iteration measured, 0.0054 s predicted"
+    )
     (tmp_path / "bad.jsonl").write_text(json.dumps({"schema": "other/1"}) + "\n")
     with pytest.raises(ValueError, match="bad.jsonl:1: schema is 'other/1'"):
         model.read_replay(tmp_path / "bad.jsonl", 4)
@@ -107,16 +153,30 @@ def _tinynet_plans():
 def test_replay_on_four_emulated_nodes_against_its_prediction(tmp_path):
     nodes = 4
     # the sweep takes ~50 s and the replay ~40 s on 2 cores; a slower machine must not time them out
-    conf = tiny_config(tmp_path, nodes=[1, nodes], ranks_per_node=[1], emulate={"rate_mbit": 20},
-                       allreduce_max_bytes=1 << 20, replay={"nodes": [nodes], "models": ["tinynet"],
-                                                            "iterations": 12, "warmup": 2}, run_timeout_s=600)
+    conf = tiny_config(
+        tmp_path,
+        nodes=[1, nodes],
+        ranks_per_node=[1],
+        emulate={"rate_mbit": 20},
+        allreduce_max_bytes=1 << 20,
+        replay={"nodes": [nodes], "models": ["tinynet"], "iterations": 12, "warmup": 2},
+        run_timeout_s=600,
+    )
     conf["launcher"].update(bind_to="none", env={"OMPI_MCA_mpi_yield_when_idle": 1})
     env = {"python": sys.executable}
     plans = _tinynet_plans()
     (tmp_path / "plans.json").write_text(json.dumps(plans))
     launch.sweep_allreduce(conf, nodes, 1, env, tmp_path / "sweep.jsonl", tmp_path / "sweep.log", tmp_path / "a1")
-    launch.replay_gradients(conf, nodes, tmp_path / "plans.json", env, tmp_path / "replay.jsonl",
-                            tmp_path / "replay.spec.json", tmp_path / "replay.log", tmp_path / "a2")
+    launch.replay_gradients(
+        conf,
+        nodes,
+        tmp_path / "plans.json",
+        env,
+        tmp_path / "replay.jsonl",
+        tmp_path / "replay.spec.json",
+        tmp_path / "replay.log",
+        tmp_path / "a2",
+    )
     assert not emulate.clusters() or not [c for c in emulate.clusters() if f"-p{os.getpid()}-" in c]
     sweep, fits = comm.tables([(tmp_path / "sweep.jsonl", nodes, 1)])
     assert fits["failure"].eq("").all(), fits["failure"].tolist() + [(tmp_path / "sweep.log").read_text()[-2000:]]

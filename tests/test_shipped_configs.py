@@ -58,8 +58,18 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
         assert (runs["status"] == "ok").all(), runs[["status", "reasons"]]
 
     # every table, figure and the report, whatever ran
-    for table in ("tidy.csv", "tensors.csv", "summary.csv", "allreduce.csv", "allreduce_fit.csv", "model.csv",
-                  "replay.csv", "gradients.csv", "extrapolation.csv", "peak.csv"):
+    for table in (
+        "tidy.csv",
+        "tensors.csv",
+        "summary.csv",
+        "allreduce.csv",
+        "allreduce_fit.csv",
+        "model.csv",
+        "replay.csv",
+        "gradients.csv",
+        "extrapolation.csv",
+        "peak.csv",
+    ):
         assert (results / table).is_file(), table
     for path in figures.figure_paths(results / "figures", figures.FIGURES + figures.MODEL_FIGURES):
         assert Path(path).stat().st_size > 1000, path

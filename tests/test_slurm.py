@@ -27,14 +27,35 @@ def _jobs(text):
 
 
 def test_slurm_profile_dry_run_lists_jobs_with_their_resources(tmp_path):
-    study = {"framework": ["torch"], "model": ["tinynet"], "comm": ["overlap"], "nodes": [1, 2],
-             "ranks_per_node": [1, 4], "repeats": 1, "results": str(tmp_path / "results"),
-             "logs": str(tmp_path / "logs")}
+    study = {
+        "framework": ["torch"],
+        "model": ["tinynet"],
+        "comm": ["overlap"],
+        "nodes": [1, 2],
+        "ranks_per_node": [1, 4],
+        "repeats": 1,
+        "results": str(tmp_path / "results"),
+        "logs": str(tmp_path / "logs"),
+    }
     extra = tmp_path / "study.yaml"
     extra.write_text(yaml.safe_dump(study))
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--configfile",
-                           "config/slurm.yaml", str(extra), "--dry-run", "--nolock"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--profile",
+            "profiles/slurm",
+            "--configfile",
+            "config/slurm.yaml",
+            str(extra),
+            "--dry-run",
+            "--nolock",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = _jobs(proc.stdout)
     runs = {(w["nodes"], w["ranks_per_node"]): r for w, r in jobs["run"]}
@@ -49,6 +70,6 @@ def test_slurm_profile_dry_run_lists_jobs_with_their_resources(tmp_path):
     assert set(sweeps) == {("1", "4"), ("2", "1"), ("2", "4")}
     assert (sweeps[("2", "1")]["tasks"], sweeps[("2", "1")]["mpi"]) == ("2", "srun")
     assert {"tidy", "summary", "model", "figures", "peak", "dataset"} <= set(jobs)
-    (_, peak), = jobs["peak"]
+    ((_, peak),) = jobs["peak"]
     assert (peak["nodes"], peak["tasks"], peak["slurm_extra"]) == ("1", "1", "--exclusive --gpus-per-node=1")
     assert not Path(study["results"]).exists()  # a dry run submits and writes nothing

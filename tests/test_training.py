@@ -22,10 +22,14 @@ FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
 def run_two_ranks(tmp_path, spec, script):
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    argv = launchers.mpirun_argv(["localhost"], 2, {"name": "mpirun", "bind_to": "none"},
-                              [sys.executable, str(script), str(spec_path)],
-                              launch.rank_env({"threads_per_rank": 1, "launcher": {}}),
-                              as_root=os.geteuid() == 0)
+    argv = launchers.mpirun_argv(
+        ["localhost"],
+        2,
+        {"name": "mpirun", "bind_to": "none"},
+        [sys.executable, str(script), str(spec_path)],
+        launch.rank_env({"threads_per_rank": 1, "launcher": {}}),
+        as_root=os.geteuid() == 0,
+    )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=180)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
 
@@ -40,14 +44,31 @@ def load(path):
 def test_two_ranks_average_gradients(tmp_path, framework, comm):
     """After one step both ranks hold identical weights, equal to one process stepping on both
     ranks' batches together (tinynet: no batch norm or dropout, so the two must agree)."""
-    spec = {"framework": framework, "model": "tinynet", "comm": comm, "layout": "best", "autotune": True, "tf32": False,
-            "classes": 10, "image_size": 64,
-            "batch_size": 4, "threads_per_rank": 1, "precision": "fp32", "lr": 0.1, "momentum": 0.9,
-            "seed": 3, "out_dir": str(tmp_path)}
+    spec = {
+        "framework": framework,
+        "model": "tinynet",
+        "comm": comm,
+        "layout": "best",
+        "autotune": True,
+        "tf32": False,
+        "classes": 10,
+        "image_size": 64,
+        "batch_size": 4,
+        "threads_per_rank": 1,
+        "precision": "fp32",
+        "lr": 0.1,
+        "momentum": 0.9,
+        "seed": 3,
+        "out_dir": str(tmp_path),
+    }
     script = ROOT / "tests" / "mpi_one_step.py"
     run_two_ranks(tmp_path, spec, script)
-    single = subprocess.run([sys.executable, str(script), str(tmp_path / "spec.json"), "--single", "2"],
-                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    single = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "spec.json"), "--single", "2"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert single.returncode == 0, single.stderr[-3000:]
 
     rank0, rank1 = load(tmp_path / "rank0.npz"), load(tmp_path / "rank1.npz")
@@ -67,8 +88,18 @@ def test_two_ranks_average_gradients(tmp_path, framework, comm):
 def test_phases_add_up_to_wall_time(tmp_path, framework):
     conf = tiny_config(tmp_path, iterations=8, batch_size=[8], model=["googlenet"], framework=[framework])
     conf["launcher"]["env"] = {"NCCL_DEBUG": "WARN", "UCX_TLS": "sm,self"}  # transport settings, recorded
-    run = {"framework": framework, "model": "googlenet", "comm": "overlap", "layout": "best", "timing": "phased", "nodes": 1,
-           "ranks_per_node": 2, "batch_size": 8, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": framework,
+        "model": "googlenet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "phased",
+        "nodes": 1,
+        "ranks_per_node": 2,
+        "batch_size": 8,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
     run_dir, _, _ = cfg.run_files(conf, run)
@@ -94,8 +125,18 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
 
 def test_timeout_kills_run_and_keeps_logs(tmp_path):
     conf = tiny_config(tmp_path, run_timeout_s=1, iterations=100000)
-    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
-           "ranks_per_node": 2, "batch_size": 4, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": "torch",
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 2,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][0] == "timed out after 1 s; job killed"
@@ -117,8 +158,18 @@ def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
     node_tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(node_tmp))  # mpirun hands the ranks its environment
     conf = tiny_config(tmp_path, profile_iterations=2)
-    run = {"framework": "tensorflow", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native",
-           "nodes": 1, "ranks_per_node": 2, "batch_size": 4, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": "tensorflow",
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 2,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
     run_dir, _, _ = cfg.run_files(conf, run)
@@ -134,17 +185,24 @@ def test_a_killed_ranks_temporary_folder_is_removed_by_the_next_rank_on_the_node
     """A rank killed by a signal cannot remove its folder; the next rank starting on the node does,
     and leaves those of ranks still alive."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    rank = "from workloads.train import private_tmpdir; import time; print(private_tmpdir(), flush=True); time.sleep(600)"
-    killed, alive = (subprocess.Popen([sys.executable, "-c", rank], env=env, stdout=subprocess.PIPE, text=True)
-                     for _ in range(2))
+    rank = (
+        "from workloads.train import private_tmpdir; import time; print(private_tmpdir(), flush=True); time.sleep(600)"
+    )
+    killed, alive = (
+        subprocess.Popen([sys.executable, "-c", rank], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    )
     try:
         folders = [Path(p.stdout.readline().strip()) for p in (killed, alive)]
         assert all(f.parent == tmp_path and f.is_dir() for f in folders), folders
         killed.kill()
         killed.wait()
         assert folders[0].is_dir()  # SIGKILL: nothing ran in the rank
-        starting = subprocess.run([sys.executable, "-c", "from workloads.train import private_tmpdir; private_tmpdir()"],
-                                  env=env, capture_output=True, text=True)
+        starting = subprocess.run(
+            [sys.executable, "-c", "from workloads.train import private_tmpdir; private_tmpdir()"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert starting.returncode == 0, starting.stderr
         assert not folders[0].exists(), "the killed rank's folder is still there"
         assert folders[1].is_dir(), "a live rank's folder was removed"
@@ -162,8 +220,18 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path, mon
     broken = tmp_path / "libmxnet.so"
     broken.write_text("not a library\n")
     conf["launcher"]["env"] = {"MXNET_LIBRARY_PATH": str(broken)}  # `import mxnet` fails on every rank
-    run = {"framework": "mxnet", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
-           "ranks_per_node": 1, "batch_size": 4, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": "mxnet",
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 1,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][0] == "mpirun exited with code 1"
@@ -175,8 +243,18 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path, mon
 @pytest.mark.parametrize("framework, name", [("torch", "PyTorch"), ("tensorflow", "TensorFlow"), ("mxnet", "MXNet")])
 def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name):
     conf = tiny_config(tmp_path, device="gpu")
-    run = {"framework": framework, "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
-           "ranks_per_node": 1, "batch_size": 4, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": framework,
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 1,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     reason = status["reasons"][1]
@@ -186,10 +264,22 @@ def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name)
 
 def test_mixed_precision_needs_a_gpu(tmp_path):
     conf = tiny_config(tmp_path, precision="mixed")
-    run = {"framework": "torch", "model": "tinynet", "comm": "overlap", "layout": "best", "timing": "native", "nodes": 1,
-           "ranks_per_node": 1, "batch_size": 4, "loader_workers": 0, "repeat": 0}
+    run = {
+        "framework": "torch",
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 1,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
-    assert status["reasons"][1] == ("first error: workloads.devices.DeviceError: precision mixed needs device gpu "
-                                    "(half-precision kernels and loss scaling are what mixed precision means on "
-                                    "the GPUs the study compares)")
+    assert status["reasons"][1] == (
+        "first error: workloads.devices.DeviceError: precision mixed needs device gpu "
+        "(half-precision kernels and loss scaling are what mixed precision means on "
+        "the GPUs the study compares)"
+    )

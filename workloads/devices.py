@@ -11,18 +11,24 @@ class DeviceError(RuntimeError):
 
 def check_precision(spec):
     if spec["precision"] == "mixed" and spec.get("device", "cpu") != "gpu":
-        raise DeviceError("precision mixed needs device gpu (half-precision kernels and loss scaling "
-                          "are what mixed precision means on the GPUs the study compares)")
+        raise DeviceError(
+            "precision mixed needs device gpu (half-precision kernels and loss scaling "
+            "are what mixed precision means on the GPUs the study compares)"
+        )
 
 
 def gpu_for_rank(framework, version, count, local_rank, build):
     """The GPU index of this rank (its local rank), or a DeviceError saying why there is none."""
     if count == 0:
-        raise DeviceError(f"device gpu: {framework} {version} sees no GPU ({build}); run device gpu "
-                          "studies on GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)")
+        raise DeviceError(
+            f"device gpu: {framework} {version} sees no GPU ({build}); run device gpu "
+            "studies on GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)"
+        )
     if local_rank >= count:
-        raise DeviceError(f"device gpu: local rank {local_rank} but {framework} sees {count} GPU(s) on this "
-                          "node; ranks_per_node must not exceed the GPUs per node")
+        raise DeviceError(
+            f"device gpu: local rank {local_rank} but {framework} sees {count} GPU(s) on this "
+            "node; ranks_per_node must not exceed the GPUs per node"
+        )
     return local_rank
 
 
@@ -32,8 +38,12 @@ def nvidia_smi_name(index):
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     physical = visible[index].strip() if index < len(visible) else str(index)
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", physical],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", physical],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -57,7 +67,7 @@ BEST_LAYOUT = {"torch": "NHWC", "tensorflow": "NHWC", "mxnet": "NCHW"}
 LAYOUTS = {"torch": ("NCHW", "NHWC"), "tensorflow": ("NHWC",), "mxnet": ("NCHW",)}
 WHY_NOT = {
     "tensorflow": "TensorFlow's CPU convolutions run NHWC only, and on GPUs its layout optimizer already "
-                  "converts NHWC convolutions to what cuDNN runs fastest; the TensorFlow models are NHWC",
+    "converts NHWC convolutions to what cuDNN runs fastest; the TensorFlow models are NHWC",
     "mxnet": "MXNet 1.9.1's CPU convolutions (MKLDNN) run NCHW, and the MXNet models are written NCHW",
 }
 

@@ -12,12 +12,12 @@ on the PyTorch definition, at the study's input size. At 224x224 the forward mul
 torchvision's published figures (AlexNet 0.714 G, GoogLeNet 1.498 G, ResNet-50 4.089 G; tested).
 """
 
-from functools import lru_cache
+from functools import cache
 
 CONVENTION = "2 FLOPs per multiply-add; conv and linear layers only; training = 3 x forward"
 
 
-@lru_cache(maxsize=None)
+@cache
 def per_image(model, image_size, classes=1000):
     """{"forward_macs", "train_flops"} of one image through `model` at image_size x image_size."""
     import torch
@@ -33,8 +33,11 @@ def per_image(model, image_size, classes=1000):
     def linear(m, _inputs, out):
         macs.append(out[0].numel() * m.in_features)
 
-    hooks = [m.register_forward_hook(conv if isinstance(m, torch.nn.Conv2d) else linear)
-             for m in net.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    hooks = [
+        m.register_forward_hook(conv if isinstance(m, torch.nn.Conv2d) else linear)
+        for m in net.modules()
+        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))
+    ]
     with torch.no_grad():
         net(torch.zeros(1, 3, image_size, image_size))
     for h in hooks:

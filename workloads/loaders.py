@@ -61,8 +61,13 @@ def crop_box(rng, width, height, augment=True):
                 left, top = rng.integers(0, width - w + 1), rng.integers(0, height - h + 1)
                 return left, top, left + w, top + h
         aspect = width / height
-        w, h = (width, round(width / ASPECT[1])) if aspect > ASPECT[1] else \
-               (round(height * ASPECT[0]), height) if aspect < ASPECT[0] else (width, height)
+        w, h = (
+            (width, round(width / ASPECT[1]))
+            if aspect > ASPECT[1]
+            else (round(height * ASPECT[0]), height)
+            if aspect < ASPECT[0]
+            else (width, height)
+        )
     else:
         w = h = min(width, height)
     left, top = (width - w) // 2, (height - h) // 2
@@ -124,9 +129,16 @@ def torch_loader(dataset, rank, size, batch_size, image_size, workers, seed, pin
     import torch
 
     images = TorchImages(dataset.files, dataset.labels, image_size, seed, augment)
-    loader = torch.utils.data.DataLoader(images, batch_size=batch_size, sampler=_Epochs(len(images), rank, size, seed),
-                                         num_workers=workers, prefetch_factor=PREFETCH, pin_memory=pin,
-                                         persistent_workers=True, multiprocessing_context="forkserver")
+    loader = torch.utils.data.DataLoader(
+        images,
+        batch_size=batch_size,
+        sampler=_Epochs(len(images), rank, size, seed),
+        num_workers=workers,
+        prefetch_factor=PREFETCH,
+        pin_memory=pin,
+        persistent_workers=True,
+        multiprocessing_context="forkserver",
+    )
     return _normalized(iter(loader))
 
 
@@ -145,11 +157,15 @@ def tf_dataset(dataset, rank, size, batch_size, image_size, workers, seed, augme
 
     files = [str(f) for f in dataset.tfrecords]
     if len(files) < size:
-        raise DataError(f"{dataset.folder}: {len(files)} TFRecord shards for {size} ranks (each rank reads "
-                        "whole shards: prepare the dataset with at least as many shards as ranks)")
+        raise DataError(
+            f"{dataset.folder}: {len(files)} TFRecord shards for {size} ranks (each rank reads "
+            "whole shards: prepare the dataset with at least as many shards as ranks)"
+        )
     mine = files[rank::size]
-    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
-                "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
+    features = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+    }
 
     def parse(record):
         example = tf.io.parse_single_example(record, features)
@@ -179,8 +195,14 @@ def tf_transform(image_size, seed, augment=True):
         shape = tf.io.extract_jpeg_shape(data)
         if augment:
             begin, crop, _ = tf.image.sample_distorted_bounding_box(
-                shape, tf.zeros([1, 0, 4]), area_range=AREA, aspect_ratio_range=ASPECT, max_attempts=10,
-                use_image_if_no_bounding_boxes=True, seed=seed)
+                shape,
+                tf.zeros([1, 0, 4]),
+                area_range=AREA,
+                aspect_ratio_range=ASPECT,
+                max_attempts=10,
+                use_image_if_no_bounding_boxes=True,
+                seed=seed,
+            )
             window = tf.stack([begin[0], begin[1], crop[0], crop[1]])
         else:
             side = tf.minimum(shape[0], shape[1])
@@ -197,15 +219,37 @@ def tf_transform(image_size, seed, augment=True):
 def mx_iter(dataset, rank, size, batch_size, image_size, workers, seed, augment=True):
     import mxnet as mx
 
-    common = dict(path_imgrec=str(dataset.recordio[0]), path_imgidx=str(dataset.recordio[1]),
-                  data_shape=(3, image_size, image_size), batch_size=batch_size, part_index=rank, num_parts=size,
-                  preprocess_threads=workers, prefetch_buffer=PREFETCH, seed=seed, inter_method=3, round_batch=True,
-                  mean_r=MEAN[0], mean_g=MEAN[1], mean_b=MEAN[2], std_r=STD[0], std_g=STD[1], std_b=STD[2],
-                  verbose=False)
+    common = dict(
+        path_imgrec=str(dataset.recordio[0]),
+        path_imgidx=str(dataset.recordio[1]),
+        data_shape=(3, image_size, image_size),
+        batch_size=batch_size,
+        part_index=rank,
+        num_parts=size,
+        preprocess_threads=workers,
+        prefetch_buffer=PREFETCH,
+        seed=seed,
+        inter_method=3,
+        round_batch=True,
+        mean_r=MEAN[0],
+        mean_g=MEAN[1],
+        mean_b=MEAN[2],
+        std_r=STD[0],
+        std_g=STD[1],
+        std_b=STD[2],
+        verbose=False,
+    )
     if augment:
-        return mx.io.ImageRecordIter(shuffle=True, random_resized_crop=True, min_random_area=AREA[0],
-                                     max_random_area=AREA[1], min_aspect_ratio=ASPECT[0], max_aspect_ratio=ASPECT[1],
-                                     rand_mirror=True, **common)
+        return mx.io.ImageRecordIter(
+            shuffle=True,
+            random_resized_crop=True,
+            min_random_area=AREA[0],
+            max_random_area=AREA[1],
+            min_aspect_ratio=ASPECT[0],
+            max_aspect_ratio=ASPECT[1],
+            rand_mirror=True,
+            **common,
+        )
     return mx.io.ImageRecordIter(shuffle=False, resize=image_size, **common)
 
 

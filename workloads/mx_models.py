@@ -83,14 +83,27 @@ def googlenet(classes, image_size=None):
 @register("mxnet", "alexnet")
 def alexnet(classes, image_size=None):
     return seq(
-        conv(3, 64, 11, 4, 2), nn.Activation("relu"), nn.MaxPool2D(3, 2),
-        conv(64, 192, 5, p=2), nn.Activation("relu"), nn.MaxPool2D(3, 2),
-        conv(192, 384, 3, p=1), nn.Activation("relu"),
-        conv(384, 256, 3, p=1), nn.Activation("relu"),
-        conv(256, 256, 3, p=1), nn.Activation("relu"), nn.MaxPool2D(3, 2),
-        AdaptiveAvgPool(6), nn.Flatten(),
-        nn.Dropout(0.5), nn.Dense(4096, in_units=256 * 6 * 6), nn.Activation("relu"),
-        nn.Dropout(0.5), nn.Dense(4096, in_units=4096), nn.Activation("relu"),
+        conv(3, 64, 11, 4, 2),
+        nn.Activation("relu"),
+        nn.MaxPool2D(3, 2),
+        conv(64, 192, 5, p=2),
+        nn.Activation("relu"),
+        nn.MaxPool2D(3, 2),
+        conv(192, 384, 3, p=1),
+        nn.Activation("relu"),
+        conv(384, 256, 3, p=1),
+        nn.Activation("relu"),
+        conv(256, 256, 3, p=1),
+        nn.Activation("relu"),
+        nn.MaxPool2D(3, 2),
+        AdaptiveAvgPool(6),
+        nn.Flatten(),
+        nn.Dropout(0.5),
+        nn.Dense(4096, in_units=256 * 6 * 6),
+        nn.Activation("relu"),
+        nn.Dropout(0.5),
+        nn.Dense(4096, in_units=4096),
+        nn.Activation("relu"),
         nn.Dense(classes, in_units=4096),
     )
 
@@ -102,9 +115,14 @@ class Bottleneck(HybridBlock):
         super().__init__()
         cout = planes * 4
         self.body = seq(
-            conv(cin, planes, 1, bias=False), bn(planes, 1e-5), nn.Activation("relu"),
-            conv(planes, planes, 3, stride, 1, bias=False), bn(planes, 1e-5), nn.Activation("relu"),
-            conv(planes, cout, 1, bias=False), bn(cout, 1e-5),
+            conv(cin, planes, 1, bias=False),
+            bn(planes, 1e-5),
+            nn.Activation("relu"),
+            conv(planes, planes, 3, stride, 1, bias=False),
+            bn(planes, 1e-5),
+            nn.Activation("relu"),
+            conv(planes, cout, 1, bias=False),
+            bn(cout, 1e-5),
         )
         self.downsample = None
         if stride != 1 or cin != cout:
@@ -123,16 +141,25 @@ def resnet50(classes, image_size=None):
             blocks.append(Bottleneck(cin, planes, stride if i == 0 else 1))
             cin = planes * 4
     return seq(
-        conv(3, 64, 7, 2, 3, bias=False), bn(64, 1e-5), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1),
+        conv(3, 64, 7, 2, 3, bias=False),
+        bn(64, 1e-5),
+        nn.Activation("relu"),
+        nn.MaxPool2D(3, 2, 1),
         *blocks,
-        nn.GlobalAvgPool2D(), nn.Flatten(), nn.Dense(classes, in_units=2048),
+        nn.GlobalAvgPool2D(),
+        nn.Flatten(),
+        nn.Dense(classes, in_units=2048),
     )
 
 
 @register("mxnet", "tinynet")
 def tinynet(classes, image_size=None):
     return seq(
-        conv(3, 8, 3, 2, 1), nn.Activation("relu"),
-        conv(8, 16, 3, 2, 1), nn.Activation("relu"),
-        AdaptiveAvgPool(4), nn.Flatten(), nn.Dense(classes, in_units=16 * 16),
+        conv(3, 8, 3, 2, 1),
+        nn.Activation("relu"),
+        conv(8, 16, 3, 2, 1),
+        nn.Activation("relu"),
+        AdaptiveAvgPool(4),
+        nn.Flatten(),
+        nn.Dense(classes, in_units=16 * 16),
     )

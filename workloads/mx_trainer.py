@@ -41,8 +41,13 @@ class Trainer(trainer.Trainer):
         self.gpu = spec.get("device", "cpu") == "gpu"
         if self.gpu:
             features = mx.runtime.Features()
-            index = gpu_for_rank("MXNet", mx.__version__, mx.context.num_gpus(), self.local_rank,
-                                 "a CUDA build" if features.is_enabled("CUDA") else "a CPU-only build")
+            index = gpu_for_rank(
+                "MXNet",
+                mx.__version__,
+                mx.context.num_gpus(),
+                self.local_rank,
+                "a CUDA build" if features.is_enabled("CUDA") else "a CPU-only build",
+            )
             self.ctx = mx.gpu(index)
         else:
             self.ctx = mx.cpu()
@@ -61,8 +66,11 @@ class Trainer(trainer.Trainer):
         hvd.broadcast_parameters(params, root_rank=0)
         self.params = [p for p in params.values() if p.grad_req != "null"]
         self.trainer = hvd.DistributedTrainer(
-            params, "sgd", {"learning_rate": spec["lr"], "momentum": spec["momentum"]},
-            num_groups=0 if spec["comm"] == "overlap" else 1)
+            params,
+            "sgd",
+            {"learning_rate": spec["lr"], "momentum": spec["momentum"]},
+            num_groups=0 if spec["comm"] == "overlap" else 1,
+        )
         if self.amp:
             self._amp.init_trainer(self.trainer)
         self.loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
@@ -76,14 +84,19 @@ class Trainer(trainer.Trainer):
     def describe(self):
         features = mx.runtime.Features()
         return {
-            "name": "mxnet", "mxnet": mx.__version__, "horovod": horovod.__version__,
+            "name": "mxnet",
+            "mxnet": mx.__version__,
+            "horovod": horovod.__version__,
             "comm_overlaps_backward": "native timing only (the engine runs allreduces as gradients appear)",
             "layout": self.layout,
             "autotune": os.environ.get("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1") != "0",
             "tf32": os.environ.get("NVIDIA_TF32_OVERRIDE") != "0",
-            "onednn": features.is_enabled("MKLDNN"), "device": str(self.ctx), "hybridized": True,
+            "onednn": features.is_enabled("MKLDNN"),
+            "device": str(self.ctx),
+            "hybridized": True,
             "gpu_name": nvidia_smi_name(self.ctx.device_id) if self.gpu else None,
-            "cuda": features.is_enabled("CUDA"), "precision": "mixed (contrib.amp float16)" if self.amp else "fp32",
+            "cuda": features.is_enabled("CUDA"),
+            "precision": "mixed (contrib.amp float16)" if self.amp else "fp32",
             # MXNet takes its threads from the environment (set by the launcher)
             "intra_op_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
             "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
@@ -180,14 +193,16 @@ def _complete_events(path):
         if cat == "operator" and ph in ("b", "e"):  # the same operators again, as async pairs
             continue
         if ph == "X":
-            out.append({"name": e["name"], "ph": "X", "ts": e["ts"], "dur": e.get("dur", 0), "tid": e.get("tid"),
-                        "cat": cat})
+            out.append(
+                {"name": e["name"], "ph": "X", "ts": e["ts"], "dur": e.get("dur", 0), "tid": e.get("tid"), "cat": cat}
+            )
             continue
         key = (e.get("pid"), e.get("tid"), e.get("id"), e["name"])
         if ph in ("B", "b"):
             open_.setdefault(key, []).append(e)
         elif open_.get(key):
             b = open_[key].pop()
-            out.append({"name": e["name"], "ph": "X", "ts": b["ts"], "dur": e["ts"] - b["ts"], "tid": e.get("tid"),
-                        "cat": cat})
+            out.append(
+                {"name": e["name"], "ph": "X", "ts": b["ts"], "dur": e["ts"] - b["ts"], "tid": e.get("tid"), "cat": cat}
+            )
     return out

@@ -63,8 +63,9 @@ class MaxPool(layers.Layer):
 
     def call(self, x):
         h, w = x.shape[1], x.shape[2]
-        extra = [(pool_out(n, self.k, self.s, self.p, self.ceil) - 1) * self.s + self.k - n - 2 * self.p
-                 for n in (h, w)]
+        extra = [
+            (pool_out(n, self.k, self.s, self.p, self.ceil) - 1) * self.s + self.k - n - 2 * self.p for n in (h, w)
+        ]
         pads = [[0, 0], [self.p, self.p + max(extra[0], 0)], [self.p, self.p + max(extra[1], 0)], [0, 0]]
         if any(a or b for a, b in pads):
             x = tf.pad(x, pads, constant_values=float("-inf"))
@@ -137,8 +138,13 @@ def googlenet(classes, image_size):
     x = inception(x, 64, 96, 128, 16, 32, 32)
     x = inception(x, 128, 128, 192, 32, 96, 64)
     x = MaxPool(3, 2, ceil=True)(x)
-    for args in ((192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64),
-                 (112, 144, 288, 32, 64, 64), (256, 160, 320, 32, 128, 128)):
+    for args in (
+        (192, 96, 208, 16, 48, 64),
+        (160, 112, 224, 24, 64, 64),
+        (128, 128, 256, 24, 64, 64),
+        (112, 144, 288, 32, 64, 64),
+        (256, 160, 320, 32, 128, 128),
+    ):
         x = inception(x, *args)
     x = MaxPool(2, 2, ceil=True)(x)
     x = inception(x, 256, 160, 320, 32, 128, 128)

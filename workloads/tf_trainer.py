@@ -51,15 +51,20 @@ class Trainer(trainer.Trainer):
         gpus = tf.config.list_physical_devices("GPU")
         self.gpu = spec.get("device", "cpu") == "gpu"
         if self.gpu:
-            index = gpu_for_rank("TensorFlow", tf.__version__, len(gpus), self.local_rank,
-                                 "a CUDA build" if tf.test.is_built_with_cuda() else "a CPU-only build")
+            index = gpu_for_rank(
+                "TensorFlow",
+                tf.__version__,
+                len(gpus),
+                self.local_rank,
+                "a CUDA build" if tf.test.is_built_with_cuda() else "a CPU-only build",
+            )
             tf.config.set_visible_devices(gpus[index], "GPU")
             tf.config.experimental.set_memory_growth(gpus[index], True)
         elif gpus:
             tf.config.set_visible_devices([], "GPU")
         self.amp = spec["precision"] == "mixed"
         keras.mixed_precision.set_global_policy("mixed_float16" if self.amp else "float32")
-        self.scale = tf.Variable(2.0 ** 15 if self.amp else 1.0, trainable=False)
+        self.scale = tf.Variable(2.0**15 if self.amp else 1.0, trainable=False)
         self.good_steps = tf.Variable(0, trainable=False)
         keras.utils.set_random_seed(spec["seed"])
         self.model = build_model("tensorflow", spec["model"], spec["classes"], spec["image_size"])
@@ -78,16 +83,23 @@ class Trainer(trainer.Trainer):
 
     def describe(self):
         return {
-            "name": "tensorflow", "tensorflow": tf.__version__, "keras": keras.__version__,
-            "horovod": horovod.__version__, "comm_overlaps_backward": False, "layout": self.layout,
+            "name": "tensorflow",
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+            "horovod": horovod.__version__,
+            "comm_overlaps_backward": False,
+            "layout": self.layout,
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "onednn": _pywrap_util_port.IsMklEnabled(),
             "device": "gpu" if self.gpu else "cpu",
             "compiled": "tf.function: forward, gradient, allreduce, update (phased); the whole step (native)",
             "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
-            "gpu_name": tf.config.experimental.get_device_details(
-                tf.config.get_visible_devices("GPU")[0]).get("device_name") if self.gpu else None,
+            "gpu_name": tf.config.experimental.get_device_details(tf.config.get_visible_devices("GPU")[0]).get(
+                "device_name"
+            )
+            if self.gpu
+            else None,
             "precision": "mixed (mixed_float16, dynamic loss scaling)" if self.amp else "fp32",
         }
 

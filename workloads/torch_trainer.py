@@ -61,8 +61,13 @@ class Trainer(trainer.Trainer):
         check_precision(spec)
         self.gpu = spec.get("device", "cpu") == "gpu"
         if self.gpu:
-            index = gpu_for_rank("PyTorch", torch.__version__, torch.cuda.device_count(), self.local_rank,
-                                 f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build")
+            index = gpu_for_rank(
+                "PyTorch",
+                torch.__version__,
+                torch.cuda.device_count(),
+                self.local_rank,
+                f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build",
+            )
             torch.cuda.set_device(index)
             self.device = torch.device("cuda", index)
         else:
@@ -82,8 +87,9 @@ class Trainer(trainer.Trainer):
         # ResNet-50 step after it (the update 45-50 ms instead of 27-33, measured).
         self.overlap = spec["comm"] == "overlap"
         if self.overlap:
-            opt = hvd.DistributedOptimizer(opt, named_parameters=self.model.named_parameters(),
-                                           op=hvd.Average, compression=DenseView)
+            opt = hvd.DistributedOptimizer(
+                opt, named_parameters=self.model.named_parameters(), op=hvd.Average, compression=DenseView
+            )
         self.optimizer = opt
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         # When each gradient is complete during backward (host clock), for the layer-wise model.
@@ -102,14 +108,20 @@ class Trainer(trainer.Trainer):
 
     def describe(self):
         return {
-            "name": "torch", "torch": torch.__version__, "horovod": horovod.__version__,
+            "name": "torch",
+            "torch": torch.__version__,
+            "horovod": horovod.__version__,
             "comm_overlaps_backward": self.overlap,
-            "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
+            "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
             "onednn": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
-            "layout": self.layout, "device": str(self.device),
-            "autotune": torch.backends.cudnn.benchmark, "tf32": torch.backends.cuda.matmul.allow_tf32,
+            "layout": self.layout,
+            "device": str(self.device),
+            "autotune": torch.backends.cudnn.benchmark,
+            "tf32": torch.backends.cuda.matmul.allow_tf32,
             "gpu_name": torch.cuda.get_device_name(self.device) if self.gpu else None,
-            "cuda": torch.version.cuda, "precision": "mixed (autocast float16, GradScaler)" if self.amp else "fp32",
+            "cuda": torch.version.cuda,
+            "precision": "mixed (autocast float16, GradScaler)" if self.amp else "fp32",
             "controller": "MPI" if hvd.mpi_enabled() else "Gloo",
             "mpi_threads_supported": hvd.mpi_threads_supported() if hvd.mpi_enabled() else None,
         }
@@ -204,8 +216,16 @@ class Trainer(trainer.Trainer):
         for e in self.profiler.events():
             if e.time_range.end <= e.time_range.start:
                 continue
-            events.append({"name": e.name, "ph": "X", "ts": e.time_range.start, "dur": e.time_range.elapsed_us(),
-                           "tid": e.thread, "cat": str(e.device_type).split(".")[-1].lower()})
+            events.append(
+                {
+                    "name": e.name,
+                    "ph": "X",
+                    "ts": e.time_range.start,
+                    "dur": e.time_range.elapsed_us(),
+                    "tid": e.thread,
+                    "cat": str(e.device_type).split(".")[-1].lower(),
+                }
+            )
         self.profiler = None
         return events
 
@@ -216,5 +236,12 @@ def _kineto_event(e):
     operation that launched it (`linked`)."""
     device = str(e.device_type()).split(".")[-1].lower()
     tid = e.start_thread_id() if device == "cpu" else f"{device}{e.device_index()}:{e.device_resource_id()}"
-    return {"name": e.name(), "ph": "X", "ts": e.start_ns() / 1e3, "dur": e.duration_ns() / 1e3, "tid": tid,
-            "cat": device, "args": {"correlation": e.correlation_id(), "linked": e.linked_correlation_id()}}
+    return {
+        "name": e.name(),
+        "ph": "X",
+        "ts": e.start_ns() / 1e3,
+        "dur": e.duration_ns() / 1e3,
+        "tid": tid,
+        "cat": device,
+        "args": {"correlation": e.correlation_id(), "linked": e.linked_correlation_id()},
+    }

@@ -48,34 +48,69 @@ def framework_offset(events, spans, clock):
     starts = {}
     for e in events:
         if e["name"].startswith(ITERATION):
-            it = int(e["name"][len(ITERATION):])
+            it = int(e["name"][len(ITERATION) :])
             starts.setdefault(it, e["ts"])
     pairs = [clock.us(spans[it][0]) - ts for it, ts in starts.items() if it in spans]
     if not pairs:
-        raise ValueError("the framework's trace holds none of the loop's iteration annotations; "
-                         "its clock cannot be aligned")
+        raise ValueError(
+            "the framework's trace holds none of the loop's iteration annotations; its clock cannot be aligned"
+        )
     return statistics.median(pairs)
 
 
 def merge(framework, rank, clock, spans, events, timeline_path):
     """The rank's Chrome trace as a dict (see the module's docstring)."""
     offset = framework_offset(events, spans, clock)
-    out = [{"name": "iteration", "cat": "dlscale", "ph": "X", "pid": rank, "tid": "loop",
-            "ts": clock.us(start), "dur": (end - start) * 1e6, "args": {"iteration": it}}
-           for it, (start, end, _loss) in sorted(spans.items())]
-    out += [{**e, "cat": "framework", "pid": rank, "ts": e["ts"] + offset,
-             "args": {**e.get("args", {}), "source_cat": e.get("cat", "")}}
-            for e in events if not e["name"].startswith(ITERATION)]
+    out = [
+        {
+            "name": "iteration",
+            "cat": "dlscale",
+            "ph": "X",
+            "pid": rank,
+            "tid": "loop",
+            "ts": clock.us(start),
+            "dur": (end - start) * 1e6,
+            "args": {"iteration": it},
+        }
+        for it, (start, end, _loss) in sorted(spans.items())
+    ]
+    out += [
+        {
+            **e,
+            "cat": "framework",
+            "pid": rank,
+            "ts": e["ts"] + offset,
+            "args": {**e.get("args", {}), "source_cat": e.get("cat", "")},
+        }
+        for e in events
+        if not e["name"].startswith(ITERATION)
+    ]
     # Horovod opens the file when the timeline starts and writes its header with the first event:
     # an empty file is a timeline with no collective operation in it (one rank).
     recorded = Path(timeline_path).exists()
     zero, hvd_events = read_timeline(timeline_path) if recorded else (None, [])
     spans = horovod_spans(hvd_events)
     for activity, tensor, start, end in spans:
-        out.append({"name": activity, "cat": "horovod", "ph": "X", "pid": rank, "tid": HOROVOD_TID,
-                    "ts": zero + start, "dur": end - start, "args": {"tensor": tensor}})
-    meta = {"framework": framework, "rank": rank, "clock": "Unix microseconds", "framework_offset_us": offset,
-            "horovod_timeline": str(timeline_path) if recorded else None, "horovod_events": len(spans)}
+        out.append(
+            {
+                "name": activity,
+                "cat": "horovod",
+                "ph": "X",
+                "pid": rank,
+                "tid": HOROVOD_TID,
+                "ts": zero + start,
+                "dur": end - start,
+                "args": {"tensor": tensor},
+            }
+        )
+    meta = {
+        "framework": framework,
+        "rank": rank,
+        "clock": "Unix microseconds",
+        "framework_offset_us": offset,
+        "horovod_timeline": str(timeline_path) if recorded else None,
+        "horovod_events": len(spans),
+    }
     return {"traceEvents": sorted(out, key=lambda e: e["ts"]), "displayTimeUnit": "ms", "otherData": meta}
 
 

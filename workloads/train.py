@@ -39,8 +39,7 @@ from harness.records import IDENTITY, Writer
 from harness.vocabulary import TIMELINE, records_name, trace_name
 from workloads import trace
 
-TRAINERS = {"torch": "workloads.torch_trainer", "tensorflow": "workloads.tf_trainer",
-            "mxnet": "workloads.mx_trainer"}
+TRAINERS = {"torch": "workloads.torch_trainer", "tensorflow": "workloads.tf_trainer", "mxnet": "workloads.mx_trainer"}
 POOL = 4  # distinct synthetic batches per rank, used in turn
 
 
@@ -97,8 +96,9 @@ def open_data(trainer, spec):
     `loader_img_per_s`."""
     data = spec.get("data", {"kind": "synthetic"})
     if data["kind"] == "synthetic":
-        return SyntheticData(spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"],
-                             trainer.data_layout), {"kind": "synthetic"}
+        return SyntheticData(
+            spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"], trainer.data_layout
+        ), {"kind": "synthetic"}
     from harness.images import Dataset
     from workloads import loaders
 
@@ -108,8 +108,17 @@ def open_data(trainer, spec):
     # asynchronously, and the loader's batches queued behind it (MXNet AlexNet's loader rate was
     # 38-50 img/s in the default study of 2026-11-23 and is 312-328 after this wait)
     trainer.sync()
-    stream = loaders.stream(trainer.name, dataset, trainer.rank, trainer.size, spec["batch_size"],
-                            spec["image_size"], workers, spec["seed"], pin=getattr(trainer, "gpu", False))
+    stream = loaders.stream(
+        trainer.name,
+        dataset,
+        trainer.rank,
+        trainer.size,
+        spec["batch_size"],
+        spec["image_size"],
+        workers,
+        spec["seed"],
+        pin=getattr(trainer, "gpu", False),
+    )
     next(stream)  # waits for the workers to start
     for _ in range(DRAIN_MOST):  # take what was made ahead meanwhile, until a batch is waited for
         before = time.perf_counter()
@@ -120,8 +129,12 @@ def open_data(trainer, spec):
     for _ in range(PROBE_BATCHES):
         next(stream)
     rate = PROBE_BATCHES * spec["batch_size"] / (time.perf_counter() - start)
-    return Images(stream), {**dataset.describe(), "loader_workers": workers, "loader_img_per_s": rate,
-                            "loader": loaders.DESCRIPTION[trainer.name]}
+    return Images(stream), {
+        **dataset.describe(),
+        "loader_workers": workers,
+        "loader_img_per_s": rate,
+        "loader": loaders.DESCRIPTION[trainer.name],
+    }
 
 
 PROBE_BATCHES = 8
@@ -159,8 +172,12 @@ def timed_step(trainer, fetch):
     trainer.sync()
     end = now()
     phases = {
-        "io_s": t_io - start, "h2d_s": t_h2d - t_io, "forward_s": t_fwd - t_h2d,
-        "backward_s": t_bwd - t_fwd, "comm_s": t_comm - t_bwd, "update_s": end - t_comm,
+        "io_s": t_io - start,
+        "h2d_s": t_h2d - t_io,
+        "forward_s": t_fwd - t_h2d,
+        "backward_s": t_bwd - t_fwd,
+        "comm_s": t_comm - t_bwd,
+        "update_s": end - t_comm,
     }
     return phases, start, loss
 
@@ -195,8 +212,7 @@ def profile(trainer, data, first, count, out):
     trainer.hvd.stop_timeline()
     if trainer.size > 1:  # one rank communicates nothing, and its timeline stays empty
         _settled(timeline)
-    trace.write(out / trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events,
-                timeline)
+    trace.write(out / trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events, timeline)
     return spans
 
 
@@ -212,9 +228,25 @@ def _settled(path, timeout_s=5.0):
 
 
 def provenance(trainer, spec):
-    env_keys = sorted(k for k in os.environ if k.startswith(("OMP_", "MKL_", "HOROVOD_", "TF_", "MXNET_", "DLSCALE_",
-                                                              "NCCL_", "UCX_", "NVIDIA_TF32",
-                                                              "OMPI_COMM_WORLD_SIZE", "CUDA_VISIBLE")))
+    env_keys = sorted(
+        k
+        for k in os.environ
+        if k.startswith(
+            (
+                "OMP_",
+                "MKL_",
+                "HOROVOD_",
+                "TF_",
+                "MXNET_",
+                "DLSCALE_",
+                "NCCL_",
+                "UCX_",
+                "NVIDIA_TF32",
+                "OMPI_COMM_WORLD_SIZE",
+                "CUDA_VISIBLE",
+            )
+        )
+    )
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -248,7 +280,7 @@ def private_tmpdir():
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
     except OSError:  # a file system without locks (a TMPDIR on some parallel file systems): the other
-        pass         # ranks cannot lock it either, so they take it for live and leave it
+        pass  # ranks cannot lock it either, so they take it for live and leave it
     folder = base / (SCRATCH + staging.name.removeprefix(".dlscale-new-"))
     staging.rename(folder)
     os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
@@ -295,17 +327,21 @@ def train(argv, scratch):
     sizes = trainer.gradient_sizes()
     data, described = open_data(trainer, spec)
     writer.write(
-        "run", **{k: spec[k] for k in IDENTITY}, rank=trainer.rank, size=trainer.size,
-        local_rank=trainer.local_rank, host=os.environ.get("DLSCALE_NODE") or socket.gethostname(),
-        gradients={"tensors": len(sizes), "bytes": sum(sizes), "sizes": sizes}, data=described,
+        "run",
+        **{k: spec[k] for k in IDENTITY},
+        rank=trainer.rank,
+        size=trainer.size,
+        local_rank=trainer.local_rank,
+        host=os.environ.get("DLSCALE_NODE") or socket.gethostname(),
+        gradients={"tensors": len(sizes), "bytes": sum(sizes), "sizes": sizes},
+        data=described,
         provenance=provenance(trainer, spec),
     )
     warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
     native = spec["timing"] == "native"
     profiled = spec.get("profile_iterations", 0) if native else 0
     # Phased runs: Horovod's timeline (written by rank 0) covers the measured iterations only.
-    timeline = (not native and trainer.size > 1 and trainer.rank == 0
-                and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC")
+    timeline = not native and trainer.size > 1 and trainer.rank == 0 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
     ready = []
     started = time.perf_counter()
     for it in range(total):
@@ -322,19 +358,40 @@ def train(argv, scratch):
         # The iteration's wall time is taken apart from the phases and includes the loop's own
         # work (loss read-back), so that phases summing to it shows the timing misses nothing.
         wall = time.perf_counter() - start
-        writer.write("step", rank=trainer.rank, iteration=it, warmup=it < warmup, profiled=False, **phases,
-                     wall_s=wall, loss=loss if math.isfinite(loss) else str(loss))
+        writer.write(
+            "step",
+            rank=trainer.rank,
+            iteration=it,
+            warmup=it < warmup,
+            profiled=False,
+            **phases,
+            wall_s=wall,
+            loss=loss if math.isfinite(loss) else str(loss),
+        )
     if timeline:
         trainer.hvd.stop_timeline()
     if profiled:
         spans = profile(trainer, data, total, profiled, out)
         for it, (start, end, loss) in spans.items():
-            writer.write("step", rank=trainer.rank, iteration=it, warmup=False, profiled=True, wall_s=end - start,
-                         loss=loss if math.isfinite(loss) else str(loss))
+            writer.write(
+                "step",
+                rank=trainer.rank,
+                iteration=it,
+                warmup=False,
+                profiled=True,
+                wall_s=end - start,
+                loss=loss if math.isfinite(loss) else str(loss),
+            )
     ready = [r for r in ready if r is not None]
     extra = {"gradient_ready_s": np.median(ready, axis=0).tolist()} if ready else {}
-    writer.write("end", rank=trainer.rank, iterations=total + profiled, checksum=trainer.checksum(),
-                 elapsed_s=time.perf_counter() - started, **extra)
+    writer.write(
+        "end",
+        rank=trainer.rank,
+        iterations=total + profiled,
+        checksum=trainer.checksum(),
+        elapsed_s=time.perf_counter() - started,
+        **extra,
+    )
     writer.close()
     leave(data, trainer, scratch)
 

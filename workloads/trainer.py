@@ -8,7 +8,8 @@ framework's own fastest data-parallel step; by default the phases in order, with
 Profiling (native timing's traced iterations): `profile_start(folder)` turns the framework's own
 profiler on; `annotate(name)` is a context manager that records a span through the framework's own
 annotation API (the loop wraps each traced iteration in one and times the same span on its own
-perf_counter clock, which aligns the framework's clock to the loop's); `profile_stop()` turns it off and returns the framework's events as Chrome trace events
+perf_counter clock, which aligns the framework's clock to the loop's); `profile_stop()` turns it off and returns
+the framework's events as Chrome trace events
 (`ph` "X", `ts`/`dur` in microseconds on the framework's own clock, `name`, `tid`, `args`).
 """
 
@@ -17,7 +18,7 @@ import contextlib
 
 
 class Trainer(abc.ABC):
-    name = ""        # the framework's word in configs, tables and paths
+    name = ""  # the framework's word in configs, tables and paths
     layout = "NCHW"  # the layout the run uses (resolved from the `layout` setting)
 
     @property
@@ -25,8 +26,9 @@ class Trainer(abc.ABC):
         """The order of the numpy batches `load` takes (PyTorch's tensors are NCHW whatever their
         memory format; its load converts into channels_last memory)."""
         return self.layout
+
     rank = size = local_rank = 0
-    hvd = None       # the framework's Horovod module
+    hvd = None  # the framework's Horovod module
     profiling = False  # set by the loop while the profiler is on
 
     def span(self, name):

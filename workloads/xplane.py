@@ -35,6 +35,14 @@ def host_events(folder):
             for ev in line.events:
                 meta = plane.event_metadata.get(ev.metadata_id)
                 name = (meta.name or meta.display_name) if meta else str(ev.metadata_id)
-                events.append({"name": name, "ph": "X", "ts": (base_ps + ev.offset_ps) / 1e6,
-                               "dur": ev.duration_ps / 1e6, "tid": tid, "cat": kind})
+                events.append(
+                    {
+                        "name": name,
+                        "ph": "X",
+                        "ts": (base_ps + ev.offset_ps) / 1e6,
+                        "dur": ev.duration_ps / 1e6,
+                        "tid": tid,
+                        "cat": kind,
+                    }
+                )
     return events

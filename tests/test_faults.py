@@ -52,6 +52,14 @@ def processes(text):
     return found
 
 
+def run_rules(pid):
+    """The `python -m harness.rule run` processes below `pid` (not its analysis steps' processes,
+    nor another study's on the same machine)."""
+    from harness.rule import _rules_processes
+
+    return [p for p in _rules_processes(pid) if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[3:4] == [b"run"]]
+
+
 def rank_pid(spec, rank):
     """The pid of MPI rank `rank` of the run whose spec.json is `spec`."""
     for pid in processes(str(spec)):
@@ -337,7 +345,7 @@ def interrupt(conf, path, target, sig, args=(), redone=False):
     elif target == "snakemake":
         os.kill(proc.pid, sig)
     else:
-        (rule,) = processes("harness.rule")
+        (rule,) = run_rules(proc.pid)
         os.kill(rule, sig)
     wait_for(lambda: not processes(str(folder / "spec.json")), 10, "the MPI job to stop")
     stopped = time.time() - sent

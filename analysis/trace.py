@@ -25,7 +25,8 @@ import json
 import math
 from pathlib import Path
 
-PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
+from harness.vocabulary import PHASES
+
 COMPUTE_PRIORITY = ("io", "h2d", "update", "backward", "forward")
 EXTRA = ("comm_total", "overlap")
 DEVICE_CATS = ("cuda",)  # the profiler's device activity (PyTorch on the GPU: workloads/torch_trainer.py)

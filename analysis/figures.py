@@ -110,6 +110,16 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=No
         aspect=1.1,
         facet_kws={"sharey": False},
     )
+    _dress_line_axes(grid, ok, column, ideal)
+    grid.set_axis_labels("ranks", ylabel)
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle(title, y=1.03)
+    return _save(grid.figure, paths, name)
+
+
+def _dress_line_axes(grid, ok, column, ideal):
+    """On each facet of a line figure: every line's 95% interval as error bars (where the table has
+    one), the `ideal` as a dotted line, and ranks on a log-2 axis ticked at the ranks measured."""
     ranks = sorted(ok["ranks"].unique())
     for model, ax in grid.axes_dict.items():
         for (fw, _), g in ok[ok["model"] == model].groupby(["framework", "setting"]):
@@ -128,10 +138,6 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=No
             ax.axhline(ideal, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.set_xticks(ranks, labels=[str(r) for r in ranks])
-    grid.set_axis_labels("ranks", ylabel)
-    grid.set_titles("{col_name}")
-    grid.figure.suptitle(title, y=1.03)
-    return _save(grid.figure, paths, name)
 
 
 def throughput(summary, paths):
@@ -172,6 +178,16 @@ def phases(summary, paths):
             "traces only, and profile_iterations 0 traces none)",
         )
     ok["configuration"] = [f"{r.framework} {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
+    grid = _phase_bars(ok, _phases_long(ok))
+    grid.set_axis_labels("mean time per iteration (s)", "")
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle("Time per iteration by phase (native runs: from traces; comm = exposed)", y=1.02)
+    return _save(grid.figure, paths, "phases")
+
+
+def _phases_long(ok):
+    """The configurations' phase times in long form, one row per configuration x phase (a phase
+    without a time counts as none)."""
     long = ok.melt(
         id_vars=["model", "configuration"],
         value_vars=[f"{p}_s" for p in PHASES],
@@ -180,6 +196,12 @@ def phases(summary, paths):
     )
     long["phase"] = long["phase"].str.removesuffix("_s")
     long["seconds"] = long["seconds"].fillna(0.0)
+    return long
+
+
+def _phase_bars(ok, long):
+    """The phases figure's facets: one stacked bar per configuration, sized to its bars and labels,
+    with the phase legend beside them."""
     bars = ok.groupby("model").size().max()
     height = 0.28 * bars + 1.5
     # each facet holds its own configuration labels beside 3 inches of bars
@@ -208,10 +230,7 @@ def phases(summary, paths):
         bbox_to_anchor=(1.0, 0.5),
         frameon=False,
     )
-    grid.set_axis_labels("mean time per iteration (s)", "")
-    grid.set_titles("{col_name}")
-    grid.figure.suptitle("Time per iteration by phase (native runs: from traces; comm = exposed)", y=1.02)
-    return _save(grid.figure, paths, "phases")
+    return grid
 
 
 def input_rate(summary, paths):

@@ -81,6 +81,22 @@ def summarize(runs, status=None):
     `status` (one row per run with a `status` and `reasons` column) adds counts of failed runs and
     their reasons, also for configurations with no successful run.
     """
+    summary = _configurations(runs)
+    summary["noise_warning"] = [
+        _noise_warning(cv, rel, need)
+        for cv, rel, need in zip(
+            summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0), summary["repeats_needed"]
+        )
+    ]
+    if status is not None and len(status):
+        summary = _add_failures(summary, status)
+        summary = add_loader(summary, status)
+    return add_scaling(summary)
+
+
+def _configurations(runs):
+    """One row per configuration of the successful runs: means and CIs over repeats, and the
+    iteration time's noise and precision."""
     value_cols = ["iteration_s", "throughput_img_per_s"] + [f"{p}_s" for p in PHASE_COLUMNS]
     rows = []
     for key, group in runs.groupby(CONFIG_KEYS, observed=True):
@@ -94,47 +110,50 @@ def summarize(runs, status=None):
         row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
         row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
         rows.append(row)
-    summary = pd.DataFrame(
+    return pd.DataFrame(
         rows,
         columns=CONFIG_KEYS
         + ["ranks", "repeats_ok"]
         + [c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")]
         + ["throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"],
     )
-    summary["noise_warning"] = [
-        "; ".join(
-            (
-                [f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"]
-                if cv > NOISE_CV
-                else []
-            )
-            + (
-                [
-                    f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
-                    "repeats would bring it within"
-                ]
-                if rel > PRECISION
-                else []
-            )
+
+
+def _noise_warning(cv, rel, need):
+    """What is wrong with a configuration's iteration time: run-to-run CV above NOISE_CV, a 95%
+    interval wider than PRECISION; empty where neither."""
+    return "; ".join(
+        (
+            [f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"]
+            if cv > NOISE_CV
+            else []
         )
-        for cv, rel, need in zip(
-            summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0), summary["repeats_needed"]
+        + (
+            [
+                f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
+                "repeats would bring it within"
+            ]
+            if rel > PRECISION
+            else []
         )
-    ]
-    if status is not None and len(status):
-        failed = status[status["status"] != "ok"]
-        fails = (
-            failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
-            .agg(repeats_failed=("status", "size"), failure_reasons=("reasons", lambda r: " | ".join(sorted(set(r)))))
-            .reset_index()
-        )
-        summary = summary.merge(fails, on=CONFIG_KEYS, how="outer")
-        summary["repeats_failed"] = summary["repeats_failed"].fillna(0).astype(int)
-        summary["repeats_ok"] = summary["repeats_ok"].fillna(0).astype(int)
-        summary["failure_reasons"] = summary["failure_reasons"].fillna("")
-        summary["ranks"] = summary["nodes"] * summary["ranks_per_node"]
-        summary = add_loader(summary, status)
-    return add_scaling(summary)
+    )
+
+
+def _add_failures(summary, status):
+    """The summary with each configuration's failed runs counted and their reasons joined, adding a
+    row for each configuration that has no successful run."""
+    failed = status[status["status"] != "ok"]
+    fails = (
+        failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
+        .agg(repeats_failed=("status", "size"), failure_reasons=("reasons", lambda r: " | ".join(sorted(set(r)))))
+        .reset_index()
+    )
+    summary = summary.merge(fails, on=CONFIG_KEYS, how="outer")
+    summary["repeats_failed"] = summary["repeats_failed"].fillna(0).astype(int)
+    summary["repeats_ok"] = summary["repeats_ok"].fillna(0).astype(int)
+    summary["failure_reasons"] = summary["failure_reasons"].fillna("")
+    summary["ranks"] = summary["nodes"] * summary["ranks_per_node"]
+    return summary
 
 
 def add_mfu(summary, peak):

@@ -36,10 +36,20 @@ import pandas as pd
 from analysis.metrics import mean_ci
 from harness import replay
 from harness.allreduce import FUSED_PIECES, ring_time
+from harness.vocabulary import (
+    BACKWARD_S,
+    COMM_S,
+    CYCLE_TIME_S,
+    FORWARD_S,
+    FUSION_THRESHOLD_BYTES,
+    H2D_S,
+    IO_S,
+    RUN_KEYS,
+    UPDATE_S,
+)
 from harness.vocabulary import BASELINE_KEYS as MATCH
-from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS
 
-COMPUTE = ["io_s", "h2d_s", "forward_s", "backward_s", "update_s"]
+COMPUTE = [IO_S, H2D_S, FORWARD_S, BACKWARD_S, UPDATE_S]
 
 
 def fusion_buffers(sizes, threshold=FUSION_THRESHOLD_BYTES):
@@ -123,7 +133,7 @@ def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, c
     base: 1-rank phase means (COMPUTE keys); ready: seconds into backward at which each gradient
     is ready, or None when communication starts after backward.
     """
-    backward = base["backward_s"]
+    backward = base[BACKWARD_S]
     compute = sum(base[k] for k in COMPUTE)
     if ranks < 2:
         return {"iteration_s": compute, "comm_total_s": 0.0, "comm_exposed_s": 0.0}
@@ -233,7 +243,7 @@ def baselines(table, tensors):
             continue
         if native:
             # traced iterations run under the profiler: scale their phases to the measured iteration
-            base = base * group["iteration_s"].mean() / (base.sum() + group["comm_s"].mean())
+            base = base * group["iteration_s"].mean() / (base.sum() + group[COMM_S].mean())
         if not (np.isfinite(base).all() and base.sum() > 0):
             unusable[key] = ZERO_PHASES
             continue
@@ -319,10 +329,10 @@ def model_table(runs, status, tensors, sweep, fits):
             total = r.get("comm_total_s", math.nan)
             ratio = r.get("overlap_s", math.nan) / total if total and total > 0 else math.nan
         else:
-            total = r["comm_s"] if seq else r.get("timeline_comm_s", math.nan)
-            ratio = 1 - r["comm_s"] / total if total and total > 0 else math.nan
+            total = r[COMM_S] if seq else r.get("timeline_comm_s", math.nan)
+            ratio = 1 - r[COMM_S] / total if total and total > 0 else math.nan
         row = {k: r.get(k) for k in COLUMNS[: COLUMNS.index("iteration_s")]}
-        row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r["comm_s"], overlap_ratio=ratio)
+        row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r[COMM_S], overlap_ratio=ratio)
         row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
         if not row["not_predicted"]:
             base, cost = bases[tuple(r[k] for k in MATCH)], cost_by[(r["nodes"], r["ranks_per_node"])]
@@ -340,7 +350,7 @@ def model_table(runs, status, tensors, sweep, fits):
             row["error_iteration"] = _relerr(p["iteration_s"], r["iteration_s"])
             row["error_comm_total"] = _relerr(p["comm_total_s"], total)
             row["error_from_compute"], row["error_from_exposed"] = error_parts(
-                p["iteration_s"], p["comm_exposed_s"], r["iteration_s"], r["comm_s"]
+                p["iteration_s"], p["comm_exposed_s"], r["iteration_s"], r[COMM_S]
             )
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=COLUMNS), bases, unusable

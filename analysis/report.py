@@ -171,8 +171,6 @@ def model_tables(model, model_error):
     """The performance model's error: per configuration the measured and predicted iteration time
     (medians over its repeats), the error and, where it is off by more than the tolerance, the
     measured reason; then the replays' (under `replay`). Returns Markdown lines."""
-    from analysis.model import MATCH, TOLERANCE
-
     lines = []
     if model_error.get("reason"):
         lines += [f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
@@ -183,47 +181,66 @@ def model_tables(model, model_error):
             f"{_share(model_error['median_abs_error_comm_total'])}.",
             "",
         ]
-        keys = MATCH + ["nodes", "ranks_per_node"]
-        reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
-        rows = []
-        for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
-            m = g[["iteration_s", "predicted_iteration_s", "error_iteration"]].median()
-            why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
-            rows.append(
-                [
-                    _setting(
-                        dict(zip(keys, key)),
-                        ["framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size"],
-                    ),
-                    str(len(g)),
-                    _num(m.iteration_s),
-                    _num(m.predicted_iteration_s),
-                    _pct(m.error_iteration),
-                    why,
-                ]
-            )
         lines += [
-            _table(["configuration", "runs", "measured iteration (s)", "predicted (s)", "error", "reason"], rows),
+            _table(
+                ["configuration", "runs", "measured iteration (s)", "predicted (s)", "error", "reason"],
+                _model_rows(model, model_error),
+            ),
             "",
         ]
     replay = model_error.get("replay")
     if replay:
+        lines += _replay_lines(replay)
+    return lines
+
+
+def _model_rows(model, model_error):
+    """One row per predicted configuration: its runs, median measured and predicted iteration time,
+    the error, and why it is off target (or that it is within the tolerance)."""
+    from analysis.model import MATCH, TOLERANCE
+
+    keys = MATCH + ["nodes", "ranks_per_node"]
+    reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
+    rows = []
+    for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
+        m = g[["iteration_s", "predicted_iteration_s", "error_iteration"]].median()
+        why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
+        rows.append(
+            [
+                _setting(
+                    dict(zip(keys, key)),
+                    ["framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size"],
+                ),
+                str(len(g)),
+                _num(m.iteration_s),
+                _num(m.predicted_iteration_s),
+                _pct(m.error_iteration),
+                why,
+            ]
+        )
+    return rows
+
+
+def _replay_lines(replay):
+    """The replays' error against the model and the extrapolation, and the replays off target."""
+    from analysis.model import MATCH
+
+    lines = [
+        f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
+        f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
+        f"{_share(replay.get('median_abs_error_extrapolated'))} over {replay.get('replays', 0)} "
+        "replayed configurations (replay.csv).",
+        "",
+    ]
+    off = replay.get("off_target", [])
+    if off:
         lines += [
-            f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
-            f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
-            f"{_share(replay.get('median_abs_error_extrapolated'))} over {replay.get('replays', 0)} "
-            "replayed configurations (replay.csv).",
+            _table(
+                ["configuration", "error", "reason"],
+                [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]] for o in off],
+            ),
             "",
         ]
-        off = replay.get("off_target", [])
-        if off:
-            lines += [
-                _table(
-                    ["configuration", "error", "reason"],
-                    [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]] for o in off],
-                ),
-                "",
-            ]
     return lines
 
 
@@ -231,16 +248,31 @@ def write(summary, runs, environment, model_error, figures, config, out_path, mo
     """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
     model: model.csv (per run, measured and predicted)."""
     out_path = Path(out_path)
-    rows = table_rows(summary)
-    noisy = summary[summary.get("noise_warning", pd.Series(dtype=str)).fillna("") != ""]
-    failed = runs[runs["status"] != "ok"]
+    parts = _study_lines(config, runs) + _provenance_lines(environment, runs) + _results_lines(summary, runs)
+    if model_error:
+        parts += ["## Performance model", ""] + model_tables(
+            model if model is not None else pd.DataFrame(), model_error
+        )
+    parts += _figure_lines(figures, out_path)
+    out_path.write_text("\n".join(parts) + "\n")
+    return out_path
+
+
+def _study_lines(config, runs):
+    """The report's title and what was run: the study's configuration keys, hosts and launcher."""
     hosts = sorted({h for hs in runs.get("hosts", pd.Series(dtype=str)).dropna() for h in str(hs).split(",") if h})
     parts = [f"# dlscale study: `{config.get('results', 'results')}`", "", "## What was run", ""]
     parts += [f"- {k}: `{json.dumps(config[k])}`" for k in STUDY_KEYS if k in config]
-    parts += [
+    return parts + [
         f"- hosts: {', '.join(hosts) or 'n/a'}",
         f"- launcher: `{json.dumps(config.get('launcher', {}))}`",
         "",
+    ]
+
+
+def _provenance_lines(environment, runs):
+    """The environment the runs ran in and the harness's commit."""
+    parts = [
         "## Environment and provenance",
         "",
         f"- dlscale commit: `{commit()}`",
@@ -252,7 +284,15 @@ def write(summary, runs, environment, model_error, figures, config, out_path, mo
     if len(runs):
         first = runs.iloc[0]
         parts.append(f"- Python {first.get('python_version', 'n/a')}; framework versions per run in `runs.csv`")
-    parts += ["", f"## Results ({len(runs) - len(failed)} of {len(runs)} runs ok)", ""]
+    return parts
+
+
+def _results_lines(summary, runs):
+    """The summary as Markdown and LaTeX tables, then the noisy configurations and the failed runs."""
+    rows = table_rows(summary)
+    noisy = summary[summary.get("noise_warning", pd.Series(dtype=str)).fillna("") != ""]
+    failed = runs[runs["status"] != "ok"]
+    parts = ["", f"## Results ({len(runs) - len(failed)} of {len(runs)} runs ok)", ""]
     if rows:
         parts += [markdown_table(rows), "", "As LaTeX (booktabs):", "", "```latex", latex_table(rows), "```", ""]
     else:
@@ -278,15 +318,15 @@ def write(summary, runs, environment, model_error, figures, config, out_path, mo
             ]
             + [""]
         )
-    if model_error:
-        parts += ["## Performance model", ""] + model_tables(
-            model if model is not None else pd.DataFrame(), model_error
-        )
-    parts += ["## Figures", ""]
+    return parts
+
+
+def _figure_lines(figures, out_path):
+    """The PNG figures, linked relative to the report's folder, each with its caption."""
+    parts = ["## Figures", ""]
     for fig in figures:
         fig = Path(fig)
         if fig.suffix == ".png":
             rel = fig.relative_to(out_path.parent) if fig.is_relative_to(out_path.parent) else fig
             parts += [f"![{fig.stem}]({rel})", "", f"*{caption(fig.stem)}* (PDF: `{rel.with_suffix('.pdf')}`)", ""]
-    out_path.write_text("\n".join(parts) + "\n")
-    return out_path
+    return parts

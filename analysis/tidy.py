@@ -48,7 +48,8 @@ def _provenance_row(run_rec):
     fw = prov.get("framework", {})
     launch = prov.get("launch", {})
     return {
-        "framework_version": fw.get(fw.get("name", ""), ""),
+        # records before the fixed Description named the version by the framework's word
+        "framework_version": fw.get("version") or fw.get(fw.get("name", ""), ""),
         "horovod_version": fw.get("horovod", ""),
         "intra_op_threads": fw.get("intra_op_threads"),
         "inter_op_threads": fw.get("inter_op_threads"),
@@ -128,32 +129,16 @@ def read_run(status_path):
 def _read_files(run_dir, row):
     """The tidy and tensor rows of a run folder's records, traces and timeline; adds provenance to
     `row`. Raises RunFilesError naming the file that cannot be read (for an ok run) and why."""
-    if not (run_dir / SPEC).is_file():
-        raise RunFilesError(f"no {SPEC} in the run folder")
-    try:
-        spec = json.loads((run_dir / SPEC).read_text())
-        size = spec["nodes"] * spec["ranks_per_node"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RunFilesError(f"{SPEC} unreadable: {exc}") from None
+    spec, size = _read_spec(run_dir)
     identity = {k: row[k] for k in RUN_KEYS}
     ok = row["status"] == "ok"
     rows, tensors = [], []
     for rank in range(size):
-        path = run_dir / records_name(rank)
-        if not path.exists():
-            if ok:
-                raise RunFilesError(f"rank {rank} has no records ({path.name} is missing)")
+        records = _rank_records(run_dir, rank, ok)
+        if records is None:
             continue
-        records, errors = parse_file(path)
-        if errors and ok:
-            raise RunFilesError(f"{len(errors)} malformed record line(s), first: {errors[0]}")
         run_rec = next((r for r in records if r["kind"] == "run"), None)
-        if rank == 0 and run_rec:
-            row.update(_provenance_row(run_rec))
-        if run_rec and run_rec.get("data", {}).get("loader_img_per_s") is not None:
-            # the slowest rank's loader bounds the step
-            rate = run_rec["data"]["loader_img_per_s"]
-            row["loader_img_per_s"] = min(rate, row.get("loader_img_per_s") or rate)
+        _add_run_record(row, rank, run_rec)
         if not ok:
             continue
         if rank == 0 and run_rec:
@@ -163,37 +148,86 @@ def _read_files(run_dir, row):
                 TIMELINE, lambda: timeline_comm(run_dir / TIMELINE, spec["iterations"])
             )
         host = run_rec["host"] if run_rec else ""
-        for rec in records:
-            if rec["kind"] != "step":
-                continue
-            base = {
-                **identity,
-                "rank": rank,
-                "host": host,
-                "iteration": rec["iteration"],
-                "warmup": rec["warmup"],
-                "profiled": rec.get("profiled", False),
-                "source": "records",
-            }
-            for phase in [p for p in PHASES if f"{p}_s" in rec] + ["wall"]:
-                rows.append({**base, "phase": phase, "seconds": rec[f"{phase}_s"]})
+        rows += _record_rows(identity, rank, host, records)
         if (run_dir / trace_name(rank)).exists():
-            derived = _readable(
-                trace_name(rank), lambda rank=rank: trace.derive(*trace.read(run_dir / trace_name(rank)))
-            )
-            for (_, iteration), phases in sorted(derived.items()):
-                base = {
-                    **identity,
-                    "rank": rank,
-                    "host": host,
-                    "iteration": iteration,
-                    "warmup": False,
-                    "profiled": True,
-                    "source": "trace",
-                }
-                for phase in PHASES + trace.EXTRA:
-                    rows.append({**base, "phase": phase, "seconds": phases[f"{phase}_s"]})
+            rows += _trace_rows(identity, rank, host, run_dir)
     return rows, tensors
+
+
+def _read_spec(run_dir):
+    """(spec, number of ranks) from the run folder's spec.json."""
+    if not (run_dir / SPEC).is_file():
+        raise RunFilesError(f"no {SPEC} in the run folder")
+    try:
+        spec = json.loads((run_dir / SPEC).read_text())
+        size = spec["nodes"] * spec["ranks_per_node"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RunFilesError(f"{SPEC} unreadable: {exc}") from None
+    return spec, size
+
+
+def _rank_records(run_dir, rank, ok):
+    """A rank's parsed records, or None where it has no records file (a failed run's rank may not);
+    for an ok run a missing or malformed file is a RunFilesError."""
+    path = run_dir / records_name(rank)
+    if not path.exists():
+        if ok:
+            raise RunFilesError(f"rank {rank} has no records ({path.name} is missing)")
+        return None
+    records, errors = parse_file(path)
+    if errors and ok:
+        raise RunFilesError(f"{len(errors)} malformed record line(s), first: {errors[0]}")
+    return records
+
+
+def _add_run_record(row, rank, run_rec):
+    """Add to the status `row` what a rank's run record tells: rank 0's provenance, and the loader's
+    rate (kept for a failed run too)."""
+    if rank == 0 and run_rec:
+        row.update(_provenance_row(run_rec))
+    if run_rec and run_rec.get("data", {}).get("loader_img_per_s") is not None:
+        # the slowest rank's loader bounds the step
+        rate = run_rec["data"]["loader_img_per_s"]
+        row["loader_img_per_s"] = min(rate, row.get("loader_img_per_s") or rate)
+
+
+def _record_rows(identity, rank, host, records):
+    """Tidy rows from a rank's step records: each phase it holds, and the wall time."""
+    rows = []
+    for rec in records:
+        if rec["kind"] != "step":
+            continue
+        base = {
+            **identity,
+            "rank": rank,
+            "host": host,
+            "iteration": rec["iteration"],
+            "warmup": rec["warmup"],
+            "profiled": rec.get("profiled", False),
+            "source": "records",
+        }
+        for phase in [p for p in PHASES if f"{p}_s" in rec] + ["wall"]:
+            rows.append({**base, "phase": phase, "seconds": rec[f"{phase}_s"]})
+    return rows
+
+
+def _trace_rows(identity, rank, host, run_dir):
+    """Tidy rows of the phases derived from a rank's trace, one per traced iteration x phase."""
+    derived = _readable(trace_name(rank), lambda: trace.derive(*trace.read(run_dir / trace_name(rank))))
+    rows = []
+    for (_, iteration), phases in sorted(derived.items()):
+        base = {
+            **identity,
+            "rank": rank,
+            "host": host,
+            "iteration": iteration,
+            "warmup": False,
+            "profiled": True,
+            "source": "trace",
+        }
+        for phase in PHASES + trace.EXTRA:
+            rows.append({**base, "phase": phase, "seconds": phases[f"{phase}_s"]})
+    return rows
 
 
 def _readable(name, read):

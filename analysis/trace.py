@@ -1,6 +1,7 @@
 """Phases of a native run's iterations from each rank's merged Chrome trace (workloads/trace.py).
 
-Each event is classified by its name (`classify`, one rule list per framework):
+Each event is classified by its name (`classify`, by the rules its framework declares:
+workloads/frameworks/<name>/__init__.py, TRACE_RULES and trace_rest):
 - io, h2d: the loop's own annotations around staging the batch and moving it to the device;
 - backward, update: the framework's backward operations and optimizer operations;
 - forward: in TensorFlow's compiled step, every other operation (the model's and the loss's); in
@@ -25,37 +26,12 @@ import json
 import math
 from pathlib import Path
 
-from harness.vocabulary import PHASES
+from harness.vocabulary import BACKWARD, COMM_TOTAL, FORWARD, H2D, IO, PHASES, UPDATE
+from workloads import frameworks
 
-COMPUTE_PRIORITY = ("io", "h2d", "update", "backward", "forward")
-EXTRA = ("comm_total", "overlap")
-DEVICE_CATS = ("cuda",)  # the profiler's device activity (PyTorch on the GPU: workloads/torch_trainer.py)
-
-# (prefix or substring test, class) per framework, first match wins. "ignore" drops containers.
-RULES = {
-    "torch": [
-        ("prefix", "autograd::engine::evaluate_function", "backward"),
-        ("prefix", "Optimizer.step", "update"),
-        ("prefix", "Optimizer.zero_grad", "update"),
-        ("prefix", "ProfilerStep", "ignore"),
-        ("prefix", "cuda", "ignore"),  # runtime API calls (cudaLaunchKernel, ...) on the host
-    ],
-    "tensorflow": [  # operation names: scope/node:OpType (the trainer names its scopes)
-        ("prefix", "gradient_tape/", "backward"),
-        ("prefix", "update/", "update"),
-        ("prefix", "allreduce/", "ignore"),  # Horovod ops' enqueue; the allreduce is in Horovod's timeline
-        ("contains", "HorovodAllreduce", "ignore"),
-        ("contains", "HorovodGroupedAllreduce", "ignore"),
-    ],
-    "mxnet": [  # bulked operators are one event, their names joined by commas
-        ("contains", "_backward_", "backward"),
-        ("contains", "sgd_", "update"),
-        ("prefix", "horovod", "ignore"),
-        ("prefix", "DeleteVariable", "ignore"),
-        ("prefix", "WaitForVar", "ignore"),
-        ("prefix", "WaitForAll", "ignore"),
-    ],
-}
+COMPUTE_PRIORITY = (IO, H2D, UPDATE, BACKWARD, FORWARD)
+EXTRA = (COMM_TOTAL, "overlap")
+DEVICE_CATS = ("cuda",)  # the profiler's device activity (PyTorch on the GPU: workloads/frameworks/torch/trainer.py)
 
 
 def classify(framework, event):
@@ -69,37 +45,16 @@ def classify(framework, event):
     if cat != "framework":
         return None
     if name == "dlscale:io":
-        return "io"
+        return IO
     if name == "dlscale:h2d":
-        return "h2d"
+        return H2D
     if name.startswith("dlscale:"):
         return None
-    for test, text, cls in RULES.get(framework, []):
+    declared = frameworks.get(framework)
+    for test, text, cls in declared.TRACE_RULES:
         if name.startswith(text) if test == "prefix" else text in name:
             return None if cls == "ignore" else cls
-    if framework == "tensorflow":
-        # one compiled graph: any other operation is the forward pass (the model's and the loss's),
-        # wherever the executor ran it (some gradient-shape work runs early)
-        return "forward" if _tf_op(event) else None
-    return "compute"
-
-
-def _tf_op(event):
-    """TensorFlow host events that are operations (`node_name:OpType`), not executor spans."""
-    name = event.get("name", "")
-    return ":" in name and not name.startswith(
-        (
-            "Executor",
-            "FunctionRun",
-            "EagerExecute",
-            "EagerLocalExecute",
-            "EagerKernelExecute",
-            "Iterator",
-            "ThreadpoolListener",
-            "KernelAndDeviceFunc",
-            "$",
-        )
-    )
+    return declared.trace_rest(event)
 
 
 def _union(intervals):
@@ -125,7 +80,7 @@ def derive(framework, events):
     classified = []
     for e in host:
         cls = classify(framework, e)
-        if cls and not (device and cls in ("forward", "backward", "update", "compute")):
+        if cls and not (device and cls in (FORWARD, BACKWARD, UPDATE, "compute")):
             classified.append((e["ts"], e["ts"] + e.get("dur", 0), cls))
     out = {}
     for it in iterations:
@@ -143,7 +98,7 @@ def device_classes(framework, host, device, t0, t1):
     the host's backward operations (as on the CPU); host-to-device copies are h2d. Host compute
     events themselves are then not counted (io, h2d and Horovod's are)."""
     launched_by = {e["args"]["correlation"]: e for e in host if "correlation" in e.get("args", {})}
-    backward = [e for e in host if t0 <= e["ts"] < t1 and classify(framework, e) == "backward"]
+    backward = [e for e in host if t0 <= e["ts"] < t1 and classify(framework, e) == BACKWARD]
     first_bwd = min((e["ts"] for e in backward), default=math.inf)
     last_bwd = max((e["ts"] + e.get("dur", 0) for e in backward), default=math.inf)
     out = []
@@ -151,25 +106,25 @@ def device_classes(framework, host, device, t0, t1):
         if not t0 <= e["ts"] < t1 or e["name"].startswith("dlscale:"):  # the annotations' device-side copies
             continue
         if e["name"].startswith("Memcpy HtoD"):
-            cls = "h2d"
+            cls = H2D
         else:
             op = launched_by.get(e["args"].get("linked"))
             cls = classify(framework, op) if op else "compute"
-            if op and cls in (None, "compute", "io", "h2d"):
-                cls = "forward" if op["ts"] < first_bwd else ("update" if op["ts"] >= last_bwd else "backward")
+            if op and cls in (None, "compute", IO, H2D):
+                cls = FORWARD if op["ts"] < first_bwd else (UPDATE if op["ts"] >= last_bwd else BACKWARD)
         out.append((e["ts"], e["ts"] + e.get("dur", 0), cls))
     return out
 
 
 def phases_of(intervals, t0, t1):
     """Phase seconds of one iteration [t0, t1] (microseconds) from classified intervals."""
-    backward = [(a, b) for a, b, c in intervals if c == "backward"]
+    backward = [(a, b) for a, b, c in intervals if c == BACKWARD]
     first_bwd = min((a for a, _ in backward), default=math.inf)
     last_bwd = max((b for _, b in backward), default=math.inf)
     resolved = []
     for a, b, c in intervals:
         if c == "compute":
-            c = "forward" if a < first_bwd else ("update" if a >= last_bwd else "backward")
+            c = FORWARD if a < first_bwd else (UPDATE if a >= last_bwd else BACKWARD)
         resolved.append((a, b, c))
     edges = sorted([(a, 1, c) for a, b, c in resolved if b > a] + [(b, -1, c) for a, b, c in resolved if b > a])
     edges.append((t1, 0, None))
@@ -182,7 +137,7 @@ def phases_of(intervals, t0, t1):
             if compute and counts["comm"]:
                 overlap += t - now
             phase = compute or ("comm" if counts["comm"] or counts["wait"] else previous)
-            if phase is None or (not compute and phase in ("io", "h2d")):
+            if phase is None or (not compute and phase in (IO, H2D)):
                 # before the first operation, or after the batch was staged: the framework's dispatch
                 # of what comes next, given to the next phase seen
                 pending += t - now
@@ -193,7 +148,7 @@ def phases_of(intervals, t0, t1):
         if cls:
             counts[cls] += delta
     if pending:
-        totals[previous or "io"] += pending
+        totals[previous or IO] += pending
     comm_total = _union([(a, b) for a, b, c in resolved if c == "comm"])
     row = {f"{p}_s": v / 1e6 for p, v in totals.items()}
     row.update(

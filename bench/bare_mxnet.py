@@ -1,6 +1,6 @@
 """A bare MXNet + Horovod training loop: record, backward, trainer.step, with no wait until the
 end (the engine pipelines iterations), no phases and no records (the benchmark's baseline).
-Same model, data, optimizer, threads, device and precision as workloads.mx_trainer in overlap mode:
+Same model, data, optimizer, threads, device and precision as workloads.frameworks.mxnet.trainer in overlap mode:
 on the GPU each step copies its batch from pinned host memory; mixed precision is contrib.amp.
 
 Usage (under mpirun): python bench/bare_mxnet.py SPEC.json -> prints {"throughput_img_per_s": ...}

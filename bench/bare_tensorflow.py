@@ -1,6 +1,6 @@
 """A bare TensorFlow + Horovod training loop: the whole step in one tf.function, no phases, no
 syncs, no records (the benchmark's baseline). Same model, data, optimizer and threads as
-workloads.tf_trainer in overlap mode (one allreduce per gradient; none on one rank), on the same
+workloads.frameworks.tensorflow.trainer in overlap mode (one allreduce per gradient; none on one rank), on the same
 device: on the GPU
 the host batch is copied in the step; mixed precision is the mixed_float16 policy with the same
 dynamic loss scaling (halve on overflow and skip, double after 2000 good steps).

@@ -1,7 +1,7 @@
 """A bare PyTorch + Horovod training loop: no phases, no syncs, no records (the benchmark's baseline).
 
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
-Same model, data, layout, optimizer, threads, device and precision as workloads.torch_trainer in
+Same model, data, layout, optimizer, threads, device and precision as workloads.frameworks.torch.trainer in
 overlap mode: on the GPU each step copies its batch from pinned host memory, and mixed precision is autocast
 float16 with a GradScaler.
 """
@@ -15,8 +15,8 @@ import horovod.torch as hvd
 import torch
 
 from workloads.devices import resolve_layout
+from workloads.frameworks.torch.trainer import DenseView
 from workloads.registry import build_model
-from workloads.torch_trainer import DenseView
 from workloads.train import SyntheticData
 
 spec = json.loads(Path(sys.argv[1]).read_text())

@@ -1,12 +1,12 @@
 """Benchmark (not a test): the layouts each framework can run, against each other, in the harness.
 
-`layout: best` is what each framework's own performance guidance recommends for the device
-(workloads/devices.BEST_LAYOUT); this confirms it on the machine at hand. For every framework and
-every layout its models can run (PyTorch NCHW and NHWC = channels_last; TensorFlow NHWC; MXNet
-NCHW), runs the harness in native timing on one rank, the layouts of a framework in a rotating
-order, several paired trials, and prints per model the median throughput of each layout and the
-median of the paired ratios against the framework's `best` one, with their spread. Writes
-bench/results/layout.csv.
+`layout: best` is what each framework's own performance guidance recommends for the device (its
+package's BEST_LAYOUT, workloads/frameworks/<name>/__init__.py); this confirms it on the machine at
+hand. For every framework and every layout its models can run (PyTorch NCHW and NHWC =
+channels_last; TensorFlow NHWC; MXNet NCHW), runs the harness in native timing on one rank, the
+layouts of a framework in a rotating order, several paired trials, and prints per model the
+median throughput of each layout and the median of the paired ratios against the framework's
+`best` one, with their spread. Writes bench/results/layout.csv.
 
   .venv/bin/python bench/layout.py [--framework torch] [--model resnet50 googlenet alexnet]
       [--batch-size 8] [--image-size 64] [--iterations 10] [--trials 5]
@@ -26,12 +26,12 @@ sys.path.insert(0, str(ROOT))
 from overhead import machine, throughput, write_table  # noqa: E402
 
 from harness import execution, launch, launchers  # noqa: E402
-from workloads.devices import BEST_LAYOUT, LAYOUTS  # noqa: E402
+from workloads import frameworks  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", nargs="+", default=["torch", "tensorflow", "mxnet"])
+    ap.add_argument("--framework", nargs="+", default=list(frameworks.NAMES), choices=frameworks.NAMES)
     ap.add_argument("--model", nargs="+", default=["resnet50", "googlenet", "alexnet"])
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--image-size", type=int, default=64)
@@ -68,7 +68,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.framework:
-            layouts = LAYOUTS[framework]
+            layouts = frameworks.get(framework).LAYOUTS
             for model in args.model:
                 got = {layout: [] for layout in layouts}
                 for trial in range(args.trials):
@@ -93,7 +93,7 @@ def main():
                         if rc != 0:
                             sys.exit(f"{framework} {model} {layout} failed; see {out.parent / f'{out.name}.log'}")
                         got[layout].append(throughput("harness", out.parent, spec, 1, records=out))
-                best = BEST_LAYOUT[framework]
+                best = frameworks.get(framework).BEST_LAYOUT
                 for layout in layouts:
                     ratios = [a / b for a, b in zip(got[layout], got[best])]
                     rows.append(

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.overhead import machine, write_table  # noqa: E402
 from harness import images  # noqa: E402
-
-FRAMEWORKS = ("torch", "tensorflow", "mxnet")
+from workloads import frameworks  # noqa: E402
+from workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
 
 
 def ceiling(framework, files, image_size, work=False):
@@ -50,7 +50,7 @@ def ceiling(framework, files, image_size, work=False):
 
         from workloads import loaders
 
-        items = loaders.TorchImages(files, [0] * len(files), image_size, 0)
+        items = frameworks.module("torch", "loader").TorchImages(files, [0] * len(files), image_size, 0)
 
         def decode(i):
             return items[(0, i)] if work else loaders.decode_pil(io.BytesIO(blobs[i]))
@@ -66,7 +66,7 @@ def ceiling(framework, files, image_size, work=False):
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
         fn = (
-            loaders.tf_transform(image_size, 0)
+            frameworks.module("tensorflow", "loader").image_transform(image_size, 0)
             if work
             else (lambda b: tf.io.decode_jpeg(b, channels=3, dct_method="INTEGER_ACCURATE"))
         )
@@ -94,18 +94,12 @@ def ceiling(framework, files, image_size, work=False):
 
 def loader_rate(framework, dataset, workers, batch, image_size, warmup, batches):
     """Decoded images/s of the framework's loader (one rank), after warm-up batches."""
-    from workloads import loaders
-
-    if framework == "torch":
-        it = loaders.torch_loader(dataset, 0, 1, batch, image_size, workers, 0)
-    elif framework == "tensorflow":
+    if framework == "tensorflow":
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-        it = iter(loaders.tf_dataset(dataset, 0, 1, batch, image_size, workers, 0))
-    else:
-        it = loaders.MxBatches(loaders.mx_iter(dataset, 0, 1, batch, image_size, workers, 0))
+    it = frameworks.module(framework, "loader").stream(dataset, 0, 1, batch, image_size, workers, 0)
     for _ in range(warmup):
         next(it)
     start = time.perf_counter()

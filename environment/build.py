@@ -224,6 +224,23 @@ def _build(path, mpi, log, variant_name="cpu"):
         # Horovod's CMake reads HOROVOD_CUDA_HOME; its PyTorch part asks torch.utils.cpp_extension,
         # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
         cuda.update(HOROVOD_CUDA_HOME=home, CUDA_HOME=home)
+    site = _install_packages(path, py, log, variant_name)
+    with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
+        if variant_name == "cuda":
+            cuda.update(_cuda_build_env(tmp, site, log))
+        src = _horovod_source(py, tmp, log, variant_name)
+        build_env = _horovod_build_env(path, py, site, cuda, variant_name)
+        _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)], log, env=build_env)
+        out, missing = check_build(py, variant_name, build_env)
+    log.write(out)
+    if missing:
+        raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")
+    _write_record(path, py, mpi, variant_name, out)
+
+
+def _install_packages(path, py, log, variant_name):
+    """Make the venv at `path` and install the pinned packages Horovod is built against, with the
+    variant's sitecustomize; returns the venv's site-packages folder."""
     _run([sys.executable, "-m", "venv", str(path)], log)
     _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
     _run([py, "-m", "pip", "install", *recipe.requirements(variant_name), f"cmake=={recipe.BUILD_PINS['cmake']}"], log)
@@ -237,63 +254,79 @@ def _build(path, mpi, log, variant_name="cpu"):
         check=True,
     ).stdout.strip()
     Path(site, "sitecustomize.py").write_text(recipe.sitecustomize(variant_name))
-    with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
-        if variant_name == "cuda":
-            cuda.update(nccl_build_env(site))
-            stub = driver_stub(tmp, Path(site) / "mxnet" / "libmxnet.so")
-            if stub:
-                log.write(f"no NVIDIA driver here: building with the driver stub {stub}/libcuda.so.1\n")
-                cuda["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), cuda["LD_LIBRARY_PATH"]])
-        _run(
-            [
-                py,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                f"horovod=={recipe.HOROVOD_VERSION}",
-                "-d",
-                tmp,
-            ],
-            log,
+    return site
+
+
+def _cuda_build_env(tmp, site, log):
+    """The GPU build's NCCL settings and, on a machine without the NVIDIA driver, the driver stub
+    (made in `tmp`) ahead on LD_LIBRARY_PATH."""
+    env = nccl_build_env(site)
+    stub = driver_stub(tmp, Path(site) / "mxnet" / "libmxnet.so")
+    if stub:
+        log.write(f"no NVIDIA driver here: building with the driver stub {stub}/libcuda.so.1\n")
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), env["LD_LIBRARY_PATH"]])
+    return env
+
+
+def _horovod_source(py, tmp, log, variant_name):
+    """Horovod's source release downloaded and unpacked in `tmp`, with the recipe's edits applied;
+    returns its folder."""
+    _run(
+        [
+            py,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"horovod=={recipe.HOROVOD_VERSION}",
+            "-d",
+            tmp,
+        ],
+        log,
+    )
+    sdist = next(Path(tmp).glob("horovod-*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp, filter="data")
+    src = Path(tmp) / f"horovod-{recipe.HOROVOD_VERSION}"
+    apply_edits(src, recipe.horovod_edits(variant_name))
+    return src
+
+
+def _horovod_build_env(path, py, site, cuda, variant_name):
+    """The environment variables Horovod's build runs with: the recipe's, the CUDA ones in `cuda`,
+    the headers TensorFlow's own include folder lacks, parallel make, and the venv's bin on PATH."""
+    tf_include = (
+        subprocess.run(
+            [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
+            capture_output=True,
+            text=True,
+            check=True,
         )
-        sdist = next(Path(tmp).glob("horovod-*.tar.gz"))
-        with tarfile.open(sdist) as tar:
-            tar.extractall(tmp, filter="data")
-        src = Path(tmp) / f"horovod-{recipe.HOROVOD_VERSION}"
-        apply_edits(src, recipe.horovod_edits(variant_name))
-        tf_include = (
-            subprocess.run(
-                [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            .stdout.strip()
-            .splitlines()[-1]
-        )
-        cpath = [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
-        if variant_name == "cuda":
-            # MXNet's headers include cuBLAS and cuRAND headers, which a minimal CUDA toolkit lacks:
-            # those of PyTorch's CUDA 13 library wheels, the toolkit's release, are there.
-            cpath.append(str(Path(site) / "nvidia" / "cu13" / "include"))
-        if os.environ.get("CPATH"):
-            cpath.append(os.environ["CPATH"])
-        build_env = {
-            **os.environ,
-            **recipe.horovod_build_env(variant_name),
-            **cuda,
-            "CPATH": os.pathsep.join(cpath),
-            "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
-            "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-        }
-        _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)], log, env=build_env)
-        out, missing = check_build(py, variant_name, build_env)
-    log.write(out)
-    if missing:
-        raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    cpath = [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
+    if variant_name == "cuda":
+        # MXNet's headers include cuBLAS and cuRAND headers, which a minimal CUDA toolkit lacks:
+        # those of PyTorch's CUDA 13 library wheels, the toolkit's release, are there.
+        cpath.append(str(Path(site) / "nvidia" / "cu13" / "include"))
+    if os.environ.get("CPATH"):
+        cpath.append(os.environ["CPATH"])
+    return {
+        **os.environ,
+        **recipe.horovod_build_env(variant_name),
+        **cuda,
+        "CPATH": os.pathsep.join(cpath),
+        "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
+        "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
+
+
+def _write_record(path, py, mpi, variant_name, check_build_out):
+    """The environment's record (environment.json): where it is, what it was built from, and what
+    `horovodrun --check-build` said."""
     record = {
         "path": str(path),
         "python": str(py),
@@ -302,7 +335,7 @@ def _build(path, mpi, log, variant_name="cpu"):
         "pins": recipe.all_pins(variant_name),
         "horovod": recipe.HOROVOD_VERSION,
         "mpi": mpi,
-        "check_build": out,
+        "check_build": check_build_out,
     }
     (path / RECORD).write_text(json.dumps(record, indent=2) + "\n")
 

@@ -289,25 +289,8 @@ def parser():
         p = sub.add_parser(name, help=text, description=text)
         _study_options(p)
         p.set_defaults(fn=fn)
-    p = sub.add_parser("env", help="build or find the workload environment")
-    p.add_argument("action", choices=["build", "path"])
-    p.add_argument("--record", help="copy the environment record (JSON) here")
-    p.add_argument(
-        "--link",
-        help="make this path the checkout's overlay on the environment (e.g. .venv): "
-        "the environment's packages and commands, this checkout installed editable",
-    )
-    p.set_defaults(fn=cmd_env)
-    p = sub.add_parser("check-config", help="validate a study config (config/config.yaml and overlays)")
-    p.add_argument("configs", nargs="*", metavar="CONFIG", help="overlays on config/config.yaml, in order")
-    p.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="as snakemake --config (one item per --config)",
-    )
-    p.set_defaults(fn=cmd_check_config)
+    _env_command(sub)
+    _check_config_command(sub)
     p = sub.add_parser("launch", help="run one run of a study by hand")
     p.add_argument(
         "set",
@@ -323,6 +306,39 @@ def parser():
     _study_options(p)
     p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="only runs with these keys")
     p.set_defaults(fn=cmd_retry)
+    _emulate_command(sub)
+    return parser
+
+
+def _env_command(sub):
+    """`dlscale env`: build or find the workload environment."""
+    p = sub.add_parser("env", help="build or find the workload environment")
+    p.add_argument("action", choices=["build", "path"])
+    p.add_argument("--record", help="copy the environment record (JSON) here")
+    p.add_argument(
+        "--link",
+        help="make this path the checkout's overlay on the environment (e.g. .venv): "
+        "the environment's packages and commands, this checkout installed editable",
+    )
+    p.set_defaults(fn=cmd_env)
+
+
+def _check_config_command(sub):
+    """`dlscale check-config`: validate a study config."""
+    p = sub.add_parser("check-config", help="validate a study config (config/config.yaml and overlays)")
+    p.add_argument("configs", nargs="*", metavar="CONFIG", help="overlays on config/config.yaml, in order")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="as snakemake --config (one item per --config)",
+    )
+    p.set_defaults(fn=cmd_check_config)
+
+
+def _emulate_command(sub):
+    """`dlscale emulate`: emulated multi-node clusters."""
     p = sub.add_parser("emulate", help="emulated multi-node clusters (network namespaces)")
     p.add_argument("action", choices=["run", "up", "down", "list"])
     p.add_argument("name", nargs="?", default="cli", help="cluster name for up/down (default: cli)")
@@ -334,7 +350,6 @@ def parser():
     p.add_argument("--hostfile", help="write the cluster's hostfile here (up)")
     p.add_argument("--all", action="store_true", help="remove every emulated cluster (down)")
     p.set_defaults(fn=cmd_emulate)
-    return parser
 
 
 def main(argv=None):

@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from workloads import frameworks
+
 SCHEMA = "dlscale.allreduce/1"
 MIB = 1 << 20
 PATHS = ("mpi", "horovod", "horovod_tensors")
@@ -100,32 +102,14 @@ def host_allreduce(comm):
     return prepare, "mpi (host memory)"
 
 
+def _instrument():
+    """The Horovod binding the sweep hands its tensors through (workloads/frameworks/__init__.py)."""
+    return frameworks.module(frameworks.REFERENCE, "instrument")
+
+
 def horovod_allreduce(comm, tensors=FUSED_PIECES):
-    """Horovod's PyTorch allreduce of host tensors: `tensors` tensors per message (fewer where the
-    message has fewer float32 elements), in place, averaged (so the result stays 1 and each
-    repetition reduces the same numbers)."""
-    import horovod.torch as hvd
-    import torch
-
-    hvd.init(comm=comm)
-
-    def prepare(nbytes):
-        count = nbytes // 4
-        pieces = min(tensors, count)
-        bufs = [torch.ones(n) for n in [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]]
-
-        def run():
-            handles = [
-                hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{tensors}x.{nbytes}.{i}")
-                for i, b in enumerate(bufs)
-            ]
-            for handle in handles:
-                hvd.synchronize(handle)
-            return bufs[0][0].item()
-
-        return run
-
-    return prepare, f"horovod mpi (host memory, {tensors} tensors fused)"
+    """Horovod's allreduce of host tensors, `tensors` per message, in place and averaged."""
+    return _instrument().fused(comm, tensors)
 
 
 def horovod_tensors_allreduce(comm):
@@ -133,33 +117,41 @@ def horovod_tensors_allreduce(comm):
 
 
 def gpu_allreduce(comm):
-    """Horovod's PyTorch allreduce of CUDA tensors on the local rank's GPU (NCCL in the cuda
-    environment), waiting for the GPU before the clock stops."""
-    import horovod.torch as hvd
-    import torch
+    """Horovod's allreduce of CUDA tensors on the local rank's GPU."""
+    instrument = _instrument()
+    try:
+        return instrument.on_gpu(comm)
+    except instrument.NoDevice as e:
+        raise SweepError(str(e)) from None
 
-    hvd.init(comm=comm)
-    if torch.cuda.device_count() <= hvd.local_rank():
-        raise SweepError(
-            f"allreduce sweep on device gpu: PyTorch {torch.__version__} sees "
-            f"{torch.cuda.device_count()} GPU(s), local rank {hvd.local_rank()} needs one; "
-            "run GPU studies on GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)"
-        )
-    torch.cuda.set_device(hvd.local_rank())
 
-    def prepare(nbytes):
-        buf = torch.ones(nbytes // 4, dtype=torch.float32, device="cuda")
-        torch.cuda.synchronize()
+def _paths(device, n, max_bytes):
+    """(path, maker, expected element 0, sizes) of every path the sweep runs on `device`."""
+    if device == "gpu":
+        return [("horovod", gpu_allreduce, n, sizes(max_bytes))]
+    few = [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
+    return [
+        ("mpi", host_allreduce, n, sizes(max_bytes)),
+        ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
+        ("horovod_tensors", horovod_tensors_allreduce, 1, few),
+    ]
 
-        def run():
-            out = hvd.allreduce(buf, op=hvd.Sum, name=f"sweep.{nbytes}")
-            torch.cuda.synchronize()
-            return out[0].item()
 
-        return run
+def _repeated(comm, run):
+    """The slowest rank's time of each repetition (after two warm-ups), and the last result."""
+    from mpi4py import MPI
 
-    nccl = "nccl" if hvd.nccl_built() else "mpi"
-    return prepare, f"horovod {nccl} ({torch.cuda.get_device_name()})"
+    times, warmup = [], 2
+    while not enough(times):
+        comm.Barrier()
+        start = time.perf_counter()
+        result = run()
+        elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+        if warmup:
+            warmup -= 1
+        else:
+            times.append(elapsed)
+    return times, result
 
 
 def main(argv=None):
@@ -171,54 +163,26 @@ def main(argv=None):
     device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
-    paths = (
-        [("horovod", gpu_allreduce, n, sizes(max_bytes))]
-        if device == "gpu"
-        else [
-            ("mpi", host_allreduce, n, sizes(max_bytes)),
-            ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
-            (
-                "horovod_tensors",
-                horovod_tensors_allreduce,
-                1,
-                [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES],
-            ),
-        ]
-    )
     fh = open(out, "w") if rank == 0 else None
-    for path, make, expected, swept in paths:
+    for path, make, expected, swept in _paths(device, n, max_bytes):
         allreduce, transport = make(comm)
         for nbytes in swept:
-            run = allreduce(nbytes)
-            times, warmup = [], 2
-            while not enough(times):
-                comm.Barrier()
-                start = time.perf_counter()
-                result = run()
-                elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
-                if warmup:
-                    warmup -= 1
-                else:
-                    times.append(elapsed)
+            times, result = _repeated(comm, allreduce(nbytes))
             if result != expected:
                 raise SweepError(f"{path} allreduce of {nbytes} bytes gave {result}, expected {expected}")
             if fh:
-                fh.write(
-                    json.dumps(
-                        {
-                            "schema": SCHEMA,
-                            "path": path,
-                            "bytes": nbytes,
-                            "ranks": n,
-                            "host": MPI.Get_processor_name(),
-                            "mpi": MPI.Get_library_version().splitlines()[0],
-                            "transport": transport,
-                            "times_s": times,
-                            "median_s": statistics.median(times),
-                        }
-                    )
-                    + "\n"
-                )
+                row = {
+                    "schema": SCHEMA,
+                    "path": path,
+                    "bytes": nbytes,
+                    "ranks": n,
+                    "host": MPI.Get_processor_name(),
+                    "mpi": MPI.Get_library_version().splitlines()[0],
+                    "transport": transport,
+                    "times_s": times,
+                    "median_s": statistics.median(times),
+                }
+                fh.write(json.dumps(row) + "\n")
                 fh.flush()
     if fh:
         fh.close()

@@ -8,7 +8,7 @@ TIDY_COLUMNS, RUNS_COLUMNS, TENSOR_COLUMNS; analysis/comm.py SWEEP_COLUMNS, FIT_
 analysis/model.py COLUMNS, REPLAY_COLUMNS; harness/vocabulary.py RUN_KEYS, PHASE_COLUMNS): this
 module only says what each name means. It imports the vocabulary and nothing above it."""
 
-from harness.vocabulary import BASELINE_KEYS, PHASE_COLUMNS, RUN_KEYS
+from harness.vocabulary import BACKWARD, BASELINE_KEYS, COMM_TOTAL, FORWARD, H2D, IO, PHASE_COLUMNS, RUN_KEYS, UPDATE
 
 # The run keys: config keys, wildcards of the results tree and columns of every per-run table.
 RUN = {
@@ -31,13 +31,13 @@ RUN = {
 assert set(RUN) == set(RUN_KEYS), "a run key without a description (harness/vocabulary.py RUN_KEYS)"
 
 _PHASE = {
-    "io": "waiting for the next batch and copying it into the host staging buffer",
-    "h2d": "moving the batch to the device (a no-op on the CPU)",
-    "forward": "the forward pass and the loss",
-    "backward": "the backward pass",
+    IO: "waiting for the next batch and copying it into the host staging buffer",
+    H2D: "moving the batch to the device (a no-op on the CPU)",
+    FORWARD: "the forward pass and the loss",
+    BACKWARD: "the backward pass",
     "comm": "exposed communication: what the step still waits for after backward",
-    "update": "the optimizer step and zeroing the gradients",
-    "comm_total": "all allreduce time of the iteration, overlapped or not (native runs' traces)",
+    UPDATE: "the optimizer step and zeroing the gradients",
+    COMM_TOTAL: "all allreduce time of the iteration, overlapped or not (native runs' traces)",
     "overlap": "the part of comm_total during which the rank also computed (native runs' traces)",
 }
 assert set(_PHASE) == set(PHASE_COLUMNS), "a phase without a description (harness/vocabulary.py PHASE_COLUMNS)"

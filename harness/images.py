@@ -17,6 +17,7 @@ every machine with the same Pillow (its libjpeg codes the files); `content_hash`
     python -m harness.images make DIR [--images N] [--classes C] [--seed S]   (ImageFolder tree)
     python -m harness.images tfrecord DIR OUT [--shards K]                    (tf.data's format)
     python -m harness.images recordio DIR OUT                                 (MXNet's .rec + .idx)
+(one command per framework with a format of its own: its package's data.py, COMMAND)
     python -m harness.images prepare OUT [--tree DIR] [--on-corrupt skip|fail] (all of it, checked)
 
 The converters read any ImageNet-style tree (DIR/<class>/<image>.jpg|jpeg|JPEG|png): the user's own
@@ -33,6 +34,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from workloads import frameworks
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
 SHORT_SIDE_MEDIAN = 333
@@ -155,45 +158,9 @@ def content_hash(folder):
     return digest.hexdigest()
 
 
-def _listed(source):
+def listed(source):
     """[(path, label)]: a tree's samples, or the list itself."""
     return samples(source) if isinstance(source, (str, Path)) else list(source)
-
-
-def to_tfrecord(source, out, shards=8):
-    """TFRecord shards OUT/train-<k>-of-<K>.tfrecord of tf.train.Examples (image/encoded: the file's
-    bytes, image/class/label: its class index); sample j goes to shard j mod K."""
-    import tensorflow as tf
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    writers = [tf.io.TFRecordWriter(str(out / f"train-{k:05d}-of-{shards:05d}.tfrecord")) for k in range(shards)]
-    try:
-        for j, (path, label) in enumerate(_listed(source)):
-            feature = {
-                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[path.read_bytes()])),
-                "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
-            }
-            writers[j % shards].write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
-    finally:
-        for w in writers:
-            w.close()
-    return sorted(out.glob("*.tfrecord"))
-
-
-def to_recordio(source, out):
-    """MXNet's indexed RecordIO, OUT.rec and OUT.idx: record j holds sample j's bytes and label."""
-    from mxnet import recordio
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rec = recordio.MXIndexedRecordIO(str(out.with_suffix(".idx")), str(out.with_suffix(".rec")), "w")
-    try:
-        for j, (path, label) in enumerate(_listed(source)):
-            rec.write_idx(j, recordio.pack(recordio.IRHeader(0, float(label), j, 0), path.read_bytes()))
-    finally:
-        rec.close()
-    return out.with_suffix(".rec"), out.with_suffix(".idx")
 
 
 class DataError(RuntimeError):
@@ -215,11 +182,15 @@ class Dataset:
         self.manifest = json.loads(path.read_text())
         self.files = [self._path(f) for f, _ in self.manifest["files"]]
         self.labels = [label for _, label in self.manifest["files"]]
-        self.tfrecords = [self.folder / f for f in self.manifest["tfrecords"]]
-        self.recordio = [self.folder / f for f in self.manifest["recordio"]]
 
     def _path(self, f):
         return Path(f) if Path(f).is_absolute() else self.folder / f
+
+    def form(self, key):
+        """The files of one framework's own format (its data.py's FORMAT), in order."""
+        if key not in self.manifest:
+            raise DataError(f"{self.folder}: {MANIFEST} lists no {key}; prepare the dataset again")
+        return [self._path(f) for f in self.manifest[key]]
 
     def describe(self):
         """What a run's record says of its data."""
@@ -234,7 +205,7 @@ class Dataset:
             "skipped": len(m["skipped"]),
             "skipped_files": [s["file"] for s in m["skipped"]],
             "converted": len(m["converted"]),
-            "tfrecord_shards": len(self.tfrecords),
+            "forms": {f.FORMAT: len(self.manifest.get(f.FORMAT, [])) for f in formats()},
         }
 
 
@@ -258,9 +229,14 @@ def check(path, out_dir):
         raise DataError(f"{path}: not a usable image: {e}") from e
 
 
+def formats():
+    """Every framework's own dataset format (the data.py of its package), in the registry's order."""
+    return [frameworks.module(name, "data") for name in frameworks.with_part("data")]
+
+
 def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corrupt="fail"):
     """Make (or take, `tree`: the user's ImageNet-style folder) the training set, check that every
-    file decodes, and write its TFRecord shards and RecordIO beside OUT/manifest.json. A file that
+    file decodes, and write it in every framework's own format beside OUT/manifest.json. A file that
     does not decode is skipped and listed in the manifest (`on_corrupt: skip`) or stops the
     preparation with its name (`fail`). Returns the Dataset."""
     if on_corrupt not in ON_CORRUPT:
@@ -275,13 +251,36 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
         )
     else:
         tree, source = Path(tree).resolve(), {"path": str(Path(tree).resolve())}
-    found = samples(tree)
     names = sorted(p.name for p in tree.iterdir() if p.is_dir())
     if len(names) > classes:
         raise DataError(
             f"{tree}: {len(names)} class folders, but the networks have {classes} outputs "
             "(set the study's `classes` to at least the number of folders)"
         )
+    kept, skipped, converted = _checked(tree, out, on_corrupt)
+
+    def rel(p):
+        return str(p.relative_to(out)) if p.is_relative_to(out) else str(p)
+
+    manifest = {
+        "source": source,
+        "content_hash": content_hash(tree),
+        "classes": names,
+        "files": [[rel(p), label] for p, label in kept],
+        "skipped": skipped,
+        "converted": converted,
+    }
+    for form in formats():
+        manifest[form.FORMAT] = [rel(p) for p in form.write(kept, out / form.FOLDER, shards)]
+    tmp = out / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset
+    return Dataset(out)
+
+
+def _checked(tree, out, on_corrupt):
+    """(kept [(path, label)], skipped, converted): every file of the tree decoded whole (`check`)."""
+    found = samples(tree)
     kept, skipped, converted = [], [], []
     for path, label in found:
         try:
@@ -296,26 +295,7 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
         kept.append((used, label))
     if not kept:
         raise DataError(f"{tree}: none of its {len(found)} images decodes")
-    tfrecords = to_tfrecord(kept, out / "tfrecord", shards)
-    recordio = to_recordio(kept, out / "recordio" / "train")
-
-    def rel(p):
-        return str(p.relative_to(out)) if p.is_relative_to(out) else str(p)
-
-    manifest = {
-        "source": source,
-        "content_hash": content_hash(tree),
-        "classes": names,
-        "files": [[rel(p), label] for p, label in kept],
-        "skipped": skipped,
-        "converted": converted,
-        "tfrecords": [rel(p) for p in tfrecords],
-        "recordio": [rel(p) for p in recordio],
-    }
-    tmp = out / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-    tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset
-    return Dataset(out)
+    return kept, skipped, converted
 
 
 def prepare_rule(config, python, manifest, log):
@@ -366,13 +346,12 @@ def main(argv=None):
     p.add_argument("--images", type=int, default=1000)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p = sub.add_parser("tfrecord")
-    p.add_argument("dir")
-    p.add_argument("out")
-    p.add_argument("--shards", type=int, default=8)
-    p = sub.add_parser("recordio")
-    p.add_argument("dir")
-    p.add_argument("out")
+    for form in formats():
+        p = sub.add_parser(form.COMMAND, help=form.__doc__.split("\n\n")[0].replace("\n", " "))
+        p.add_argument("dir")
+        p.add_argument("out")
+        if form.SHARDED:
+            p.add_argument("--shards", type=int, default=8)
     p = sub.add_parser("prepare", help="make (or take, --tree) the set, check every file, write all three forms")
     p.add_argument("out")
     p.add_argument("--tree", help="an ImageNet-style folder of your own (default: make one)")
@@ -388,10 +367,9 @@ def main(argv=None):
     elif args.action == "make":
         make(args.dir, args.images, args.classes, args.seed)
         print(f"{args.dir}: {args.images} images, {args.classes} classes, sha256 {content_hash(args.dir)}")
-    elif args.action == "tfrecord":
-        print(*to_tfrecord(args.dir, args.out, args.shards), sep="\n")
     else:
-        print(*to_recordio(args.dir, args.out), sep="\n")
+        form = next(f for f in formats() if f.COMMAND == args.action)
+        print(*form.write(args.dir, args.out, getattr(args, "shards", None)), sep="\n")
     return 0
 
 

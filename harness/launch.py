@@ -137,40 +137,8 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
     _keep_previous(run_dir, attempts_root)
     _fresh_log(log_path)
     spec = run_spec(config, run, run_dir.resolve())
-    spec_path = run_dir / SPEC
     started = time.time()
-    command = workload_command(env_record["python"], spec_path.resolve())
-    try:
-        with job(config, run["nodes"], run["ranks_per_node"], command, rank_env(config)) as job_:
-            hosts, argv, proc_env, cluster = job_
-            spec["launch"] = {
-                "argv": argv,
-                "hosts": hosts,
-                "mpi": env_record.get("mpi", {}),
-                "pins": env_record.get("pins", {}),
-                "environment": env_record.get("key"),
-                "emulated": cluster.describe() if cluster else None,
-            }
-            spec_path.write_text(json.dumps(spec, indent=2) + "\n")
-            rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
-        failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
-    except emulate.EmulationError as exc:
-        argv, rc, failure = [], None, f"emulated cluster: {exc}"
-    except LaunchError as exc:
-        argv, rc, failure = [], None, str(exc)
-    except Interrupted as exc:
-        status = {
-            **{k: spec[k] for k in RUN_KEYS},
-            **run,
-            "status": "interrupted",
-            "reasons": [str(exc)],
-            "elapsed_s": round(time.time() - started, 3),
-            "log": str(log_path),
-        }
-        _write_json(run_dir / ATTEMPT, status)
-        raise
-    finally:
-        shutil.copyfile(log_path, run_dir / LOG)  # the declared log goes when Snakemake redoes the run
+    argv, rc, failure = _run_job(config, run, env_record, spec, run_dir, log_path, started)
     size = run["nodes"] * run["ranks_per_node"]
     problems, _ = check_run(run_dir, size, traced=run["timing"] == "native" and config["profile_iterations"] > 0)
     if failure:
@@ -194,6 +162,52 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
     _write_json(run_dir / ATTEMPT, status)
     _write_json(run_dir / STATUS, status)
     return status
+
+
+def _run_job(config, run, env_record, spec, run_dir, log_path, started):
+    """Run the run's MPI job, its spec.json written once the job's hosts and argv are known, and keep
+    its log in the run folder. Returns (argv, returncode, failure), failure None where the job ran
+    to its end; an interrupted job writes attempt.json and is raised on."""
+    spec_path = run_dir / SPEC
+    command = workload_command(env_record["python"], spec_path.resolve())
+    try:
+        with job(config, run["nodes"], run["ranks_per_node"], command, rank_env(config)) as job_:
+            hosts, argv, proc_env, cluster = job_
+            spec["launch"] = _launch_facts(env_record, hosts, argv, cluster)
+            spec_path.write_text(json.dumps(spec, indent=2) + "\n")
+            rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
+        failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
+    except emulate.EmulationError as exc:
+        argv, rc, failure = [], None, f"emulated cluster: {exc}"
+    except LaunchError as exc:
+        argv, rc, failure = [], None, str(exc)
+    except Interrupted as exc:
+        status = {
+            **{k: spec[k] for k in RUN_KEYS},
+            **run,
+            "status": "interrupted",
+            "reasons": [str(exc)],
+            "elapsed_s": round(time.time() - started, 3),
+            "log": str(log_path),
+        }
+        _write_json(run_dir / ATTEMPT, status)
+        raise
+    finally:
+        shutil.copyfile(log_path, run_dir / LOG)  # the declared log goes when Snakemake redoes the run
+    return argv, rc, failure
+
+
+def _launch_facts(env_record, hosts, argv, cluster):
+    """How the run was launched (spec.json's `launch`): the job's argv and hosts, the environment it
+    ran in, and the emulated cluster where there was one."""
+    return {
+        "argv": argv,
+        "hosts": hosts,
+        "mpi": env_record.get("mpi", {}),
+        "pins": env_record.get("pins", {}),
+        "environment": env_record.get("key"),
+        "emulated": cluster.describe() if cluster else None,
+    }
 
 
 def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root):

@@ -1,12 +1,12 @@
 """Replay: a study's gradient traffic on more nodes than it ran on, without its compute.
 
 `python -m harness.replay OUT.jsonl SPEC.json` under mpirun (SPEC: iterations, warmup, plans):
-for each plan (one 1-rank configuration of the study: its phase times, its gradients' sizes and the time into
-backward at
-which each is ready, or none where communication starts after backward), every rank runs
-`warmup` + `iterations` iterations that wait where the 1-rank run computed and hand gradients of the
-measured sizes to real Horovod allreduces (PyTorch, host tensors, in place, averaged, like
-DistributedOptimizer) in the measured order:
+for each plan (one 1-rank configuration of the study: its phase times, its gradients' sizes and the
+time into backward at which each is ready, or none where communication starts after backward),
+every rank runs `warmup` + `iterations` iterations that wait where the 1-rank run computed and hand
+gradients of the measured sizes to real Horovod allreduces (through the reference framework's
+binding, PyTorch's: host tensors, in place, averaged, like DistributedOptimizer) in the measured
+order:
 
     sleep io + h2d + forward; at each gradient's ready time submit its allreduce; sleep to the end
     of backward; wait for every allreduce; sleep update.
@@ -22,8 +22,10 @@ import json
 import sys
 import time
 
+from harness.vocabulary import BACKWARD_S, FORWARD_S, H2D_S, IO_S, UPDATE_S
+
 SCHEMA = "dlscale.replay/1"
-PHASES_BEFORE = ("io_s", "h2d_s", "forward_s")
+PHASES_BEFORE = (IO_S, H2D_S, FORWARD_S)
 
 
 class ReplayError(ValueError):
@@ -60,7 +62,7 @@ def check_plan(plan):
         raise ReplayError(f"replay plan {plan['key']}: gradient sizes must be positive multiples of 4 bytes")
     if ready is not None and len(ready) != len(sizes):
         raise ReplayError(f"replay plan {plan['key']}: {len(ready)} ready times for {len(sizes)} gradients")
-    if any(plan["phases"].get(k, -1) < 0 for k in PHASES_BEFORE + ("backward_s", "update_s")):
+    if any(plan["phases"].get(k, -1) < 0 for k in PHASES_BEFORE + (BACKWARD_S, UPDATE_S)):
         raise ReplayError(f"replay plan {plan['key']}: phase times missing or negative: {plan['phases']}")
 
 
@@ -70,13 +72,13 @@ def _sleep_until(deadline):
         time.sleep(left)
 
 
-def replay(plan, hvd, torch, iterations, warmup):
+def replay(plan, hvd, ones, iterations, warmup):
     """This rank's (iteration s, exposed communication s) per measured iteration of one plan."""
     phases, sizes = plan["phases"], plan["sizes"]
-    backward = phases["backward_s"]
+    backward = phases[BACKWARD_S]
     ready = [backward] * len(sizes) if plan["ready"] is None else [min(r, backward) for r in plan["ready"]]
     order = sorted(range(len(sizes)), key=lambda i: ready[i])
-    grads = [torch.ones(m // 4) for m in sizes]
+    grads = [ones(m // 4) for m in sizes]
     out = []
     for it in range(warmup + iterations):
         start = time.perf_counter()
@@ -91,7 +93,7 @@ def replay(plan, hvd, torch, iterations, warmup):
         for handle in handles:
             hvd.synchronize(handle)
         comm_end = time.perf_counter()
-        _sleep_until(comm_end + phases["update_s"])
+        _sleep_until(comm_end + phases[UPDATE_S])
         if it >= warmup:
             out.append((time.perf_counter() - start, comm_end - backward_end))
     if any(float(g[0]) != 1.0 for g in grads):
@@ -100,19 +102,19 @@ def replay(plan, hvd, torch, iterations, warmup):
 
 
 def main(argv=None):
-    import horovod.torch as hvd
-    import torch
     from mpi4py import MPI
+
+    from workloads import frameworks
 
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(open(argv[1]).read())
     comm = MPI.COMM_WORLD
-    hvd.init(comm=comm)
-    torch.set_num_threads(1)
+    instrument = frameworks.module(frameworks.REFERENCE, "instrument")
+    hvd = instrument.start(comm, threads=1)
     fh = open(argv[0], "w") if hvd.rank() == 0 else None
     for plan in spec["plans"]:
         check_plan(plan)
-        mine = replay(plan, hvd, torch, spec["iterations"], spec["warmup"])
+        mine = replay(plan, hvd, instrument.ones, spec["iterations"], spec["warmup"])
         every = comm.gather(mine, root=0)
         if fh:
             for i in range(len(mine)):

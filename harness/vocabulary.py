@@ -2,7 +2,9 @@
 phases, the frameworks, and the files of a run folder. The runtime (harness), the workloads and the
 analysis import them from here."""
 
-FRAMEWORKS = ("torch", "tensorflow", "mxnet")
+from workloads import frameworks
+
+FRAMEWORKS = frameworks.NAMES  # the framework registry's list
 
 # A config's study dimensions: one run per combination (and repeat).
 MATRIX_KEYS = (
@@ -18,15 +20,8 @@ MATRIX_KEYS = (
 )
 # What identifies a run: each is a config key, a record field and a table column.
 RUN_KEYS = [
-    "framework",
-    "model",
-    "comm",
-    "layout",
-    "timing",
-    "nodes",
-    "ranks_per_node",
-    "batch_size",
-    "loader_workers",
+    *MATRIX_KEYS,
+    # settings that a study holds fixed, and the repeat
     "image_size",
     "classes",
     "threads_per_rank",
@@ -39,8 +34,17 @@ CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
 BASELINE_KEYS = [k for k in CONFIG_KEYS if k not in ("nodes", "ranks_per_node")]
 
 # The SGD phases of an iteration, and the communication columns native runs' traces add.
-PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
-PHASE_COLUMNS = PHASES + ("comm_total", "overlap")
+IO, H2D, FORWARD, BACKWARD, COMM, UPDATE = PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
+COMM_TOTAL, OVERLAP = "comm_total", "overlap"
+PHASE_COLUMNS = PHASES + (COMM_TOTAL, OVERLAP)
+
+
+def seconds(phase):
+    """A phase's column in the records and the per-iteration tables (seconds)."""
+    return f"{phase}_s"
+
+
+IO_S, H2D_S, FORWARD_S, BACKWARD_S, COMM_S, UPDATE_S = (seconds(p) for p in PHASES)
 
 # Horovod's defaults for tensor fusion (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME), which the
 # tables record per run and the performance model replays.

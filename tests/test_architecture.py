@@ -3,7 +3,12 @@ environment builder sit below the analysis and never import from it; the analysi
 
 import ast
 
+import yaml
+
+from harness.vocabulary import PHASES, seconds
 from tests.conftest import ROOT
+from workloads import frameworks
+from workloads.registry import MODELS
 
 BELOW = ("harness", "workloads", "environment")
 
@@ -25,3 +30,110 @@ def test_the_runtime_never_imports_the_analysis():
         if name == "analysis" or name.startswith("analysis.")
     ]
     assert not upward, "imports from analysis/ below it:\n" + "\n".join(upward)
+
+
+# --- one owner for each fact -------------------------------------------------------------------
+
+SCANNED = ("harness", "workloads", "analysis", "environment", "rules", "Snakefile", "bench")
+
+
+def _words(name):
+    """What names a framework in code: its word, its Python modules and its Horovod binding."""
+    declared = frameworks.get(name)
+    return {name, *declared.MODULES, f"horovod.{name}"}
+
+
+def _sources():
+    for entry in SCANNED:
+        path = ROOT / entry
+        yield from [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".py", ".smk"))
+
+
+def _names_in(path, words, imports=True):
+    """The words `path` uses as a string or an import (Python), or quoted (Snakemake rules)."""
+    if path.suffix != ".py":
+        return {w for w in words if f'"{w}"' in path.read_text() or f"'{w}'" in path.read_text()}
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and node.value in words:
+            found.add(node.value)
+        for module in _imports(node) if imports else []:
+            found |= {w for w in words if module == w or module.startswith(w + ".")}
+    return found
+
+
+def _imports(node):
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        return [node.module]
+    return []
+
+
+# Outside the frameworks' packages, two folders name frameworks by design: environment/ installs
+# their packages and builds Horovod against them (it runs before any framework can be imported, and
+# its recipe is hashed as one file), and bench/ holds each framework's bare training loop, written
+# apart from the harness on purpose, and the benchmarks that run them.
+BY_DESIGN = ("environment", "bench")
+
+
+def test_only_a_frameworks_own_package_names_it():
+    registry = ROOT / "workloads" / "frameworks" / "__init__.py"
+    stray = []
+    for name in frameworks.NAMES:
+        own = ROOT / "workloads" / "frameworks" / name
+        for path in _sources():
+            if path == registry or path.is_relative_to(own) or path.relative_to(ROOT).parts[0] in BY_DESIGN:
+                continue
+            if found := _names_in(path, _words(name)):
+                stray.append(f"{path.relative_to(ROOT)}: {', '.join(sorted(found))}")
+    assert not stray, "framework names outside their package:\n" + "\n".join(stray)
+
+
+def test_only_the_vocabulary_spells_a_phase():
+    """Phase names and their seconds columns (`overlap` and `comm` are also the comm setting's
+    words, so they are left out of the search)."""
+    words = {p for p in PHASES if p != "comm"} | {seconds(p) for p in PHASES} | {"comm_total"}
+    vocabulary = ROOT / "harness" / "vocabulary.py"
+    stray = [
+        f"{path.relative_to(ROOT)}: {', '.join(sorted(found))}"
+        for path in _sources()
+        if path != vocabulary and path.relative_to(ROOT).parts[0] != "bench"
+        if (found := _names_in(path, words, imports=False))
+    ]
+    assert not stray, "phase names typed outside harness/vocabulary.py:\n" + "\n".join(stray)
+
+
+def test_the_names_search_finds_what_it_looks_for(tmp_path):
+    """The searches above can fail: a string, an import and a quoted word in a rule are found."""
+    (tmp_path / "a.py").write_text('import horovod.torch as hvd\nx = {"backward_s": 1}\n')
+    (tmp_path / "b.smk").write_text('rule r:\n    params: fw="mxnet"\n')
+    assert _names_in(tmp_path / "a.py", _words("torch")) == {"horovod.torch"}
+    assert _names_in(tmp_path / "a.py", {"backward_s"}) == {"backward_s"}
+    assert _names_in(tmp_path / "b.smk", _words("mxnet")) == {"mxnet"}
+
+
+def test_no_function_over_50_lines_outside_tests_and_bench():
+    long = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in _sources()
+        if path.suffix == ".py" and path.relative_to(ROOT).parts[0] != "bench"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 50
+    ]
+    assert not long, "functions over 50 lines:\n" + "\n".join(long)
+
+
+def test_the_schema_names_the_registered_frameworks_and_models():
+    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    assert _enum(schema, "framework") == list(frameworks.NAMES)
+    assert _enum(schema, "model") == list(MODELS)
+
+
+def _enum(schema, key):
+    """The values the schema allows for `key` (a list of them, or one)."""
+    spec = schema["properties"][key]
+    for branch in spec.get("oneOf", spec.get("anyOf", [spec])):
+        if "items" in branch:
+            return branch["items"]["enum"]
+    return spec["enum"]

@@ -51,7 +51,7 @@ def gpu_spec(tmp_path, **over):
 @pytest.fixture(scope="module")
 def trainer(tmp_path_factory):
     pytest.importorskip("horovod.torch")
-    from workloads import torch_trainer
+    from workloads.frameworks.torch import trainer as torch_trainer
 
     return torch_trainer.Trainer(gpu_spec(tmp_path_factory.mktemp("gpu")))
 

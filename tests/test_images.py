@@ -8,6 +8,7 @@ import pytest
 from PIL import Image
 
 from harness import images
+from workloads import frameworks
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_the_spectrum_falls_like_a_photographs():
 def test_tfrecord_shards_hold_every_sample_once(tree, tmp_path):
     import tensorflow as tf
 
-    shards = images.to_tfrecord(tree, tmp_path / "tfrecord", shards=4)
+    shards = frameworks.module("tensorflow", "data").write(tree, tmp_path / "tfrecord", shards=4)
     assert len(shards) == 4
     spec = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
@@ -73,7 +74,7 @@ def test_tfrecord_shards_hold_every_sample_once(tree, tmp_path):
 def test_recordio_holds_every_sample_in_order(tree, tmp_path):
     from mxnet import recordio
 
-    rec, idx = images.to_recordio(tree, tmp_path / "train")
+    rec, idx = frameworks.module("mxnet", "data").write(tree, tmp_path / "train")
     reader = recordio.MXIndexedRecordIO(str(idx), str(rec), "r")
     samples = images.samples(tree)
     assert sorted(reader.keys) == list(range(len(samples)))

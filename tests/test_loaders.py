@@ -8,8 +8,12 @@ import pytest
 from PIL import Image
 
 from harness import images
-from workloads import loaders
+from workloads import frameworks, loaders
 from workloads.loaders import DataError
+
+torch_loader = frameworks.module("torch", "loader")
+tf_loader = frameworks.module("tensorflow", "loader")
+mx_loader = frameworks.module("mxnet", "loader")
 
 
 def unnormalized(x):
@@ -19,12 +23,12 @@ def unnormalized(x):
 def first_batch(framework, dataset, size, batch, rank=0, ranks=1, augment=False):
     """NHWC float32 0-255 values of a loader's first batch, and its labels."""
     if framework == "torch":
-        x, y = next(loaders.torch_loader(dataset, rank, ranks, batch, size, 1, 0, augment=augment))
+        x, y = next(torch_loader.loader(dataset, rank, ranks, batch, size, 1, 0, augment=augment))
         return unnormalized(x.numpy().transpose(0, 2, 3, 1)), y.numpy()
     if framework == "tensorflow":
-        x, y = next(iter(loaders.tf_dataset(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
+        x, y = next(iter(tf_loader.records(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
         return unnormalized(x.numpy()), y.numpy()
-    x, y = next(loaders.MxBatches(loaders.mx_iter(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
+    x, y = next(mx_loader.Batches(mx_loader.record_iter(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
     return unnormalized(x.asnumpy().transpose(0, 2, 3, 1)), y.asnumpy().astype(int)
 
 
@@ -70,15 +74,17 @@ def one_epoch(framework, dataset, rank, ranks):
     """Labels of everything rank reads in its first epoch (batch 1, augmentation on)."""
     if framework == "torch":
         n = len(loaders.shard(len(dataset.files), rank, ranks, 0, 0))
-        it = loaders.torch_loader(dataset, rank, ranks, 1, 64, 1, 0)
+        it = torch_loader.loader(dataset, rank, ranks, 1, 64, 1, 0)
         return [int(next(it)[1]) for _ in range(n)]
     if framework == "tensorflow":  # the rank's shards once, without repeat
-        ds = loaders.tf_dataset(dataset, rank, ranks, 1, 64, 1, 0)
+        ds = tf_loader.records(dataset, rank, ranks, 1, 64, 1, 0)
         n = sum(
-            1 for f in dataset.tfrecords[rank::ranks] for _ in __import__("tensorflow").data.TFRecordDataset(str(f))
+            1
+            for f in dataset.form("tfrecords")[rank::ranks]
+            for _ in __import__("tensorflow").data.TFRecordDataset(str(f))
         )
         return [int(y[0]) for _, y in ds.take(n)]
-    it = loaders.mx_iter(dataset, rank, ranks, 1, 64, 1, 0)
+    it = mx_loader.record_iter(dataset, rank, ranks, 1, 64, 1, 0)
     return [int(b.label[0].asnumpy()[0]) for b in it]  # one pass ends the epoch
 
 
@@ -87,7 +93,7 @@ def one_epoch(framework, dataset, rank, ranks):
 def test_the_ranks_together_read_every_image_once_per_epoch(labelled, framework, ranks):
     if framework == "tensorflow":  # whole shards per rank
         with pytest.raises(DataError, match="4 TFRecord shards for 5 ranks"):
-            loaders.tf_dataset(labelled, 0, 5, 1, 64, 1, 0)
+            tf_loader.records(labelled, 0, 5, 1, 64, 1, 0)
     read = [one_epoch(framework, labelled, r, ranks) for r in range(ranks)]
     assert sorted(sum(read, [])) == list(range(12)), read
     assert all(read), read  # every rank gets some
@@ -182,7 +188,7 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
         assert not errors
         data = recs[0]["data"]
         assert (data["kind"], data["images"], data["skipped"], data["loader_workers"]) == ("images", 16, 0, 1)
-        assert data["loader_img_per_s"] > 0 and data["loader"] == loaders.DESCRIPTION[framework]
+        assert data["loader_img_per_s"] > 0 and data["loader"] == frameworks.get(framework).LOADER
         steps = [r for r in recs if r["kind"] == "step"]
         assert len(steps) == conf["warmup"] + conf["iterations"] and all(s["io_s"] > 0 for s in steps)
         assert all(np.isfinite(s["loss"]) for s in steps)

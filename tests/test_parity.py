@@ -6,9 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from workloads import transfer
+from workloads import frameworks
 from workloads.registry import build_model
 from workloads.train import SyntheticData
+
+reference = frameworks.module(frameworks.REFERENCE, "weights")
+tf_weights = frameworks.module("tensorflow", "weights")
+mx_weights = frameworks.module("mxnet", "weights")
 
 NETWORKS = ["alexnet", "googlenet", "resnet50", "tinynet"]
 # float32 through up to 50 layers in three libraries: relative to the largest logit.
@@ -34,7 +38,7 @@ def counts(shapes):
 
 @pytest.mark.parametrize("name", NETWORKS)
 def test_parameters_equal_layer_by_layer(name):
-    source = transfer.torch_layers(build_model("torch", name, 1000))
+    source = reference.layers(build_model("torch", name, 1000))
     torch_counts = [counts(a.shape for a in arrays) for _, _, arrays in source]
 
     tf_model = build_model("tensorflow", name, 1000, 64)
@@ -62,15 +66,15 @@ def test_same_weights_same_logits(name):
     x = np.random.default_rng(1).standard_normal((2, 3, 64, 64), dtype=np.float32)
     with torch.no_grad():
         ref = model(torch.from_numpy(x)).numpy()
-    source = transfer.torch_layers(model)
+    source = reference.layers(model)
 
     tf_model = build_model("tensorflow", name, 1000, 64)
-    transfer.to_tensorflow(tf_model, source)
+    tf_weights.load(tf_model, source)
     tf_logits = tf_model(x.transpose(0, 2, 3, 1), training=False).numpy()
 
     net = build_model("mxnet", name, 1000, 64)
     net.initialize()
-    transfer.to_mxnet(net, source)
+    mx_weights.load(net, source)
     mx_logits = net(mx.nd.array(x)).asnumpy()
 
     scale = np.abs(ref).max()
@@ -83,9 +87,9 @@ def test_same_weights_same_logits(name):
 
 
 def test_transfer_refuses_a_mismatched_network():
-    source = transfer.torch_layers(build_model("torch", "tinynet", 1000))
+    source = reference.layers(build_model("torch", "tinynet", 1000))
     with pytest.raises(ValueError, match="TensorFlow model has 8 weight layers, PyTorch 3"):
-        transfer.to_tensorflow(build_model("tensorflow", "alexnet", 1000, 64), source)
+        tf_weights.load(build_model("tensorflow", "alexnet", 1000, 64), source)
 
 
 def test_every_framework_sees_the_same_data():

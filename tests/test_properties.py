@@ -20,13 +20,14 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from analysis import comm, figures, model, steps, tidy, trace
+from analysis import comm, figures, model, steps, tidy
 from harness import allreduce, checks, launch
 from harness import config as cfg
 from harness.records import Writer
 from harness.rule import Files
 from harness.vocabulary import PHASES, RUN_KEYS, SPEC, STATUS, records_name, trace_name
 from tests.conftest import ENV_RECORD, tiny_config
+from workloads import frameworks
 
 ENUMS = {
     k: v["items"]["enum"]
@@ -50,8 +51,8 @@ SWEEP_FATES = ("ok", "one size", "failed", "failed midway", "empty")
 
 
 def _event_name(framework, cls):
-    """A trace event name that the framework's trace rules (analysis/trace.py) class as `cls`."""
-    test, text, _ = next(rule for rule in trace.RULES[framework] if rule[2] == cls)
+    """A trace event name that the framework's trace rules (its TRACE_RULES) class as `cls`."""
+    test, text, _ = next(rule for rule in frameworks.get(framework).TRACE_RULES if rule[2] == cls)
     return text if test == "prefix" else f"op{text}"
 
 

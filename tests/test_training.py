@@ -185,8 +185,9 @@ def test_a_killed_ranks_temporary_folder_is_removed_by_the_next_rank_on_the_node
     """A rank killed by a signal cannot remove its folder; the next rank starting on the node does,
     and leaves those of ranks still alive."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    rank = (
-        "from workloads.train import private_tmpdir; import time; print(private_tmpdir(), flush=True); time.sleep(600)"
+    rank = "; ".join(
+        ["from workloads.scratch import private_tmpdir", "import time", "print(private_tmpdir(), flush=True)"]
+        + ["time.sleep(600)"]
     )
     killed, alive = (
         subprocess.Popen([sys.executable, "-c", rank], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
@@ -198,7 +199,7 @@ def test_a_killed_ranks_temporary_folder_is_removed_by_the_next_rank_on_the_node
         killed.wait()
         assert folders[0].is_dir()  # SIGKILL: nothing ran in the rank
         starting = subprocess.run(
-            [sys.executable, "-c", "from workloads.train import private_tmpdir; private_tmpdir()"],
+            [sys.executable, "-c", "from workloads.scratch import private_tmpdir; private_tmpdir()"],
             env=env,
             capture_output=True,
             text=True,

@@ -4,6 +4,8 @@ cannot use fails with the reason; it never falls back to the CPU."""
 import os
 import subprocess
 
+from workloads import frameworks
+
 
 class DeviceError(RuntimeError):
     pass
@@ -55,27 +57,12 @@ class LayoutError(ValueError):
     pass
 
 
-# The layout each framework's own performance guidance recommends, per device (`layout: best`),
-# measured on the CPU (README, fairness table; bench/layout.py repeats the measurement):
-# - PyTorch: channels_last (NHWC) for convolutional networks, on the CPU (oneDNN's blocked kernels;
-#   measured ResNet-50 1.57x, GoogLeNet 1.43x) and on GPUs (cuDNN's NHWC Tensor Core kernels).
-# - TensorFlow: NHWC, Keras's default; its CPU convolutions run NHWC only, and on GPUs Grappler's
-#   layout optimizer converts convolutions to the layout cuDNN runs fastest.
-# - MXNet: NCHW; its CPU convolutions (MKLDNN) take NCHW, and the Gluon models are written NCHW.
-BEST_LAYOUT = {"torch": "NHWC", "tensorflow": "NHWC", "mxnet": "NCHW"}
-# Layouts each framework's models here can run, and why not the other.
-LAYOUTS = {"torch": ("NCHW", "NHWC"), "tensorflow": ("NHWC",), "mxnet": ("NCHW",)}
-WHY_NOT = {
-    "tensorflow": "TensorFlow's CPU convolutions run NHWC only, and on GPUs its layout optimizer already "
-    "converts NHWC convolutions to what cuDNN runs fastest; the TensorFlow models are NHWC",
-    "mxnet": "MXNet 1.9.1's CPU convolutions (MKLDNN) run NCHW, and the MXNet models are written NCHW",
-}
-
-
 def resolve_layout(framework, asked):
-    """The layout a run uses: `best` becomes the framework's recommended one; a forced layout the
-    framework cannot run is a LayoutError saying why."""
-    layout = BEST_LAYOUT[framework] if asked == "best" else asked
-    if layout not in LAYOUTS[framework]:
-        raise LayoutError(f"layout {asked}: {WHY_NOT[framework]}")
+    """The layout a run uses: `best` becomes the one the framework's own performance guidance
+    recommends (its BEST_LAYOUT; bench/layout.py repeats the measurement); a forced layout the
+    framework cannot run is a LayoutError saying why (its LAYOUT_NOTE)."""
+    declared = frameworks.get(framework)
+    layout = declared.BEST_LAYOUT if asked == "best" else asked
+    if layout not in declared.LAYOUTS:
+        raise LayoutError(f"layout {asked}: {declared.LAYOUT_NOTE}")
     return layout

@@ -8,11 +8,14 @@ Convention (stated with every number it produces):
 - a training step costs 3x the forward pass: backward computes the gradients of the inputs and of
   the weights, each about as costly as the forward.
 The networks are the same in all three frameworks (tests/test_parity.py), so they are counted once,
-on the PyTorch definition, at the study's input size. At 224x224 the forward multiply-adds are
-torchvision's published figures (AlexNet 0.714 G, GoogLeNet 1.498 G, ResNet-50 4.089 G; tested).
+on the reference framework's definition (PyTorch's: workloads/frameworks/torch/flops.py), at the
+study's input size. At 224x224 the forward multiply-adds are torchvision's published figures
+(AlexNet 0.714 G, GoogLeNet 1.498 G, ResNet-50 4.089 G; tested).
 """
 
 from functools import cache
+
+from workloads import frameworks
 
 CONVENTION = "2 FLOPs per multiply-add; conv and linear layers only; training = 3 x forward"
 
@@ -20,27 +23,5 @@ CONVENTION = "2 FLOPs per multiply-add; conv and linear layers only; training = 
 @cache
 def per_image(model, image_size, classes=1000):
     """{"forward_macs", "train_flops"} of one image through `model` at image_size x image_size."""
-    import torch
-
-    from workloads.registry import build_model
-
-    net = build_model("torch", model, classes).eval()
-    macs = []
-
-    def conv(m, _inputs, out):
-        macs.append(out[0].numel() * (m.in_channels // m.groups) * m.kernel_size[0] * m.kernel_size[1])
-
-    def linear(m, _inputs, out):
-        macs.append(out[0].numel() * m.in_features)
-
-    hooks = [
-        m.register_forward_hook(conv if isinstance(m, torch.nn.Conv2d) else linear)
-        for m in net.modules()
-        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))
-    ]
-    with torch.no_grad():
-        net(torch.zeros(1, 3, image_size, image_size))
-    for h in hooks:
-        h.remove()
-    forward = sum(macs)
+    forward = frameworks.module(frameworks.REFERENCE, "flops").forward_macs(model, image_size, classes)
     return {"forward_macs": forward, "train_flops": 3 * 2 * forward}

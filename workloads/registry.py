@@ -1,16 +1,11 @@
 """Model registry: one definition per network per framework, looked up by name.
 
-Framework modules are imported lazily, so looking up a PyTorch model never imports TensorFlow.
+A framework's networks are in its package's models.py (workloads/frameworks/<name>/), imported
+when first asked for, so looking up a PyTorch model never imports TensorFlow.
 """
 
-import importlib
+from workloads import frameworks
 
-# framework name -> module that registers its models (and holds its trainer)
-FRAMEWORK_MODULES = {
-    "torch": "workloads.torch_models",
-    "tensorflow": "workloads.tf_models",
-    "mxnet": "workloads.mx_models",
-}
 MODELS = ("alexnet", "googlenet", "resnet50", "tinynet")
 
 _REGISTRY = {}
@@ -26,9 +21,7 @@ def register(framework, name):
 
 def build_model(framework, name, classes, image_size=224):
     """The network `name` in `framework` (TensorFlow builds for a fixed input size)."""
-    if framework not in FRAMEWORK_MODULES:
-        raise KeyError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORK_MODULES)}")
-    importlib.import_module(FRAMEWORK_MODULES[framework])
+    frameworks.module(framework, "models")  # registers them
     known = sorted(n for f, n in _REGISTRY if f == framework)
     if (framework, name) not in _REGISTRY:
         raise KeyError(f"unknown model {name!r} for {framework}; known: {', '.join(known)}")

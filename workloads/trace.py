@@ -61,7 +61,26 @@ def framework_offset(events, spans, clock):
 def merge(framework, rank, clock, spans, events, timeline_path):
     """The rank's Chrome trace as a dict (see the module's docstring)."""
     offset = framework_offset(events, spans, clock)
-    out = [
+    out = _loop_events(rank, clock, spans) + _framework_events(rank, events, offset)
+    # Horovod opens the file when the timeline starts and writes its header with the first event:
+    # an empty file is a timeline with no collective operation in it (one rank).
+    recorded = Path(timeline_path).exists()
+    hvd = _horovod_events(rank, timeline_path) if recorded else []
+    out += hvd
+    meta = {
+        "framework": framework,
+        "rank": rank,
+        "clock": "Unix microseconds",
+        "framework_offset_us": offset,
+        "horovod_timeline": str(timeline_path) if recorded else None,
+        "horovod_events": len(hvd),
+    }
+    return {"traceEvents": sorted(out, key=lambda e: e["ts"]), "displayTimeUnit": "ms", "otherData": meta}
+
+
+def _loop_events(rank, clock, spans):
+    """The loop's own iterations, on the Unix clock."""
+    return [
         {
             "name": "iteration",
             "cat": "dlscale",
@@ -74,7 +93,12 @@ def merge(framework, rank, clock, spans, events, timeline_path):
         }
         for it, (start, end, _loss) in sorted(spans.items())
     ]
-    out += [
+
+
+def _framework_events(rank, events, offset):
+    """The framework profiler's events (less the iteration annotations), moved onto the Unix clock by
+    `offset`; each keeps its own category as `source_cat`."""
+    return [
         {
             **e,
             "cat": "framework",
@@ -85,33 +109,24 @@ def merge(framework, rank, clock, spans, events, timeline_path):
         for e in events
         if not e["name"].startswith(ITERATION)
     ]
-    # Horovod opens the file when the timeline starts and writes its header with the first event:
-    # an empty file is a timeline with no collective operation in it (one rank).
-    recorded = Path(timeline_path).exists()
-    zero, hvd_events = read_timeline(timeline_path) if recorded else (None, [])
-    spans = horovod_spans(hvd_events)
-    for activity, tensor, start, end in spans:
-        out.append(
-            {
-                "name": activity,
-                "cat": "horovod",
-                "ph": "X",
-                "pid": rank,
-                "tid": HOROVOD_TID,
-                "ts": zero + start,
-                "dur": end - start,
-                "args": {"tensor": tensor},
-            }
-        )
-    meta = {
-        "framework": framework,
-        "rank": rank,
-        "clock": "Unix microseconds",
-        "framework_offset_us": offset,
-        "horovod_timeline": str(timeline_path) if recorded else None,
-        "horovod_events": len(spans),
-    }
-    return {"traceEvents": sorted(out, key=lambda e: e["ts"]), "displayTimeUnit": "ms", "otherData": meta}
+
+
+def _horovod_events(rank, timeline_path):
+    """The rank's Horovod timeline spans, on the Unix clock through the timeline's stated start."""
+    zero, hvd_events = read_timeline(timeline_path)
+    return [
+        {
+            "name": activity,
+            "cat": "horovod",
+            "ph": "X",
+            "pid": rank,
+            "tid": HOROVOD_TID,
+            "ts": zero + start,
+            "dur": end - start,
+            "args": {"tensor": tensor},
+        }
+        for activity, tensor, start, end in horovod_spans(hvd_events)
+    ]
 
 
 def write(path, framework, rank, clock, spans, events, timeline_path):

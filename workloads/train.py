@@ -20,8 +20,6 @@ and HOROVOD_TIMELINE=DYNAMIC (set by the launcher), phased runs have rank 0 reco
 of the measured iterations only, in ``timeline.json``.
 """
 
-import fcntl
-import importlib
 import json
 import math
 import os
@@ -36,10 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from harness.records import IDENTITY, Writer
-from harness.vocabulary import TIMELINE, records_name, trace_name
-from workloads import trace
+from harness.vocabulary import BACKWARD_S, COMM_S, FORWARD_S, H2D_S, IO_S, TIMELINE, UPDATE_S, records_name, trace_name
+from workloads import frameworks, trace
+from workloads.scratch import private_tmpdir
 
-TRAINERS = {"torch": "workloads.torch_trainer", "tensorflow": "workloads.tf_trainer", "mxnet": "workloads.mx_trainer"}
 POOL = 4  # distinct synthetic batches per rank, used in turn
 
 
@@ -117,7 +115,7 @@ def open_data(trainer, spec):
         spec["image_size"],
         workers,
         spec["seed"],
-        pin=getattr(trainer, "gpu", False),
+        pin=trainer.gpu,
     )
     next(stream)  # waits for the workers to start
     for _ in range(DRAIN_MOST):  # take what was made ahead meanwhile, until a batch is waited for
@@ -133,7 +131,7 @@ def open_data(trainer, spec):
         **dataset.describe(),
         "loader_workers": workers,
         "loader_img_per_s": rate,
-        "loader": loaders.DESCRIPTION[trainer.name],
+        "loader": frameworks.get(trainer.name).LOADER,
     }
 
 
@@ -142,10 +140,11 @@ DRAIN_MOST, WAITED_S = 64, 5e-4
 
 
 def load_trainer(spec):
-    framework = spec["framework"]
-    if framework not in TRAINERS:
-        raise SystemExit(f"unknown framework {framework!r}; known: {', '.join(TRAINERS)}")
-    return importlib.import_module(TRAINERS[framework]).Trainer(spec)
+    try:
+        trainer = frameworks.module(spec["framework"], "trainer")
+    except frameworks.UnknownFramework as e:
+        raise SystemExit(str(e)) from None
+    return trainer.Trainer(spec)
 
 
 def timed_step(trainer, fetch):
@@ -172,12 +171,12 @@ def timed_step(trainer, fetch):
     trainer.sync()
     end = now()
     phases = {
-        "io_s": t_io - start,
-        "h2d_s": t_h2d - t_io,
-        "forward_s": t_fwd - t_h2d,
-        "backward_s": t_bwd - t_fwd,
-        "comm_s": t_comm - t_bwd,
-        "update_s": end - t_comm,
+        IO_S: t_io - start,
+        H2D_S: t_h2d - t_io,
+        FORWARD_S: t_fwd - t_h2d,
+        BACKWARD_S: t_bwd - t_fwd,
+        COMM_S: t_comm - t_bwd,
+        UPDATE_S: end - t_comm,
     }
     return phases, start, loss
 
@@ -197,7 +196,7 @@ def profile(trainer, data, first, count, out):
     folder = out / f"profile_rank{trainer.rank}"
     folder.mkdir(exist_ok=True)
     timeline = folder / "horovod_timeline.json"
-    trainer.hvd.start_timeline(str(timeline))
+    trainer.start_timeline(timeline)
     trainer.profile_start(folder)
     trainer.profiling = True
     clock = trace.Clock.now()
@@ -209,7 +208,7 @@ def profile(trainer, data, first, count, out):
         spans[it] = (start, end, trainer.loss_value(loss))
     trainer.profiling = False
     events = trainer.profile_stop()
-    trainer.hvd.stop_timeline()
+    trainer.stop_timeline()
     if trainer.size > 1:  # one rank communicates nothing, and its timeline stays empty
         _settled(timeline)
     trace.write(out / trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events, timeline)
@@ -254,57 +253,9 @@ def provenance(trainer, spec):
         "pid": os.getpid(),
         "environ": {k: os.environ[k] for k in env_keys},
         "tmpdir": tempfile.gettempdir(),  # the rank's own, removed as it ends (private_tmpdir)
-        "framework": trainer.describe(),
+        "framework": trainer.describe().record(),
         "launch": spec.get("launch", {}),
     }
-
-
-SCRATCH = "dlscale-rank-"  # a rank's temporary folder: SCRATCH + a random suffix
-
-
-def private_tmpdir():
-    """A temporary folder of this rank's own under the node's (TMPDIR or /tmp), made the process's
-    and its children's temporary folder before any framework is imported. The frameworks leave files
-    there that they would remove only at interpreter exit, which a rank skips (`leave`): TensorFlow's
-    AutoGraph writes a source file per converted function, multiprocessing (PyTorch's loader workers)
-    a folder for its fork server's socket. The rank removes the folder as it ends, failed or not.
-    A rank killed by a signal cannot: the rank holds a lock on its folder while it lives (the kernel
-    drops it when the process dies, whatever kills it), and every rank starting on the node first
-    removes the folders whose lock nobody holds. The folder is made under another name and renamed
-    once locked, so a folder is never seen unlocked while its rank lives."""
-    base = Path(tempfile.gettempdir())
-    for folder in base.glob(f"{SCRATCH}*"):
-        _remove_if_abandoned(folder)
-    staging = Path(tempfile.mkdtemp(prefix=".dlscale-new-", dir=base))
-    lock = os.open(staging / ".lock", os.O_CREAT | os.O_RDWR, 0o600)  # kept open: held until the rank ends
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-    except OSError:  # a file system without locks (a TMPDIR on some parallel file systems): the other
-        pass  # ranks cannot lock it either, so they take it for live and leave it
-    folder = base / (SCRATCH + staging.name.removeprefix(".dlscale-new-"))
-    staging.rename(folder)
-    os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
-    return folder
-
-
-def _remove_if_abandoned(folder):
-    """Remove a rank's temporary folder if no live process holds its lock (a folder without its lock
-    file is no live rank's: the lock is made before the folder gets its name); leave it if its rank
-    lives or it is another user's."""
-    try:
-        lock = os.open(folder / ".lock", os.O_RDWR)
-    except FileNotFoundError:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    except OSError:
-        return
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return  # its rank lives
-    finally:
-        os.close(lock)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv=None):
@@ -337,51 +288,13 @@ def train(argv, scratch):
         data=described,
         provenance=provenance(trainer, spec),
     )
-    warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
-    native = spec["timing"] == "native"
-    profiled = spec.get("profile_iterations", 0) if native else 0
-    # Phased runs: Horovod's timeline (written by rank 0) covers the measured iterations only.
-    timeline = not native and trainer.size > 1 and trainer.rank == 0 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
-    ready = []
     started = time.perf_counter()
-    for it in range(total):
-        if timeline and it == warmup:
-            trainer.hvd.start_timeline(str(out / TIMELINE))
-        if native:
-            start, loss = native_step(trainer, lambda it=it: data(it))
-            phases = {}
-        else:
-            phases, start, loss = timed_step(trainer, lambda it=it: data(it))
-        if it >= warmup:
-            ready.append(trainer.gradient_ready())
-        loss = trainer.loss_value(loss)
-        # The iteration's wall time is taken apart from the phases and includes the loop's own
-        # work (loss read-back), so that phases summing to it shows the timing misses nothing.
-        wall = time.perf_counter() - start
-        writer.write(
-            "step",
-            rank=trainer.rank,
-            iteration=it,
-            warmup=it < warmup,
-            profiled=False,
-            **phases,
-            wall_s=wall,
-            loss=loss if math.isfinite(loss) else str(loss),
-        )
-    if timeline:
-        trainer.hvd.stop_timeline()
+    ready = measured(trainer, data, writer, spec, out)
+    total = spec["warmup"] + spec["iterations"]
+    profiled = spec.get("profile_iterations", 0) if spec["timing"] == "native" else 0
     if profiled:
-        spans = profile(trainer, data, total, profiled, out)
-        for it, (start, end, loss) in spans.items():
-            writer.write(
-                "step",
-                rank=trainer.rank,
-                iteration=it,
-                warmup=False,
-                profiled=True,
-                wall_s=end - start,
-                loss=loss if math.isfinite(loss) else str(loss),
-            )
+        for it, (start, end, loss) in profile(trainer, data, total, profiled, out).items():
+            writer.write("step", **_step(trainer, it, False, True, {}, end - start, loss))
     ready = [r for r in ready if r is not None]
     extra = {"gradient_ready_s": np.median(ready, axis=0).tolist()} if ready else {}
     writer.write(
@@ -394,6 +307,47 @@ def train(argv, scratch):
     )
     writer.close()
     leave(data, trainer, scratch)
+
+
+def measured(trainer, data, writer, spec, out):
+    """Warm-up and measured iterations, one record each; returns the measured iterations' gradient
+    ready times (None where the framework reports none)."""
+    warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
+    native = spec["timing"] == "native"
+    # Phased runs: Horovod's timeline (written by rank 0) covers the measured iterations only.
+    timeline = not native and trainer.size > 1 and trainer.rank == 0 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
+    ready = []
+    for it in range(total):
+        if timeline and it == warmup:
+            trainer.start_timeline(out / TIMELINE)
+        if native:
+            start, loss = native_step(trainer, lambda it=it: data(it))
+            phases = {}
+        else:
+            phases, start, loss = timed_step(trainer, lambda it=it: data(it))
+        if it >= warmup:
+            ready.append(trainer.gradient_ready())
+        loss = trainer.loss_value(loss)
+        # The iteration's wall time is taken apart from the phases and includes the loop's own
+        # work (loss read-back), so that phases summing to it shows the timing misses nothing.
+        wall = time.perf_counter() - start
+        writer.write("step", **_step(trainer, it, it < warmup, False, phases, wall, loss))
+    if timeline:
+        trainer.stop_timeline()
+    return ready
+
+
+def _step(trainer, iteration, warmup, profiled, phases, wall, loss):
+    """One iteration's record (a loss that is not finite is kept as its text)."""
+    return dict(
+        rank=trainer.rank,
+        iteration=iteration,
+        warmup=warmup,
+        profiled=profiled,
+        **phases,
+        wall_s=wall,
+        loss=loss if math.isfinite(loss) else str(loss),
+    )
 
 
 def leave(data, trainer, scratch):

@@ -15,6 +15,32 @@ the framework's events as Chrome trace events
 
 import abc
 import contextlib
+import dataclasses
+
+
+@dataclasses.dataclass
+class Description:
+    """What a framework reports of its run (each rank's provenance, `framework`): the same fields
+    for every framework; `extra` holds what only one of them has."""
+
+    name: str  # the framework's word (its package's NAME)
+    version: str
+    horovod: str
+    comm_overlaps_backward: bool  # allreduces start while backward still runs, in this run
+    layout: str
+    device: str
+    gpu_name: str | None
+    cuda: bool  # the framework's build can use CUDA GPUs
+    autotune: bool | None  # cuDNN autotuning (None: the framework has no such switch)
+    tf32: bool
+    onednn: bool  # its CPU kernels run in oneDNN
+    precision: str
+    intra_op_threads: int | None
+    inter_op_threads: int | None
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def record(self):
+        return dataclasses.asdict(self)
 
 
 class Trainer(abc.ABC):
@@ -28,7 +54,8 @@ class Trainer(abc.ABC):
         return self.layout
 
     rank = size = local_rank = 0
-    hvd = None  # the framework's Horovod module
+    hvd = None  # the framework's Horovod module (start_timeline, stop_timeline, shutdown)
+    gpu = False  # the rank trains on a GPU (its loader then pins host memory)
     profiling = False  # set by the loop while the profiler is on
 
     def span(self, name):
@@ -37,7 +64,7 @@ class Trainer(abc.ABC):
 
     @abc.abstractmethod
     def describe(self):
-        """Versions and every setting the run used (recorded in each rank's provenance)."""
+        """Versions and every setting the run used, a Description (recorded in each rank's provenance)."""
 
     @abc.abstractmethod
     def gradient_sizes(self):
@@ -113,6 +140,13 @@ class Trainer(abc.ABC):
     @abc.abstractmethod
     def profile_stop(self):
         """Turn the profiler off; the framework's events as Chrome trace "X" events."""
+
+    def start_timeline(self, path):
+        """Horovod's timeline of this rank's communication from now on, into `path`."""
+        self.hvd.start_timeline(str(path))
+
+    def stop_timeline(self):
+        self.hvd.stop_timeline()
 
     def shutdown(self):
         self.hvd.shutdown()

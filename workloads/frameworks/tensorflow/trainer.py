@@ -33,6 +33,7 @@ from tensorflow.python.util import _pywrap_util_port  # IsMklEnabled: are oneDNN
 
 from workloads import trainer
 from workloads.devices import check_precision, gpu_for_rank, resolve_layout
+from workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, UPDATE_SCOPE
 from workloads.registry import build_model
 
 
@@ -82,26 +83,27 @@ class Trainer(trainer.Trainer):
         self.hvd = hvd
 
     def describe(self):
-        return {
-            "name": "tensorflow",
-            "tensorflow": tf.__version__,
-            "keras": keras.__version__,
-            "horovod": horovod.__version__,
-            "comm_overlaps_backward": False,
-            "layout": self.layout,
-            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-            "onednn": _pywrap_util_port.IsMklEnabled(),
-            "device": "gpu" if self.gpu else "cpu",
-            "compiled": "tf.function: forward, gradient, allreduce, update (phased); the whole step (native)",
-            "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
-            "gpu_name": tf.config.experimental.get_device_details(tf.config.get_visible_devices("GPU")[0]).get(
-                "device_name"
-            )
-            if self.gpu
-            else None,
-            "precision": "mixed (mixed_float16, dynamic loss scaling)" if self.amp else "fp32",
-        }
+        gpus = tf.config.get_visible_devices("GPU")
+        return trainer.Description(
+            name="tensorflow",
+            version=tf.__version__,
+            horovod=horovod.__version__,
+            comm_overlaps_backward=False,
+            layout=self.layout,
+            device="gpu" if self.gpu else "cpu",
+            gpu_name=tf.config.experimental.get_device_details(gpus[0]).get("device_name") if self.gpu else None,
+            cuda=tf.test.is_built_with_cuda(),
+            autotune=None,  # cuDNN's algorithm choice is TensorFlow's own, with no switch
+            tf32=tf.config.experimental.tensor_float_32_execution_enabled(),
+            onednn=_pywrap_util_port.IsMklEnabled(),
+            precision="mixed (mixed_float16, dynamic loss scaling)" if self.amp else "fp32",
+            intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+            inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+            extra={
+                "keras": keras.__version__,
+                "compiled": "tf.function: forward, gradient, allreduce, update (phased); the whole step (native)",
+            },
+        )
 
     def gradient_sizes(self):
         return [int(v.shape.num_elements()) * v.dtype.size for v in self.vars]
@@ -138,7 +140,7 @@ class Trainer(trainer.Trainer):
     def _allreduce_fn(self, grads):
         if self.size == 1:
             return list(grads)
-        with tf.name_scope("allreduce"):  # names in traces (analysis/trace.py)
+        with tf.name_scope(ALLREDUCE_SCOPE):  # names in traces (TRACE_RULES)
             if self.overlap:
                 return [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
             return hvd.grouped_allreduce(grads, op=hvd.Average)
@@ -161,7 +163,7 @@ class Trainer(trainer.Trainer):
         return self._step(*dev)
 
     def _update_fn(self, grads):
-        with tf.name_scope("update"):  # names in traces (analysis/trace.py)
+        with tf.name_scope(UPDATE_SCOPE):  # names in traces (TRACE_RULES)
             self._sgd(grads)
 
     def _sgd(self, grads):
@@ -204,7 +206,7 @@ class Trainer(trainer.Trainer):
         return tf.profiler.experimental.Trace(name)
 
     def profile_stop(self):
-        from workloads.xplane import host_events
+        from workloads.frameworks.tensorflow.xplane import host_events
 
         tf.profiler.experimental.stop()
         return host_events(self.profile_dir)

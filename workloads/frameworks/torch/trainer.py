@@ -60,18 +60,7 @@ class Trainer(trainer.Trainer):
         torch.set_num_interop_threads(threads)
         check_precision(spec)
         self.gpu = spec.get("device", "cpu") == "gpu"
-        if self.gpu:
-            index = gpu_for_rank(
-                "PyTorch",
-                torch.__version__,
-                torch.cuda.device_count(),
-                self.local_rank,
-                f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build",
-            )
-            torch.cuda.set_device(index)
-            self.device = torch.device("cuda", index)
-        else:
-            self.device = torch.device("cpu")
+        self.device = self._device()
         self.amp = spec["precision"] == "mixed"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         torch.manual_seed(spec["seed"])
@@ -92,12 +81,7 @@ class Trainer(trainer.Trainer):
             )
         self.optimizer = opt
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        # When each gradient is complete during backward (host clock), for the layer-wise model.
-        self.ready = [0.0] * len(self.params)
-        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(len(self.params) + 1)] if self.gpu else None
-        for i, p in enumerate(self.params):
-            p.register_post_accumulate_grad_hook(lambda _p, i=i: self._mark_ready(i))
-        self.backward_start = 0.0
+        self._watch_gradients()
         self.hvd = hvd
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
         # allocated pinned in its layout (`.contiguous(memory_format=)` on a pinned tensor would copy it
@@ -106,25 +90,50 @@ class Trainer(trainer.Trainer):
         self.profiler = None
         self.staging_y = torch.empty(spec["batch_size"], dtype=torch.int64, pin_memory=self.gpu)
 
+    def _device(self):
+        """The rank's GPU (its local rank), or the CPU."""
+        if not self.gpu:
+            return torch.device("cpu")
+        index = gpu_for_rank(
+            "PyTorch",
+            torch.__version__,
+            torch.cuda.device_count(),
+            self.local_rank,
+            f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build",
+        )
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+
+    def _watch_gradients(self):
+        """When each gradient is complete during backward (host clock), for the layer-wise model."""
+        self.ready = [0.0] * len(self.params)
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(len(self.params) + 1)] if self.gpu else None
+        for i, p in enumerate(self.params):
+            p.register_post_accumulate_grad_hook(lambda _p, i=i: self._mark_ready(i))
+        self.backward_start = 0.0
+
     def describe(self):
-        return {
-            "name": "torch",
-            "torch": torch.__version__,
-            "horovod": horovod.__version__,
-            "comm_overlaps_backward": self.overlap,
-            "intra_op_threads": torch.get_num_threads(),
-            "inter_op_threads": torch.get_num_interop_threads(),
-            "onednn": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
-            "layout": self.layout,
-            "device": str(self.device),
-            "autotune": torch.backends.cudnn.benchmark,
-            "tf32": torch.backends.cuda.matmul.allow_tf32,
-            "gpu_name": torch.cuda.get_device_name(self.device) if self.gpu else None,
-            "cuda": torch.version.cuda,
-            "precision": "mixed (autocast float16, GradScaler)" if self.amp else "fp32",
-            "controller": "MPI" if hvd.mpi_enabled() else "Gloo",
-            "mpi_threads_supported": hvd.mpi_threads_supported() if hvd.mpi_enabled() else None,
-        }
+        return trainer.Description(
+            name="torch",
+            version=torch.__version__,
+            horovod=horovod.__version__,
+            comm_overlaps_backward=self.overlap,
+            layout=self.layout,
+            device=str(self.device),
+            gpu_name=torch.cuda.get_device_name(self.device) if self.gpu else None,
+            cuda=torch.version.cuda is not None,
+            autotune=torch.backends.cudnn.benchmark,
+            tf32=torch.backends.cuda.matmul.allow_tf32,
+            onednn=torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
+            precision="mixed (autocast float16, GradScaler)" if self.amp else "fp32",
+            intra_op_threads=torch.get_num_threads(),
+            inter_op_threads=torch.get_num_interop_threads(),
+            extra={
+                "cuda_version": torch.version.cuda,
+                "controller": "MPI" if hvd.mpi_enabled() else "Gloo",
+                "mpi_threads_supported": hvd.mpi_threads_supported() if hvd.mpi_enabled() else None,
+            },
+        )
 
     def sync(self):
         if self.gpu:  # this rank's compute stream, not Horovod's NCCL stream

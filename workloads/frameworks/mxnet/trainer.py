@@ -38,6 +38,7 @@ class Trainer(trainer.Trainer):
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         check_precision(spec)
+        self.spec_timing, self.spec_comm = spec.get("timing", "phased"), spec["comm"]
         self.gpu = spec.get("device", "cpu") == "gpu"
         if self.gpu:
             features = mx.runtime.Features()
@@ -83,24 +84,26 @@ class Trainer(trainer.Trainer):
 
     def describe(self):
         features = mx.runtime.Features()
-        return {
-            "name": "mxnet",
-            "mxnet": mx.__version__,
-            "horovod": horovod.__version__,
-            "comm_overlaps_backward": "native timing only (the engine runs allreduces as gradients appear)",
-            "layout": self.layout,
-            "autotune": os.environ.get("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1") != "0",
-            "tf32": os.environ.get("NVIDIA_TF32_OVERRIDE") != "0",
-            "onednn": features.is_enabled("MKLDNN"),
-            "device": str(self.ctx),
-            "hybridized": True,
-            "gpu_name": nvidia_smi_name(self.ctx.device_id) if self.gpu else None,
-            "cuda": features.is_enabled("CUDA"),
-            "precision": "mixed (contrib.amp float16)" if self.amp else "fp32",
+        return trainer.Description(
+            name="mxnet",
+            version=mx.__version__,
+            horovod=horovod.__version__,
+            # the engine runs each gradient's allreduce as the gradient appears, unless phased
+            # timing's waits stop it or the allreduce is one group of every gradient
+            comm_overlaps_backward=self.spec_timing == "native" and self.spec_comm == "overlap",
+            layout=self.layout,
+            device=str(self.ctx),
+            gpu_name=nvidia_smi_name(self.ctx.device_id) if self.gpu else None,
+            cuda=features.is_enabled("CUDA"),
+            autotune=os.environ.get("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1") != "0",
+            tf32=os.environ.get("NVIDIA_TF32_OVERRIDE") != "0",
+            onednn=features.is_enabled("MKLDNN"),
+            precision="mixed (contrib.amp float16)" if self.amp else "fp32",
             # MXNet takes its threads from the environment (set by the launcher)
-            "intra_op_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
-            "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
-        }
+            intra_op_threads=int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
+            inter_op_threads=int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
+            extra={"hybridized": True},
+        )
 
     def gradient_sizes(self):
         return [p.data().size * np.dtype(p.data().dtype).itemsize for p in self.params]

@@ -1,0 +1,53 @@
+"""The framework registry: every framework the study compares is one package here,
+`workloads/frameworks/<name>/`, and this is the one list of them.
+
+A framework's package holds everything that is particular to it. Its `__init__.py` declares what
+the rest of the study asks of it without importing the framework itself (so the pipeline, the
+configuration checks and the analysis can read it in an environment without the framework):
+  NAME, LABEL             its word in configs, tables and paths; its name in prose
+  MODULES                 the Python modules it is (recorded with every result)
+  LAYOUTS, BEST_LAYOUT    the layouts its models run, and the one its developers recommend
+  LAYOUT_NOTE             why it runs no other layout (None where it runs both)
+  LOADER                  its input pipeline, as a run record describes it
+  TRACE_RULES, trace_rest how its profiler's events map to the SGD phases (analysis/trace.py)
+and its modules do the work, importing the framework:
+  trainer.py   the Trainer (workloads/trainer.py's contract)      models.py  its networks
+  loader.py    stream(): its own input pipeline over a prepared dataset
+  probe.py     matmul(): the matrix-multiply peak (harness/peak.py)
+  weights.py   weights copied from the reference framework's network (tests/test_parity.py)
+  data.py      (where it reads a format of its own) write(): the dataset in that format
+Adding a framework is one new package and its word in NAMES.
+"""
+
+import importlib
+import importlib.util
+
+NAMES = ("torch", "tensorflow", "mxnet")
+# The framework whose network definitions are the reference: the others' weights are copied from
+# it to prove the networks identical, the FLOPs per image are counted on it, and its Horovod
+# binding is the instrument of the allreduce sweep and of the replay (Horovod's core is the same
+# under every binding).
+REFERENCE = "torch"
+
+
+class UnknownFramework(KeyError):
+    def __str__(self):
+        return f"unknown framework {self.args[0]!r}; known: {', '.join(NAMES)}"
+
+
+def get(name):
+    """The framework's declarations (its package, which imports no framework)."""
+    if name not in NAMES:
+        raise UnknownFramework(name)
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def module(name, part):
+    """One of the framework's working modules (`trainer`, `models`, `loader`, ...), imported now."""
+    get(name)
+    return importlib.import_module(f"{__name__}.{name}.{part}")
+
+
+def with_part(part):
+    """The frameworks that have the working module `part` (e.g. a dataset format of their own)."""
+    return [n for n in NAMES if importlib.util.find_spec(f"{__name__}.{n}.{part}") is not None]

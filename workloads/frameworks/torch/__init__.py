@@ -1,0 +1,30 @@
+"""PyTorch: what the study needs to know of it without importing it (workloads/frameworks/__init__.py)."""
+
+from harness.vocabulary import BACKWARD, UPDATE
+
+NAME = "torch"
+LABEL = "PyTorch"
+MODULES = ("torch",)
+
+# channels_last (NHWC) for convolutional networks, on the CPU (oneDNN's blocked kernels; measured
+# ResNet-50 1.57x, GoogLeNet 1.43x: bench/layout.py) and on GPUs (cuDNN's NHWC Tensor Core kernels).
+LAYOUTS = ("NCHW", "NHWC")
+BEST_LAYOUT = "NHWC"
+LAYOUT_NOTE = None
+
+LOADER = "torch.utils.data.DataLoader, worker processes, Pillow decode"
+
+# (test, text, class), first match wins; "ignore" drops containers (analysis/trace.py).
+TRACE_RULES = [
+    ("prefix", "autograd::engine::evaluate_function", BACKWARD),
+    ("prefix", "Optimizer.step", UPDATE),
+    ("prefix", "Optimizer.zero_grad", UPDATE),
+    ("prefix", "ProfilerStep", "ignore"),
+    ("prefix", "cuda", "ignore"),  # runtime API calls (cudaLaunchKernel, ...) on the host
+]
+
+
+def trace_rest(event):
+    """Any other operation: placed by its position in the iteration (forward before the first
+    backward operation, update after the last)."""
+    return "compute"

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from harness.vocabulary import BASELINE_KEYS, FRAMEWORKS, PHASES  # noqa: E402
+from harness.vocabulary import BASELINE_KEYS, FRAMEWORKS, PHASES, seconds  # noqa: E402
 
 # The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
 FIGURES = ("throughput", "efficiency", "phases", "input")
@@ -169,7 +169,7 @@ def phases(summary, paths):
     ok = summary[summary["repeats_ok"] > 0]
     if ok.empty:
         return _nothing(paths, "phases", "no successful runs (see summary.csv)")
-    ok = lines(ok.dropna(subset=[f"{p}_s" for p in PHASES], how="all"))
+    ok = lines(ok.dropna(subset=[seconds(p) for p in PHASES], how="all"))
     if ok.empty:
         return _nothing(
             paths,
@@ -190,7 +190,7 @@ def _phases_long(ok):
     without a time counts as none)."""
     long = ok.melt(
         id_vars=["model", "configuration"],
-        value_vars=[f"{p}_s" for p in PHASES],
+        value_vars=[seconds(p) for p in PHASES],
         var_name="phase",
         value_name="seconds",
     )

@@ -28,7 +28,7 @@ from scipy import stats
 
 # Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
 # allreduce time (comm_total) and the part of it overlapped with compute (overlap).
-from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS
+from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
 
 NOISE_CV = 0.05
 PRECISION = 0.05
@@ -46,15 +46,17 @@ def mean_ci(values, confidence=0.95):
     return mean, mean - half, mean + half
 
 
+# run_metrics.csv, one row per run (`run_table`).
+RUN_METRICS_COLUMNS = (
+    RUN_KEYS + ["iteration_s", "iterations", "ranks", "throughput_img_per_s"] + [seconds(p) for p in PHASE_COLUMNS]
+)
+
+
 def run_table(tidy):
     """One row per run: mean iteration time, throughput and mean phase times (measured iterations)."""
     measured = tidy[~tidy["warmup"].astype(bool)]
     if measured.empty:
-        return pd.DataFrame(
-            columns=RUN_KEYS
-            + ["iteration_s", "iterations", "ranks", "throughput_img_per_s"]
-            + [f"{p}_s" for p in PHASE_COLUMNS]
-        )
+        return pd.DataFrame(columns=RUN_METRICS_COLUMNS)
     # throughput from the measured iterations only: never the traced (profiled) ones
     wall = measured[(measured["phase"] == "wall") & ~measured["profiled"].astype(bool)]
     step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
@@ -71,8 +73,8 @@ def run_table(tidy):
         .unstack("phase")
         .reindex(columns=list(PHASE_COLUMNS))
     )
-    phases.columns = [f"{p}_s" for p in phases.columns]
-    return runs.merge(phases.reset_index(), on=RUN_KEYS, how="left")
+    phases.columns = [seconds(p) for p in phases.columns]
+    return runs.merge(phases.reset_index(), on=RUN_KEYS, how="left").reindex(columns=RUN_METRICS_COLUMNS)
 
 
 def summarize(runs, status=None):
@@ -97,7 +99,7 @@ def summarize(runs, status=None):
 def _configurations(runs):
     """One row per configuration of the successful runs: means and CIs over repeats, and the
     iteration time's noise and precision."""
-    value_cols = ["iteration_s", "throughput_img_per_s"] + [f"{p}_s" for p in PHASE_COLUMNS]
+    value_cols = ["iteration_s", "throughput_img_per_s"] + [seconds(p) for p in PHASE_COLUMNS]
     rows = []
     for key, group in runs.groupby(CONFIG_KEYS, observed=True):
         row = dict(zip(CONFIG_KEYS, key))

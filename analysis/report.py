@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.paths import ROOT
+
 CAPTIONS = ROOT / "report"
 STUDY_KEYS = (
     "framework",
@@ -197,7 +198,8 @@ def model_tables(model, model_error):
 def _model_rows(model, model_error):
     """One row per predicted configuration: its runs, median measured and predicted iteration time,
     the error, and why it is off target (or that it is within the tolerance)."""
-    from analysis.model import MATCH, TOLERANCE
+    from analysis.prediction import TOLERANCE
+    from harness.vocabulary import BASELINE_KEYS as MATCH
 
     keys = MATCH + ["nodes", "ranks_per_node"]
     reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
@@ -223,7 +225,7 @@ def _model_rows(model, model_error):
 
 def _replay_lines(replay):
     """The replays' error against the model and the extrapolation, and the replays off target."""
-    from analysis.model import MATCH
+    from harness.vocabulary import BASELINE_KEYS as MATCH
 
     lines = [
         f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import comm, figures, metrics, model, report, tidy
+from analysis import comm, figures, metrics, prediction, replayed, report, tidy
 from harness import replay
 from harness.vocabulary import RUN_KEYS
 
@@ -60,41 +60,30 @@ def write_tables(status_paths, tidy_path, runs_path, tensors_path, log_path):
         _wrote(tidy_path, runs_path, tensors_path)
 
 
-def measure_peak(config, python, out_path, log_path):
-    """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
-    device (harness/peak.py), in a process of its own."""
-    import os
-
-    from harness.config import ROOT
-    from harness.execution import execute
-
-    argv = [
-        python,
-        "-m",
-        "harness.peak",
-        str(Path(out_path).resolve()),
-        "--framework",
-        *config["framework"],
-        "--threads",
-        str(config["threads_per_rank"]),
-        "--device",
-        config.get("device", "cpu"),
-        "--precision",
-        config.get("precision", "fp32"),
-    ]
-    Path(log_path).write_text("")
-    rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(ROOT)})
-    if rc:
-        raise RuntimeError(f"measuring the matrix-multiply peak failed (log: {log_path})")
-
-
-def write_summary(tidy_path, runs_path, out_path, log_path, peak_path=None):
+def write_run_metrics(tidy_path, out_path, log_path):
+    """run_metrics.csv: one row per run, its iteration time, throughput and phases (metrics.run_table),
+    the table the summary, the replay plans and the model read."""
     with logged(log_path):
-        table = pd.read_csv(tidy_path)
-        # reasons stay text ("" where none); an identity cell a run known by its path alone lacks is NaN
-        status = pd.read_csv(runs_path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
-        runs = metrics.run_table(table)
-        summary = metrics.summarize(runs, status)
+        runs = metrics.run_table(pd.read_csv(tidy_path))
+        runs.to_csv(out_path, index=False)
+        print(f"{len(runs)} runs with measured iterations")
+        _wrote(out_path)
+
+
+def _run_metrics(path):
+    return pd.read_csv(path)
+
+
+def _runs(path):
+    """runs.csv: reasons stay text ("" where none); an identity cell a run known by its path alone
+    lacks is NaN."""
+    return pd.read_csv(path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
+
+
+def write_summary(run_metrics_path, runs_path, out_path, log_path, peak_path=None):
+    with logged(log_path):
+        runs = _run_metrics(run_metrics_path)
+        summary = metrics.summarize(runs, _runs(runs_path))
         if peak_path:
             summary = metrics.add_mfu(summary, pd.read_csv(peak_path))
         summary.to_csv(out_path, index=False)
@@ -118,11 +107,11 @@ def write_comm(sweeps, sweep_path, fit_path, log_path):
 
 
 def write_replay_plans(inputs, output, models, log_path):
-    """inputs: tidy, runs, tensors -> the replay plans (harness/replay.py) of the listed models' 1-rank
+    """inputs: run_metrics, runs, tensors -> the replay plans (harness/replay.py) of the listed models' 1-rank
     runs."""
     with logged(log_path):
-        _, bases, unusable = model.study_baselines(
-            metrics.run_table(pd.read_csv(inputs.tidy)),
+        _, bases, unusable = prediction.study_baselines(
+            _run_metrics(inputs.run_metrics),
             pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""]),
             pd.read_csv(inputs.tensors),
         )
@@ -138,23 +127,33 @@ def write_replay_plans(inputs, output, models, log_path):
         _wrote(output)
 
 
-def write_model(inputs, outputs, extrapolate, replays, log_path):
-    """inputs: tidy, runs, tensors, sweep, fit, and the replays with their plans; outputs: table
+def write_replayed(replays, out_path, log_path):
+    """replayed.csv: what each replay measured (analysis/replayed.py `measured`). replays: {path: nodes}."""
+    with logged(log_path):
+        table = replayed.measured(list(replays.items()))
+        table.to_csv(out_path, index=False)
+        print(f"{len(replays)} replays -> {len(table)} rows, {table['failure'].fillna('').ne('').sum()} failed")
+        _wrote(out_path)
+
+
+def write_model(inputs, outputs, extrapolate, log_path):
+    """inputs: run_metrics, runs, tensors, sweep, fit, and the replays' table with their plans; outputs: table
     (model.csv: measured and predicted communication and iteration time per run), replay
     (replay.csv: replayed and predicted iteration time per plan and node count), error
     (model_error.json), gradients (tensors and bytes per framework and model), extrapolation,
-    figures. replays: {path: nodes}."""
+    figures."""
     with logged(log_path):
-        runs = metrics.run_table(pd.read_csv(inputs.tidy))
+        runs = _run_metrics(inputs.run_metrics)
         status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
         sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
-        table, bases, unusable = model.model_table(runs, status, pd.read_csv(inputs.tensors), sweep, fits)
-        error = model.model_error(table)
+        table, bases, unusable = prediction.model_table(runs, status, pd.read_csv(inputs.tensors), sweep, fits)
+        error = prediction.model_error(table)
         plans = json.loads(Path(inputs.plans[0]).read_text()) if inputs.plans else []
-        replayed = model.replay_table(list(replays.items()), plans, sweep, fits)
-        replayed.to_csv(outputs.replay, index=False)
-        if len(replayed):
-            error["replay"] = model.replay_error(replayed)
+        measured = replayed.read_table(inputs.replayed)
+        replays = replayed.replay_table(measured, plans, sweep, fits)
+        replays.to_csv(outputs.replay, index=False)
+        if len(replays):
+            error["replay"] = replayed.replay_error(replays)
         table.to_csv(outputs.table, index=False)
         with open(outputs.error, "w") as fh:
             json.dump(error, fh, indent=2)
@@ -166,7 +165,7 @@ def write_model(inputs, outputs, extrapolate, replays, log_path):
             .astype({"grad_tensors": int, "grad_bytes": int})
             .to_csv(outputs.gradients, index=False)
         )
-        ext = model.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
+        ext = prediction.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
         ext.to_csv(outputs.extrapolation, index=False)
         # what the extrapolation figure says when there is nothing to extrapolate from
         no_ext = "; ".join(sorted(set(unusable.values()))) or "no successful 1-rank run to extrapolate from"
@@ -180,7 +179,7 @@ def write_model(inputs, outputs, extrapolate, replays, log_path):
             outputs.extrapolation,
             *figures.model_fit(table, error, outputs.figures),
             *figures.extrapolation(ext, outputs.figures, no_ext),
-            *figures.replay(replayed, error.get("replay", {}), outputs.figures),
+            *figures.replay(replays, error.get("replay", {}), outputs.figures),
         )
 
 

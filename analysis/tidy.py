@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import trace
-from harness.config import run_from_path
+from harness.paths import run_from_path
 from harness.records import PHASES, parse_file
 from harness.timeline import timeline_comm
 from harness.vocabulary import (
@@ -35,6 +35,7 @@ from harness.vocabulary import (
     STATUS,
     TIMELINE,
     records_name,
+    seconds,
     trace_name,
 )
 
@@ -206,8 +207,8 @@ def _record_rows(identity, rank, host, records):
             "profiled": rec.get("profiled", False),
             "source": "records",
         }
-        for phase in [p for p in PHASES if f"{p}_s" in rec] + ["wall"]:
-            rows.append({**base, "phase": phase, "seconds": rec[f"{phase}_s"]})
+        for phase in [p for p in PHASES if seconds(p) in rec] + ["wall"]:
+            rows.append({**base, "phase": phase, "seconds": rec[seconds(phase)]})
     return rows
 
 
@@ -226,7 +227,7 @@ def _trace_rows(identity, rank, host, run_dir):
             "source": "trace",
         }
         for phase in PHASES + trace.EXTRA:
-            rows.append({**base, "phase": phase, "seconds": phases[f"{phase}_s"]})
+            rows.append({**base, "phase": phase, "seconds": phases[seconds(phase)]})
     return rows
 
 

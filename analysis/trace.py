@@ -26,7 +26,7 @@ import json
 import math
 from pathlib import Path
 
-from harness.vocabulary import BACKWARD, COMM_TOTAL, FORWARD, H2D, IO, PHASES, UPDATE
+from harness.vocabulary import BACKWARD, COMM_TOTAL, FORWARD, H2D, IO, PHASES, UPDATE, seconds
 from workloads import frameworks
 
 COMPUTE_PRIORITY = (IO, H2D, UPDATE, BACKWARD, FORWARD)
@@ -150,7 +150,7 @@ def phases_of(intervals, t0, t1):
     if pending:
         totals[previous or IO] += pending
     comm_total = _union([(a, b) for a, b, c in resolved if c == "comm"])
-    row = {f"{p}_s": v / 1e6 for p, v in totals.items()}
+    row = {seconds(p): v / 1e6 for p, v in totals.items()}
     row.update(
         comm_total_s=comm_total / 1e6,
         overlap_s=overlap / 1e6,

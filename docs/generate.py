@@ -87,16 +87,19 @@ def config_reference(schema_path=ROOT / "config" / "schema.yaml", config_path=RO
 
 def code_columns():
     """{table: its column list as the code declares it}, for the tables whose writer has one."""
-    from analysis import comm, model, tidy
+    from analysis import comm, metrics, prediction, replayed, tidy
+    from harness.paths import TABLES
 
     return {
-        "tidy.csv": list(tidy.TIDY_COLUMNS),
-        "runs.csv": list(tidy.RUNS_COLUMNS),
-        "tensors.csv": list(tidy.TENSOR_COLUMNS),
-        "allreduce.csv": list(comm.SWEEP_COLUMNS),
-        "allreduce_fit.csv": list(comm.FIT_COLUMNS),
-        "model.csv": list(model.COLUMNS),
-        "replay.csv": list(model.REPLAY_COLUMNS),
+        TABLES["tidy"]: list(tidy.TIDY_COLUMNS),
+        TABLES["runs"]: list(tidy.RUNS_COLUMNS),
+        TABLES["tensors"]: list(tidy.TENSOR_COLUMNS),
+        TABLES["run_metrics"]: list(metrics.RUN_METRICS_COLUMNS),
+        TABLES["allreduce"]: list(comm.SWEEP_COLUMNS),
+        TABLES["allreduce_fit"]: list(comm.FIT_COLUMNS),
+        TABLES["model"]: list(prediction.COLUMNS),
+        TABLES["replayed"]: list(replayed.MEASURED_COLUMNS),
+        TABLES["replay"]: list(replayed.REPLAY_COLUMNS),
     }
 
 

@@ -420,7 +420,8 @@ def link(path, link_path):
     # addsitedir (not a plain path line) also reads the environment's own .pth files
     (Path(own) / OVERLAY_MARK).write_text(f"import site; site.addsitedir({shared!r})\n")
     _commands(path / "bin", link_path.resolve() / "bin", python)
-    root = Path(__file__).resolve().parent.parent
+    from harness.paths import ROOT as root  # the checkout
+
     subprocess.run(
         [
             str(python),

@@ -83,9 +83,9 @@ def cmd_launch(args):
 
     record = env.load_record(env.build())
     folder = cfg.dataset_folder(conf)
-    if folder and not (folder / "manifest.json").exists():  # as the pipeline's dataset rule would
-        from harness import images
+    from harness import images
 
+    if folder and not (folder / images.MANIFEST).exists():  # as the pipeline's dataset rule would
         print(f"preparing the training images in {folder} ...", file=sys.stderr)
         images.prepare_rule(conf, record["python"], folder / images.MANIFEST, folder.parent / f"{folder.name}.log")
     try:
@@ -127,14 +127,15 @@ def cmd_run(args):
 
 def cmd_report(args):
     from harness import config as cfg
+    from harness import paths
 
     conf = cfg.load(*args.configfile, items=args.config)
     results = cfg.resolve(conf.get("results", "results"))
-    rc = _snakemake(args, str(results / "report.md"))
+    rc = _snakemake(args, str(results / paths.TABLES["report"]))
     if rc == 0:
-        rc = _snakemake(args, "--report", str(results / "report.html"))
+        rc = _snakemake(args, "--report", str(results / paths.HTML_REPORT))
     if rc == 0:
-        print(f"{results / 'report.md'}\n{results / 'report.html'}")
+        print(results / paths.TABLES["report"], results / paths.HTML_REPORT, sep="\n")
     return rc
 
 
@@ -142,7 +143,7 @@ def cmd_retry(args):
     import pandas as pd
 
     from harness import config as cfg
-    from harness.vocabulary import STATUS
+    from harness import paths
 
     conf = cfg.load(*args.configfile, items=args.config)
     wanted = dict(item.partition("=")[::2] for item in args.set)
@@ -151,14 +152,14 @@ def cmd_retry(args):
         raise cfg.ConfigError(f"unknown run key(s) {sorted(unknown)}; known: {', '.join(cfg.matrix(conf)[0])}")
     results = cfg.resolve(conf.get("results", "results"))  # from the checkout, where snakemake runs
     failed_in_table = set()
-    if (results / "runs.csv").is_file():
-        table = pd.read_csv(results / "runs.csv", keep_default_na=False)
+    if (results / paths.TABLES["runs"]).is_file():
+        table = pd.read_csv(results / paths.TABLES["runs"], keep_default_na=False)
         failed_in_table = {str(Path(d).resolve()) for d in table.loc[table["status"] != "ok", "run_dir"]}
     redo = []
     for run in cfg.matrix(conf):
         if any(str(run[k]) != v for k, v in wanted.items()):
             continue
-        path = results / "runs" / cfg.run_path(run) / STATUS
+        path = results / paths.run_status(run)
         try:
             failed = json.loads(path.read_text())["status"] != "ok"
         except (OSError, ValueError, KeyError):

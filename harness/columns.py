@@ -5,10 +5,25 @@ description here.
 
 Which columns a table has, and in what order, is the code's own business (analysis/tidy.py
 TIDY_COLUMNS, RUNS_COLUMNS, TENSOR_COLUMNS; analysis/comm.py SWEEP_COLUMNS, FIT_COLUMNS;
-analysis/model.py COLUMNS, REPLAY_COLUMNS; harness/vocabulary.py RUN_KEYS, PHASE_COLUMNS): this
-module only says what each name means. It imports the vocabulary and nothing above it."""
+analysis/metrics.py RUN_METRICS_COLUMNS; analysis/prediction.py COLUMNS; analysis/replayed.py
+MEASURED_COLUMNS, REPLAY_COLUMNS; harness/vocabulary.py RUN_KEYS, PHASE_COLUMNS), and where each
+table lives is harness/paths.py's: this module only says what each name means. It imports the
+vocabulary, the results tree and nothing above them."""
 
-from harness.vocabulary import BACKWARD, BASELINE_KEYS, COMM_TOTAL, FORWARD, H2D, IO, PHASE_COLUMNS, RUN_KEYS, UPDATE
+from environment.build import RECORD as ENVIRONMENT_RECORD
+from harness import paths
+from harness.vocabulary import (
+    BACKWARD,
+    BASELINE_KEYS,
+    COMM_TOTAL,
+    FORWARD,
+    H2D,
+    IO,
+    PHASE_COLUMNS,
+    RUN_KEYS,
+    UPDATE,
+    seconds,
+)
 
 # The run keys: config keys, wildcards of the results tree and columns of every per-run table.
 RUN = {
@@ -106,7 +121,14 @@ TENSORS = {
 _VALUES = {
     "iteration_s": "mean iteration time (the slowest rank's wall time), seconds",
     "throughput_img_per_s": "throughput, images/s over all ranks (ranks x batch / iteration time)",
-    **{f"{p}_s": f"mean {p} time per iteration, seconds: {d}" for p, d in _PHASE.items()},
+    **{seconds(p): f"mean {p} time per iteration, seconds: {d}" for p, d in _PHASE.items()},
+}
+
+RUN_METRICS = {
+    **_IDENTITY,
+    "iterations": "measured iterations (warm-up and traced ones excluded)",
+    "ranks": "nodes x ranks_per_node",
+    **{col: f"{text}; over the run's measured iterations" for col, text in _VALUES.items()},
 }
 
 SUMMARY = {
@@ -227,6 +249,13 @@ REPLAY = {
     "failure": "why the replay failed",
 }
 
+REPLAYED = {
+    "plan": "the replayed configuration's key (JSON of the keys beside it)",
+    **{k: REPLAY[k] for k in ("nodes", "ranks", "iterations", "iteration_s", "iteration_ci95", "comm_exposed_s")},
+    **_BASELINE,
+    "failure": REPLAY["failure"],
+}
+
 GRADIENTS = {
     "framework": RUN["framework"],
     "model": RUN["model"],
@@ -262,27 +291,36 @@ MODEL_ERROR = {
 
 # Every table the pipeline writes under `results/`, by file name.
 TABLES = {
-    "tidy.csv": TIDY,
-    "runs.csv": RUNS,
-    "tensors.csv": TENSORS,
-    "summary.csv": SUMMARY,
-    "peak.csv": PEAK,
-    "allreduce.csv": ALLREDUCE,
-    "allreduce_fit.csv": ALLREDUCE_FIT,
-    "model.csv": MODEL,
-    "replay.csv": REPLAY,
-    "gradients.csv": GRADIENTS,
-    "extrapolation.csv": EXTRAPOLATION,
+    paths.TABLES["tidy"]: TIDY,
+    paths.TABLES["runs"]: RUNS,
+    paths.TABLES["tensors"]: TENSORS,
+    paths.TABLES["run_metrics"]: RUN_METRICS,
+    paths.TABLES["summary"]: SUMMARY,
+    paths.TABLES["peak"]: PEAK,
+    paths.TABLES["allreduce"]: ALLREDUCE,
+    paths.TABLES["allreduce_fit"]: ALLREDUCE_FIT,
+    paths.TABLES["model"]: MODEL,
+    paths.TABLES["replayed"]: REPLAYED,
+    paths.TABLES["replay"]: REPLAY,
+    paths.TABLES["gradients"]: GRADIENTS,
+    paths.TABLES["extrapolation"]: EXTRAPOLATION,
 }
 # JSON outputs' keys (nested keys joined by a dot).
-JSON_KEYS = {"model_error.json": MODEL_ERROR}
+JSON_KEYS = {paths.TABLES["model_error"]: MODEL_ERROR}
 
-_RUN_PATH = "runs/<framework>/<model>/<comm>/<layout>/<timing>/nodes<N>_rpn<R>_bs<B>_lw<W>/repeat<K>"
+# The results tree's paths, with <placeholders> for what varies.
+_RUN_PATH = paths.run_folder(
+    {k: f"<{k}>" for k in paths.WORD_KEYS}
+    | {"nodes": "<N>", "ranks_per_node": "<R>", "batch_size": "<B>", "loader_workers": "<W>", "repeat": "<K>"}
+)
+
+_T = paths.TABLES
+_REPLAY_FILES = f"{paths.REPLAY_PLANS}, {paths.replay('<N>')}.jsonl, {paths.replay('<N>')}.spec.json"
 
 # What lands where: every file and folder a study writes (paths under `results/` unless they start
 # with `data/` or `logs/`).
 OUTPUTS = {
-    "environment.json": "the environment the study ran in: pins, MPI, `horovodrun --check-build`",
+    ENVIRONMENT_RECORD: "the environment the study ran in: pins, MPI, `horovodrun --check-build`",
     "data/<recipe>/": "the training images (`data: {kind: images}`), made once per recipe (count, classes, seed, "
     "or your folder; shards; corrupt-file policy) and shared by every study in the checkout: "
     "`tree/` (ImageFolder JPEGs), `tfrecord/`, `recordio/train.{rec,idx}`, `manifest.json` "
@@ -293,33 +331,37 @@ OUTPUTS = {
     "(the framework profiler's and Horovod's raw files behind it), `timeline.json` (phased "
     "timing: Horovod's timeline of the measured iterations, rank 0, 2 or more ranks), "
     "`status.json` (ok or failed, and why)",
-    "attempts/<run path>/<time>/": "earlier attempts of a redone run, whole (its files, `status.json`, "
+    f"{paths.attempts('<run path>')}/<time>/": "earlier attempts of a redone run, whole (its files, `status.json`, "
     "`launch.log`), and earlier allreduce sweeps (`attempts/allreduce/`): measured "
     "data is never overwritten",
-    "tidy.csv": "one row per run x rank x iteration x phase",
-    "runs.csv": "one row per run: status, reasons, versions, settings, data, hosts, command, gradients, "
+    _T["tidy"]: "one row per run x rank x iteration x phase",
+    _T["runs"]: "one row per run: status, reasons, versions, settings, data, hosts, command, gradients, "
     "Horovod's fusion settings and timeline",
-    "tensors.csv": "one row per successful run x gradient tensor: what the performance model replays. The table "
-    "stage (`analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
-    "summary.csv": "one row per configuration: throughput, speedup, efficiency, iteration and phase times with 95% "
-    "intervals, loader rate, MFU, noise, failed repeats",
-    "peak.csv": "each framework's matrix-multiply rate with a rank's threads on the study's device: MFU's denominator",
-    "allreduce/nodes<N>_rpn<R>.jsonl": "the allreduce sweep (4 bytes to `allreduce_max_bytes`) on the same hosts and "
-    "ranks as the training runs with 2 or more ranks, and on every node count "
+    _T["tensors"]: "one row per successful run x gradient tensor: what the performance model replays. "
+    "The table stage (`analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
+    _T["run_metrics"]: "one row per run: its iteration time, throughput and mean phase times over its measured "
+    "iterations, the table the summary, the replay plans and the model read",
+    _T["summary"]: "one row per configuration: throughput, speedup, efficiency, iteration and phase times with "
+    "95% intervals, loader rate, MFU, noise, failed repeats",
+    _T["peak"]: "each framework's matrix-multiply rate with a rank's threads on the study's device: MFU's denominator",
+    f"{paths.sweep('<N>', '<R>')}.jsonl": "the allreduce sweep (4 bytes to `allreduce_max_bytes`) on the same "
+    "hosts and ranks as the training runs with 2 or more ranks, and on every node count "
     "under `replay`: every repetition's time per size and path",
-    "allreduce.csv": "per sweep, path and size: repetitions, times, algorithm and bus bandwidth",
-    "allreduce_fit.csv": "per sweep and path: the ring alpha-beta fit and Horovod's per-tensor cost",
-    "model.csv": "one row per run: measured and predicted communication and iteration time",
-    "replay/plans.json, replay/nodes<N>.jsonl, replay/nodes<N>.spec.json": "with `replay`: what each replayed 1-rank "
-    "configuration computes and sends, per node count every rank's replayed iteration, and the spec the ranks "
+    _T["allreduce"]: "per sweep, path and size: repetitions, times, algorithm and bus bandwidth",
+    _T["allreduce_fit"]: "per sweep and path: the ring alpha-beta fit and Horovod's per-tensor cost",
+    _T["model"]: "one row per run: measured and predicted communication and iteration time",
+    _REPLAY_FILES: "with `replay`: what each replayed 1-rank configuration computes and sends, per node "
+    "count every rank's replayed iteration, and the spec the ranks "
     "were handed",
-    "replay.csv": "per replayed configuration and node count: replayed time beside the model's and the "
+    _T["replayed"]: "one row per replayed configuration and node count: what the replay measured (its "
+    "output's every rank and iteration, summarised)",
+    _T["replay"]: "per replayed configuration and node count: replayed time beside the model's and the "
     "extrapolation's prediction; empty without `replay`",
-    "model_error.json": (
+    _T["model_error"]: (
         "the model's median errors, and the configurations off by more than 5% with the measured reason"
     ),
-    "gradients.csv": "gradient tensors and bytes per iteration, per framework and model",
-    "extrapolation.csv": "PREDICTED efficiency for 2 ... `extrapolate.max_ranks` ranks over each link in "
+    _T["gradients"]: "gradient tensors and bytes per iteration, per framework and model",
+    _T["extrapolation"]: "PREDICTED efficiency for 2 ... `extrapolate.max_ranks` ranks over each link in "
     "`extrapolate.links`",
     "figures/{throughput,efficiency,phases}.{pdf,png}": "seaborn, faceted by model, hue framework, style the rest "
     "of the configuration (`setting`)",
@@ -328,7 +370,9 @@ OUTPUTS = {
     "figures/extrapolation.{pdf,png}": "predicted efficiency up to `extrapolate.max_ranks` ranks per link, titled as "
     "a prediction",
     "figures/replay.{pdf,png}": "replayed iteration time by node count beside the two predictions",
-    "report.md": "the study for a paper: config, hosts, launcher, environment and git commit, the summary as "
+    paths.TABLES[
+        "report"
+    ]: "the study for a paper: config, hosts, launcher, environment and git commit, the summary as "
     "Markdown and LaTeX (booktabs) tables, noise and failure warnings, the model's error, the figures",
     "logs/": "the environment build log, one log per run (mpirun's output of all ranks), one per analysis step "
     "(what it read, wrote and warned about)",

@@ -11,9 +11,9 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from harness.paths import ROOT
 from harness.vocabulary import MATRIX_KEYS  # the run's folders in the results tree, in this order
 
-ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
 
 
@@ -269,34 +269,6 @@ def matrix(config):
     return [dict(zip(MATRIX_KEYS + ("repeat",), combo)) for combo in combos]
 
 
-WORD_KEYS = ("framework", "model", "comm", "layout", "timing")
-RUN_PATTERN = (
-    "{framework}/{model}/{comm}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
-    "lw{loader_workers}/repeat{repeat}"
-)
-
-
-def run_path(run):
-    return RUN_PATTERN.format(**run)
-
-
-def run_from_path(run_dir):
-    """The run identity a run folder's place in the results tree gives (its last path parts)."""
-    names = re.findall(r"\{(\w+)\}", RUN_PATTERN)
-    pattern = re.escape(RUN_PATTERN)
-    for name in names:
-        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>[^/]+)")
-    found = re.search(pattern + "$", Path(run_dir).as_posix())
-    if not found:
-        raise ValueError(f"{run_dir} is not a run folder ({RUN_PATTERN})")
-    return run_from_wildcards(found.groupdict())
-
-
-def run_from_wildcards(wildcards):
-    """A run identity from the results tree's wildcards (counts become ints)."""
-    return {k: (str(wildcards[k]) if k in WORD_KEYS else int(wildcards[k])) for k in MATRIX_KEYS + ("repeat",)}
-
-
 # Settings every run's result depends on besides its identity: a change re-runs the study.
 RUN_SETTINGS = (
     "data",
@@ -321,10 +293,3 @@ RUN_SETTINGS = (
 
 def run_settings(config):
     return {k: config.get(k) for k in RUN_SETTINGS}
-
-
-def run_files(config, run):
-    """(run folder, log file, attempts folder) of one run."""
-    rel = run_path(run)
-    results, logs = Path(config.get("results", "results")), Path(config.get("logs", "logs"))
-    return results / "runs" / rel, logs / "runs" / f"{rel}.log", results / "attempts" / rel

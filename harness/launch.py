@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from harness import config as cfg
-from harness import emulate, rule
+from harness import emulate, paths
 from harness.checks import check_run, first_error
 from harness.execution import Interrupted, LaunchError, execute, job, job_failure
 from harness.records import IDENTITY
@@ -129,9 +129,9 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
     """Run one study run end to end and write its status.json. Returns the status dict.
 
     The pipeline's rule passes its declared status file and log, and where an earlier attempt's files
-    go; by hand (`python -m harness launch`) they are the config's (`config.run_files`)."""
+    go; by hand (`python -m harness launch`) they are the config's (`paths.run_files`)."""
     if status_path is None:
-        run_dir, log_path, attempts_root = cfg.run_files(config, run)
+        run_dir, log_path, attempts_root = paths.run_files(config, run)
     else:
         run_dir, log_path, attempts_root = Path(status_path).parent, Path(log_path), Path(attempts_root)
     _keep_previous(run_dir, attempts_root)
@@ -293,46 +293,3 @@ def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attem
         for path in (out_path, log_path):
             if path.exists():
                 shutil.copyfile(path, dest / path.name)
-
-
-def run_rule(config, wildcards, input, output, log, params):
-    """The pipeline's `run` rule (rules/runs.smk): the run its wildcards name, with its declared
-    files, in a process of its own that stops the MPI job on a signal (harness/rule.py)."""
-    rule.in_own_process(
-        "run",
-        config=dict(config),
-        run=cfg.run_from_wildcards(wildcards),
-        env_record=input.env,
-        status=output[0],
-        log=log[0],
-        attempts=params.attempts,
-    )
-
-
-def sweep_rule(config, wildcards, input, output, log, params):
-    """The pipeline's `allreduce` rule (rules/allreduce.smk), with its declared files, likewise."""
-    rule.in_own_process(
-        "sweep",
-        config=dict(config),
-        nodes=int(wildcards.nodes),
-        ranks_per_node=int(wildcards.ranks_per_node),
-        env_record=input.env,
-        output=output[0],
-        log=log[0],
-        attempts=params.attempts,
-    )
-
-
-def replay_rule(config, wildcards, input, output, log, params):
-    """The pipeline's `replay` rule (rules/replay.smk), with its declared files, likewise."""
-    rule.in_own_process(
-        "replay",
-        config=dict(config),
-        nodes=int(wildcards.nodes),
-        plans=input.plans,
-        env_record=input.env,
-        output=output.out,
-        spec=output.spec,
-        log=log[0],
-        attempts=params.attempts,
-    )

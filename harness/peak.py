@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.paths import ROOT
 from workloads import frameworks
 
 WARMUP, REPEATS = 3, 10
@@ -66,7 +67,7 @@ def _environment(threads, device):
         "MXNET_CPU_WORKER_NTHREADS": str(threads),
         "TF_ENABLE_ONEDNN_OPTS": "1",
         "TF_CPP_MIN_LOG_LEVEL": "2",
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "PYTHONPATH": str(ROOT),
     }
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -128,6 +129,31 @@ def main(argv=None):
             writer.writeheader()
             writer.writerows(rows)
     return 0
+
+
+def rule(config, python, out_path, log_path):
+    """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
+    device (`main`), in a process of its own."""
+    from harness.execution import execute
+
+    argv = [
+        python,
+        "-m",
+        "harness.peak",
+        str(Path(out_path).resolve()),
+        "--framework",
+        *config["framework"],
+        "--threads",
+        str(config["threads_per_rank"]),
+        "--device",
+        config.get("device", "cpu"),
+        "--precision",
+        config.get("precision", "fp32"),
+    ]
+    Path(log_path).write_text("")
+    rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(ROOT)})
+    if rc:
+        raise RuntimeError(f"measuring the matrix-multiply peak failed (log: {log_path})")
 
 
 if __name__ == "__main__":

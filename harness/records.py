@@ -12,11 +12,11 @@ import json
 import math
 import time
 
-from harness.vocabulary import PHASES, RUN_KEYS
+from harness.vocabulary import PHASES, RUN_KEYS, seconds
 
 SCHEMA = "dlscale.record/2"
 
-PHASE_KEYS = tuple(f"{p}_s" for p in PHASES)
+PHASE_KEYS = tuple(seconds(p) for p in PHASES)
 
 IDENTITY = tuple(RUN_KEYS)
 

@@ -33,7 +33,7 @@ class ReplayError(ValueError):
 
 
 def plans(bases, models, comms=None):
-    """Plans from the model's 1-rank baselines (analysis.model.baselines): {MATCH key: details} ->
+    """Plans from the model's 1-rank baselines (analysis.prediction.baselines): {MATCH key: details} ->
     [plan], for the listed models (and comm modes)."""
     from harness.vocabulary import BASELINE_KEYS
 

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import paths
 from harness.execution import GRACE_S, STOP_SIGNALS, Interrupted, die_with_parent, interruptible
 
 MODULE = "harness.rule"
@@ -178,3 +179,48 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# The pipeline's MPI rules call these with their declared files (rules/runs.smk, allreduce.smk,
+# replay.smk).
+def run_rule(config, wildcards, input, output, log, params):
+    """The pipeline's `run` rule (rules/runs.smk): the run its wildcards name, with its declared
+    files, in a process of its own that stops the MPI job on a signal (this module)."""
+    in_own_process(
+        "run",
+        config=dict(config),
+        run=paths.run_from_wildcards(wildcards),
+        env_record=input.env,
+        status=output[0],
+        log=log[0],
+        attempts=params.attempts,
+    )
+
+
+def sweep_rule(config, wildcards, input, output, log, params):
+    """The pipeline's `allreduce` rule (rules/allreduce.smk), with its declared files, likewise."""
+    in_own_process(
+        "sweep",
+        config=dict(config),
+        nodes=int(wildcards.nodes),
+        ranks_per_node=int(wildcards.ranks_per_node),
+        env_record=input.env,
+        output=output[0],
+        log=log[0],
+        attempts=params.attempts,
+    )
+
+
+def replay_rule(config, wildcards, input, output, log, params):
+    """The pipeline's `replay` rule (rules/replay.smk), with its declared files, likewise."""
+    in_own_process(
+        "replay",
+        config=dict(config),
+        nodes=int(wildcards.nodes),
+        plans=input.plans,
+        env_record=input.env,
+        output=output.out,
+        spec=output.spec,
+        log=log[0],
+        attempts=params.attempts,
+    )

@@ -7,23 +7,23 @@ rule allreduce:
         env=ENV_RECORD,
         hostfile=config["hostfile"],
     output:
-        f"{RESULTS}/allreduce/nodes{{nodes}}_rpn{{ranks_per_node}}.jsonl",
+        f"{RESULTS}/{paths.sweep('{nodes}', '{ranks_per_node}')}.jsonl",
     log:
-        f"{LOGS}/allreduce/nodes{{nodes}}_rpn{{ranks_per_node}}.log",
+        f"{LOGS}/{paths.sweep('{nodes}', '{ranks_per_node}')}.log",
     threads: workflow.cores
     params:
         settings=json.dumps({k: config[k] for k in ("allreduce_max_bytes", "launcher")}, sort_keys=True),
-        attempts=lambda w: f"{RESULTS}/attempts/allreduce/nodes{w.nodes}_rpn{w.ranks_per_node}",
+        attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.sweep(w.nodes, w.ranks_per_node))}",
     run:
-        launch.sweep_rule(config, wildcards, input, output, log, params)
+        rule_process.sweep_rule(config, wildcards, input, output, log, params)
 
 
 rule allreduce_tables:
     input:
         list(SWEEPS),
     output:
-        sweep=f"{RESULTS}/allreduce.csv",
-        fit=f"{RESULTS}/allreduce_fit.csv",
+        sweep=TABLE["allreduce"],
+        fit=TABLE["allreduce_fit"],
     log:
         f"{LOGS}/allreduce_tables.log",
     run:

@@ -5,45 +5,56 @@ rule tidy:
     input:
         RUNS,
     output:
-        tidy=f"{RESULTS}/tidy.csv",
-        runs=f"{RESULTS}/runs.csv",
-        tensors=f"{RESULTS}/tensors.csv",
+        tidy=TABLE["tidy"],
+        runs=TABLE["runs"],
+        tensors=TABLE["tensors"],
     log:
         f"{LOGS}/tidy.log",
     run:
         step("tidy", steps.write_tables, list(input), output.tidy, output.runs, output.tensors, log[0])
 
 
+rule run_metrics:
+    input:
+        TABLE["tidy"],
+    output:
+        TABLE["run_metrics"],
+    log:
+        f"{LOGS}/run_metrics.log",
+    run:
+        step("run_metrics", steps.write_run_metrics, input[0], output[0], log[0])
+
+
 rule peak:
     input:
         env=ENV_RECORD,
     output:
-        f"{RESULTS}/peak.csv",
+        TABLE["peak"],
     log:
         f"{LOGS}/peak.log",
     threads: workflow.cores
     params:
         python=sys.executable,
     run:
-        step("peak", steps.measure_peak, config, params.python, output[0], log[0])
+        step("peak", peak.rule, config, params.python, output[0], log[0])
 
 
 rule summary:
     input:
-        tidy=f"{RESULTS}/tidy.csv",
-        runs=f"{RESULTS}/runs.csv",
-        peak=f"{RESULTS}/peak.csv",
+        run_metrics=TABLE["run_metrics"],
+        runs=TABLE["runs"],
+        peak=TABLE["peak"],
     output:
-        report(f"{RESULTS}/summary.csv", caption="../report/summary.rst", category="Tables"),
+        report(TABLE["summary"], caption="../report/summary.rst", category="Tables"),
     log:
         f"{LOGS}/summary.log",
     run:
-        step("summary", steps.write_summary, input.tidy, input.runs, output[0], log[0], input.peak)
+        step("summary", steps.write_summary, input.run_metrics, input.runs, output[0], log[0], input.peak)
 
 
 rule figures:
     input:
-        f"{RESULTS}/summary.csv",
+        TABLE["summary"],
     output:
         reported(FIGURES, "Figures"),
     log:
@@ -52,40 +63,52 @@ rule figures:
         step("figures", steps.write_figures, input[0], list(output), log[0])
 
 
+# Every study has the replays' table, empty without `replay`.
+rule replay_tables:
+    input:
+        list(REPLAYS),
+    output:
+        TABLE["replayed"],
+    log:
+        f"{LOGS}/replay_tables.log",
+    run:
+        step("replay_tables", steps.write_replayed, REPLAYS, output[0], log[0])
+
+
 rule model:
     input:
-        tidy=f"{RESULTS}/tidy.csv",
-        runs=f"{RESULTS}/runs.csv",
-        tensors=f"{RESULTS}/tensors.csv",
-        sweep=f"{RESULTS}/allreduce.csv",
-        fit=f"{RESULTS}/allreduce_fit.csv",
-        replays=list(REPLAYS),
+        run_metrics=TABLE["run_metrics"],
+        runs=TABLE["runs"],
+        tensors=TABLE["tensors"],
+        sweep=TABLE["allreduce"],
+        fit=TABLE["allreduce_fit"],
+        replayed=TABLE["replayed"],
         plans=[REPLAY_PLANS] if REPLAYS else [],
     output:
-        table=f"{RESULTS}/model.csv",
-        replay=f"{RESULTS}/replay.csv",
-        error=f"{RESULTS}/model_error.json",
-        gradients=f"{RESULTS}/gradients.csv",
-        extrapolation=f"{RESULTS}/extrapolation.csv",
+        table=TABLE["model"],
+        replay=TABLE["replay"],
+        error=TABLE["model_error"],
+        gradients=TABLE["gradients"],
+        extrapolation=TABLE["extrapolation"],
         figures=reported(MODEL_FIGURES, "Performance model"),
     log:
         f"{LOGS}/model.log",
     params:
         extrapolate=json.dumps(config["extrapolate"], sort_keys=True),
     run:
-        step("model", steps.write_model, files(input), files(output), config["extrapolate"], REPLAYS, log[0])
+        step("model", steps.write_model, files(input), files(output), config["extrapolate"], log[0])
 
 
 rule paper_report:
     input:
-        summary=f"{RESULTS}/summary.csv",
-        runs=f"{RESULTS}/runs.csv",
+        summary=TABLE["summary"],
+        runs=TABLE["runs"],
         environment=ENV_RECORD,
-        error=f"{RESULTS}/model_error.json",
-        model=f"{RESULTS}/model.csv",
+        error=TABLE["model_error"],
+        model=TABLE["model"],
         figures=FIGURES + MODEL_FIGURES,
     output:
-        f"{RESULTS}/report.md",
+        TABLE["report"],
     log:
         f"{LOGS}/report.log",
     run:

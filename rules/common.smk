@@ -4,30 +4,33 @@ import sys
 from pathlib import Path
 
 from harness import config as cfg
+from harness import paths
+from harness.vocabulary import STATUS
 from harness import images
 from environment import build as env
-from harness import launch
+from harness import peak
 from harness import rule as rule_process
 from analysis import figures, steps
 
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
-ENV_RECORD = f"{RESULTS}/environment.json"
+ENV_RECORD = f"{RESULTS}/{env.RECORD}"
+TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
 DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
-RUNS = [f"{RESULTS}/runs/{cfg.run_path(run)}/status.json" for run in cfg.matrix(config)]
+RUNS = [f"{RESULTS}/{paths.run_status(run)}" for run in cfg.matrix(config)]
 # One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks, and per
 # node count replayed (one rank per node).
 SWEEPS = {
-    f"{RESULTS}/allreduce/nodes{n}_rpn{r}.jsonl": (n, r)
+    f"{RESULTS}/{paths.sweep(n, r)}.jsonl": (n, r)
     for n, r in [(n, r) for n in config["nodes"] for r in config["ranks_per_node"]]
     + [(n, 1) for n in cfg.replay_nodes(config)]
     if n * r > 1
 }
-REPLAY_PLANS = f"{RESULTS}/replay/plans.json"
-REPLAYS = {f"{RESULTS}/replay/nodes{n}.jsonl": n for n in cfg.replay_nodes(config)}
-FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.FIGURES)
-MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/figures", figures.MODEL_FIGURES)
+REPLAY_PLANS = f"{RESULTS}/{paths.REPLAY_PLANS}"
+REPLAYS = {f"{RESULTS}/{paths.replay(n)}.jsonl": n for n in cfg.replay_nodes(config)}
+FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.FIGURES)
+MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.MODEL_FIGURES)
 
 
 def step(rule_name, function, *args):

@@ -9,9 +9,9 @@ localrules:
 
 rule replay_plans:
     input:
-        tidy=f"{RESULTS}/tidy.csv",
-        runs=f"{RESULTS}/runs.csv",
-        tensors=f"{RESULTS}/tensors.csv",
+        run_metrics=TABLE["run_metrics"],
+        runs=TABLE["runs"],
+        tensors=TABLE["tensors"],
     output:
         REPLAY_PLANS,
     log:
@@ -28,13 +28,13 @@ rule replay:
         hostfile=config["hostfile"],
         plans=REPLAY_PLANS,
     output:
-        out=f"{RESULTS}/replay/nodes{{nodes}}.jsonl",
-        spec=f"{RESULTS}/replay/nodes{{nodes}}.spec.json",
+        out=f"{RESULTS}/{paths.replay('{nodes}')}.jsonl",
+        spec=f"{RESULTS}/{paths.replay('{nodes}')}.spec.json",
     log:
-        f"{LOGS}/replay/nodes{{nodes}}.log",
+        f"{LOGS}/{paths.replay('{nodes}')}.log",
     threads: workflow.cores
     params:
         settings=json.dumps({k: config[k] for k in ("replay", "launcher")}, sort_keys=True),
-        attempts=lambda w: f"{RESULTS}/attempts/replay/nodes{w.nodes}",
+        attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.replay(w.nodes))}",
     run:
-        launch.replay_rule(config, wildcards, input, output, log, params)
+        rule_process.replay_rule(config, wildcards, input, output, log, params)

@@ -22,12 +22,12 @@ rule run:
         hostfile=config["hostfile"],
         data=[DATA_MANIFEST] if DATASET else [],
     output:
-        f"{RESULTS}/runs/{cfg.RUN_PATTERN}/status.json",
+        f"{RESULTS}/{paths.RUNS}/{paths.RUN_PATTERN}/{STATUS}",
     log:
-        f"{LOGS}/runs/{cfg.RUN_PATTERN}.log",
+        f"{LOGS}/{paths.RUNS}/{paths.RUN_PATTERN}.log",
     threads: workflow.cores
     params:
         settings=json.dumps(cfg.run_settings(config), sort_keys=True),
-        attempts=lambda w: f"{RESULTS}/attempts/{cfg.run_path(cfg.run_from_wildcards(w))}",
+        attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.run_path(paths.run_from_wildcards(w)))}",
     run:
-        launch.run_rule(config, wildcards, input, output, log, params)
+        rule_process.run_rule(config, wildcards, input, output, log, params)

@@ -1,11 +1,11 @@
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
+from harness.paths import ROOT  # noqa: F401 (the tests import it from here)
+
 # The checkout is installed (editable) in the environment's overlay, .venv: `import harness` finds it.
-ROOT = Path(__file__).resolve().parent.parent
 # The environment record launch.launch needs: the tests' own interpreter.
 ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 
@@ -14,6 +14,26 @@ ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 def base_config():
     """The shipped default config, as a fresh dict."""
     return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def tiny_run(**overrides):
+    """One run's identity (the matrix keys and the repeat): by default PyTorch's tinynet on one rank,
+    as tiny_config's studies run it."""
+    run = {
+        "framework": "torch",
+        "model": "tinynet",
+        "comm": "overlap",
+        "layout": "best",
+        "timing": "native",
+        "nodes": 1,
+        "ranks_per_node": 1,
+        "batch_size": 4,
+        "loader_workers": 0,
+        "repeat": 0,
+    }
+    unknown = set(overrides) - set(run)
+    assert not unknown, f"not a run key: {unknown}"
+    return {**run, **overrides}
 
 
 def tiny_config(tmp_path, **overrides):

@@ -5,6 +5,7 @@ import ast
 
 import yaml
 
+from harness import paths
 from harness.vocabulary import PHASES, seconds
 from tests.conftest import ROOT
 from workloads import frameworks
@@ -137,3 +138,36 @@ def _enum(schema, key):
         if "items" in branch:
             return branch["items"]["enum"]
     return spec["enum"]
+
+
+def _typed_paths(path):
+    """Results paths typed in `path`: a table's file name, or a string that starts a results path."""
+    exact = {*paths.TABLES.values(), paths.REPLAY_PLANS}
+    starts = (f"{paths.RUNS}/", f"{paths.ATTEMPTS}/", f"{paths.SWEEPS}/nodes", f"{paths.REPLAYS}/nodes")
+    text = path.read_text()
+    if path.suffix != ".py":
+        return {w for w in exact if w in text} | {s for s in starts if f"/{s}" in text}
+    return {
+        node.value
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if node.value in exact or node.value.startswith(starts)
+    }
+
+
+def test_only_the_results_tree_spells_a_results_path():
+    owner = ROOT / "harness" / "paths.py"
+    stray = [
+        f"{path.relative_to(ROOT)}: {', '.join(sorted(found))}"
+        for path in _sources()
+        if path != owner and path.relative_to(ROOT).parts[0] != "bench"
+        if (found := _typed_paths(path))
+    ]
+    assert not stray, "results paths typed outside harness/paths.py:\n" + "\n".join(stray)
+
+
+def test_the_paths_search_finds_what_it_looks_for(tmp_path):
+    (tmp_path / "a.py").write_text('x = "runs/torch"\ny = "summary.csv"\n')
+    (tmp_path / "b.smk").write_text('rule r:\n    output: f"{RESULTS}/replay/nodes{{nodes}}.jsonl"\n')
+    assert _typed_paths(tmp_path / "a.py") == {"runs/torch", "summary.csv"}
+    assert _typed_paths(tmp_path / "b.smk") == {"replay/nodes"}

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from harness import config as cfg
+from harness import paths
 from tests.conftest import ROOT
 
 
@@ -25,7 +26,7 @@ def test_default_config_is_valid(base_config):
         "loader_workers": 1,
         "repeat": 0,
     }
-    assert cfg.run_path(runs[0]) == "torch/alexnet/overlap/best/native/nodes1_rpn1_bs8_lw1/repeat0"
+    assert paths.run_path(runs[0]) == "torch/alexnet/overlap/best/native/nodes1_rpn1_bs8_lw1/repeat0"
     assert base_config["data"]["kind"] == "images"  # the io phase reads and decodes JPEGs
     assert base_config["launcher"]["env"] == {"OMPI_MCA_mpi_yield_when_idle": 1}  # no busy-polling contention
 

@@ -4,6 +4,7 @@ every column of every table a study writes has one in harness/columns.py, and ev
 benchmark table has its sidecar (date, command, what)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import yaml
 
 from docs import generate
-from harness import columns
+from harness import columns, paths
 from tests.conftest import ROOT
 from tests.study import run_shrunk
 
@@ -38,6 +39,19 @@ def test_readme_is_a_front_door():
         "./bootstrap.sh && .venv/bin/python -m pytest",
     ):
         assert f"```sh\n{command}\n```" in text
+
+
+def test_readme_layout_table_names_the_results_tree():
+    """Every file the README's "What lands where" table names is one the results tree has
+    (harness/paths.py), and every table is in it."""
+    text = (ROOT / "README.md").read_text().split("## What lands where")[1].split("\n## ")[0]
+    named = set(re.findall(r"`(?:results/)?([a-z_*]+\.(?:csv|json|md))`", text))
+    known = set(paths.TABLES.values()) | {"allreduce*.csv"}
+    assert named <= known, named - known
+    covered = {
+        t for t in paths.TABLES.values() if t in named or (t.startswith("allreduce") and "allreduce*.csv" in named)
+    }
+    assert covered == set(paths.TABLES.values()) - {"peak.csv", "gradients.csv"}, set(paths.TABLES.values()) - covered
 
 
 def test_every_schema_key_has_a_description():

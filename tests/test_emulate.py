@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from harness import config as cfg
-from harness import emulate, launch
+from harness import emulate, launch, paths
 from harness.records import parse_file
-from tests.conftest import ENV_RECORD, ROOT, tiny_config
+from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
 
 OK, WHY = emulate.available()
 needs_netns = pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
@@ -164,21 +164,10 @@ def test_cli_runs_a_command_in_node_0_with_the_hostfile():
 
 def _comm_times(tmp_path, rate):
     conf = tiny_config(tmp_path / str(rate), emulate={"rate_mbit": rate}, framework=["torch"], iterations=4)
-    run = {
-        "framework": "torch",
-        "model": "tinynet",
-        "comm": "sequential",
-        "layout": "best",
-        "timing": "phased",
-        "nodes": 2,
-        "ranks_per_node": 1,
-        "batch_size": 4,
-        "loader_workers": 0,
-        "repeat": 0,
-    }
+    run = tiny_run(comm="sequential", timing="phased", nodes=2)
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
-    run_dir, _, _ = cfg.run_files(conf, run)
+    run_dir, _, _ = paths.run_files(conf, run)
     spec = json.loads((run_dir / "spec.json").read_text())
     assert spec["launch"]["hosts"] == ["10.213.0.1", "10.213.0.2"]
     assert spec["launch"]["emulated"]["rate_mbit"] == rate

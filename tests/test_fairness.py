@@ -6,14 +6,14 @@ import json
 import pytest
 
 from analysis import metrics, tidy, trace
-from harness import config as cfg
-from harness import launch
+from harness import launch, paths
 from harness.records import PHASE_KEYS, parse_file
 from harness.vocabulary import LOG, trace_name
 from tests.conftest import ENV_RECORD, tiny_config
+from workloads import frameworks
 from workloads.devices import LayoutError, resolve_layout
 
-FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
+FRAMEWORKS = frameworks.NAMES  # every registered framework
 
 
 def run_once(tmp_path, framework, ranks, timing="native", comm="overlap", model="tinynet", layout="best", **over):
@@ -31,12 +31,13 @@ def run_once(tmp_path, framework, ranks, timing="native", comm="overlap", model=
         "repeat": 0,
     }
     status = launch.launch(conf, run, ENV_RECORD)
-    run_dir, _, _ = cfg.run_files(conf, run)
+    run_dir, _, _ = paths.run_files(conf, run)
     return status, run_dir
 
 
 def test_best_layout_is_each_frameworks_recommendation_and_a_forced_one_it_cannot_run_is_refused():
-    assert [resolve_layout(f, "best") for f in FRAMEWORKS] == ["NHWC", "NHWC", "NCHW"]
+    best = {"torch": "NHWC", "tensorflow": "NHWC", "mxnet": "NCHW"}
+    assert {f: resolve_layout(f, "best") for f in best} == best
     assert resolve_layout("torch", "NCHW") == "NCHW"
     with pytest.raises(LayoutError, match="TensorFlow's CPU convolutions run NHWC only"):
         resolve_layout("tensorflow", "NCHW")

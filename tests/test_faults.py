@@ -18,26 +18,15 @@ import pytest
 import yaml
 
 from harness import config as cfg
-from harness import launch
+from harness import launch, paths
 from harness.vocabulary import ATTEMPT, LOG, STATUS, TIMELINE, records_name, trace_name
-from tests.conftest import ENV_RECORD, ROOT, tiny_config
+from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 # Iterations that keep a 2-rank tinynet run going for several seconds on 2 cores, long enough to
 # hit it with a signal while it trains.
 LONG = 1500
-TWO_RANKS = {
-    "framework": "torch",
-    "model": "tinynet",
-    "comm": "overlap",
-    "layout": "best",
-    "timing": "native",
-    "nodes": 1,
-    "ranks_per_node": 2,
-    "batch_size": 4,
-    "loader_workers": 0,
-    "repeat": 0,
-}
+TWO_RANKS = tiny_run(ranks_per_node=2)
 
 
 def processes(text):
@@ -108,11 +97,11 @@ def snakemake(path, *args, **kwargs):
 
 
 def run_dir(conf, run=TWO_RANKS):
-    return Path(conf["results"]) / "runs" / cfg.run_path(run)
+    return Path(conf["results"]) / paths.run_folder(run)
 
 
 def attempts(conf, run=TWO_RANKS):
-    folder = Path(conf["results"]) / "attempts" / cfg.run_path(run)
+    folder = Path(conf["results"]) / paths.attempts(paths.run_path(run))
     return sorted(folder.iterdir()) if folder.is_dir() else []
 
 
@@ -177,7 +166,7 @@ def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_ru
 
     statuses = []
     for name, (timing, breaks, _) in BROKEN.items():
-        copy = tmp_path / name.replace(" ", "_") / "results" / "runs" / cfg.run_path({**TWO_RANKS, "timing": timing})
+        copy = tmp_path / name.replace(" ", "_") / "results" / paths.run_folder({**TWO_RANKS, "timing": timing})
         shutil.copytree(made_runs[timing], copy)
         breaks(copy)
         statuses.append(copy / STATUS)
@@ -191,8 +180,8 @@ def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_ru
     assert set(table["timing"]) == {"native", "phased"} and len(table) > 0  # only the intact runs' rows
     summary = metrics.summarize(metrics.run_table(table), runs)
     assert summary["repeats_failed"].sum() == len(BROKEN)
-    paths = figures.draw_all(summary, figures.figure_paths(tmp_path / "figures", figures.FIGURES))
-    assert all(p.stat().st_size > 0 for p in paths)
+    drawn = figures.draw_all(summary, figures.figure_paths(tmp_path / "figures", figures.FIGURES))
+    assert all(p.stat().st_size > 0 for p in drawn)
 
 
 # -- killed processes ------------------------------------------------------------------------------------

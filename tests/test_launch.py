@@ -1,4 +1,5 @@
 from harness import checks, execution, launch, launchers
+from tests.conftest import tiny_run
 
 
 def test_mpirun_argv_single_node_exact():
@@ -141,18 +142,7 @@ def test_srun_without_slurm_fails_the_run_with_the_reason(base_config, tmp_path,
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun anywhere
     base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"))
     base_config["launcher"]["name"] = "srun"
-    run = {
-        "framework": "torch",
-        "model": "tinynet",
-        "comm": "overlap",
-        "layout": "best",
-        "timing": "native",
-        "nodes": 1,
-        "ranks_per_node": 1,
-        "batch_size": 4,
-        "loader_workers": 0,
-        "repeat": 0,
-    }
+    run = tiny_run()
     status = launch.launch(base_config, run, {"python": "python3"})
     assert status["status"] == "failed"
     assert status["reasons"][0].startswith("launcher srun: no srun on PATH")

@@ -88,7 +88,7 @@ def one_epoch(framework, dataset, rank, ranks):
     return [int(b.label[0].asnumpy()[0]) for b in it]  # one pass ends the epoch
 
 
-@pytest.mark.parametrize("framework", ["torch", "tensorflow", "mxnet"])
+@pytest.mark.parametrize("framework", frameworks.NAMES)
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_the_ranks_together_read_every_image_once_per_epoch(labelled, framework, ranks):
     if framework == "tensorflow":  # whole shards per rank
@@ -159,10 +159,10 @@ def image_config(tmp_path, **over):
     )
 
 
-@pytest.mark.parametrize("framework", ["torch", "tensorflow", "mxnet"])
+@pytest.mark.parametrize("framework", frameworks.NAMES)
 def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, framework):
     from harness import config as cfg
-    from harness import launch
+    from harness import launch, paths
     from harness.records import parse_file
     from tests.conftest import ENV_RECORD
 
@@ -182,7 +182,7 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
     }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
-    run_dir, _, _ = cfg.run_files(conf, run)
+    run_dir, _, _ = paths.run_files(conf, run)
     for rank in range(2):
         recs, errors = parse_file(run_dir / f"rank{rank}.jsonl")
         assert not errors

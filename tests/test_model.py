@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from analysis import model
+from analysis import model, prediction
 from harness import timeline
 from harness.allreduce import ring_time
 from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES
@@ -127,7 +127,7 @@ def test_extrapolation_falls_with_ranks_and_rises_with_bandwidth():
         }
     }
     links = {"slow": {"gbit_s": 1, "latency_us": 50}, "fast": {"gbit_s": 100, "latency_us": 1}}
-    table = model.extrapolate(bases, links, max_ranks=64)
+    table = prediction.extrapolate(bases, links, max_ranks=64)
     assert sorted(set(table["ranks"])) == [2, 4, 8, 16, 32, 64]
     for _, g in table.groupby("link"):
         eff = g.sort_values("ranks")["predicted_efficiency"].tolist()
@@ -165,7 +165,7 @@ def test_off_target_configurations_say_which_part_of_the_error_is_larger():
         ]
     )
     assert model.error_parts(0.75, 0.15, 1.0, 0.2) == pytest.approx((-0.2, -0.05))
-    far = model.off_target(table, ["framework"])
+    far = prediction.off_target(table, ["framework"])
     assert [x["framework"] for x in far] == ["mxnet", "tensorflow"]
     assert far[0]["runs"] == 2 and far[0]["error_iteration"] == pytest.approx((-0.25 - 0.375) / 2, abs=1e-4)
     assert far[0]["reason"].startswith("compute (-")

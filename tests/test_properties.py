@@ -20,8 +20,8 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from analysis import comm, figures, model, steps, tidy
-from harness import allreduce, checks, launch
+from analysis import comm, figures, metrics, model, prediction, steps, tidy
+from harness import allreduce, checks, launch, paths
 from harness import config as cfg
 from harness.records import Writer
 from harness.rule import Files
@@ -223,7 +223,7 @@ def make_study(root, fates, sweep_fates, scales=None, alpha=2e-5, beta=1e-9, **d
     fates = [fates] * len(runs) if isinstance(fates, str) else fates
     results = Path(config["results"])
     status = [
-        write_run(config, run, results / "runs" / cfg.run_path(run), fates[i], (scales or [1.0] * len(runs))[i])
+        write_run(config, run, results / paths.run_folder(run), fates[i], (scales or [1.0] * len(runs))[i])
         for i, run in enumerate(runs)
     ]
     # one sweep per placement of 2 or more ranks (rules/common.smk's SWEEPS)
@@ -262,24 +262,26 @@ def analyse(study, draw=True):
     runs them, on the study's files; draw=False: no study figures or report, and the model's
     figures as PNG only (matplotlib is most of the time)."""
     res, logs, c = study.results, study.logs, study.config
-    csv = {k: res / f"{k}.csv" for k in ("tidy", "runs", "tensors", "summary", "allreduce", "allreduce_fit", "model")}
+    csv = {k: res / file for k, file in paths.TABLES.items()}
     steps.write_tables(
         [str(p) for p in study.status], str(csv["tidy"]), str(csv["runs"]), str(csv["tensors"]), str(logs / "tidy.log")
     )
+    steps.write_run_metrics(str(csv["tidy"]), str(csv["run_metrics"]), str(logs / "run_metrics.log"))
     steps.write_summary(
-        str(csv["tidy"]), str(csv["runs"]), str(csv["summary"]), str(logs / "summary.log"), str(res / "peak.csv")
+        str(csv["run_metrics"]), str(csv["runs"]), str(csv["summary"]), str(logs / "summary.log"), str(csv["peak"])
     )
+    steps.write_replayed({}, str(csv["replayed"]), str(logs / "replay_tables.log"))
     steps.write_comm(study.sweeps, str(csv["allreduce"]), str(csv["allreduce_fit"]), str(logs / "allreduce_tables.log"))
     model_figures = figures.figure_paths(res / "figures", figures.MODEL_FIGURES)
     study_figures = figures.figure_paths(res / "figures", figures.FIGURES)
     steps.write_model(
         named(
-            tidy=csv["tidy"],
+            run_metrics=csv["run_metrics"],
             runs=csv["runs"],
             tensors=csv["tensors"],
             sweep=csv["allreduce"],
             fit=csv["allreduce_fit"],
-            replays=[],
+            replayed=csv["replayed"],
             plans=[],
         ),
         named(
@@ -291,7 +293,6 @@ def analyse(study, draw=True):
             figures=model_figures if draw else [p for p in model_figures if p.endswith(".png")],
         ),
         c["extrapolate"],
-        {},
         str(logs / "model.log"),
     )
     if draw:
@@ -327,6 +328,7 @@ def check_tables(study):
         "tidy",
         "runs",
         "tensors",
+        "run_metrics",
         "summary",
         "allreduce",
         "allreduce_fit",
@@ -337,6 +339,7 @@ def check_tables(study):
     ):
         assert len(pd.read_csv(res / f"{name}.csv").columns), name  # a header even with no rows
     assert list(pd.read_csv(res / "tidy.csv").columns) == tidy.TIDY_COLUMNS
+    assert list(pd.read_csv(res / "run_metrics.csv").columns) == metrics.RUN_METRICS_COLUMNS
     assert list(pd.read_csv(res / "allreduce.csv").columns) == comm.SWEEP_COLUMNS
     assert list(pd.read_csv(res / "allreduce_fit.csv").columns) == comm.FIT_COLUMNS
 
@@ -349,7 +352,7 @@ def check_tables(study):
     assert (summary["repeats_ok"] + summary["repeats_failed"]).sum() == len(study.runs)
 
     table = pd.read_csv(res / "model.csv", keep_default_na=False, na_values=[""])
-    assert list(table.columns) == model.COLUMNS and len(table) == runs["status"].eq("ok").sum()
+    assert list(table.columns) == prediction.COLUMNS and len(table) == runs["status"].eq("ok").sum()
     predicted = table["predicted_iteration_s"].notna()
     assert table.loc[~predicted, "not_predicted"].notna().all()  # every run not predicted says why
     assert table.loc[predicted, "not_predicted"].isna().all()
@@ -369,7 +372,7 @@ def check_tables(study):
         )
     if study.config["profile_iterations"] == 0:  # native runs without traces: never predicted, and why
         native = table[(table["timing"] == "native") & (table["ranks"] > 1)]
-        assert native["not_predicted"].isin([model.NO_TRACES, model.NO_BASELINE]).all()
+        assert native["not_predicted"].isin([prediction.NO_TRACES, prediction.NO_BASELINE]).all()
     for (n, r), fate in study.sweep_fates.items():
         if fate in ("failed", "failed midway", "empty"):
             assert not (predicted & (table["nodes"] == n) & (table["ranks_per_node"] == r)).any()
@@ -511,7 +514,7 @@ def test_a_study_of_one_rank_runs_only_ends_with_every_table_and_why(tmp_path):
     analyse(study)
     table, error = check_tables(study)
     assert error["reason"] == "no run with 2 or more ranks" and error["runs"] == 0
-    assert set(table["not_predicted"]) == {model.BASELINE_ITSELF}
+    assert set(table["not_predicted"]) == {prediction.BASELINE_ITSELF}
     assert len(pd.read_csv(study.results / "extrapolation.csv")) > 0  # the 1-rank runs still extrapolate
     check_drawn(study, error)
 
@@ -544,7 +547,7 @@ def test_native_runs_without_traces_are_not_predicted_and_say_why(tmp_path):
     table, error = check_tables(study)
     two = table[table["ranks"] == 2]
     assert len(two) == 2 and two["predicted_iteration_s"].isna().all()
-    assert two["not_predicted"].tolist() == [model.NO_TRACES] * 2
-    assert error["reason"] == model.NO_TRACES
+    assert two["not_predicted"].tolist() == [prediction.NO_TRACES] * 2
+    assert error["reason"] == prediction.NO_TRACES
     assert pd.read_csv(study.results / "extrapolation.csv").empty
-    assert f"nothing to extrapolate: {model.NO_TRACES}" in (study.logs / "model.log").read_text()
+    assert f"nothing to extrapolate: {prediction.NO_TRACES}" in (study.logs / "model.log").read_text()

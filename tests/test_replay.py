@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import comm, model
+from analysis import comm, model, replayed
 from harness import allreduce, emulate, launch, replay
 from harness.vocabulary import BASELINE_KEYS
 from tests.conftest import tiny_config
@@ -82,6 +82,13 @@ def _sweep(nodes, seconds_per_byte, latency):
     return pd.DataFrame(rows), fits
 
 
+def _table(tmp_path, replays):
+    """What the model reads: the replays' table (replayed.csv) as the replay_tables rule writes it."""
+    path = tmp_path / "replayed.csv"
+    replayed.measured(replays).to_csv(path, index=False)
+    return replayed.read_table(path)
+
+
 def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
     plan = next(p for p in replay.plans(_bases(), ["tinynet"]) if p["key"]["comm"] == "sequential")
     lines = [
@@ -109,7 +116,8 @@ def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
         + "\n"
     )
     sweep, fits = _sweep(4, 1e-6, 0.001)
-    table = model.replay_table([(tmp_path / "r.jsonl", 4), (tmp_path / "f.jsonl", 8)], [plan], sweep, fits)
+    measured = _table(tmp_path, [(tmp_path / "r.jsonl", 4), (tmp_path / "f.jsonl", 8)])
+    table = replayed.replay_table(measured, [plan], sweep, fits)
     ok, failed = table.iloc[0], table.iloc[1]
     assert ok["iteration_s"] == pytest.approx(0.114) and ok["iterations"] == 3  # mean over ranks, iterations
     assert ok["iteration_ci95"] == pytest.approx(4.303 * 0.002 / 3**0.5 / 0.114, rel=1e-3)  # t(0.975, 2) s / sqrt(3)
@@ -118,7 +126,7 @@ def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
     assert ok["error_iteration"] == pytest.approx((0.1074 - 0.114) / 0.114)
     assert ok["extrapolated_iteration_s"] == pytest.approx(0.102 + model.ring_time(4400, 4, 0.001, 1e-6))
     assert failed["failure"] == "mpirun exited with code 1; boom" and pd.isna(failed["iteration_s"])
-    error = model.replay_error(table)
+    error = replayed.replay_error(table)
     assert error["replays"] == 1 and error["nodes"] == [4]
     assert error["median_abs_error_iteration"] == pytest.approx(abs(ok["error_iteration"]))
     # the error's parts: compute 0.102 predicted, 0.114 - 0.011 measured; exposed 5.4 ms against 11 ms
@@ -132,7 +140,7 @@ def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
     )
     (tmp_path / "bad.jsonl").write_text(json.dumps({"schema": "other/1"}) + "\n")
     with pytest.raises(ValueError, match="bad.jsonl:1: schema is 'other/1'"):
-        model.read_replay(tmp_path / "bad.jsonl", 4)
+        replayed.read_replay(tmp_path / "bad.jsonl", 4)
 
 
 def _tinynet_plans():
@@ -181,7 +189,7 @@ def test_replay_on_four_emulated_nodes_against_its_prediction(tmp_path):
     sweep, fits = comm.tables([(tmp_path / "sweep.jsonl", nodes, 1)])
     assert fits["failure"].eq("").all(), fits["failure"].tolist() + [(tmp_path / "sweep.log").read_text()[-2000:]]
     assert set(sweep["path"]) == set(allreduce.PATHS)
-    table = model.replay_table([(tmp_path / "replay.jsonl", nodes)], plans, sweep, fits)
+    table = replayed.replay_table(_table(tmp_path, [(tmp_path / "replay.jsonl", nodes)]), plans, sweep, fits)
     assert table["failure"].eq("").all(), table["failure"].tolist() + [(tmp_path / "replay.log").read_text()[-2000:]]
     assert (table["ranks"] == nodes).all() and (table["iterations"] == 12).all()
     compute = sum(PHASES.values())

@@ -61,6 +61,7 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
     for table in (
         "tidy.csv",
         "tensors.csv",
+        "run_metrics.csv",
         "summary.csv",
         "allreduce.csv",
         "allreduce_fit.csv",

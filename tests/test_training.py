@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import config as cfg
-from harness import execution, launch, launchers
+from harness import execution, launch, launchers, paths
 from harness.records import PHASE_KEYS, parse_file
-from tests.conftest import ENV_RECORD, ROOT, tiny_config
+from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
+from workloads import frameworks
 
-FRAMEWORKS = ["torch", "tensorflow", "mxnet"]
+FRAMEWORKS = frameworks.NAMES  # every registered framework
 
 
 def run_two_ranks(tmp_path, spec, script):
@@ -102,7 +102,7 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
     }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
-    run_dir, _, _ = cfg.run_files(conf, run)
+    run_dir, _, _ = paths.run_files(conf, run)
     for rank in (0, 1):
         recs, errors = parse_file(run_dir / f"rank{rank}.jsonl")
         assert errors == []
@@ -125,22 +125,11 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
 
 def test_timeout_kills_run_and_keeps_logs(tmp_path):
     conf = tiny_config(tmp_path, run_timeout_s=1, iterations=100000)
-    run = {
-        "framework": "torch",
-        "model": "tinynet",
-        "comm": "overlap",
-        "layout": "best",
-        "timing": "native",
-        "nodes": 1,
-        "ranks_per_node": 2,
-        "batch_size": 4,
-        "loader_workers": 0,
-        "repeat": 0,
-    }
+    run = tiny_run(ranks_per_node=2)
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][0] == "timed out after 1 s; job killed"
-    run_dir, log, attempts = cfg.run_files(conf, run)
+    run_dir, log, attempts = paths.run_files(conf, run)
     saved = json.loads((run_dir / "status.json").read_text())
     assert saved["status"] == "failed" and "timed out" in saved["reasons"][0] and log.exists()
     # a second attempt moves the first one's files aside instead of overwriting them
@@ -172,7 +161,7 @@ def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
     }
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "ok", status
-    run_dir, _, _ = cfg.run_files(conf, run)
+    run_dir, _, _ = paths.run_files(conf, run)
     for rank in (0, 1):
         used = Path(parse_file(run_dir / f"rank{rank}.jsonl")[0][0]["provenance"]["tmpdir"])
         assert used.parent == node_tmp and used.name.startswith("dlscale-rank-"), used
@@ -265,18 +254,7 @@ def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name)
 
 def test_mixed_precision_needs_a_gpu(tmp_path):
     conf = tiny_config(tmp_path, precision="mixed")
-    run = {
-        "framework": "torch",
-        "model": "tinynet",
-        "comm": "overlap",
-        "layout": "best",
-        "timing": "native",
-        "nodes": 1,
-        "ranks_per_node": 1,
-        "batch_size": 4,
-        "loader_workers": 0,
-        "repeat": 0,
-    }
+    run = tiny_run()
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][1] == (

@@ -15,8 +15,8 @@ import horovod.mxnet as hvd
 import mxnet as mx
 import numpy as np
 
+from workloads.batches import SyntheticData
 from workloads.registry import build_model
-from workloads.train import SyntheticData
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 hvd.init()

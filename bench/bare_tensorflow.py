@@ -17,8 +17,8 @@ import horovod.tensorflow as hvd
 import keras
 import tensorflow as tf
 
+from workloads.batches import SyntheticData
 from workloads.registry import build_model
-from workloads.train import SyntheticData
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 tf.config.threading.set_intra_op_parallelism_threads(spec["threads_per_rank"])

@@ -14,10 +14,10 @@ from pathlib import Path
 import horovod.torch as hvd
 import torch
 
+from workloads.batches import SyntheticData
 from workloads.devices import resolve_layout
 from workloads.frameworks.torch.trainer import DenseView
 from workloads.registry import build_model
-from workloads.train import SyntheticData
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 hvd.init()

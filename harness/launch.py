@@ -10,6 +10,7 @@ run writes attempt.json only, so that it counts as not done. Redoing a run or sw
 earlier files and log to a new folder under the attempts folder: nothing measured is deleted.
 """
 
+import dataclasses
 import json
 import shutil
 import time
@@ -125,75 +126,107 @@ def _keep_previous(run_dir, attempts_root):
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
-def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
-    """Run one study run end to end and write its status.json. Returns the status dict.
+@dataclasses.dataclass
+class Plan:
+    """One run resolved from the study's config before its job starts: where its files go, what its
+    ranks are told (spec.json) and run, in what environment, for how long."""
 
-    The pipeline's rule passes its declared status file and log, and where an earlier attempt's files
-    go; by hand (`python -m harness launch`) they are the config's (`paths.run_files`)."""
+    run: dict
+    run_dir: Path
+    log: Path
+    attempts: Path
+    spec: dict
+    command: list
+    rank_env: dict
+    timeout_s: float
+    traced: bool  # native timing with traced iterations: every rank must leave a trace
+
+
+def plan(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
+    """The run's Plan. The pipeline's rule passes its declared status file and log, and where an
+    earlier attempt's files go; by hand (`python -m harness launch`) they are the config's
+    (`paths.run_files`)."""
     if status_path is None:
         run_dir, log_path, attempts_root = paths.run_files(config, run)
     else:
         run_dir, log_path, attempts_root = Path(status_path).parent, Path(log_path), Path(attempts_root)
-    _keep_previous(run_dir, attempts_root)
-    _fresh_log(log_path)
-    spec = run_spec(config, run, run_dir.resolve())
+    return Plan(
+        run=run,
+        run_dir=run_dir,
+        log=log_path,
+        attempts=attempts_root,
+        spec=run_spec(config, run, run_dir.resolve()),
+        command=workload_command(env_record["python"], (run_dir / SPEC).resolve()),
+        rank_env=rank_env(config),
+        timeout_s=config["run_timeout_s"],
+        traced=run["timing"] == "native" and config["profile_iterations"] > 0,
+    )
+
+
+def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
+    """Run one study run end to end (its `plan`, then its job) and write its status.json. Returns
+    the status dict."""
+    p = plan(config, run, env_record, status_path, log_path, attempts_root)
+    _keep_previous(p.run_dir, p.attempts)
+    _fresh_log(p.log)
     started = time.time()
-    argv, rc, failure = _run_job(config, run, env_record, spec, run_dir, log_path, started)
-    size = run["nodes"] * run["ranks_per_node"]
-    problems, _ = check_run(run_dir, size, traced=run["timing"] == "native" and config["profile_iterations"] > 0)
+    argv, rc, failure = _run_job(config, p, env_record, started)
+    problems, _ = check_run(p.run_dir, run["nodes"] * run["ranks_per_node"], traced=p.traced)
     if failure:
         problems.insert(0, failure)
     status = {
-        **{k: spec[k] for k in RUN_KEYS},
-        **run,
+        **_identity(p),
         "status": "failed" if problems else "ok",
         "reasons": problems,
         "returncode": rc,
         "elapsed_s": round(time.time() - started, 3),
         "argv": argv,
-        "log": str(log_path),
+        "log": str(p.log),
     }
     if problems:
-        text = log_path.read_text(errors="replace")
+        text = p.log.read_text(errors="replace")
         error = first_error(text)
         if error:
             problems.insert(1 if failure else 0, f"first error: {error}")
         status["log_tail"] = text.splitlines()[-20:]
-    _write_json(run_dir / ATTEMPT, status)
-    _write_json(run_dir / STATUS, status)
+    _write_json(p.run_dir / ATTEMPT, status)
+    _write_json(p.run_dir / STATUS, status)
     return status
 
 
-def _run_job(config, run, env_record, spec, run_dir, log_path, started):
-    """Run the run's MPI job, its spec.json written once the job's hosts and argv are known, and keep
+def _identity(p):
+    """The run's identity as its status records it (every run key, from its spec)."""
+    return {**{k: p.spec[k] for k in RUN_KEYS}, **p.run}
+
+
+def _run_job(config, p, env_record, started):
+    """Run the plan's MPI job, its spec.json written once the job's hosts and argv are known, and keep
     its log in the run folder. Returns (argv, returncode, failure), failure None where the job ran
     to its end; an interrupted job writes attempt.json and is raised on."""
-    spec_path = run_dir / SPEC
-    command = workload_command(env_record["python"], spec_path.resolve())
+    run = p.run
     try:
-        with job(config, run["nodes"], run["ranks_per_node"], command, rank_env(config)) as job_:
+        with job(config, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as job_:
             hosts, argv, proc_env, cluster = job_
-            spec["launch"] = _launch_facts(env_record, hosts, argv, cluster)
-            spec_path.write_text(json.dumps(spec, indent=2) + "\n")
-            rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
-        failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
+            p.spec["launch"] = _launch_facts(env_record, hosts, argv, cluster)
+            (p.run_dir / SPEC).write_text(json.dumps(p.spec, indent=2) + "\n")
+            rc, timed_out = execute(argv, p.log, p.timeout_s, proc_env)
+        failure = job_failure(rc, timed_out, p.timeout_s, config["launcher"]["name"])
     except emulate.EmulationError as exc:
         argv, rc, failure = [], None, f"emulated cluster: {exc}"
     except LaunchError as exc:
         argv, rc, failure = [], None, str(exc)
     except Interrupted as exc:
         status = {
-            **{k: spec[k] for k in RUN_KEYS},
-            **run,
+            **_identity(p),
             "status": "interrupted",
             "reasons": [str(exc)],
             "elapsed_s": round(time.time() - started, 3),
-            "log": str(log_path),
+            "log": str(p.log),
         }
-        _write_json(run_dir / ATTEMPT, status)
+        _write_json(p.run_dir / ATTEMPT, status)
         raise
     finally:
-        shutil.copyfile(log_path, run_dir / LOG)  # the declared log goes when Snakemake redoes the run
+        shutil.copyfile(p.log, p.run_dir / LOG)  # the declared log goes when Snakemake redoes the run
     return argv, rc, failure
 
 

@@ -77,7 +77,7 @@ def test_sync_waits_for_the_compute_stream_and_not_for_other_streams(trainer):
 
 
 def test_h2d_copies_from_pinned_host_memory(trainer):
-    from workloads.train import SyntheticData
+    from workloads.batches import SyntheticData
 
     batch = SyntheticData(0, 0, 16, 32, 10, trainer.data_layout)(0)
     host = trainer.load(batch)

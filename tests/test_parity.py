@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from workloads import frameworks
+from workloads.batches import SyntheticData
 from workloads.registry import build_model
-from workloads.train import SyntheticData
 
 reference = frameworks.module(frameworks.REFERENCE, "weights")
 tf_weights = frameworks.module("tensorflow", "weights")

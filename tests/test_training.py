@@ -140,7 +140,7 @@ def test_timeout_kills_run_and_keeps_logs(tmp_path):
 
 def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
     """TensorFlow's AutoGraph writes a source file per converted function into the temporary folder
-    and removes it only at interpreter exit, which a rank skips (workloads.train.leave): this run left
+    and removes it only at interpreter exit, which a rank skips (workloads.rank.leave): this run left
     34 files in the node's temporary folder before. Each rank now works in a folder of its own there
     and removes it as it ends."""
     node_tmp = tmp_path / "node-tmp"
@@ -175,7 +175,7 @@ def test_a_killed_ranks_temporary_folder_is_removed_by_the_next_rank_on_the_node
     and leaves those of ranks still alive."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
     rank = "; ".join(
-        ["from workloads.scratch import private_tmpdir", "import time", "print(private_tmpdir(), flush=True)"]
+        ["from workloads.rank import private_tmpdir", "import time", "print(private_tmpdir(), flush=True)"]
         + ["time.sleep(600)"]
     )
     killed, alive = (
@@ -188,7 +188,7 @@ def test_a_killed_ranks_temporary_folder_is_removed_by_the_next_rank_on_the_node
         killed.wait()
         assert folders[0].is_dir()  # SIGKILL: nothing ran in the rank
         starting = subprocess.run(
-            [sys.executable, "-c", "from workloads.scratch import private_tmpdir; private_tmpdir()"],
+            [sys.executable, "-c", "from workloads.rank import private_tmpdir; private_tmpdir()"],
             env=env,
             capture_output=True,
             text=True,

@@ -1,9 +1,11 @@
-"""A rank's own temporary folder, removed as the rank ends, and abandoned ones cleared (a rank
-killed by a signal cannot remove its own)."""
+"""A rank's process around the training loop: its own temporary folder (removed as the rank ends,
+and abandoned ones cleared: a rank killed by a signal cannot remove its own), and its end."""
 
 import fcntl
 import os
+import platform
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -53,3 +55,50 @@ def _remove_if_abandoned(folder):
     finally:
         os.close(lock)
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def leave(data, trainer, scratch):
+    """End the rank: stop the loader's worker processes (left running, PyTorch's DataLoader workers
+    keep the launcher waiting on their output), shut Horovod down (it finalizes MPI), then exit
+    without the interpreter's teardown of the frameworks' objects. Every record and trace is written
+    and closed by now; that teardown measures nothing and took TensorFlow ranks 2-23 s per run
+    (2026-11-23: freeing the run's objects, then finalizing the interpreter), a tenth of the default
+    study's time. So it removes its temporary folder itself (`private_tmpdir`)."""
+    data.close()
+    trainer.shutdown()
+    shutil.rmtree(scratch, ignore_errors=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def provenance(trainer, spec):
+    env_keys = sorted(
+        k
+        for k in os.environ
+        if k.startswith(
+            (
+                "OMP_",
+                "MKL_",
+                "HOROVOD_",
+                "TF_",
+                "MXNET_",
+                "DLSCALE_",
+                "NCCL_",
+                "UCX_",
+                "NVIDIA_TF32",
+                "OMPI_COMM_WORLD_SIZE",
+                "CUDA_VISIBLE",
+            )
+        )
+    )
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "argv": sys.argv,
+        "pid": os.getpid(),
+        "environ": {k: os.environ[k] for k in env_keys},
+        "tmpdir": tempfile.gettempdir(),  # the rank's own, removed as it ends (private_tmpdir)
+        "framework": trainer.describe().record(),
+        "launch": spec.get("launch", {}),
+    }

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness import config as cfg
 from harness import emulate
+from harness.hosts import parse_hostfile, select_hosts
 from harness.launchers import LAUNCHERS, mpirun_argv
 
 
@@ -46,8 +47,8 @@ def job(config, nodes, ranks_per_node, command, env):
         )
         return
     if not emulated:
-        hosts = cfg.select_hosts(
-            cfg.parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node, hostfile=config["hostfile"]
+        hosts = select_hosts(
+            parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node, hostfile=config["hostfile"]
         )
         yield hosts, argv_of(hosts, ranks_per_node, launcher, command, env, **options), None, None
         return

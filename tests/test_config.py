@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from harness import config as cfg
-from harness import paths
+from harness import hosts, paths
 from tests.conftest import ROOT
 
 
@@ -147,8 +147,8 @@ def test_more_nodes_than_hosts(base_config):
 def test_hostfile_parsing(tmp_path):
     path = tmp_path / "hosts"
     path.write_text("# cluster\nnode01 slots=4\n\nnode02 slots=4 max_slots=8  # comment\nnode03\n")
-    assert cfg.parse_hostfile(path) == [("node01", 4), ("node02", 4), ("node03", 1)]
-    assert cfg.select_hosts(cfg.parse_hostfile(path), 2, 4) == ["node01", "node02"]
+    assert hosts.parse_hostfile(path) == [("node01", 4), ("node02", 4), ("node03", 1)]
+    assert hosts.select_hosts(hosts.parse_hostfile(path), 2, 4) == ["node01", "node02"]
 
 
 @pytest.mark.parametrize(
@@ -165,12 +165,12 @@ def test_hostfile_errors(tmp_path, text, message):
     path = tmp_path / "hosts"
     path.write_text(text)
     with pytest.raises(cfg.ConfigError, match=message):
-        cfg.parse_hostfile(path)
+        hosts.parse_hostfile(path)
 
 
 def test_shipped_cluster_example_parses():
-    hosts = cfg.parse_hostfile(cfg.ROOT / "hostfiles" / "example-4x4")
-    assert hosts == [(f"node0{i}", 4) for i in range(1, 5)]
+    listed = hosts.parse_hostfile(cfg.ROOT / "hostfiles" / "example-4x4")
+    assert listed == [(f"node0{i}", 4) for i in range(1, 5)]
 
 
 def test_emulated_study_config_is_valid_where_clusters_can_be_made(base_config):

@@ -18,13 +18,9 @@ from analysis.prediction import costs, median_abs, off_target
 from harness import replay
 from harness.vocabulary import BASELINE_KEYS as MATCH
 
-REPLAY_COLUMNS = MATCH + [
-    "nodes",
-    "ranks",
-    "iterations",
-    "iteration_s",
-    "iteration_ci95",
-    "comm_exposed_s",
+# What a replay measured per plan and node count, and what the model and the extrapolation predict of it.
+MEASURED = ["nodes", "ranks", "iterations", "iteration_s", "iteration_ci95", "comm_exposed_s"]
+PREDICTED = [
     "predicted_iteration_s",
     "predicted_comm_exposed_s",
     "error_iteration",
@@ -32,8 +28,8 @@ REPLAY_COLUMNS = MATCH + [
     "error_from_exposed",
     "extrapolated_iteration_s",
     "error_extrapolated",
-    "failure",
 ]
+REPLAY_COLUMNS = MATCH + MEASURED + PREDICTED + ["failure"]
 
 
 KEY = "plan"
@@ -76,19 +72,7 @@ def read_replay(path, nodes):
 
 # replayed.csv: what the replays measured, one row per plan and node count (a failed replay: one
 # row with its node count and reason).
-MEASURED_COLUMNS = (
-    [KEY]
-    + MATCH
-    + [
-        "nodes",
-        "ranks",
-        "iterations",
-        "iteration_s",
-        "iteration_ci95",
-        "comm_exposed_s",
-        "failure",
-    ]
-)
+MEASURED_COLUMNS = [KEY] + MATCH + MEASURED + ["failure"]
 
 
 def measured(replays):

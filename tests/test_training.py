@@ -210,18 +210,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path, mon
     broken = tmp_path / "libmxnet.so"
     broken.write_text("not a library\n")
     conf["launcher"]["env"] = {"MXNET_LIBRARY_PATH": str(broken)}  # `import mxnet` fails on every rank
-    run = {
-        "framework": "mxnet",
-        "model": "tinynet",
-        "comm": "overlap",
-        "layout": "best",
-        "timing": "native",
-        "nodes": 1,
-        "ranks_per_node": 1,
-        "batch_size": 4,
-        "loader_workers": 0,
-        "repeat": 0,
-    }
+    run = tiny_run(framework="mxnet")
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][0] == "mpirun exited with code 1"

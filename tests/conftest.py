@@ -3,7 +3,16 @@ import sys
 import pytest
 import yaml
 
+from harness import emulate
 from harness.paths import ROOT  # noqa: F401 (the tests import it from here)
+
+# Snakemake as the tests run it: this interpreter's, without its lock (tests run studies side by
+# side, each in its own folders), on two cores.
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
+# Emulated clusters need network namespaces and tc; where they cannot be made, the tests that need
+# one skip with harness/emulate.py's reason.
+EMULATION, WHY_NO_EMULATION = emulate.available()
+needs_emulation = pytest.mark.skipif(not EMULATION, reason=WHY_NO_EMULATION or "emulated clusters available")
 
 # The checkout is installed (editable) in the environment's overlay, .venv: `import harness` finds it.
 # The environment record launch.launch needs: the tests' own interpreter.

@@ -5,15 +5,12 @@ workers, device, launcher, emulated link, replays) and makes it small (a tiny ne
 iterations, 1 repeat, few small images, small sweeps)."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from harness import config as cfg
-from tests.conftest import ROOT
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
+from tests.conftest import ROOT, SNAKEMAKE
 
 
 def shrink(config, folder):

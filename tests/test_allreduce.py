@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 
 from analysis import comm, prediction
-from harness import allreduce, emulate, execution, launch, launchers
-from tests.conftest import tiny_config
-
-EMULATED, WHY = emulate.available()
+from harness import allreduce, execution, launch, launchers
+from tests.conftest import needs_emulation, tiny_config
 
 
 def test_sizes_and_repetitions():
@@ -107,7 +105,7 @@ def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
     assert "no-such-mpirun-option" in (kept[0] / "log").read_text()
 
 
-@pytest.mark.skipif(not EMULATED, reason=WHY or "emulated clusters available")
+@needs_emulation
 def test_sweep_killed_by_its_timeout_keeps_the_sizes_it_measured_and_the_model_does_not_use_them(tmp_path):
     # 2 emulated nodes at 8 Mbit/s: the sizes to 1 MiB take ~10 s, one allreduce of 16 MiB 16 s
     conf = tiny_config(

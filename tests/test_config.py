@@ -7,7 +7,7 @@ import yaml
 
 from harness import config as cfg
 from harness import hosts, paths
-from tests.conftest import ROOT
+from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 
 
 def test_default_config_is_valid(base_config):
@@ -176,14 +176,12 @@ def test_shipped_cluster_example_parses():
 def test_emulated_study_config_is_valid_where_clusters_can_be_made(base_config):
     import yaml
 
-    from harness import emulate
     from tests.conftest import ROOT
 
     base_config.update(yaml.safe_load((ROOT / "config" / "emulated.yaml").read_text()))
     base_config["hostfile"] = "no/such/hostfile"  # an emulated study does not read it
-    ok, why = emulate.available()
-    if not ok:
-        with pytest.raises(cfg.ConfigError, match=f"config key 'emulate': {why}"):
+    if not EMULATION:
+        with pytest.raises(cfg.ConfigError, match=f"config key 'emulate': {WHY_NO_EMULATION}"):
             cfg.validate(base_config)
         return
     cfg.validate(base_config)
@@ -270,11 +268,10 @@ def test_overlays_are_layered_on_the_default_config_as_snakemake_layers_them(tmp
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
-    from harness import emulate
 
     conf = yaml.safe_load((ROOT / "config" / overlay).read_text())
-    if conf.get("emulate") and not emulate.available()[0]:
-        pytest.skip(f"{overlay}: {emulate.available()[1]}")
+    if conf.get("emulate") and not EMULATION:
+        pytest.skip(f"{overlay}: {WHY_NO_EMULATION}")
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "check-config", f"config/{overlay}"], cwd=ROOT, capture_output=True, text=True
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 from tests.study import run_shrunk
 
 FENCE = re.compile(r"^```(sh|bash|console|shell)\s*\n(.*?)^```", re.M | re.S)
@@ -207,11 +207,8 @@ def test_documented_command(command, tmp_path):
 
 def _run(command, substitutions, folder):
     if " emulate " in command or "emulated.yaml" in command:
-        from harness import emulate
-
-        ok, why = emulate.available()
-        if not ok:
-            pytest.skip(f"emulated clusters: {why}")
+        if not EMULATION:
+            pytest.skip(f"emulated clusters: {WHY_NO_EMULATION}")
     cleanup = substitutions.get("&& cleanup")
     for old, new in substitutions.items():
         if old != "&& cleanup":

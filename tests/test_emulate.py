@@ -17,10 +17,7 @@ import yaml
 from harness import config as cfg
 from harness import emulate, launch, paths
 from harness.records import parse_file
-from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
-
-OK, WHY = emulate.available()
-needs_netns = pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
+from tests.conftest import ENV_RECORD, ROOT, needs_emulation, tiny_config, tiny_run
 
 
 def _mine():
@@ -41,7 +38,7 @@ def test_nodes_get_cpus_of_their_own():
     assert emulate.node_cpus(3, [0, 1]) == ["0", "1", "0"]  # more nodes than CPUs: in turn
 
 
-@needs_netns
+@needs_emulation
 def test_cluster_is_made_shaped_and_removed():
     before_ns, before_links = set(emulate.namespaces()), _links()
     with emulate.cluster(3, rate_mbit=250) as made:
@@ -77,7 +74,7 @@ def test_cluster_is_made_shaped_and_removed():
     assert set(emulate.namespaces()) == before_ns
 
 
-@needs_netns
+@needs_emulation
 def test_cluster_is_removed_when_the_job_fails_and_its_processes_are_killed():
     with pytest.raises(RuntimeError, match="job failed"):
         with emulate.cluster(2) as made:
@@ -87,7 +84,7 @@ def test_cluster_is_removed_when_the_job_fails_and_its_processes_are_killed():
     assert not [ns for ns in emulate.namespaces() if ns.startswith(made.name)]
 
 
-@needs_netns
+@needs_emulation
 def test_orphaned_clusters_of_dead_processes_are_removed():
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -102,7 +99,7 @@ def _tcp(ns):
     ).stdout.strip()
 
 
-@needs_netns
+@needs_emulation
 def test_nodes_run_the_congestion_control_asked_for():
     with emulate.cluster(2, rate_mbit=100, congestion_control="reno") as made:
         assert [_tcp(ns) for ns in made.namespaces] == ["reno", "reno"]
@@ -111,7 +108,7 @@ def test_nodes_run_the_congestion_control_asked_for():
     assert not _mine(), "a cluster that failed to come up was left behind"
 
 
-@needs_netns
+@needs_emulation
 def test_bad_link_settings_are_refused():
     with pytest.raises(emulate.EmulationError, match="link rate must be positive"):
         emulate.up(2, rate_mbit=0)
@@ -119,7 +116,7 @@ def test_bad_link_settings_are_refused():
         emulate.up(0)
 
 
-@needs_netns
+@needs_emulation
 def test_delay_uses_netem_or_says_it_is_missing():
     try:
         with emulate.cluster(2, rate_mbit=100, delay_ms=5) as made:
@@ -134,7 +131,7 @@ def test_delay_uses_netem_or_says_it_is_missing():
     assert not _mine(), "a cluster that failed to come up was left behind"
 
 
-@needs_netns
+@needs_emulation
 def test_cli_runs_a_command_in_node_0_with_the_hostfile():
     proc = subprocess.run(
         [
@@ -178,7 +175,7 @@ def _comm_times(tmp_path, rate):
     return [s["comm_s"] for s in records[0] if s["kind"] == "step" and not s["warmup"]]
 
 
-@needs_netns
+@needs_emulation
 def test_two_emulated_nodes_communication_grows_as_bandwidth_drops(tmp_path):
     fast = statistics.median(_comm_times(tmp_path, 400))
     slow = statistics.median(_comm_times(tmp_path, 40))
@@ -191,7 +188,7 @@ def test_two_emulated_nodes_communication_grows_as_bandwidth_drops(tmp_path):
     assert not _mine(), "clusters left behind"
 
 
-@needs_netns
+@needs_emulation
 def test_emulated_study_refuses_binding(base_config):
     base_config["emulate"] = {"rate_mbit": 100}
     base_config["launcher"]["bind_to"] = "core"

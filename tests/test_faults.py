@@ -20,9 +20,8 @@ import yaml
 from harness import config as cfg
 from harness import launch, paths
 from harness.vocabulary import ATTEMPT, LOG, STATUS, TIMELINE, records_name, trace_name
-from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
+from tests.conftest import ENV_RECORD, ROOT, SNAKEMAKE, tiny_config, tiny_run
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 # Iterations that keep a 2-rank tinynet run going for several seconds on 2 cores, long enough to
 # hit it with a signal while it trains.
 LONG = 1500

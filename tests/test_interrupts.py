@@ -16,7 +16,7 @@ import yaml
 
 from harness import rule
 from tests import steps_probe
-from tests.conftest import ROOT, tiny_config
+from tests.conftest import ROOT, SNAKEMAKE, tiny_config
 
 LOCKS = ROOT / ".snakemake" / "locks"
 
@@ -105,7 +105,7 @@ def test_the_pipeline_stops_naming_the_step_past_its_time_limit(tmp_path):
     # no analysis step, not even the quickest, ends within a millisecond: the first one is stopped
     conf, path = _study(tmp_path, step_timeout_s=0.001)
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2", "--configfile", str(path)],
+        SNAKEMAKE + ["--configfile", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

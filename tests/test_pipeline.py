@@ -3,7 +3,6 @@ nothing."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,10 +14,8 @@ import yaml
 from analysis import steps
 from analysis.prediction import TOLERANCE
 from harness import paths
-from tests.conftest import ROOT, tiny_config
+from tests.conftest import ROOT, SNAKEMAKE, tiny_config
 from workloads.registry import build_model
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,8 @@ import pytest
 from analysis import comm, model, replayed
 from harness import allreduce, emulate, launch, replay
 from harness.vocabulary import BASELINE_KEYS
-from tests.conftest import tiny_config
+from tests.conftest import needs_emulation, tiny_config
 
-OK, WHY = emulate.available()
 PHASES = {"io_s": 0.002, "h2d_s": 0.0, "forward_s": 0.03, "backward_s": 0.06, "update_s": 0.01}
 
 
@@ -157,7 +156,7 @@ def _tinynet_plans():
     return plans
 
 
-@pytest.mark.skipif(not OK, reason=WHY or "emulated clusters available")
+@needs_emulation
 def test_replay_on_four_emulated_nodes_against_its_prediction(tmp_path):
     nodes = 4
     # the sweep takes ~50 s and the replay ~40 s on 2 cores; a slower machine must not time them out

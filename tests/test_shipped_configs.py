@@ -13,7 +13,7 @@ import pytest
 
 from analysis import figures
 from harness import config as cfg
-from tests.conftest import ROOT
+from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 from tests.study import run_shrunk
 
 SHIPPED = sorted(p.name for p in (ROOT / "config").glob("*.yaml") if p.name != "schema.yaml")
@@ -36,11 +36,10 @@ def test_every_shipped_config_is_run_here():
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
-    from harness import emulate
 
     layered = cfg.layered([cfg.resolve(f"config/{name}")])
-    if layered.get("emulate") and not emulate.available()[0]:
-        pytest.skip(f"{name}: {emulate.available()[1]}")
+    if layered.get("emulate") and not EMULATION:
+        pytest.skip(f"{name}: {WHY_NO_EMULATION}")
     why = expected_failure(name, layered)
     proc, conf = run_shrunk([f"config/{name}"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-5000:]

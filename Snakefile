@@ -46,6 +46,7 @@ localrules:
     environment,
     tidy,
     run_metrics,
+    flops,
     summary,
     figures,
     allreduce_tables,

@@ -158,21 +158,16 @@ def _add_failures(summary, status):
     return summary
 
 
-def add_mfu(summary, peak):
+def add_mfu(summary, peak, flops):
     """Model FLOP utilisation: each rank's useful FLOP rate (throughput per rank x training FLOPs per
-    image, workloads/flops.py) over its framework's measured matrix-multiply rate with the same
-    threads and device (harness/peak.py): how far a framework is from the hardware, not only from
-    the others."""
-    from workloads import flops
-
-    rate = dict(zip(peak["framework"], peak["matmul_flops_s"]))
-    summary = summary.copy()
+    image, flops.csv: workloads/flops.py) over its framework's measured matrix-multiply rate with the
+    same threads and device (peak.csv: harness/peak.py): how far a framework is from the hardware,
+    not only from the others."""
+    keys = ["model", "image_size", "classes"]
+    work = flops[keys + ["train_flops"]].rename(columns={"train_flops": "train_flops_per_image"})
     # a failed run known by its path alone (status.json unreadable) has no image size: no FLOPs
-    summary["train_flops_per_image"] = [
-        flops.per_image(m, int(s), int(c))["train_flops"] if pd.notna(s) and pd.notna(c) else math.nan
-        for m, s, c in zip(summary["model"], summary["image_size"], summary["classes"])
-    ]
-    summary["matmul_flops_s"] = summary["framework"].map(rate)
+    summary = summary.drop(columns=["train_flops_per_image"], errors="ignore").merge(work, on=keys, how="left")
+    summary["matmul_flops_s"] = summary["framework"].map(dict(zip(peak["framework"], peak["matmul_flops_s"])))
     summary["mfu"] = (
         summary["throughput_img_per_s"]
         / summary["ranks"]

@@ -80,12 +80,22 @@ def _runs(path):
     return pd.read_csv(path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
 
 
-def write_summary(run_metrics_path, runs_path, out_path, log_path, peak_path=None):
+def write_flops(models, image_size, classes, out_path, log_path):
+    """flops.csv: the training FLOPs per image of each of the study's networks (workloads/flops.py)."""
+    from workloads import flops
+
+    with logged(log_path):
+        table = pd.DataFrame(flops.table(models, image_size, classes), columns=flops.COLUMNS)
+        table.to_csv(out_path, index=False)
+        print(f"counted {len(table)} networks ({flops.CONVENTION})")
+        _wrote(out_path)
+
+
+def write_summary(run_metrics_path, runs_path, out_path, log_path, peak_path, flops_path):
     with logged(log_path):
         runs = _run_metrics(run_metrics_path)
         summary = metrics.summarize(runs, _runs(runs_path))
-        if peak_path:
-            summary = metrics.add_mfu(summary, pd.read_csv(peak_path))
+        summary = metrics.add_mfu(summary, pd.read_csv(peak_path), pd.read_csv(flops_path))
         summary.to_csv(out_path, index=False)
         print(f"{len(runs)} runs -> {len(summary)} configurations")
         _wrote(out_path)

@@ -89,12 +89,14 @@ def code_columns():
     """{table: its column list as the code declares it}, for the tables whose writer has one."""
     from analysis import comm, metrics, prediction, replayed, tidy
     from harness.paths import TABLES
+    from workloads import flops
 
     return {
         TABLES["tidy"]: list(tidy.TIDY_COLUMNS),
         TABLES["runs"]: list(tidy.RUNS_COLUMNS),
         TABLES["tensors"]: list(tidy.TENSOR_COLUMNS),
         TABLES["run_metrics"]: list(metrics.RUN_METRICS_COLUMNS),
+        TABLES["flops"]: list(flops.COLUMNS),
         TABLES["allreduce"]: list(comm.SWEEP_COLUMNS),
         TABLES["allreduce_fit"]: list(comm.FIT_COLUMNS),
         TABLES["model"]: list(prediction.COLUMNS),

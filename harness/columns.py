@@ -177,6 +177,14 @@ PEAK = {
     "failure": "why there is no rate (a framework that cannot use the device)",
 }
 
+FLOPS = {
+    "model": RUN["model"],
+    "image_size": RUN["image_size"],
+    "classes": RUN["classes"],
+    "forward_macs": "multiply-adds of one image's forward pass (convolutions and fully connected layers)",
+    "train_flops": "training FLOPs per image: 2 FLOPs per multiply-add, 3 x the forward pass",
+}
+
 _SWEEP_KEYS = {
     "nodes": RUN["nodes"],
     "ranks_per_node": RUN["ranks_per_node"],
@@ -297,6 +305,7 @@ TABLES = {
     paths.TABLES["run_metrics"]: RUN_METRICS,
     paths.TABLES["summary"]: SUMMARY,
     paths.TABLES["peak"]: PEAK,
+    paths.TABLES["flops"]: FLOPS,
     paths.TABLES["allreduce"]: ALLREDUCE,
     paths.TABLES["allreduce_fit"]: ALLREDUCE_FIT,
     paths.TABLES["model"]: MODEL,
@@ -343,6 +352,8 @@ OUTPUTS = {
     "iterations, the table the summary, the replay plans and the model read",
     _T["summary"]: "one row per configuration: throughput, speedup, efficiency, iteration and phase times with "
     "95% intervals, loader rate, MFU, noise, failed repeats",
+    _T["flops"]: "the training FLOPs per image of each of the study's networks at its input size, counted from "
+    "the reference framework's definition: MFU's numerator",
     _T["peak"]: "each framework's matrix-multiply rate with a rank's threads on the study's device: MFU's denominator",
     f"{paths.sweep('<N>', '<R>')}.jsonl": "the allreduce sweep (4 bytes to `allreduce_max_bytes`) on the same "
     "hosts and ranks as the training runs with 2 or more ranks, and on every node count "

@@ -87,6 +87,7 @@ TABLES = {
     "tensors": "tensors.csv",
     "run_metrics": "run_metrics.csv",
     "peak": "peak.csv",
+    "flops": "flops.csv",
     "summary": "summary.csv",
     "allreduce": "allreduce.csv",
     "allreduce_fit": "allreduce_fit.csv",

@@ -39,17 +39,31 @@ rule peak:
         step("peak", peak.rule, config, params.python, output[0], log[0])
 
 
+rule flops:
+    input:
+        env=ENV_RECORD,
+    output:
+        TABLE["flops"],
+    log:
+        f"{LOGS}/flops.log",
+    params:
+        models=config["model"],
+    run:
+        step("flops", steps.write_flops, params.models, config["image_size"], config["classes"], output[0], log[0])
+
+
 rule summary:
     input:
         run_metrics=TABLE["run_metrics"],
         runs=TABLE["runs"],
         peak=TABLE["peak"],
+        flops=TABLE["flops"],
     output:
         report(TABLE["summary"], caption="../report/summary.rst", category="Tables"),
     log:
         f"{LOGS}/summary.log",
     run:
-        step("summary", steps.write_summary, input.run_metrics, input.runs, output[0], log[0], input.peak)
+        step("summary", steps.write_summary, input.run_metrics, input.runs, output[0], log[0], input.peak, input.flops)
 
 
 rule figures:

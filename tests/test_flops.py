@@ -36,7 +36,8 @@ def test_mfu_is_useful_flops_per_rank_over_the_frameworks_matmul_rate():
         }
     )
     peak_table = pd.DataFrame({"framework": ["torch", "mxnet"], "matmul_flops_s": [50e9, 40e9]})
-    got = metrics.add_mfu(summary, peak_table).set_index("framework")
+    flops_table = pd.DataFrame(flops.table(["tinynet"], 64, 10), columns=flops.COLUMNS)
+    got = metrics.add_mfu(summary, peak_table, flops_table).set_index("framework")
     assert got.loc["torch", "mfu"] == pytest.approx(500 * work / 50e9)
     assert got.loc["mxnet", "mfu"] == pytest.approx(400 * work / 40e9)
 

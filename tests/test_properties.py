@@ -267,8 +267,14 @@ def analyse(study, draw=True):
         [str(p) for p in study.status], str(csv["tidy"]), str(csv["runs"]), str(csv["tensors"]), str(logs / "tidy.log")
     )
     steps.write_run_metrics(str(csv["tidy"]), str(csv["run_metrics"]), str(logs / "run_metrics.log"))
+    steps.write_flops(c["model"], c["image_size"], c["classes"], str(csv["flops"]), str(logs / "flops.log"))
     steps.write_summary(
-        str(csv["run_metrics"]), str(csv["runs"]), str(csv["summary"]), str(logs / "summary.log"), str(csv["peak"])
+        str(csv["run_metrics"]),
+        str(csv["runs"]),
+        str(csv["summary"]),
+        str(logs / "summary.log"),
+        str(csv["peak"]),
+        str(csv["flops"]),
     )
     steps.write_replayed({}, str(csv["replayed"]), str(logs / "replay_tables.log"))
     steps.write_comm(study.sweeps, str(csv["allreduce"]), str(csv["allreduce_fit"]), str(logs / "allreduce_tables.log"))
@@ -329,6 +335,7 @@ def check_tables(study):
         "runs",
         "tensors",
         "run_metrics",
+        "flops",
         "summary",
         "allreduce",
         "allreduce_fit",

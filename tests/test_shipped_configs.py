@@ -69,6 +69,7 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
         "gradients.csv",
         "extrapolation.csv",
         "peak.csv",
+        "flops.csv",
     ):
         assert (results / table).is_file(), table
     for path in figures.figure_paths(results / "figures", figures.FIGURES + figures.MODEL_FIGURES):

@@ -20,6 +20,16 @@ from workloads import frameworks
 CONVENTION = "2 FLOPs per multiply-add; conv and linear layers only; training = 3 x forward"
 
 
+COLUMNS = ["model", "image_size", "classes", "forward_macs", "train_flops"]
+
+
+def table(models, image_size, classes):
+    """flops.csv: one row per network of a study at its input size and classes (`per_image`)."""
+    return [
+        {"model": m, "image_size": image_size, "classes": classes, **per_image(m, image_size, classes)} for m in models
+    ]
+
+
 @cache
 def per_image(model, image_size, classes=1000):
     """{"forward_macs", "train_flops"} of one image through `model` at image_size x image_size."""

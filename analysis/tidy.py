@@ -25,11 +25,12 @@ import pandas as pd
 
 from analysis import trace
 from harness.paths import run_from_path
-from harness.records import PHASES, parse_file
+from harness.records import parse_file
 from harness.timeline import timeline_comm
 from harness.vocabulary import (
     CYCLE_TIME_S,
     FUSION_THRESHOLD_BYTES,
+    PHASES,
     RUN_KEYS,
     SPEC,
     STATUS,

@@ -12,11 +12,11 @@ import json
 import math
 import time
 
-from harness.vocabulary import PHASES, RUN_KEYS, seconds
+from harness.vocabulary import PHASE_SECONDS, RUN_KEYS
 
 SCHEMA = "dlscale.record/2"
 
-PHASE_KEYS = tuple(seconds(p) for p in PHASES)
+PHASE_KEYS = PHASE_SECONDS
 
 IDENTITY = tuple(RUN_KEYS)
 

@@ -186,41 +186,29 @@ if __name__ == "__main__":
 def run_rule(config, wildcards, input, output, log, params):
     """The pipeline's `run` rule (rules/runs.smk): the run its wildcards name, with its declared
     files, in a process of its own that stops the MPI job on a signal (this module)."""
-    in_own_process(
-        "run",
-        config=dict(config),
-        run=paths.run_from_wildcards(wildcards),
-        env_record=input.env,
-        status=output[0],
-        log=log[0],
-        attempts=params.attempts,
-    )
+    _mpi_rule("run", config, input, log, params, run=paths.run_from_wildcards(wildcards), status=output[0])
 
 
 def sweep_rule(config, wildcards, input, output, log, params):
     """The pipeline's `allreduce` rule (rules/allreduce.smk), with its declared files, likewise."""
-    in_own_process(
-        "sweep",
-        config=dict(config),
-        nodes=int(wildcards.nodes),
-        ranks_per_node=int(wildcards.ranks_per_node),
-        env_record=input.env,
-        output=output[0],
-        log=log[0],
-        attempts=params.attempts,
-    )
+    place = {"nodes": int(wildcards.nodes), "ranks_per_node": int(wildcards.ranks_per_node)}
+    _mpi_rule("sweep", config, input, log, params, **place, output=output[0])
 
 
 def replay_rule(config, wildcards, input, output, log, params):
     """The pipeline's `replay` rule (rules/replay.smk), with its declared files, likewise."""
+    files = {"plans": input.plans, "output": output.out, "spec": output.spec}
+    _mpi_rule("replay", config, input, log, params, nodes=int(wildcards.nodes), **files)
+
+
+def _mpi_rule(step, config, input, log, params, **arguments):
+    """What every MPI rule hands its step: the study, the environment record, its log and where its
+    earlier attempts go, and its own `arguments`."""
     in_own_process(
-        "replay",
+        step,
         config=dict(config),
-        nodes=int(wildcards.nodes),
-        plans=input.plans,
         env_record=input.env,
-        output=output.out,
-        spec=output.spec,
         log=log[0],
         attempts=params.attempts,
+        **arguments,
     )

@@ -44,7 +44,8 @@ def seconds(phase):
     return f"{phase}_s"
 
 
-IO_S, H2D_S, FORWARD_S, BACKWARD_S, COMM_S, UPDATE_S = (seconds(p) for p in PHASES)
+PHASE_SECONDS = tuple(seconds(p) for p in PHASES)  # the phases' columns in a step record
+IO_S, H2D_S, FORWARD_S, BACKWARD_S, COMM_S, UPDATE_S = PHASE_SECONDS
 
 # Horovod's defaults for tensor fusion (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME), which the
 # tables record per run and the performance model replays.

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, tiny_run
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(
@@ -19,21 +19,12 @@ pytestmark = pytest.mark.skipif(
 
 def gpu_spec(tmp_path, **over):
     spec = {
-        "framework": "torch",
-        "model": "tinynet",
-        "comm": "overlap",
-        "layout": "best",
-        "timing": "native",
-        "nodes": 1,
-        "ranks_per_node": 1,
-        "batch_size": 16,
-        "loader_workers": 0,
+        **tiny_run(batch_size=16),
         "image_size": 32,
         "classes": 10,
         "threads_per_rank": 2,
         "precision": "fp32",
         "device": "gpu",
-        "repeat": 0,
         "warmup": 2,
         "iterations": 4,
         "profile_iterations": 3,

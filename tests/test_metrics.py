@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from analysis import metrics
-from harness.records import PHASES
+from harness.vocabulary import PHASES
 
 
 def test_mean_ci_known_values():

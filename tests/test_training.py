@@ -222,19 +222,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path, mon
 @pytest.mark.parametrize("framework, name", [("torch", "PyTorch"), ("tensorflow", "TensorFlow"), ("mxnet", "MXNet")])
 def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name):
     conf = tiny_config(tmp_path, device="gpu")
-    run = {
-        "framework": framework,
-        "model": "tinynet",
-        "comm": "overlap",
-        "layout": "best",
-        "timing": "native",
-        "nodes": 1,
-        "ranks_per_node": 1,
-        "batch_size": 4,
-        "loader_workers": 0,
-        "repeat": 0,
-    }
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, tiny_run(framework=framework), ENV_RECORD)
     assert status["status"] == "failed"
     reason = status["reasons"][1]
     assert reason.startswith(f"first error: workloads.devices.DeviceError: device gpu: {name} "), reason

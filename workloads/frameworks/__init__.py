@@ -4,8 +4,8 @@
 A framework's package holds everything that is particular to it. Its `__init__.py` declares what
 the rest of the study asks of it without importing the framework itself (so the pipeline, the
 configuration checks and the analysis can read it in an environment without the framework):
-  NAME, LABEL             its word in configs, tables and paths; its name in prose
-  MODULES                 the Python modules it is (recorded with every result)
+  NAME, LABEL             its word in configs, tables and paths; its name in messages
+  MODULES                 the Python modules it is (what names it in code: tests/test_architecture.py)
   LAYOUTS, BEST_LAYOUT    the layouts its models run, and the one its developers recommend
   LAYOUT_NOTE             why it runs no other layout (None where it runs both)
   LOADER                  its input pipeline, as a run record describes it
@@ -16,7 +16,9 @@ and its modules do the work, importing the framework:
   probe.py     matmul(): the matrix-multiply peak (harness/peak.py)
   weights.py   weights copied from the reference framework's network (tests/test_parity.py)
   data.py      (where it reads a format of its own) write(): the dataset in that format
-Adding a framework is one new package and its word in NAMES.
+  flops.py, instrument.py  (REFERENCE only) multiply-adds per image; Horovod's allreduce of tensors
+Adding a framework is one new package, its word in NAMES and in config/schema.yaml's `framework`
+enumeration (tests/test_architecture.py checks the two agree).
 """
 
 import importlib

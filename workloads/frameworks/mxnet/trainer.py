@@ -27,11 +27,12 @@ import numpy as np
 
 from workloads import trainer
 from workloads.devices import check_precision, gpu_for_rank, nvidia_smi_name, resolve_layout
+from workloads.frameworks.mxnet import LABEL, NAME
 from workloads.registry import build_model
 
 
 class Trainer(trainer.Trainer):
-    name = "mxnet"
+    name = NAME
 
     def __init__(self, spec):
         self.layout = resolve_layout(self.name, spec["layout"])
@@ -43,7 +44,7 @@ class Trainer(trainer.Trainer):
         if self.gpu:
             features = mx.runtime.Features()
             index = gpu_for_rank(
-                "MXNet",
+                LABEL,
                 mx.__version__,
                 mx.context.num_gpus(),
                 self.local_rank,
@@ -60,7 +61,7 @@ class Trainer(trainer.Trainer):
             self._amp = amp
         mx.random.seed(spec["seed"])
         np.random.seed(spec["seed"])
-        self.net = build_model("mxnet", spec["model"], spec["classes"], spec["image_size"])
+        self.net = build_model(NAME, spec["model"], spec["classes"], spec["image_size"])
         self.net.initialize(mx.init.Xavier(), ctx=self.ctx)
         self.net.hybridize(static_alloc=True, static_shape=True)
         params = self.net.collect_params()
@@ -85,7 +86,7 @@ class Trainer(trainer.Trainer):
     def describe(self):
         features = mx.runtime.Features()
         return trainer.Description(
-            name="mxnet",
+            name=NAME,
             version=mx.__version__,
             horovod=horovod.__version__,
             # the engine runs each gradient's allreduce as the gradient appears, unless phased

@@ -33,12 +33,12 @@ from tensorflow.python.util import _pywrap_util_port  # IsMklEnabled: are oneDNN
 
 from workloads import trainer
 from workloads.devices import check_precision, gpu_for_rank, resolve_layout
-from workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, UPDATE_SCOPE
+from workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, LABEL, NAME, UPDATE_SCOPE
 from workloads.registry import build_model
 
 
 class Trainer(trainer.Trainer):
-    name = "tensorflow"
+    name = NAME
 
     def __init__(self, spec):
         self.layout = resolve_layout(self.name, spec["layout"])
@@ -53,7 +53,7 @@ class Trainer(trainer.Trainer):
         self.gpu = spec.get("device", "cpu") == "gpu"
         if self.gpu:
             index = gpu_for_rank(
-                "TensorFlow",
+                LABEL,
                 tf.__version__,
                 len(gpus),
                 self.local_rank,
@@ -68,7 +68,7 @@ class Trainer(trainer.Trainer):
         self.scale = tf.Variable(2.0**15 if self.amp else 1.0, trainable=False)
         self.good_steps = tf.Variable(0, trainable=False)
         keras.utils.set_random_seed(spec["seed"])
-        self.model = build_model("tensorflow", spec["model"], spec["classes"], spec["image_size"])
+        self.model = build_model(NAME, spec["model"], spec["classes"], spec["image_size"])
         self.vars = [v.value for v in self.model.trainable_variables]
         hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)
         self.momentum = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.vars]
@@ -85,7 +85,7 @@ class Trainer(trainer.Trainer):
     def describe(self):
         gpus = tf.config.get_visible_devices("GPU")
         return trainer.Description(
-            name="tensorflow",
+            name=NAME,
             version=tf.__version__,
             horovod=horovod.__version__,
             comm_overlaps_backward=False,

@@ -25,6 +25,7 @@ import torch
 
 from workloads import trainer
 from workloads.devices import check_precision, gpu_for_rank, resolve_layout
+from workloads.frameworks.torch import LABEL, NAME
 from workloads.registry import build_model
 
 
@@ -45,7 +46,7 @@ class DenseView:
 
 
 class Trainer(trainer.Trainer):
-    name = "torch"
+    name = NAME
     data_layout = "NCHW"
 
     def __init__(self, spec):
@@ -64,7 +65,7 @@ class Trainer(trainer.Trainer):
         self.amp = spec["precision"] == "mixed"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         torch.manual_seed(spec["seed"])
-        self.model = build_model("torch", spec["model"], spec["classes"]).to(self.device)
+        self.model = build_model(NAME, spec["model"], spec["classes"]).to(self.device)
         hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)  # Horovod takes contiguous tensors
         self.model.to(memory_format=self.memory_format)
         self.model.train()
@@ -95,7 +96,7 @@ class Trainer(trainer.Trainer):
         if not self.gpu:
             return torch.device("cpu")
         index = gpu_for_rank(
-            "PyTorch",
+            LABEL,
             torch.__version__,
             torch.cuda.device_count(),
             self.local_rank,
@@ -114,7 +115,7 @@ class Trainer(trainer.Trainer):
 
     def describe(self):
         return trainer.Description(
-            name="torch",
+            name=NAME,
             version=torch.__version__,
             horovod=horovod.__version__,
             comm_overlaps_backward=self.overlap,

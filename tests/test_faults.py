@@ -321,23 +321,28 @@ def interrupt(conf, path, target, sig, args=(), redone=False):
         text=True,
         start_new_session=True,
     )
-    wait_for(
-        lambda: (training(folder) and (attempts(conf) or not redone)) or proc.poll() is not None,
-        300,
-        "the 2-rank run to train",
-    )
-    assert proc.poll() is None, proc.communicate()[0][-3000:]
-    sent = time.time()
-    if target == "pipeline":
-        os.killpg(proc.pid, sig)
-    elif target == "snakemake":
-        os.kill(proc.pid, sig)
-    else:
-        (rule,) = run_rules(proc.pid)
-        os.kill(rule, sig)
-    wait_for(lambda: not processes(str(folder / "spec.json")), 10, "the MPI job to stop")
-    stopped = time.time() - sent
-    out = proc.communicate(timeout=120)[0]
+    try:
+        wait_for(
+            lambda: (training(folder) and (attempts(conf) or not redone)) or proc.poll() is not None,
+            300,
+            "the 2-rank run to train",
+        )
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        sent = time.time()
+        if target == "pipeline":
+            os.killpg(proc.pid, sig)
+        elif target == "snakemake":
+            os.kill(proc.pid, sig)
+        else:
+            (rule,) = run_rules(proc.pid)
+            os.kill(rule, sig)
+        wait_for(lambda: not processes(str(folder / "spec.json")), 10, "the MPI job to stop")
+        stopped = time.time() - sent
+        out = proc.communicate(timeout=600)[0]
+    finally:  # a failed wait must not leave snakemake holding the checkout's lock for the next test
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert proc.returncode != 0
     return stopped, out
 

@@ -1,4 +1,4 @@
-"""The three frameworks' own input pipelines read the same prepared images: the same pixels, each
+"""Every framework's own input pipeline (JAX's is tf.data, handed over as numpy) read the same prepared images: the same pixels, each
 image once per epoch across ranks, and a corrupt file named or counted, never silently lost."""
 
 import io
@@ -14,6 +14,7 @@ from workloads.loaders import DataError
 torch_loader = frameworks.module("torch", "loader")
 tf_loader = frameworks.module("tensorflow", "loader")
 mx_loader = frameworks.module("mxnet", "loader")
+jax_loader = frameworks.module("jax", "loader")
 
 
 def unnormalized(x):
@@ -28,6 +29,9 @@ def first_batch(framework, dataset, size, batch, rank=0, ranks=1, augment=False)
     if framework == "tensorflow":
         x, y = next(iter(tf_loader.records(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
         return unnormalized(x.numpy()), y.numpy()
+    if framework == "jax":
+        x, y = next(jax_loader.stream(dataset, rank, ranks, batch, size, 1, 0, augment=augment))
+        return unnormalized(x), y
     x, y = next(mx_loader.Batches(mx_loader.record_iter(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
     return unnormalized(x.asnumpy().transpose(0, 2, 3, 1)), y.asnumpy().astype(int)
 
@@ -45,19 +49,20 @@ def squares(tmp_path_factory):
     return images.prepare(root / "prepared", tree=root / "tree", shards=1)
 
 
-def test_the_three_loaders_decode_the_same_image_to_the_same_tensor(squares):
+def test_the_loaders_decode_the_same_image_to_the_same_tensor(squares):
     """Decoders: Pillow (PyTorch), TensorFlow's decode_and_crop_jpeg and OpenCV's imdecode (MXNet)
     all link libjpeg-turbo and run its accurate integer IDCT with fancy upsampling, so at the
     image's own size the tensors agree to within one level of 255 (measured: identical). After the
     shrink to 64x64 they differ by the resize filter only: TensorFlow's antialiased bilinear is
     Pillow's (measured within 0.9 levels), OpenCV's area shrink is a 4x4 box mean of the decoded
     pixels (checked against that, within 1 level)."""
-    decoded = {fw: first_batch(fw, squares, 256, 2)[0] for fw in ("torch", "tensorflow", "mxnet")}
+    decoded = {fw: first_batch(fw, squares, 256, 2)[0] for fw in frameworks.NAMES}
     reference = decoded["torch"]
     assert reference.shape == (2, 256, 256, 3) and reference.std() > 20  # real content, not flat
-    for fw in ("tensorflow", "mxnet"):
+    for fw in ("tensorflow", "mxnet", "jax"):
         assert np.abs(decoded[fw] - reference).max() <= 1.0, fw
-    small = {fw: first_batch(fw, squares, 64, 2)[0] for fw in ("torch", "tensorflow", "mxnet")}
+    small = {fw: first_batch(fw, squares, 64, 2)[0] for fw in frameworks.NAMES}
+    np.testing.assert_array_equal(small["jax"], small["tensorflow"])  # JAX is fed by tf.data
     assert np.abs(small["tensorflow"] - small["torch"]).max() <= 2.0
     assert np.abs(small["tensorflow"] - small["torch"]).mean() <= 0.5
     box = reference.reshape(2, 64, 4, 64, 4, 3).mean(axis=(2, 4))
@@ -76,14 +81,16 @@ def one_epoch(framework, dataset, rank, ranks):
         n = len(loaders.shard(len(dataset.files), rank, ranks, 0, 0))
         it = torch_loader.loader(dataset, rank, ranks, 1, 64, 1, 0)
         return [int(next(it)[1]) for _ in range(n)]
-    if framework == "tensorflow":  # the rank's shards once, without repeat
-        ds = tf_loader.records(dataset, rank, ranks, 1, 64, 1, 0)
+    if framework in ("tensorflow", "jax"):  # the rank's shards once, without repeat
         n = sum(
             1
             for f in dataset.form("tfrecords")[rank::ranks]
             for _ in __import__("tensorflow").data.TFRecordDataset(str(f))
         )
-        return [int(y[0]) for _, y in ds.take(n)]
+        if framework == "jax":
+            it = jax_loader.stream(dataset, rank, ranks, 1, 64, 1, 0)
+            return [int(next(it)[1][0]) for _ in range(n)]
+        return [int(y[0]) for _, y in tf_loader.records(dataset, rank, ranks, 1, 64, 1, 0).take(n)]
     it = mx_loader.record_iter(dataset, rank, ranks, 1, 64, 1, 0)
     return [int(b.label[0].asnumpy()[0]) for b in it]  # one pass ends the epoch
 
@@ -110,7 +117,7 @@ def test_augmentation_crops_flips_and_normalizes(labelled):
     again, _ = first_batch("torch", labelled, 64, 4, augment=True)
     assert x.shape == (4, 64, 64, 3) and np.array_equal(x, again)  # seeded
     assert not np.array_equal(x, first_batch("torch", labelled, 64, 4)[0])  # not the centre crop
-    for fw in ("tensorflow", "mxnet"):
+    for fw in ("tensorflow", "mxnet", "jax"):
         other, _ = first_batch(fw, labelled, 64, 4, augment=True)
         # normalized with ImageNet's mean and std: back to 0-255 pixel values
         assert other.shape == (4, 64, 64, 3) and -0.5 <= other.min() and other.max() <= 255.5 and other.std() > 20
@@ -140,7 +147,7 @@ def test_a_corrupt_jpeg_is_skipped_and_counted(broken_tree, tmp_path):
     assert info["skipped"] == 2 and set(info["skipped_files"]) == {str(truncated), str(garbage)}
     assert info["images"] == 5 and info["converted"] == 1
     assert truncated not in dataset.files and garbage not in dataset.files
-    for fw in ("torch", "tensorflow", "mxnet"):
+    for fw in frameworks.NAMES:
         assert first_batch(fw, dataset, 64, 5)[0].shape == (5, 64, 64, 3)
 
 

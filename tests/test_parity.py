@@ -1,6 +1,7 @@
-"""The three frameworks' definitions are the same networks: equal parameters layer by layer, and
+"""The four frameworks' definitions are the same networks: equal parameters layer by layer, and
 equal logits for equal weights and input (inference mode), within float32 tolerance."""
 
+import jax
 import mxnet as mx
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from workloads.registry import build_model
 reference = frameworks.module(frameworks.REFERENCE, "weights")
 tf_weights = frameworks.module("tensorflow", "weights")
 mx_weights = frameworks.module("mxnet", "weights")
+jax_weights = frameworks.module("jax", "weights")
 
 NETWORKS = ["alexnet", "googlenet", "resnet50", "tinynet"]
 # float32 through up to 50 layers in three libraries: relative to the largest logit.
@@ -59,6 +61,21 @@ def test_parameters_equal_layer_by_layer(name):
     assert sum(int(np.prod(p.shape)) for p in mx_params if p.grad_req != "null") == trainable
     assert sum(int(np.prod(p.shape)) for p in mx_params if p.grad_req == "null") == bn_stats
 
+    jax_model, variables = jax_network(name)
+    jax_counts = [
+        counts(a.shape for c in ("params", "batch_stats") for a in variables.get(c, {}).get(layer, {}).values())
+        for layer, _ in jax_model.weight_layers(variables)
+    ]
+    assert sorted(map(sorted, jax_counts)) == sorted(map(sorted, torch_counts))
+    assert [kind for _, kind in jax_model.weight_layers(variables)] == [kind for kind, _, _ in source]
+    assert sum(a.size for a in jax.tree.leaves(variables["params"])) == trainable
+    assert sum(a.size for a in jax.tree.leaves(variables.get("batch_stats", {}))) == bn_stats
+
+
+def jax_network(name):
+    model = build_model("jax", name, 1000, 64)
+    return model, model.init(jax.random.PRNGKey(0), np.zeros((1, 64, 64, 3), np.float32), train=False)
+
 
 @pytest.mark.parametrize("name", NETWORKS)
 def test_same_weights_same_logits(name):
@@ -77,9 +94,14 @@ def test_same_weights_same_logits(name):
     mx_weights.load(net, source)
     mx_logits = net(mx.nd.array(x)).asnumpy()
 
+    jax_model, variables = jax_network(name)
+    loaded = jax_weights.load(jax_model, variables, source)
+    jax_logits = np.asarray(jax.jit(lambda v, x: jax_model.apply(v, x, train=False))(loaded, x.transpose(0, 2, 3, 1)))
+
     scale = np.abs(ref).max()
     assert np.abs(tf_logits - ref).max() <= LOGIT_RTOL * scale
     assert np.abs(mx_logits - ref).max() <= LOGIT_RTOL * scale
+    assert np.abs(jax_logits - ref).max() <= LOGIT_RTOL * scale
     # and the comparison can fail: other weights give other logits
     other = torch_model(name, seed=1)
     with torch.no_grad():
@@ -90,6 +112,13 @@ def test_transfer_refuses_a_mismatched_network():
     source = reference.layers(build_model("torch", "tinynet", 1000))
     with pytest.raises(ValueError, match="TensorFlow model has 8 weight layers, PyTorch 3"):
         tf_weights.load(build_model("tensorflow", "alexnet", 1000, 64), source)
+    alexnet, variables = jax_network("alexnet")
+    with pytest.raises(ValueError, match="JAX model has 8 weight layers, PyTorch 3"):
+        jax_weights.load(alexnet, variables, source)
+    wider = reference.layers(build_model("torch", "tinynet", 10))
+    tinynet, variables = jax_network("tinynet")
+    with pytest.raises(ValueError, match=r"layer 6: shapes .* do not fit 002_dense"):
+        jax_weights.load(tinynet, variables, wider)
 
 
 def test_every_framework_sees_the_same_data():

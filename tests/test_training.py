@@ -219,7 +219,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path, mon
     assert not list(node_tmp.glob("dlscale-rank-*")), "a failed rank left its temporary folder"
 
 
-@pytest.mark.parametrize("framework, name", [("torch", "PyTorch"), ("tensorflow", "TensorFlow"), ("mxnet", "MXNet")])
+@pytest.mark.parametrize("framework, name", [(name, frameworks.get(name).LABEL) for name in FRAMEWORKS])
 def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name):
     conf = tiny_config(tmp_path, device="gpu")
     status = launch.launch(conf, tiny_run(framework=framework), ENV_RECORD)

@@ -24,7 +24,7 @@ enumeration (tests/test_architecture.py checks the two agree).
 import importlib
 import importlib.util
 
-NAMES = ("torch", "tensorflow", "mxnet")
+NAMES = ("torch", "tensorflow", "mxnet", "jax")
 # The framework whose network definitions are the reference: the others' weights are copied from
 # it to prove the networks identical, the FLOPs per image are counted on it, and its Horovod
 # binding is the instrument of the allreduce sweep and of the replay (Horovod's core is the same

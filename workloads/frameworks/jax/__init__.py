@@ -1,0 +1,31 @@
+"""JAX: what the study needs to know of it without importing it (workloads/frameworks/__init__.py)."""
+
+from harness.vocabulary import BACKWARD, FORWARD, UPDATE
+
+NAME = "jax"
+LABEL = "JAX"
+MODULES = ("jax", "jaxlib", "flax", "optax")
+
+# NHWC, XLA's natural layout on the CPU and the one Flax's layers are written in.
+LAYOUTS = ("NHWC",)
+BEST_LAYOUT = "NHWC"
+LAYOUT_NOTE = (
+    "Flax's convolutions take NHWC (XLA chooses the layout it computes in), and the JAX models are written NHWC"
+)
+
+LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
+
+# The profile's operations carry their phase in their names (profile.py renames them from the
+# compiled module's metadata); the gradients' mean is JAX's own collective, so it is communication
+# here, not in a Horovod timeline.
+TRACE_RULES = [
+    ("prefix", "xla:forward/", FORWARD),
+    ("prefix", "xla:backward/", BACKWARD),
+    ("prefix", "xla:update/", UPDATE),
+    ("prefix", "xla:comm/", "comm"),
+]
+
+
+def trace_rest(event):
+    """Anything else (dispatch, the runtime's own spans) is not an operation."""
+    return None

@@ -1,0 +1,200 @@
+"""JAX data-parallel training through JAX's own collectives (collectives.py), one method per SGD phase.
+
+JAX dispatches asynchronously, on the CPU too: a phase launches its jitted function and returns;
+`sync` (`block_until_ready` on what was launched last) is the one wait, as in the other trainers.
+Native timing (`step`): one jitted function per iteration, forward, backward, the gradients' mean
+over the ranks and the update, as JAX's own data-parallel examples write it (`shard_map` over a
+mesh with one device per rank; the batch is each rank's part of a global batch, the weights the
+same on every rank), so XLA schedules the collectives among the computation.
+Phased timing: forward (`jax.vjp`, keeping what backward needs), backward (the vjp), comm (the
+mean over the ranks, a jitted collective of its own) and update as four jitted functions, with
+the loop's waits between them.
+comm = "overlap": one mean per gradient, which XLA may start as soon as that gradient exists;
+comm = "sequential": all gradients first (an optimization barrier), then one mean of them all.
+One rank communicates nothing in either mode. Batch-norm running statistics stay each rank's own,
+as under Horovod. The update is Optax's SGD with momentum (m = mu m + g; w -= lr m, PyTorch's
+definition). Weights start equal on every rank: every rank initializes from the same seed (JAX's
+random numbers are the same on every machine). Threads: XLA's CPU compute runs on one thread per
+rank when threads_per_rank is 1 (XLA_FLAGS, set before JAX starts its backend, recorded).
+"""
+
+import os
+
+import flax
+import jax
+import numpy as np
+import optax
+from mpi4py import MPI
+
+from workloads import trainer
+from workloads.devices import DeviceError, check_precision, gpu_for_rank, resolve_layout
+from workloads.frameworks.jax import LABEL, NAME, collectives, profile, steps
+from workloads.registry import build_model
+
+
+def _xla_flags(threads):
+    """XLA's CPU thread settings for `threads` compute threads, added to any the user set."""
+    ours = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if threads == 1 else ""
+    return " ".join(f for f in (os.environ.get("XLA_FLAGS", ""), ours) if f)
+
+
+class Trainer(trainer.Trainer):
+    name = NAME
+
+    def __init__(self, spec):
+        self.layout = resolve_layout(self.name, spec["layout"])
+        os.environ["XLA_FLAGS"] = _xla_flags(spec["threads_per_rank"])
+        self.threads = spec["threads_per_rank"]
+        check_precision(spec)
+        if spec["precision"] != "fp32":
+            raise DeviceError("precision mixed: the JAX trainer runs fp32 only (mixed precision is not built for JAX)")
+        self.rank, self.size, self.local_rank = collectives.launcher_ranks()
+        self.gpu = spec.get("device", "cpu") == "gpu"
+        self.mesh = collectives.initialize(self.rank, self.size, collectives.environ_first_host(spec))
+        self._check_device()
+        self.overlap = spec["comm"] == "overlap"
+        self.lr, self.mu = spec["lr"], spec["momentum"]
+        self._build(spec)
+        self.pending = self.grads = self.vjp = None
+        self.profile_dir, self.compiled = None, {}
+
+    def _check_device(self):
+        if self.gpu:
+            count = len([d for d in jax.local_devices() if d.platform == "gpu"])
+            gpu_for_rank(LABEL, jax.__version__, count, self.local_rank, "a CPU-only jaxlib")
+        elif jax.default_backend() != "cpu":
+            raise DeviceError(f"device cpu: JAX's default backend is {jax.default_backend()}; set JAX_PLATFORMS=cpu")
+
+    def _build(self, spec):
+        self.model = build_model(NAME, spec["model"], spec["classes"], spec["image_size"])
+        size = spec["image_size"]
+        key = jax.random.PRNGKey(spec["seed"])
+        variables = self.model.init(key, np.zeros((1, size, size, 3), np.float32), train=False)
+        self.params, self.stats = variables["params"], variables.get("batch_stats", {})
+        self.optimizer = optax.sgd(self.lr, momentum=self.mu)
+        self.opt_state = self.optimizer.init(self.params)
+        self.steps = steps.Steps(self.model, self.optimizer, self.mesh, self.size, self.overlap)
+        self.form = "local"  # or "native" (steps.py: the state's two forms)
+        self.key = key  # the dropout masks' key, the same on every rank (each folds in its own rank)
+
+    def _in_form(self, form):
+        """The state in the form the next call takes (moved once, when the timing changes)."""
+        if self.form != form:
+            move = self.steps.to_native if form == "native" else self.steps.to_local
+            self.params, self.stats, self.opt_state, self.key = move(self.params, self.stats, self.opt_state, self.key)
+            self.form = form
+
+    def describe(self):
+        return trainer.Description(
+            name=NAME,
+            version=jax.__version__,
+            horovod="not used (JAX's own collectives)",
+            comm_overlaps_backward=self.overlap and self.size > 1,
+            layout=self.layout,
+            device=str(jax.local_devices()[0]),
+            gpu_name=jax.local_devices()[0].device_kind if self.gpu else None,
+            cuda=any(d.platform == "gpu" for d in jax.devices()),
+            autotune=None,  # XLA picks its GPU algorithms itself (autotuning at compile time)
+            tf32=jax.config.jax_default_matmul_precision not in (None, "highest", "float32"),
+            onednn=False,  # XLA's CPU backend compiles its own kernels (Eigen for convolutions)
+            precision="fp32",
+            intra_op_threads=self.threads,
+            inter_op_threads=None,
+            extra={
+                "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else jax.__version__,
+                "flax": flax.__version__,
+                "optax": optax.__version__,
+                "comm_library": collectives.describe(self.size),
+                "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                "compiled": "jax.jit: forward, backward, comm, update (phased); the whole step (native)",
+            },
+        )
+
+    def gradient_sizes(self):
+        return [int(a.size) * a.dtype.itemsize for a in self.steps.ordered(self.params)]
+
+    def sync(self):
+        if self.pending is not None:
+            jax.block_until_ready(self.pending)
+
+    def load(self, batch):
+        x, y = batch
+        return np.asarray(x, np.float32), np.asarray(y, np.int32)
+
+    def h2d(self, host):
+        device = jax.local_devices()[0]
+        self.pending = tuple(jax.device_put(t, device) for t in host)
+        return self.pending
+
+    def forward(self, batch):
+        self._in_form("local")
+        loss, self.vjp, self.stats, self.key = self.steps.forward(self.params, self.stats, *batch, self.key, self.rank)
+        self.pending = loss
+        return loss
+
+    def backward(self, loss):
+        self.grads = self.steps.backward(self.vjp)
+        self.vjp, self.pending = None, self.grads
+
+    def comm(self):
+        if self.size > 1:
+            self.grads = self.steps.mean(self.grads)
+            self.pending = self.grads
+
+    def update(self):
+        self.params, self.opt_state = self.steps.update(self.params, self.opt_state, self.grads)
+        self.grads, self.pending = None, self.params
+
+    def step(self, fetch):
+        with self.span("dlscale:io"):
+            host = self.load(fetch())
+        with self.span("dlscale:h2d"):
+            dev = self.h2d(host)
+        self._in_form("native")
+        args = (self.params, self.stats, self.opt_state, self.key, *self.steps.batch(*dev))
+        if self.profiling and not self.compiled:  # the compiled step's text names its operations' phases
+            text = self.steps.step.lower(*args).compile().as_text()  # cached: no second compilation
+            self.compiled[profile.module_name(text)] = text
+        self.params, self.stats, self.opt_state, self.key, loss = self.steps.step(*args)
+        self.pending = (loss, self.params)
+        return loss
+
+    def loss_value(self, loss):
+        return float(np.asarray(loss.addressable_data(0)).reshape(-1)[0])  # native: this rank's of all ranks'
+
+    def _weights(self):
+        """This rank's weights as numpy arrays, in PyTorch's order, in either form."""
+        return [np.array(a.addressable_data(0)) for a in self.steps.ordered(self.params)]
+
+    def checksum(self):
+        return float(sum(np.sum(a, dtype=np.float64) for a in self._weights()))
+
+    def state(self):
+        return self._weights()
+
+    def profile_start(self, folder):
+        self.profile_dir, self.compiled = folder / "jax", {}
+        options = jax.profiler.ProfileOptions()
+        options.host_tracer_level = 2  # XLA's CPU runtime records each operation it runs
+        options.python_tracer_level = 0
+        jax.profiler.start_trace(str(self.profile_dir), create_perfetto_trace=True, profiler_options=options)
+
+    def annotate(self, name):
+        return jax.profiler.TraceAnnotation(name)
+
+    def profile_stop(self):
+        jax.profiler.stop_trace()
+        return profile.events(self.profile_dir, self.compiled)
+
+    def start_timeline(self, path):
+        """No Horovod: JAX's collectives are in its own profiler's trace."""
+
+    def stop_timeline(self):
+        pass
+
+    def shutdown(self):
+        """Leave JAX's coordination service, then MPI (which only named the ranks; mpirun counts a rank
+        that exits without finalizing MPI as failed)."""
+        if self.size > 1:
+            jax.distributed.shutdown()
+        MPI.Finalize()

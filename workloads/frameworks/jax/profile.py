@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.vocabulary import BACKWARD, FORWARD, UPDATE
 
 PREFIX = "xla:"
-UPDATE_SCOPE, COMM_SCOPE, COMM = "update", "allreduce", "comm"
+UPDATE_SCOPE, COMM_SCOPE, COMM = UPDATE, "allreduce", "comm"  # the update scope is named after its phase
 
 
 def phase_of(opcode, op_name):

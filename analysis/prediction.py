@@ -16,6 +16,7 @@ from harness.vocabulary import (
     FUSION_THRESHOLD_BYTES,
     RUN_KEYS,
 )
+from workloads.frameworks import HOROVOD, library
 
 
 def tensor_details(tensors, run):
@@ -133,16 +134,20 @@ def study_baselines(runs, status, tensors):
 
 
 def costs(sweep, fits):
-    """{(nodes, ranks_per_node): (T(m), per-tensor cost)} from the sweep table, else the fit
-    (allreduce*.csv): Horovod's own allreduce where the sweep has it, MPI's otherwise (sweeps made
-    before the horovod path); the per-tensor cost from the horovod fit's `per_tensor_s` (0 where the
-    sweep has no horovod_tensors path, or where it came out below 0: within the sweep's noise). A
-    sweep that failed gives none: the sizes it measured before it failed stay in its table only."""
+    """{(nodes, ranks_per_node, library): (T(m), per-tensor cost)} from the sweep table, else the
+    fit (allreduce*.csv). Library "horovod": Horovod's own allreduce where the sweep has it, MPI's
+    otherwise (sweeps made before the horovod path); the per-tensor cost from the horovod fit's
+    `per_tensor_s` (0 where the sweep has no horovod_tensors path, or where it came out below 0:
+    within the sweep's noise). A framework's own collectives (JAX): their own path, no per-tensor
+    cost. A sweep that failed gives none: the sizes it measured before it failed stay in its table
+    only."""
     out = {}
     failed = sweep_failures(fits)
     # a boolean array: an empty list would select no columns rather than no rows
     sweep = sweep[np.array([key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])], dtype=bool)]
-    for path in ("mpi", "horovod"):  # horovod last: it wins
+    own = sorted({*sweep["path"].dropna(), *fits["path"].dropna()} - {"mpi", HOROVOD, "horovod_tensors"})
+    for path in ("mpi", HOROVOD, *own):  # horovod after mpi: it wins
+        lib = path if path in own else HOROVOD
         mine = fits[fits["path"].fillna("mpi") == path]
         extra = {
             (r.nodes, r.ranks_per_node): max(0.0, r.per_tensor_s)
@@ -152,10 +157,10 @@ def costs(sweep, fits):
         for r in mine.itertuples():
             if not pd.isna(r.alpha_s):
                 key = (r.nodes, r.ranks_per_node)
-                out[key] = (ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte), extra.get(key, 0.0))
+                out[(*key, lib)] = (ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte), extra.get(key, 0.0))
         for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
             if len(g) >= 2:
-                out[(nodes, rpn)] = (sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0))
+                out[(nodes, rpn, lib)] = (sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0))
     return out
 
 
@@ -179,8 +184,11 @@ def not_predicted(run, bases, unusable, cost_by, failures):
         return NO_BASELINE
     if place in failures:
         return f"allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node failed: {failures[place]}"
-    if place not in cost_by:
-        return f"no allreduce time measured on {place[0]} node(s) x {place[1]} rank(s) per node (allreduce.csv)"
+    if (*place, library(run["framework"])) not in cost_by:
+        return (
+            f"no {library(run['framework'])} allreduce time measured on {place[0]} node(s) x {place[1]} rank(s) "
+            "per node (allreduce.csv)"
+        )
     return ""
 
 
@@ -208,7 +216,8 @@ def model_table(runs, status, tensors, sweep, fits):
         row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r[COMM_S], overlap_ratio=ratio)
         row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
         if not row["not_predicted"]:
-            base, cost = bases[tuple(r[k] for k in MATCH)], cost_by[(r["nodes"], r["ranks_per_node"])]
+            base = bases[tuple(r[k] for k in MATCH)]
+            cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r["framework"]))]
             p = predict(
                 base["base"],
                 base["sizes"],

@@ -17,6 +17,7 @@ from analysis.model import (
 from analysis.prediction import costs, median_abs, off_target
 from harness import replay
 from harness.vocabulary import BASELINE_KEYS as MATCH
+from workloads.frameworks import HOROVOD
 
 # What a replay measured per plan and node count, and what the model and the extrapolation predict of it.
 MEASURED = ["nodes", "ranks", "iterations", "iteration_s", "iteration_ci95", "comm_exposed_s"]
@@ -102,7 +103,7 @@ def replay_table(replays, plans, sweep, fits):
         plan = by_key.get(row.pop(KEY, None))
         if plan and not row["failure"]:
             row["ranks"] = int(row["ranks"])
-            row.update(_predicted(row, plan, cost_by.get((row["nodes"], 1)), ring))
+            row.update(_predicted(row, plan, cost_by.get((row["nodes"], 1, HOROVOD)), ring))
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=REPLAY_COLUMNS)
 

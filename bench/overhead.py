@@ -1,8 +1,9 @@
 """Benchmark (not a test): does the harness's timing change the speed of what it times?
 
 For each framework and rank count, runs three things through the same mpirun with the same model,
-batch, input size, threads, layout and data: a bare Horovod training loop of that framework
-(bench/bare_<framework>.py: no phases, syncs or records), the harness in `native` timing, and the
+batch, input size, threads, layout and data: a bare training loop of that framework
+(bench/bare_<framework>.py: no phases, syncs or records; through Horovod, or JAX's own
+collectives), the harness in `native` timing, and the
 harness in `phased` timing. Each trial runs all three in a rotating order (so none always goes
 first), timed end to end by the loop's own clock over the measured iterations (the harness's
 throughput is what it reports: ranks x batch / mean iteration time of the slowest rank; the bare
@@ -10,7 +11,7 @@ loop's is ranks x batch x iterations / elapsed). Prints per framework and ranks 
 trials of the paired ratios native/bare and phased/bare with their spread (min-max), and writes
 bench/results/overhead.csv. Target: native/bare >= 0.99.
 
-  .venv/bin/python bench/overhead.py [--framework torch tensorflow mxnet] [--ranks 1 2]
+  .venv/bin/python bench/overhead.py [--framework torch tensorflow mxnet jax] [--ranks 1 2]
       [--model resnet50] [--batch-size 8] [--image-size 64] [--iterations 20] [--trials 9]
       [--device cpu|gpu] [--precision fp32|mixed] [--launcher mpirun|direct] [--out bench/results/overhead.csv]
 """
@@ -31,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from harness import execution, launch, launchers  # noqa: E402
 from harness.records import parse_file  # noqa: E402
 from harness.vocabulary import records_name  # noqa: E402
+from workloads import frameworks  # noqa: E402
 from workloads.devices import nvidia_smi_name  # noqa: E402
 
 KINDS = ("bare", "native", "phased")
@@ -119,9 +121,7 @@ def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--framework", nargs="+", default=["torch", "tensorflow", "mxnet"], choices=["torch", "tensorflow", "mxnet"]
-    )
+    ap.add_argument("--framework", nargs="+", default=list(frameworks.NAMES), choices=frameworks.NAMES)
     ap.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch-size", type=int, default=8)

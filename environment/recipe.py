@@ -7,12 +7,20 @@ old one instead of patching it. The pins are recorded with every result (see
 `harness.provenance`).
 """
 
-# Frameworks and their shared numpy. numpy 1.26.4 satisfies all three: TensorFlow 2.21 needs
-# numpy>=1.26, MXNet 1.9.1 needs numpy<2 (plus the `numpy.bool` shim below).
+# Frameworks and their shared numpy. numpy 1.26.4 satisfies all four: TensorFlow 2.21 needs
+# numpy>=1.26, MXNet 1.9.1 needs numpy<2 (plus the `numpy.bool` shim below), and JAX 0.6.2 is the
+# last JAX that takes numpy 1.26 (0.7 on need numpy>=2). One environment with JAX 0.6.2 rather than
+# a current JAX in an environment of its own: bench/jax_environment.py measures both
+# (bench/results/jax-environment.csv) and docs/methods/jax.md says why.
 FRAMEWORK_PINS = {
     "torch": "2.13.0",
     "tensorflow-cpu": "2.21.0",
     "mxnet": "1.9.1",
+    "jax": "0.6.2",
+    "jaxlib": "0.6.2",
+    # Flax's linen layers for the networks, Optax's SGD with momentum: the releases that take JAX 0.6.2.
+    "flax": "0.10.7",
+    "optax": "0.2.5",
     "numpy": "1.26.4",
 }
 

@@ -13,6 +13,7 @@ from harness import config as cfg
 from harness import emulate
 from harness.hosts import parse_hostfile, select_hosts
 from harness.launchers import LAUNCHERS, mpirun_argv
+from harness.vocabulary import HOSTS_ENV
 
 
 class LaunchError(RuntimeError):
@@ -50,6 +51,7 @@ def job(config, nodes, ranks_per_node, command, env):
         hosts = select_hosts(
             parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node, hostfile=config["hostfile"]
         )
+        env = {**env, HOSTS_ENV: ",".join(hosts)}
         yield hosts, argv_of(hosts, ranks_per_node, launcher, command, env, **options), None, None
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
@@ -61,6 +63,7 @@ def job(config, nodes, ranks_per_node, command, env):
         cpus,
         emulated.get("congestion_control", emulate.CONGESTION_CONTROL),
     ) as cluster:
+        env = {**env, HOSTS_ENV: ",".join(cluster.hosts)}
         argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env, **options)
         yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
 

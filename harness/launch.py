@@ -256,7 +256,14 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
         log_path,
         attempts_root,
         "harness.allreduce",
-        ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")],
+        [
+            "--max-bytes",
+            str(config["allreduce_max_bytes"]),
+            "--device",
+            config.get("device", "cpu"),
+            "--frameworks",
+            ",".join(config["framework"]),
+        ],
         allreduce.SCHEMA,
     )
 

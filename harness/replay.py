@@ -36,11 +36,14 @@ def plans(bases, models, comms=None):
     """Plans from the model's 1-rank baselines (analysis.prediction.baselines): {MATCH key: details} ->
     [plan], for the listed models (and comm modes)."""
     from harness.vocabulary import BASELINE_KEYS
+    from workloads import frameworks
 
     out = []
     for key, b in sorted(bases.items(), key=lambda kv: tuple(map(str, kv[0]))):
         ident = dict(zip(BASELINE_KEYS, key))
         if ident["model"] not in models or (comms and ident["comm"] not in comms):
+            continue
+        if frameworks.library(ident["framework"]) != frameworks.HOROVOD:  # replayed through Horovod only
             continue
         ready = None if ident["comm"] == "sequential" else b["ready"]
         out.append(

@@ -53,6 +53,9 @@ FUSION_THRESHOLD_BYTES = 128 * 1024 * 1024
 CYCLE_TIME_S = 1e-3
 
 # The files of a run folder.
+# The job's hosts, rank 0's first, in every rank's environment (mpirun; under srun Slurm places the
+# ranks): what a library that meets at rank 0 connects to (JAX's coordination service).
+HOSTS_ENV = "DLSCALE_HOSTS"
 SPEC = "spec.json"
 STATUS = "status.json"
 # The same outcome, kept with the attempt when the run is redone (Snakemake deletes status.json first);

@@ -74,7 +74,7 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     assert fits["failure"].eq("").all()
     assert np.isfinite(fits[["alpha_s", "beta_s_per_byte"]].to_numpy(float)).all()
     # the model reads T(m) from Horovod's path, and its per-tensor cost from horovod_tensors against it
-    cost, per_tensor = prediction.costs(table, fits)[(2, 1)]
+    cost, per_tensor = prediction.costs(table, fits)[(2, 1, "horovod")]
     horovod = table[table["path"] == "horovod"].set_index("bytes")["median_s"]
     assert cost(4 << 20) == pytest.approx(horovod[4 << 20])
     many = table[table["path"] == "horovod_tensors"].set_index("bytes")["median_s"]
@@ -124,7 +124,9 @@ def test_sweep_killed_by_its_timeout_keeps_the_sizes_it_measured_and_the_model_d
     assert json.loads(last)["failed"] == "timed out after 40 s; job killed"
     assert len(measured) == len(table) and len(table) >= 3 and table["bytes"].max() < 16 * allreduce.MIB
     assert fits["failure"].str.startswith("timed out after 40 s").all() and fits["alpha_s"].isna().all()
-    assert (2, 1) not in prediction.costs(table, fits)  # a cut sweep's T(m) would stop at the sizes it reached
+    assert (2, 1, "horovod") not in prediction.costs(
+        table, fits
+    )  # a cut sweep's T(m) would stop at the sizes it reached
     [kept] = (tmp_path / "attempts").iterdir()
     assert (kept / "sweep.jsonl").read_text() == out.read_text()
 

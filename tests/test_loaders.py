@@ -1,5 +1,6 @@
 """Every framework's own input pipeline (JAX's is tf.data, handed over as numpy) reads the same
-prepared images: the same pixels, each image once per epoch across ranks, and a corrupt file named or counted, never silently lost."""
+prepared images: the same pixels, each image once per epoch across ranks, and a corrupt file named or
+counted, never silently lost."""
 
 import io
 

@@ -30,6 +30,9 @@ NAMES = ("torch", "tensorflow", "mxnet", "jax")
 # binding is the instrument of the allreduce sweep and of the replay (Horovod's core is the same
 # under every binding).
 REFERENCE = "torch"
+# The library the frameworks' gradients go through, unless a package names its own (SWEEP_PATH:
+# the allreduce sweep's path of its own collectives, e.g. JAX's).
+HOROVOD = "horovod"
 
 
 class UnknownFramework(KeyError):
@@ -48,6 +51,11 @@ def module(name, part):
     """One of the framework's working modules (`trainer`, `models`, `loader`, ...), imported now."""
     get(name)
     return importlib.import_module(f"{__name__}.{name}.{part}")
+
+
+def library(name):
+    """The communication path of the framework's gradients: Horovod's, or its own collectives'."""
+    return getattr(get(name), "SWEEP_PATH", HOROVOD)
 
 
 def with_part(part):

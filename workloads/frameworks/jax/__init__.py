@@ -13,6 +13,10 @@ LAYOUT_NOTE = (
     "Flax's convolutions take NHWC (XLA chooses the layout it computes in), and the JAX models are written NHWC"
 )
 
+# JAX's gradients take JAX's own collectives, not Horovod: the allreduce sweep measures them on a
+# path of this name (sweep.py), and the model predicts JAX runs from it.
+SWEEP_PATH = NAME
+
 LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
 
 # The profile's operations carry their phase in their names (profile.py renames them from the

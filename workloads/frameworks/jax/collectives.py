@@ -3,9 +3,9 @@
 Every rank of a run is an MPI rank (mpirun, or srun with PMIx), so MPI says who is who: rank 0
 takes a free port on its own address and sends (address, port) to the others over MPI, and every
 rank then calls `jax.distributed.initialize` with it (nothing for the user to type). Rank 0's
-address is the first host of the job (the hostfile's name for it, which is what its peers can
-reach, also inside an emulated cluster's namespaces), or its own host name where the launcher
-places ranks itself (srun). The collectives themselves are XLA's: gloo over TCP on the CPU, NCCL on
+address is the first host of the job (HOSTS_ENV, set by the harness's launcher from the hostfile:
+the name its peers can reach, also inside an emulated cluster's namespaces), or its own host name
+where Slurm placed the ranks (srun). The collectives themselves are XLA's: gloo over TCP on the CPU, NCCL on
 GPUs. One rank initializes nothing.
 """
 
@@ -18,6 +18,8 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from mpi4py import MPI
+
+from harness.vocabulary import HOSTS_ENV
 
 AXIS = "ranks"
 CPU_COLLECTIVES = "gloo"
@@ -36,9 +38,7 @@ def _coordinator(first_host):
     comm = MPI.COMM_WORLD
     found = None
     if comm.Get_rank() == 0:
-        address = first_host if first_host and first_host != "localhost" else socket.gethostname()
-        if first_host == "localhost":
-            address = "127.0.0.1"
+        address = {None: socket.gethostname(), "localhost": "127.0.0.1"}.get(first_host, first_host)
         with socket.socket() as s:  # a port free now on rank 0's address (bound again at once)
             s.bind((address, 0))
             found = (address, s.getsockname()[1])
@@ -52,6 +52,21 @@ def initialize(rank, size, first_host):
         address, port = _coordinator(first_host)
         jax.distributed.initialize(f"{address}:{port}", num_processes=size, process_id=rank)
     return Mesh(np.array(jax.devices()[: max(size, 1)]).reshape(-1), (AXIS,))
+
+
+def from_rank0(make, key, rank, size):
+    """`make(key)`'s arrays made on rank 0 and sent to every rank (the initial weights, as Horovod's
+    broadcast from rank 0 does). Jitted: Flax's initializers run op by op otherwise (24 s for
+    GoogLeNet on one thread), and compiled they are loaded from the compilation cache by later runs;
+    only rank 0 runs it (JAX writes and shares that cache from process 0 alone), the others know
+    the arrays' shapes and take rank 0's values."""
+    if size == 1:
+        return jax.jit(make)(key)
+    if rank == 0:
+        made = jax.jit(make)(key)
+    else:
+        made = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(make, key))
+    return jax.tree.map(np.asarray, multihost_utils.broadcast_one_to_all(made))
 
 
 def describe(size):
@@ -77,10 +92,8 @@ def replicated(mesh):
     return NamedSharding(mesh, P())
 
 
-def environ_first_host(spec):
-    """The job's first host from the run's spec (launch facts), or None where it has none."""
-    hosts = spec.get("launch", {}).get("hosts") or []
-    launcher = spec.get("launch", {}).get("argv", ["mpirun"])[:1]
-    if launcher and os.path.basename(launcher[0]) == "srun":
-        return None
-    return hosts[0] if hosts else None
+def first_host():
+    """The job's first host, where rank 0 runs, as the launcher named it (None under srun, where
+    Slurm placed the ranks: rank 0 then gives its own host name)."""
+    hosts = os.environ.get(HOSTS_ENV, "")
+    return hosts.split(",")[0] if hosts else None

@@ -42,6 +42,7 @@ class Steps:
         mean = shard_map(self._mean_over_ranks, mesh=mesh, in_specs=spec, out_specs=spec, check_rep=False)
         self._mean = jax.jit(mean)
         replicated = P()
+        self._compiled = None
         self.step = jax.jit(
             shard_map(
                 self._step,
@@ -66,7 +67,7 @@ class Steps:
         as soon as its gradient exists), or all gradients first and one collective of them all."""
         with jax.named_scope(COMM_SCOPE):
             if self.overlap:
-                return jax.tree.map(lambda g: lax.pmean(g, AXIS), grads)
+                return lax.pmean(grads, AXIS)  # one collective of many operands, each free to start early
             flat, unravel = ravel_pytree(lax.optimization_barrier(grads))
             return unravel(lax.pmean(flat, AXIS))
 
@@ -106,6 +107,13 @@ class Steps:
             grads = self._mean_over_ranks(grads)
         params, opt_state = self._apply(grads, opt_state, params)
         return params, _stack(stats), opt_state, key, loss[None]
+
+    def native(self, *args):
+        """The whole step, compiled once for these arguments' shapes (kept: its text names the
+        operations in traces, and asking jit for it again would compile it again)."""
+        if self._compiled is None:
+            self._compiled = self.step.lower(*args).compile()
+        return self._compiled
 
     def to_native(self, params, stats, opt_state, key):
         replicated = functools.partial(global_array, self.mesh, spec=P())

@@ -9,6 +9,7 @@ import pytest
 
 from analysis import comm, prediction
 from harness import allreduce, execution, launch, launchers
+from harness.vocabulary import HOSTS_ENV
 from tests.conftest import needs_emulation, tiny_config
 
 
@@ -140,3 +141,31 @@ def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):
     failure = fits["failure"].item()
     assert failure.startswith("mpirun exited with code 1"), failure
     assert "allreduce sweep on device gpu: PyTorch" in failure and "sees 0 GPU(s)" in failure, failure
+
+
+def test_a_study_with_jax_sweeps_jaxs_own_collectives_and_the_model_predicts_jax_from_them(tmp_path):
+    """`--frameworks` with jax adds the jax path (JAX's pmean, averaging: element 0 stays 1); a
+    study without it sweeps none; the model's costs hold both libraries apart."""
+    out = tmp_path / "sweep.jsonl"
+    command = [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(1 << 16)]
+    argv = launchers.mpirun_argv(
+        ["localhost"],
+        2,
+        {"name": "mpirun", "bind_to": "none"},
+        [*command, "--frameworks", "torch,jax"],
+        {"PYTHONPATH": str(launch.cfg.ROOT), HOSTS_ENV: "localhost"},
+        as_root=os.geteuid() == 0,
+    )
+    rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=240)
+    assert rc == 0 and not timed_out, (tmp_path / "log").read_text()[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    jax_rows = [r for r in rows if r["path"] == "jax"]
+    assert [r["bytes"] for r in jax_rows] == allreduce.sizes(1 << 16)
+    assert all(r["transport"].startswith("jax.distributed + XLA collectives (gloo)") for r in jax_rows)
+    assert allreduce._own_paths(["torch", "tensorflow"]) == []
+    table, fits = comm.tables([(out, 2, 1)])
+    costs = prediction.costs(table, fits)
+    assert {(2, 1, "horovod"), (2, 1, "jax")} <= set(costs)
+    jax_times = table[table["path"] == "jax"].set_index("bytes")["median_s"]
+    assert costs[(2, 1, "jax")][0](1 << 16) == pytest.approx(jax_times[1 << 16])
+    assert costs[(2, 1, "jax")][1] == 0.0  # no per-tensor cost measured for JAX's path

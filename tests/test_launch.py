@@ -1,5 +1,8 @@
-from harness import checks, execution, launch, launchers
-from tests.conftest import tiny_run
+import json
+
+from harness import checks, execution, launch, launchers, paths
+from harness.vocabulary import HOSTS_ENV
+from tests.conftest import ENV_RECORD, tiny_config, tiny_run
 
 
 def test_mpirun_argv_single_node_exact():
@@ -186,3 +189,16 @@ mpirun detected that one or more processes exited with non-zero status"""
         checks.first_error("horovod.common.exceptions.HorovodInternalError: lost rank 1")
         == "horovod.common.exceptions.HorovodInternalError: lost rank 1"
     )
+
+
+def test_every_rank_is_told_the_jobs_hosts(tmp_path):
+    """A library that meets at rank 0 (JAX's coordination service) finds it from the environment: the
+    job's hosts, rank 0's first, exported by the launcher from the hostfile (DLSCALE_HOSTS)."""
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("localhost slots=4\n")
+    conf = tiny_config(tmp_path, hostfile=str(hostfile))
+    status = launch.launch(conf, tiny_run(), ENV_RECORD)
+    assert status["status"] == "ok", status
+    run_dir, _, _ = paths.run_files(conf, tiny_run())
+    argv = json.loads((run_dir / "spec.json").read_text())["launch"]["argv"]
+    assert argv[argv.index(f"{HOSTS_ENV}=localhost") - 1] == "-x"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import flax
 import jax
+import jaxlib
 import numpy as np
 import optax
 from mpi4py import MPI
@@ -115,7 +116,7 @@ class Trainer(trainer.Trainer):
             intra_op_threads=self.threads,
             inter_op_threads=None,
             extra={
-                "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else jax.__version__,
+                "jaxlib": jaxlib.__version__,
                 "flax": flax.__version__,
                 "optax": optax.__version__,
                 "comm_library": collectives.describe(self.size),

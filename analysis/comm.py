@@ -104,8 +104,9 @@ def tables(sweeps):
                     fit_median_rel_error=err,
                     bandwidth_bytes_per_s=1 / beta if beta > 0 else float("inf"),
                 )
-            if path == "horovod":
-                fit["per_tensor_s"] = per_tensor(mine, [r for r in rows if r["path"] == "horovod_tensors"])
+            many = [r for r in rows if r["path"] == f"{path}{allreduce.TENSORS_SUFFIX}"]
+            if many:  # horovod against horovod_tensors; a framework's own library likewise (jax, jax_tensors)
+                fit["per_tensor_s"] = per_tensor(mine, many)
             fits.append(fit)
     return pd.DataFrame(all_rows, columns=SWEEP_COLUMNS), pd.DataFrame(fits, columns=FIT_COLUMNS)
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.model import COMPUTE, error_parts, predict, relative_error, ring_cost, sweep_cost
+from harness.allreduce import TENSORS_SUFFIX
 from harness.vocabulary import BASELINE_KEYS as MATCH
 from harness.vocabulary import (
     COMM_S,
@@ -138,14 +139,15 @@ def costs(sweep, fits):
     fit (allreduce*.csv). Library "horovod": Horovod's own allreduce where the sweep has it, MPI's
     otherwise (sweeps made before the horovod path); the per-tensor cost from the horovod fit's
     `per_tensor_s` (0 where the sweep has no horovod_tensors path, or where it came out below 0:
-    within the sweep's noise). A framework's own collectives (JAX): their own path, no per-tensor
-    cost. A sweep that failed gives none: the sizes it measured before it failed stay in its table
-    only."""
+    within the sweep's noise). A framework's own collectives (JAX): their own path, and its
+    per-tensor cost from its many-tensor path likewise. A sweep that failed gives none: the sizes
+    it measured before it failed stay in its table only."""
     out = {}
     failed = sweep_failures(fits)
     # a boolean array: an empty list would select no columns rather than no rows
     sweep = sweep[np.array([key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])], dtype=bool)]
-    own = sorted({*sweep["path"].dropna(), *fits["path"].dropna()} - {"mpi", HOROVOD, "horovod_tensors"})
+    paths = {*sweep["path"].dropna(), *fits["path"].dropna()}
+    own = sorted(p for p in paths - {"mpi", HOROVOD} if not p.endswith(TENSORS_SUFFIX))
     for path in ("mpi", HOROVOD, *own):  # horovod after mpi: it wins
         lib = path if path in own else HOROVOD
         mine = fits[fits["path"].fillna("mpi") == path]

@@ -17,7 +17,8 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
   per-tensor cost (analysis/comm.py) the model adds for every tensor a fused buffer holds beyond
   FUSED_PIECES (networks hand Horovod 16-173 gradient tensors, the fused path 4).
 - one path per framework of the study (`--frameworks`) that communicates through a library of its
-  own, from its package's `sweep` part: `jax`, JAX's own collectives (pmean in a jitted shard_map).
+  own, from its package's `sweep` part: `jax`, JAX's own collectives (pmean in a jitted shard_map)
+  of FUSED_PIECES buffers per message, and `jax_tensors` of MANY_PIECES (its per-tensor cost).
 With `--device gpu` only the horovod path runs, on CUDA tensors of the rank's GPU (its local
 rank), which in the cuda environment Horovod reduces with NCCL.
 
@@ -27,6 +28,7 @@ T(m) = 2(n-1) alpha + 2(n-1)/n m beta, is fitted by least squares on relative er
 large messages weigh alike); its fit error is the median absolute relative error over sizes.
 """
 
+import functools
 import json
 import statistics
 import sys
@@ -45,6 +47,8 @@ FUSED_PIECES = 4
 # its largest message: beyond it the per-byte cost, the same on both paths, swamps the per-tensor one.
 MANY_PIECES = 128
 PER_TENSOR_MAX_BYTES = MIB
+# The many-tensor path of a library is its path's name with this suffix (horovod_tensors, jax_tensors).
+TENSORS_SUFFIX = "_tensors"
 
 
 class SweepError(RuntimeError):
@@ -129,9 +133,14 @@ def gpu_allreduce(comm):
 
 def _own_paths(studied):
     """The paths of the study's frameworks that communicate through a library of their own (their
-    package's `sweep` part, e.g. JAX's collectives): (path, maker), averaging like their gradients."""
+    package's `sweep` part, e.g. JAX's collectives), averaging like their gradients: (path, maker,
+    tensors per message), a message of FUSED_PIECES tensors and one of MANY_PIECES (its per-tensor
+    cost, as horovod_tensors measures Horovod's)."""
     own = [frameworks.module(name, "sweep") for name in frameworks.with_part("sweep") if name in studied]
-    return [(m.PATH, m.allreduce) for m in own]
+    return [(f"{m.PATH}{suffix}", m.allreduce, pieces) for m in own for suffix, pieces in OWN_MESSAGES]
+
+
+OWN_MESSAGES = (("", FUSED_PIECES), (TENSORS_SUFFIX, MANY_PIECES))
 
 
 def _paths(device, n, max_bytes, studied=()):
@@ -144,7 +153,10 @@ def _paths(device, n, max_bytes, studied=()):
         ("mpi", host_allreduce, n, sizes(max_bytes)),
         ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
         ("horovod_tensors", horovod_tensors_allreduce, 1, few),
-    ] + [(path, make, 1, sizes(max_bytes)) for path, make in _own_paths(studied)]
+    ] + [
+        (path, functools.partial(make, tensors=pieces), 1, sizes(max_bytes) if pieces == FUSED_PIECES else few)
+        for path, make, pieces in _own_paths(studied)
+    ]
 
 
 def _repeated(comm, run):

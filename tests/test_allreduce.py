@@ -161,11 +161,15 @@ def test_a_study_with_jax_sweeps_jaxs_own_collectives_and_the_model_predicts_jax
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     jax_rows = [r for r in rows if r["path"] == "jax"]
     assert [r["bytes"] for r in jax_rows] == allreduce.sizes(1 << 16)
+    assert [r["bytes"] for r in rows if r["path"] == "jax_tensors"] == [
+        m for m in allreduce.sizes(1 << 16) if allreduce.MANY_PIECES * 4 <= m
+    ]
     assert all(r["transport"].startswith("jax.distributed + XLA collectives (gloo)") for r in jax_rows)
     assert allreduce._own_paths(["torch", "tensorflow"]) == []
     table, fits = comm.tables([(out, 2, 1)])
     costs = prediction.costs(table, fits)
-    assert {(2, 1, "horovod"), (2, 1, "jax")} <= set(costs)
+    assert {(2, 1, "horovod"), (2, 1, "jax")} <= set(costs) and (2, 1, "jax_tensors") not in costs
     jax_times = table[table["path"] == "jax"].set_index("bytes")["median_s"]
     assert costs[(2, 1, "jax")][0](1 << 16) == pytest.approx(jax_times[1 << 16])
-    assert costs[(2, 1, "jax")][1] == 0.0  # no per-tensor cost measured for JAX's path
+    per_tensor = fits.set_index("path")["per_tensor_s"]
+    assert costs[(2, 1, "jax")][1] == pytest.approx(max(0.0, per_tensor["jax"]))  # from jax_tensors against jax

@@ -22,6 +22,7 @@ from mpi4py import MPI
 from harness.vocabulary import HOSTS_ENV
 
 AXIS = "ranks"
+_joined = False  # this process has joined jax.distributed (it can only once)
 CPU_COLLECTIVES = "gloo"
 
 
@@ -46,11 +47,14 @@ def _coordinator(first_host):
 
 
 def initialize(rank, size, first_host):
-    """Join this rank to the job's JAX processes (size > 1); a mesh of one device per rank."""
-    if size > 1:
+    """Join this rank to the job's JAX processes (size > 1, once per process); a mesh of one device
+    per rank."""
+    global _joined
+    if size > 1 and not _joined:
         jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
         address, port = _coordinator(first_host)
         jax.distributed.initialize(f"{address}:{port}", num_processes=size, process_id=rank)
+        _joined = True
     return Mesh(np.array(jax.devices()[: max(size, 1)]).reshape(-1), (AXIS,))
 
 

@@ -13,7 +13,7 @@ from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 def test_default_config_is_valid(base_config):
     cfg.validate(base_config)
     runs = cfg.matrix(base_config)
-    assert len(runs) == 3 * 3 * 2 * 3  # frameworks x models x ranks_per_node x repeats
+    assert len(runs) == 4 * 2 * 2 * 3  # frameworks x models x ranks_per_node x repeats
     assert runs[0] == {
         "framework": "torch",
         "model": "alexnet",

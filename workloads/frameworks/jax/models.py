@@ -10,33 +10,18 @@ A network is one Flax module whose weight-bearing layers are named in PyTorch's 
 (`weight_layers`, used by weights.py and the trainer's parameter order).
 """
 
-import math
-
 import flax.linen as nn
 import jax.numpy as jnp
 
+from workloads.pooling import adaptive_bins, pool_pads
 from workloads.registry import register
 
 TORCH_BN_MOMENTUM = 0.1
 
 
-def pool_out(size, k, s, p, ceil):
-    """Output length of PyTorch's pooling (the last window must start inside the padded input)."""
-    if not ceil:
-        return (size + 2 * p - k) // s + 1
-    out = math.ceil((size + 2 * p - k) / s) + 1
-    if (out - 1) * s >= size + p:
-        out -= 1
-    return out
-
-
 def max_pool(x, k, s, p=0, ceil=False):
     """PyTorch's MaxPool2d(k, s, p, ceil_mode) on NHWC (Flax pads a max pool with -inf)."""
-    pads = []
-    for n in (x.shape[1], x.shape[2]):
-        extra = (pool_out(n, k, s, p, ceil) - 1) * s + k - n - 2 * p
-        pads.append((p, p + max(extra, 0)))
-    return nn.max_pool(x, (k, k), (s, s), padding=pads)
+    return nn.max_pool(x, (k, k), (s, s), padding=[pool_pads(n, k, s, p, ceil) for n in x.shape[1:3]])
 
 
 def adaptive_avg_pool(x, n):
@@ -44,11 +29,10 @@ def adaptive_avg_pool(x, n):
     h, w = x.shape[1], x.shape[2]
     if h % n == 0 and w % n == 0:
         return nn.avg_pool(x, (h // n, w // n), (h // n, w // n))
-    rows = []
-    for i in range(n):
-        r0, r1 = (i * h) // n, -((-(i + 1) * h) // n)
-        cols = [x[:, r0:r1, (j * w) // n : -((-(j + 1) * w) // n), :].mean(axis=(1, 2)) for j in range(n)]
-        rows.append(jnp.stack(cols, axis=1))
+    rows = [
+        jnp.stack([x[:, r0:r1, c0:c1, :].mean(axis=(1, 2)) for c0, c1 in adaptive_bins(w, n)], axis=1)
+        for r0, r1 in adaptive_bins(h, n)
+    ]
     return jnp.stack(rows, axis=1)
 
 

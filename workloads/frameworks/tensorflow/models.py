@@ -8,12 +8,11 @@ rule does. Batch norm uses PyTorch's epsilon and momentum (Keras momentum = 1 - 
 Layers are created in the PyTorch definition order, so the trainable weights line up one to one.
 """
 
-import math
-
 import keras
 import tensorflow as tf
 from keras import layers
 
+from workloads.pooling import adaptive_bins, pool_pads
 from workloads.registry import register
 
 TORCH_BN_MOMENTUM = 0.1
@@ -44,16 +43,6 @@ def dense(units):
     return track(layers.Dense(units))
 
 
-def pool_out(size, k, s, p, ceil):
-    """Output length of PyTorch's pooling (the last window must start inside the padded input)."""
-    if not ceil:
-        return (size + 2 * p - k) // s + 1
-    out = math.ceil((size + 2 * p - k) / s) + 1
-    if (out - 1) * s >= size + p:
-        out -= 1
-    return out
-
-
 class MaxPool(layers.Layer):
     """PyTorch's MaxPool2d(k, s, p, ceil_mode) on NHWC: pad with -inf, then a valid max pool."""
 
@@ -62,11 +51,7 @@ class MaxPool(layers.Layer):
         self.k, self.s, self.p, self.ceil = k, s, p, ceil
 
     def call(self, x):
-        h, w = x.shape[1], x.shape[2]
-        extra = [
-            (pool_out(n, self.k, self.s, self.p, self.ceil) - 1) * self.s + self.k - n - 2 * self.p for n in (h, w)
-        ]
-        pads = [[0, 0], [self.p, self.p + max(extra[0], 0)], [self.p, self.p + max(extra[1], 0)], [0, 0]]
+        pads = [[0, 0], *(list(pool_pads(n, self.k, self.s, self.p, self.ceil)) for n in x.shape[1:3]), [0, 0]]
         if any(a or b for a, b in pads):
             x = tf.pad(x, pads, constant_values=float("-inf"))
         return tf.nn.max_pool2d(x, self.k, self.s, "VALID")
@@ -83,14 +68,12 @@ class AdaptiveAvgPool(layers.Layer):
         h, w = x.shape[1], x.shape[2]
         if h % self.n == 0 and w % self.n == 0:
             return tf.nn.avg_pool2d(x, (h // self.n, w // self.n), (h // self.n, w // self.n), "VALID")
-        rows = []
-        for i in range(self.n):
-            r0, r1 = (i * h) // self.n, -((-(i + 1) * h) // self.n)
-            cols = []
-            for j in range(self.n):
-                c0, c1 = (j * w) // self.n, -((-(j + 1) * w) // self.n)
-                cols.append(tf.reduce_mean(x[:, r0:r1, c0:c1, :], axis=[1, 2]))
-            rows.append(tf.stack(cols, axis=1))
+        rows = [
+            tf.stack(
+                [tf.reduce_mean(x[:, r0:r1, c0:c1, :], axis=[1, 2]) for c0, c1 in adaptive_bins(w, self.n)], axis=1
+            )
+            for r0, r1 in adaptive_bins(h, self.n)
+        ]
         return tf.stack(rows, axis=1)
 
 

@@ -262,3 +262,39 @@ def test_timeline_ops_count_fused_operations_on_a_real_horovod_timeline(tmp_path
     starts = {start for activity, _, start, _ in horovod_spans(events) if activity == "ALLREDUCE"}
     assert len(starts) > 3 * 1.5, "the tensors were not stamped apart; the test would prove nothing"
     assert row["timeline_ops"] == pytest.approx(1.0) and row["grad_tensors"] > 2
+
+
+def test_jax_operations_take_their_phase_from_the_compiled_modules_metadata():
+    """XLA's instruction names say nothing of the phase; the JAX path in each instruction's metadata
+    does (workloads/frameworks/jax/profile.py), and the analysis reads the renamed events."""
+    jax_profile = frameworks.module("jax", "profile")
+    step = "jit(_step)/jit(main)/jit(shmap_body)"
+    conv = "convolution(%a, %b), metadata={op_name=" + f'"{step}/'
+    hlo = "\n".join(
+        [
+            "HloModule jit__step, entry_computation_layout={...}",
+            f'  %convolution.3 = f32[8,15,15,64]{{3,2,1,0}} {conv}jvp(Network)/000_conv/conv_general_dilated"}}',
+            f'  %convolution.9 = f32[11,11,3,64]{{3,2,1,0}} {conv}transpose(jvp(Network))/000_conv/conv"}}',
+            "  %convolution.12 = f32[5,5,64,192]{3,2,1,0} convolution(%e, %f)",
+            f'  ROOT %multiply_add_fusion.2 = f32[64]{{0}} fusion(%g), metadata={{op_name="{step}/update/add"}}',
+            f'  %all-reduce.1 = f32[64]{{0}} all-reduce(%i), metadata={{op_name="{step}/allreduce/psum"}}',
+            "  %call.5 = f32[64]{0} call(%j), to_apply=%parallel",
+        ]
+    )
+    assert jax_profile.module_name(hlo) == "jit__step"
+    assert jax_profile.instruction_phases(hlo) == {
+        "convolution.3": "forward",
+        "convolution.9": "backward",
+        "convolution.12": "backward",  # made by XLA without a JAX path: autodiff's
+        "multiply_add_fusion.2": "update",
+        "all-reduce.1": "comm",
+        "call.5": None,  # a container: what it runs is recorded itself
+    }
+    ev = lambda name: {"name": name, "cat": "framework"}  # noqa: E731
+    assert [trace.classify("jax", ev(f"xla:{p}/x")) for p in ("forward", "backward", "update", "comm")] == [
+        "forward",
+        "backward",
+        "update",
+        "comm",
+    ]
+    assert trace.classify("jax", ev("PjitFunction(_step)")) is None  # dispatch, not an operation

@@ -6,7 +6,8 @@ read here. At host tracer level 2 XLA's CPU runtime records every operation it r
 a fusion, a convolution, an all-reduce) with `hlo_module` and `hlo_op` arguments, but its name says
 nothing of the phase. The compiled module's own text says it: each instruction's `op_name` metadata
 is the JAX path that made it, `transpose(jvp(...))` for the backward pass, the trainer's named
-scopes for the update and the gradients' mean, and all-reduce instructions for communication.
+scopes for the update and the gradients' mean, and all-reduce instructions for communication;
+what XLA made without a path is backward's (`phase_of`).
 So each operation event is renamed `xla:<phase>/<hlo_op>` (TRACE_RULES in __init__.py); other
 events (dispatch, the runtime's own spans) keep their names and are not counted.
 """
@@ -23,9 +24,19 @@ UPDATE_SCOPE, COMM_SCOPE, COMM = UPDATE, "allreduce", "comm"  # the update scope
 
 
 def phase_of(opcode, op_name):
-    """The SGD phase of one compiled instruction, from its opcode and the JAX path that made it."""
+    """The SGD phase of one compiled instruction, from its opcode and the JAX path that made it:
+    None for a `call` (a container: the operations it runs are recorded themselves). An
+    instruction XLA made without a JAX path is backward's: autodiff's rewrites are where XLA makes
+    them (weight-gradient convolutions, layout copies of gradients, ReLU masks); forward's
+    operations all come from the network's own JAX path. Placing them by position instead counted
+    weight gradients XLA scheduled after the last named backward operation as update (AlexNet:
+    update 0.18 s against PyTorch's 0.06 s for the same SGD)."""
+    if opcode == "call":
+        return None
     if opcode.startswith(("all-reduce", "reduce-scatter", "all-gather", "collective")) or f"/{COMM_SCOPE}/" in op_name:
         return COMM
+    if not op_name:
+        return BACKWARD
     if f"/{UPDATE_SCOPE}/" in op_name:
         return UPDATE
     return BACKWARD if "transpose(" in op_name else FORWARD
@@ -61,7 +72,7 @@ def events(folder, modules):
             continue
         args = e.get("args") or {}
         name = args.get("long_name", e["name"])  # an annotation's full name (the trace shortens it)
-        phase = phases.get(args.get("hlo_module"), {}).get(args.get("hlo_op"))
+        phase = phases.get(args.get("hlo_module"), {}).get(args.get("hlo_op"))  # None: not an operation of ours
         if phase:
             name = f"{PREFIX}{phase}/{args['hlo_op']}"
         out.append({"name": name, "ph": "X", "ts": e["ts"], "dur": e.get("dur", 0), "tid": e.get("tid"), "cat": "host"})

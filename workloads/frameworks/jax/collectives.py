@@ -70,7 +70,7 @@ def from_rank0(make, key, rank, size):
         made = jax.jit(make)(key)
     else:
         made = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(make, key))
-    return jax.tree.map(np.asarray, multihost_utils.broadcast_one_to_all(made))
+    return jax.device_put(jax.tree.map(np.asarray, multihost_utils.broadcast_one_to_all(made)), jax.local_devices()[0])
 
 
 def describe(size):

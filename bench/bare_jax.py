@@ -14,9 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+from workloads.frameworks.jax import xla_flags  # noqa: E402 (imports no JAX)
+
 spec = json.loads(Path(sys.argv[1]).read_text())
-if spec["threads_per_rank"] == 1:  # as the trainer sets XLA's CPU threads, before JAX starts
-    os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+os.environ["XLA_FLAGS"] = xla_flags(spec["threads_per_rank"])  # as the trainer sets them, before JAX starts
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

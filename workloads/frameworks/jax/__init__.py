@@ -19,9 +19,19 @@ SWEEP_PATH = NAME
 
 LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
 
+
 # The profile's operations carry their phase in their names (profile.py renames them from the
 # compiled module's metadata); the gradients' mean is JAX's own collective, so it is communication
 # here, not in a Horovod timeline.
+def xla_flags(threads):
+    """XLA_FLAGS for `threads` compute threads per rank on the CPU (set before JAX starts its
+    backend), added to any the user set: the trainer's, the probe's and the bare loop's alike."""
+    import os
+
+    ours = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if threads == 1 else ""
+    return " ".join(f for f in (os.environ.get("XLA_FLAGS", ""), ours) if f)
+
+
 TRACE_RULES = [
     ("prefix", "xla:forward/", FORWARD),
     ("prefix", "xla:backward/", BACKWARD),

@@ -15,8 +15,7 @@ import socket
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
+from jax.sharding import Mesh
 from mpi4py import MPI
 
 from harness.vocabulary import HOSTS_ENV
@@ -90,10 +89,6 @@ def global_array(mesh, local, spec):
 def local_part(mesh, array, spec):
     """This rank's part of a global array, as a single-device array."""
     return multihost_utils.global_array_to_host_local_array(array, mesh, spec)
-
-
-def replicated(mesh):
-    return NamedSharding(mesh, P())
 
 
 def first_host():

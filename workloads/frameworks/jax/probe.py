@@ -5,13 +5,13 @@ import os
 import jax
 import jax.numpy as jnp
 
+from workloads.frameworks.jax import xla_flags
+
 
 def matmul(n, threads, device, half):
     """A function that multiplies an n x n matrix by itself and waits for the result. XLA's CPU
     threads are set as the trainer sets them (before JAX starts its backend)."""
-    from workloads.frameworks.jax.trainer import _xla_flags
-
-    os.environ["XLA_FLAGS"] = _xla_flags(threads)
+    os.environ["XLA_FLAGS"] = xla_flags(threads)
     backend = "gpu" if device == "gpu" else "cpu"
     a = jax.device_put(jnp.ones((n, n), jnp.float16 if half else jnp.float32), jax.devices(backend)[0])
     product = jax.jit(lambda x: (x @ x).sum())

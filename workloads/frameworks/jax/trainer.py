@@ -30,7 +30,7 @@ from mpi4py import MPI
 
 from workloads import trainer
 from workloads.devices import DeviceError, check_precision, gpu_for_rank, resolve_layout
-from workloads.frameworks.jax import LABEL, NAME, collectives, profile, steps
+from workloads.frameworks.jax import LABEL, NAME, collectives, profile, steps, xla_flags
 from workloads.registry import build_model
 
 
@@ -45,18 +45,12 @@ def _compilation_cache():
     return folder
 
 
-def _xla_flags(threads):
-    """XLA's CPU thread settings for `threads` compute threads, added to any the user set."""
-    ours = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if threads == 1 else ""
-    return " ".join(f for f in (os.environ.get("XLA_FLAGS", ""), ours) if f)
-
-
 class Trainer(trainer.Trainer):
     name = NAME
 
     def __init__(self, spec):
         self.layout = resolve_layout(self.name, spec["layout"])
-        os.environ["XLA_FLAGS"] = _xla_flags(spec["threads_per_rank"])
+        os.environ["XLA_FLAGS"] = xla_flags(spec["threads_per_rank"])
         self.threads = spec["threads_per_rank"]
         check_precision(spec)
         if spec["precision"] != "fp32":

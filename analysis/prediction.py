@@ -17,7 +17,7 @@ from harness.vocabulary import (
     FUSION_THRESHOLD_BYTES,
     RUN_KEYS,
 )
-from workloads.frameworks import HOROVOD, library
+from workloads.frameworks import HOROVOD, sweep_path
 
 
 def tensor_details(tensors, run):
@@ -166,6 +166,11 @@ def costs(sweep, fits):
     return out
 
 
+def library(run):
+    """The sweep path that times a run's gradients: Horovod's, or its framework's own library's."""
+    return sweep_path(run["framework"], run["comm_library"])
+
+
 def sweep_failures(fits):
     """{(nodes, ranks_per_node): why} of the sweeps that failed (allreduce_fit.csv)."""
     return {
@@ -186,9 +191,9 @@ def not_predicted(run, bases, unusable, cost_by, failures):
         return NO_BASELINE
     if place in failures:
         return f"allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node failed: {failures[place]}"
-    if (*place, library(run["framework"])) not in cost_by:
+    if (*place, library(run)) not in cost_by:
         return (
-            f"no {library(run['framework'])} allreduce time measured on {place[0]} node(s) x {place[1]} rank(s) "
+            f"no {library(run)} allreduce time measured on {place[0]} node(s) x {place[1]} rank(s) "
             "per node (allreduce.csv)"
         )
     return ""
@@ -219,7 +224,7 @@ def model_table(runs, status, tensors, sweep, fits):
         row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
         if not row["not_predicted"]:
             base = bases[tuple(r[k] for k in MATCH)]
-            cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r["framework"]))]
+            cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r))]
             p = predict(
                 base["base"],
                 base["sizes"],

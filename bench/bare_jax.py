@@ -27,12 +27,13 @@ from jax.experimental import multihost_utils  # noqa: E402
 from jax.experimental.shard_map import shard_map  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+from workloads import rendezvous  # noqa: E402
 from workloads.batches import SyntheticData  # noqa: E402
 from workloads.frameworks.jax import collectives  # noqa: E402
 from workloads.registry import build_model  # noqa: E402
 
-rank, size, _ = collectives.launcher_ranks()
-mesh = collectives.initialize(rank, size, collectives.first_host())
+rank, size, _ = rendezvous.launcher_ranks()
+mesh = collectives.initialize(rank, size, rendezvous.first_host())
 model = build_model("jax", spec["model"], spec["classes"], spec["image_size"])
 key = jax.random.PRNGKey(spec["seed"])
 side = spec["image_size"]

@@ -16,7 +16,7 @@ import torch
 
 from workloads.batches import SyntheticData
 from workloads.devices import resolve_layout
-from workloads.frameworks.torch.trainer import DenseView
+from workloads.frameworks.torch.comm import DenseView
 from workloads.registry import build_model
 
 spec = json.loads(Path(sys.argv[1]).read_text())

@@ -70,6 +70,7 @@ def cmd_launch(args):
     from environment import build as env
     from harness import config as cfg
     from harness import launch
+    from workloads import frameworks
 
     files = [a for a in args.set if "=" not in a]
     conf = cfg.load(*files)
@@ -79,6 +80,12 @@ def cmd_launch(args):
         if key not in run:
             raise cfg.ConfigError(f"unknown run key {key!r}; known: {', '.join(run)}")
         run[key] = int(value) if isinstance(run[key], int) else value
+    given = {a.partition("=")[0] for a in args.set if "=" in a}
+    if "comm_library" not in given:  # the chosen framework's first library in the study
+        run["comm_library"] = cfg.libraries(conf, run["framework"])[0]
+    why = frameworks.not_built(run["framework"], run["comm_library"])
+    if why:
+        raise cfg.ConfigError(f"run {run['framework']} with comm_library={run['comm_library']}: {why}")
     from harness.execution import Interrupted, interruptible
 
     record = env.load_record(env.build())

@@ -27,10 +27,12 @@ from harness.vocabulary import (
 
 # The run keys: config keys, wildcards of the results tree and columns of every per-run table.
 RUN = {
-    "framework": "the framework (`torch`, `tensorflow`, `mxnet`)",
+    "framework": "the framework (`torch`, `tensorflow`, `mxnet`, `jax`)",
     "model": "the network (`alexnet`, `googlenet`, `resnet50`, `tinynet`)",
     "comm": "gradient communication: `overlap` (allreduces during backward) or `sequential` (one grouped "
     "allreduce after backward)",
+    "comm_library": "the library the gradients went through: `horovod`, or `native` (the framework's own: "
+    "PyTorch's DistributedDataParallel, TensorFlow's MultiWorkerMirroredStrategy, JAX's collectives)",
     "layout": "the layout asked for (`best`, `NCHW`, `NHWC`); `layout_used` in runs.csv is what ran",
     "timing": "`native` (the framework's own step, one wait per iteration) or `phased` (a wait after every phase)",
     "nodes": "nodes the run spans (the first N hosts of the hostfile, or N emulated nodes)",

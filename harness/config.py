@@ -12,6 +12,7 @@ import yaml
 
 from harness.paths import ROOT
 from harness.vocabulary import MATRIX_KEYS  # the run's folders in the results tree, in this order
+from workloads import frameworks
 
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
 
@@ -49,6 +50,7 @@ def validate(config):
     environment, the hostfile exists and is big enough, or, for an emulated cluster, this machine
     can make one."""
     validate_schema(config)
+    check_matrix(config)
     check_device(config)
     check_data(config)
     check_replay(config)
@@ -218,10 +220,42 @@ def load(*configfiles, items=()):
     return validate(layered(configfiles, items))
 
 
+def libraries(config, framework):
+    """The communication libraries the study asks of `framework`: its `comm_library` list, or,
+    without the key, the framework's default (Horovod; JAX's own collectives)."""
+    return config.get("comm_library") or [frameworks.default_library(framework)]
+
+
+def left_out(config):
+    """The framework x library pairs the study asks for that a framework does not run, each with
+    why ([{framework, comm_library, reason}]): left out of the matrix, listed in the report."""
+    return [
+        {"framework": fw, "comm_library": lib, "reason": frameworks.not_built(fw, lib)}
+        for fw in config["framework"]
+        for lib in libraries(config, fw)
+        if frameworks.not_built(fw, lib)
+    ]
+
+
 def matrix(config):
-    """Every run of the study, as identity dicts (matrix keys plus the repeat index)."""
-    combos = itertools.product(*(config[k] for k in MATRIX_KEYS), range(config["repeats"]))
-    return [dict(zip(MATRIX_KEYS + ("repeat",), combo)) for combo in combos]
+    """Every run of the study, as identity dicts (matrix keys plus the repeat index), less the
+    framework x library pairs no framework runs (`left_out`)."""
+    skip = {(x["framework"], x["comm_library"]) for x in left_out(config)}
+    runs = []
+    for fw in config["framework"]:
+        values = {**config, "framework": [fw], "comm_library": libraries(config, fw)}
+        for combo in itertools.product(*(values[k] for k in MATRIX_KEYS), range(config["repeats"])):
+            run = dict(zip(MATRIX_KEYS + ("repeat",), combo))
+            if (fw, run["comm_library"]) not in skip:
+                runs.append(run)
+    return runs
+
+
+def check_matrix(config):
+    """A study whose every framework x library pair is left out would run nothing."""
+    if not matrix(config):
+        why = "; ".join(f"{x['framework']} {x['comm_library']}: {x['reason']}" for x in left_out(config))
+        raise ConfigError(f"config key 'comm_library': no framework runs the libraries asked for ({why})")
 
 
 # Settings every run's result depends on besides its identity: a change re-runs the study.

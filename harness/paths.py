@@ -21,9 +21,9 @@ RUNS, ATTEMPTS, SWEEPS, REPLAYS = "runs", "attempts", "allreduce", "replay"
 REPLAY_PLANS = f"{REPLAYS}/plans.json"
 
 # A run's place under runs/ (and attempts/, logs/runs/): its identity, one folder level per word key.
-WORD_KEYS = ("framework", "model", "comm", "layout", "timing")
+WORD_KEYS = ("framework", "model", "comm", "comm_library", "layout", "timing")
 RUN_PATTERN = (
-    "{framework}/{model}/{comm}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
+    "{framework}/{model}/{comm}/{comm_library}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
     "lw{loader_workers}/repeat{repeat}"
 )
 

@@ -14,7 +14,7 @@ import time
 
 from harness.vocabulary import PHASE_SECONDS, RUN_KEYS
 
-SCHEMA = "dlscale.record/2"
+SCHEMA = "dlscale.record/3"  # 3: runs have a comm_library
 
 PHASE_KEYS = PHASE_SECONDS
 

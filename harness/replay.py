@@ -43,7 +43,7 @@ def plans(bases, models, comms=None):
         ident = dict(zip(BASELINE_KEYS, key))
         if ident["model"] not in models or (comms and ident["comm"] not in comms):
             continue
-        if frameworks.library(ident["framework"]) != frameworks.HOROVOD:  # replayed through Horovod only
+        if ident["comm_library"] != frameworks.HOROVOD:  # replayed through Horovod only
             continue
         ready = None if ident["comm"] == "sequential" else b["ready"]
         out.append(

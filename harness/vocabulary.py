@@ -11,6 +11,7 @@ MATRIX_KEYS = (
     "framework",
     "model",
     "comm",
+    "comm_library",
     "layout",
     "timing",
     "nodes",

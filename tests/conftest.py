@@ -32,6 +32,7 @@ def tiny_run(**overrides):
         "framework": "torch",
         "model": "tinynet",
         "comm": "overlap",
+        "comm_library": None,  # the framework's default
         "layout": "best",
         "timing": "native",
         "nodes": 1,
@@ -42,7 +43,12 @@ def tiny_run(**overrides):
     }
     unknown = set(overrides) - set(run)
     assert not unknown, f"not a run key: {unknown}"
-    return {**run, **overrides}
+    run = {**run, **overrides}
+    if run["comm_library"] is None:
+        from workloads import frameworks
+
+        run["comm_library"] = frameworks.default_library(run["framework"])
+    return run
 
 
 def tiny_config(tmp_path, **overrides):

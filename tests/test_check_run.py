@@ -11,6 +11,7 @@ def write_rank(run_dir, rank, steps=3, checksum=1.0, loss=2.0, end=True):
         framework="torch",
         model="m",
         comm="overlap",
+        comm_library="horovod",
         layout="best",
         timing="phased",
         nodes=1,

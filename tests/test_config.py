@@ -18,6 +18,7 @@ def test_default_config_is_valid(base_config):
         "framework": "torch",
         "model": "alexnet",
         "comm": "overlap",
+        "comm_library": "horovod",
         "layout": "best",
         "timing": "native",
         "nodes": 1,
@@ -26,7 +27,7 @@ def test_default_config_is_valid(base_config):
         "loader_workers": 1,
         "repeat": 0,
     }
-    assert paths.run_path(runs[0]) == "torch/alexnet/overlap/best/native/nodes1_rpn1_bs8_lw1/repeat0"
+    assert paths.run_path(runs[0]) == "torch/alexnet/overlap/horovod/best/native/nodes1_rpn1_bs8_lw1/repeat0"
     assert base_config["data"]["kind"] == "images"  # the io phase reads and decodes JPEGs
     assert base_config["launcher"]["env"] == {"OMPI_MCA_mpi_yield_when_idle": 1}  # no busy-polling contention
 

@@ -9,27 +9,26 @@ from analysis import metrics, tidy, trace
 from harness import launch, paths
 from harness.records import PHASE_KEYS, parse_file
 from harness.vocabulary import LOG, trace_name
-from tests.conftest import ENV_RECORD, tiny_config
+from tests.conftest import ENV_RECORD, tiny_config, tiny_run
 from workloads import frameworks
 from workloads.devices import LayoutError, resolve_layout
 
 FRAMEWORKS = frameworks.NAMES  # every registered framework
 
 
-def run_once(tmp_path, framework, ranks, timing="native", comm="overlap", model="tinynet", layout="best", **over):
+def run_once(
+    tmp_path, framework, ranks, timing="native", comm="overlap", model="tinynet", layout="best", library=None, **over
+):
     conf = tiny_config(tmp_path, timing=[timing], layout=[layout], **over)
-    run = {
-        "framework": framework,
-        "model": model,
-        "comm": comm,
-        "layout": layout,
-        "timing": timing,
-        "nodes": 1,
-        "ranks_per_node": ranks,
-        "batch_size": 4,
-        "loader_workers": 0,
-        "repeat": 0,
-    }
+    run = tiny_run(
+        framework=framework,
+        model=model,
+        comm=comm,
+        comm_library=library,
+        layout=layout,
+        timing=timing,
+        ranks_per_node=ranks,
+    )
     status = launch.launch(conf, run, ENV_RECORD)
     run_dir, _, _ = paths.run_files(conf, run)
     return status, run_dir

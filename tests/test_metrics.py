@@ -5,6 +5,7 @@ import pytest
 
 from analysis import metrics
 from harness.vocabulary import PHASES
+from workloads import frameworks
 
 
 def test_mean_ci_known_values():
@@ -24,6 +25,7 @@ def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8):
         "framework": "torch",
         "model": "m",
         "comm": "overlap",
+        "comm_library": "horovod",
         "layout": "best",
         "timing": "phased",
         "nodes": 1,
@@ -163,6 +165,7 @@ def test_figure_lines_never_merge_two_configurations():
                         "framework": "torch",
                         "model": "m",
                         "comm": "overlap",
+                        "comm_library": "horovod",
                         "layout": "best",
                         "timing": "native",
                         "nodes": nodes,
@@ -210,6 +213,7 @@ def test_phase_figure_of_a_one_network_study_with_long_labels(tmp_path):
             "framework": fw,
             "model": "alexnet",
             "comm": "sequential",
+            "comm_library": frameworks.default_library(fw),
             "layout": "best",
             "timing": "native",
             "nodes": nodes,

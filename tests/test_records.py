@@ -65,7 +65,7 @@ def test_missing_phase_and_bad_values():
     assert errors[0] == "f:1: comm_s is None, expected a finite non-negative number of seconds"
     assert errors[1] == "f:2: step record lacks iteration, warmup, profiled, wall_s, loss"
     assert errors[2].startswith("f:3: forward_s is -1.0")
-    assert errors[3] == "f:4: schema is 'other/9', expected 'dlscale.record/2'"
+    assert errors[3] == "f:4: schema is 'other/9', expected 'dlscale.record/3'"
     assert errors[4].startswith("f:5: unknown kind 'lap'")
     assert errors[5] == "f:6: not a JSON object"
     assert errors[6].startswith("f:7: step record has io_s, h2d_s, forward_s, backward_s, update_s but lacks comm_s")

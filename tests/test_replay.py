@@ -22,6 +22,7 @@ def _key(**values):
         "framework": "torch",
         "model": "tinynet",
         "comm": "sequential",
+        "comm_library": "horovod",
         "layout": "NCHW",
         "timing": "native",
         "batch_size": 4,

@@ -1,4 +1,4 @@
-"""Real MPI ranks through real Horovod, in every framework."""
+"""Real MPI ranks through real Horovod and each framework's own library, in every framework."""
 
 import json
 import math
@@ -17,6 +17,8 @@ from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
 from workloads import frameworks
 
 FRAMEWORKS = frameworks.NAMES  # every registered framework
+# every framework with every communication library it runs
+WITH_LIBRARIES = [(fw, lib) for fw in FRAMEWORKS for lib in frameworks.get(fw).LIBRARIES]
 
 
 def run_two_ranks(tmp_path, spec, script):
@@ -39,15 +41,16 @@ def load(path):
         return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
 
 
-@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("framework, library", WITH_LIBRARIES)
 @pytest.mark.parametrize("comm", ["overlap", "sequential"])
-def test_two_ranks_average_gradients(tmp_path, framework, comm):
+def test_two_ranks_average_gradients(tmp_path, framework, library, comm):
     """After one step both ranks hold identical weights, equal to one process stepping on both
     ranks' batches together (tinynet: no batch norm or dropout, so the two must agree)."""
     spec = {
         "framework": framework,
         "model": "tinynet",
         "comm": comm,
+        "comm_library": library,
         "layout": "best",
         "autotune": True,
         "tf32": False,
@@ -92,6 +95,7 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
         "framework": framework,
         "model": "googlenet",
         "comm": "overlap",
+        "comm_library": frameworks.default_library(framework),
         "layout": "best",
         "timing": "phased",
         "nodes": 1,
@@ -151,6 +155,7 @@ def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
         "framework": "tensorflow",
         "model": "tinynet",
         "comm": "overlap",
+        "comm_library": "horovod",
         "layout": "best",
         "timing": "native",
         "nodes": 1,

@@ -10,6 +10,9 @@ configuration checks and the analysis can read it in an environment without the 
   LAYOUT_NOTE             why it runs no other layout (None where it runs both)
   LOADER                  its input pipeline, as a run record describes it
   TRACE_RULES, trace_rest how its profiler's events map to the SGD phases (analysis/trace.py)
+  LIBRARIES               the communication libraries its gradients can go through (`horovod`,
+                          `native`), its default first; NATIVE names its own, NOT_BUILT says why
+                          one it lacks is not built
 and its modules do the work, importing the framework:
   trainer.py   the Trainer (workloads/trainer.py's contract)      models.py  its networks
   loader.py    stream(): its own input pipeline over a prepared dataset
@@ -30,9 +33,9 @@ NAMES = ("torch", "tensorflow", "mxnet", "jax")
 # binding is the instrument of the allreduce sweep and of the replay (Horovod's core is the same
 # under every binding).
 REFERENCE = "torch"
-# The library the frameworks' gradients go through, unless a package names its own (SWEEP_PATH:
-# the allreduce sweep's path of its own collectives, e.g. JAX's).
-HOROVOD = "horovod"
+# The communication libraries a study compares (its `comm_library` dimension): Horovod, the same
+# C++ core under every binding, and each framework's own data-parallel path.
+HOROVOD, NATIVE = LIBRARIES = ("horovod", "native")
 
 
 class UnknownFramework(KeyError):
@@ -53,9 +56,26 @@ def module(name, part):
     return importlib.import_module(f"{__name__}.{name}.{part}")
 
 
-def library(name):
-    """The communication path of the framework's gradients: Horovod's, or its own collectives'."""
-    return getattr(get(name), "SWEEP_PATH", HOROVOD)
+def default_library(name):
+    """The library a study without a `comm_library` key runs the framework with."""
+    return get(name).LIBRARIES[0]
+
+
+def not_built(name, library):
+    """Why the framework does not run through `library` ("" when it does)."""
+    declared = get(name)
+    if library in declared.LIBRARIES:
+        return ""
+    return declared.NOT_BUILT.get(library, f"{declared.LABEL} has no {library} path in this tool")
+
+
+def sweep_path(name, library):
+    """The allreduce sweep's path that times the gradients' communication of `name` through
+    `library`: Horovod's (the same core under every binding), or the framework's own (its package's
+    name, from its `sweep` part)."""
+    if not_built(name, library):
+        raise ValueError(not_built(name, library))
+    return HOROVOD if library == HOROVOD else name
 
 
 def with_part(part):

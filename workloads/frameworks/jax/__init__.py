@@ -13,9 +13,11 @@ LAYOUT_NOTE = (
     "Flax's convolutions take NHWC (XLA chooses the layout it computes in), and the JAX models are written NHWC"
 )
 
-# JAX's gradients take JAX's own collectives, not Horovod: the allreduce sweep measures them on a
-# path of this name (sweep.py), and the model predicts JAX runs from it.
-SWEEP_PATH = NAME
+# JAX's gradients take JAX's own collectives: the allreduce sweep measures them on a path of this
+# name (sweep.py), and the model predicts JAX runs from it.
+LIBRARIES = ("native",)
+NATIVE = "jax.distributed + XLA's collectives (gloo on the CPU, NCCL on GPUs)"
+NOT_BUILT = {"horovod": "Horovod has no JAX binding"}
 
 LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
 

@@ -1,48 +1,20 @@
 """JAX's own multi-process collectives, set up from the launcher's ranks (Horovod has no JAX binding).
 
-Every rank of a run is an MPI rank (mpirun, or srun with PMIx), so MPI says who is who: rank 0
-takes a free port on its own address and sends (address, port) to the others over MPI, and every
-rank then calls `jax.distributed.initialize` with it (nothing for the user to type). Rank 0's
-address is the first host of the job (HOSTS_ENV, set by the harness's launcher from the hostfile:
-the name its peers can reach, also inside an emulated cluster's namespaces), or its own host name
-where Slurm placed the ranks (srun). The collectives themselves are XLA's: gloo over TCP on the CPU, NCCL on
-GPUs. One rank initializes nothing.
+Every rank calls `jax.distributed.initialize` with rank 0's address and a port it chose, both from
+the launcher (workloads/rendezvous.py: nothing for the user to type). The collectives themselves
+are XLA's: gloo over TCP on the CPU, NCCL on GPUs. One rank initializes nothing.
 """
-
-import os
-import socket
 
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
-from mpi4py import MPI
 
-from harness.vocabulary import HOSTS_ENV
+from workloads import rendezvous
 
 AXIS = "ranks"
 _joined = False  # this process has joined jax.distributed (it can only once)
 CPU_COLLECTIVES = "gloo"
-
-
-def launcher_ranks():
-    """(rank, size, local rank) as the launcher set them (Open MPI, or Slurm's srun); one process
-    started by hand is rank 0 of 1."""
-    comm = MPI.COMM_WORLD
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
-    return comm.Get_rank(), comm.Get_size(), local
-
-
-def _coordinator(first_host):
-    """(address, port) of rank 0's coordination service, chosen by rank 0 and shared over MPI."""
-    comm = MPI.COMM_WORLD
-    found = None
-    if comm.Get_rank() == 0:
-        address = {None: socket.gethostname(), "localhost": "127.0.0.1"}.get(first_host, first_host)
-        with socket.socket() as s:  # a port free now on rank 0's address (bound again at once)
-            s.bind((address, 0))
-            found = (address, s.getsockname()[1])
-    return comm.bcast(found, root=0)
 
 
 def initialize(rank, size, first_host):
@@ -51,7 +23,7 @@ def initialize(rank, size, first_host):
     global _joined
     if size > 1 and not _joined:
         jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
-        address, port = _coordinator(first_host)
+        address, port = rendezvous.coordinator(first_host)
         jax.distributed.initialize(f"{address}:{port}", num_processes=size, process_id=rank)
         _joined = True
     return Mesh(np.array(jax.devices()[: max(size, 1)]).reshape(-1), (AXIS,))
@@ -89,10 +61,3 @@ def global_array(mesh, local, spec):
 def local_part(mesh, array, spec):
     """This rank's part of a global array, as a single-device array."""
     return multihost_utils.global_array_to_host_local_array(array, mesh, spec)
-
-
-def first_host():
-    """The job's first host, where rank 0 runs, as the launcher named it (None under srun, where
-    Slurm placed the ranks: rank 0 then gives its own host name)."""
-    hosts = os.environ.get(HOSTS_ENV, "")
-    return hosts.split(",")[0] if hosts else None

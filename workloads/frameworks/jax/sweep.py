@@ -13,15 +13,16 @@ from jax import lax
 from jax.experimental.shard_map import shard_map
 from jax.sharding import PartitionSpec as P
 
-from workloads.frameworks.jax import SWEEP_PATH, collectives
+from workloads import rendezvous
+from workloads.frameworks.jax import NAME, collectives
 
-PATH = SWEEP_PATH
+PATH = NAME  # frameworks.sweep_path
 
 
 def allreduce(comm, tensors):
     """For a size, a callable that runs one averaging allreduce and returns element 0 (1.0)."""
     rank, size = comm.Get_rank(), comm.Get_size()
-    mesh = collectives.initialize(rank, size, collectives.first_host())
+    mesh = collectives.initialize(rank, size, rendezvous.first_host())
     spec = P(collectives.AXIS)
     mean = jax.jit(shard_map(lambda bufs: lax.pmean(bufs, collectives.AXIS), mesh=mesh, in_specs=spec, out_specs=spec))
 

@@ -28,7 +28,7 @@ import numpy as np
 import optax
 from mpi4py import MPI
 
-from workloads import trainer
+from workloads import rendezvous, trainer
 from workloads.devices import DeviceError, check_precision, gpu_for_rank, resolve_layout
 from workloads.frameworks.jax import LABEL, NAME, collectives, profile, steps, xla_flags
 from workloads.registry import build_model
@@ -56,9 +56,9 @@ class Trainer(trainer.Trainer):
         if spec["precision"] != "fp32":
             raise DeviceError("precision mixed: the JAX trainer runs fp32 only (mixed precision is not built for JAX)")
         self.compilation_cache = _compilation_cache()
-        self.rank, self.size, self.local_rank = collectives.launcher_ranks()
+        self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()
         self.gpu = spec.get("device", "cpu") == "gpu"
-        self.mesh = collectives.initialize(self.rank, self.size, collectives.first_host())
+        self.mesh = collectives.initialize(self.rank, self.size, rendezvous.first_host())
         self._check_device()
         self.overlap = spec["comm"] == "overlap"
         self.lr, self.mu = spec["lr"], spec["momentum"]

@@ -11,6 +11,15 @@ LAYOUTS = ("NCHW",)
 BEST_LAYOUT = "NCHW"
 LAYOUT_NOTE = "MXNet 1.9.1's CPU convolutions (MKLDNN) run NCHW, and the MXNet models are written NCHW"
 
+# Horovod only: MXNet's own distributed training is a parameter server (kvstore dist_sync) with a
+# launcher of its own (scheduler, server and worker processes), not a collective all-reduce
+# started by mpirun or srun; it is not built (docs/methods/libraries.md).
+LIBRARIES = ("horovod",)
+NATIVE = None
+NOT_BUILT = {
+    "native": "MXNet's own distributed path is a parameter server (kvstore dist_sync) with its own launcher, not built"
+}
+
 LOADER = "mx.io.ImageRecordIter, preprocess threads, OpenCV decode"
 
 # Bulked operators are one event, their names joined by commas.

@@ -15,6 +15,11 @@ LAYOUT_NOTE = (
     "converts NHWC convolutions to what cuDNN runs fastest; the TensorFlow models are NHWC"
 )
 
+# Horovod or TensorFlow's own MultiWorkerMirroredStrategy (its collective all-reduce).
+LIBRARIES = ("horovod", "native")
+NATIVE = "tf.distribute.MultiWorkerMirroredStrategy, collective all-reduce (ring over gRPC on the CPU, NCCL on GPUs)"
+NOT_BUILT = {}
+
 LOADER = "tf.data TFRecordDataset, parallel map (private thread pool), decode_and_crop_jpeg"
 
 # Operation names are scope/node:OpType; the trainer names its scopes with these.

@@ -12,6 +12,11 @@ LAYOUTS = ("NCHW", "NHWC")
 BEST_LAYOUT = "NHWC"
 LAYOUT_NOTE = None
 
+# Horovod (the study's reference path) or PyTorch's own DistributedDataParallel.
+LIBRARIES = ("horovod", "native")
+NATIVE = "torch.distributed DistributedDataParallel (gloo on the CPU, NCCL on GPUs)"
+NOT_BUILT = {}
+
 LOADER = "torch.utils.data.DataLoader, worker processes, Pillow decode"
 
 # (test, text, class), first match wins; "ignore" drops containers (analysis/trace.py).

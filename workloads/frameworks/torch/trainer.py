@@ -1,12 +1,11 @@
-"""PyTorch data-parallel training through Horovod, one method per SGD phase.
+"""PyTorch data-parallel training, one method per SGD phase, its gradients averaged through Horovod
+or PyTorch's own DistributedDataParallel (comm.py: the run's `comm_library`).
 
-comm = "overlap": Horovod's DistributedOptimizer starts each gradient's allreduce from a backward
-hook, so communication runs during backward; the comm phase is what the step still waits for
-(`synchronize()`), and the update runs with synchronisation skipped.
-comm = "sequential": backward completes, then one grouped allreduce (average) of all gradients in
-place, then the update.
-One rank communicates nothing in either mode (DistributedOptimizer registers no hooks at size 1;
-the grouped allreduce is skipped), as in the other frameworks.
+comm = "overlap": each gradient's (or bucket's) allreduce starts from a backward hook, so
+communication runs during backward; the comm phase is what the step still waits for after it.
+comm = "sequential": backward completes, then one allreduce (average) of all gradients in place,
+then the update.
+One rank communicates nothing in either mode, as in the other frameworks.
 layout = "NHWC" is PyTorch's channels_last: the model's weights and the staging buffer are
 channels_last, so the io phase converts the NCHW batch into it (as a data loader would).
 device = "gpu": rank r uses GPU r of its node (its local rank); batches are staged in pinned host
@@ -19,30 +18,12 @@ GradScaler (dynamic loss scaling) around backward and the update; fp32 otherwise
 
 import time
 
-import horovod
-import horovod.torch as hvd
 import torch
 
 from workloads import trainer
 from workloads.devices import check_precision, gpu_for_rank, resolve_layout
-from workloads.frameworks.torch import LABEL, NAME
+from workloads.frameworks.torch import LABEL, NAME, comm
 from workloads.registry import build_model
-
-
-class DenseView:
-    """Horovod allreduces contiguous tensors only. A channels_last gradient is dense, just not
-    contiguous in NCHW order: Horovod gets its NHWC view (the same memory, reduced in place), and
-    the optimizer gets it back as channels_last. A Horovod compressor (no compression)."""
-
-    @staticmethod
-    def compress(t):
-        if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
-            return t.permute(0, 2, 3, 1), True
-        return t, False
-
-    @staticmethod
-    def decompress(t, permuted):
-        return t.permute(0, 3, 1, 2) if permuted else t
 
 
 class Trainer(trainer.Trainer):
@@ -54,21 +35,22 @@ class Trainer(trainer.Trainer):
         self.memory_format = torch.channels_last if self.layout == "NHWC" else torch.contiguous_format
         torch.backends.cudnn.benchmark = spec["autotune"]
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = spec["tf32"]
-        hvd.init()
-        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        self.gpu = spec.get("device", "cpu") == "gpu"
+        self.net = comm.LIBRARIES[spec["comm_library"]](self.gpu)
+        self.rank, self.size, self.local_rank = self.net.rank, self.net.size, self.net.local_rank
         threads = spec["threads_per_rank"]
         torch.set_num_threads(threads)
         torch.set_num_interop_threads(threads)
         check_precision(spec)
-        self.gpu = spec.get("device", "cpu") == "gpu"
         self.device = self._device()
         self.amp = spec["precision"] == "mixed"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         torch.manual_seed(spec["seed"])
         self.model = build_model(NAME, spec["model"], spec["classes"]).to(self.device)
-        hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)  # Horovod takes contiguous tensors
+        self.net.broadcast(self.model)
         self.model.to(memory_format=self.memory_format)
         self.model.train()
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.loss_fn = torch.nn.CrossEntropyLoss()
         opt = torch.optim.SGD(self.model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
         # No broadcast_optimizer_state: SGD's momentum starts empty on every rank (as in the other
@@ -76,14 +58,8 @@ class Trainer(trainer.Trainer):
         # gradients, which breaks channels_last's gradient layout contract and cost 9% of every
         # ResNet-50 step after it (the update 45-50 ms instead of 27-33, measured).
         self.overlap = spec["comm"] == "overlap"
-        if self.overlap:
-            opt = hvd.DistributedOptimizer(
-                opt, named_parameters=self.model.named_parameters(), op=hvd.Average, compression=DenseView
-            )
-        self.optimizer = opt
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.model, self.optimizer = self.net.wrap(self.model, opt, self.overlap)
         self._watch_gradients()
-        self.hvd = hvd
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
         # allocated pinned in its layout (`.contiguous(memory_format=)` on a pinned tensor would copy it
         # into pageable memory)
@@ -114,10 +90,11 @@ class Trainer(trainer.Trainer):
         self.backward_start = 0.0
 
     def describe(self):
+        horovod, extra = self.net.describe()
         return trainer.Description(
             name=NAME,
             version=torch.__version__,
-            horovod=horovod.__version__,
+            horovod=horovod,
             comm_overlaps_backward=self.overlap,
             layout=self.layout,
             device=str(self.device),
@@ -129,11 +106,7 @@ class Trainer(trainer.Trainer):
             precision="mixed (autocast float16, GradScaler)" if self.amp else "fp32",
             intra_op_threads=torch.get_num_threads(),
             inter_op_threads=torch.get_num_interop_threads(),
-            extra={
-                "cuda_version": torch.version.cuda,
-                "controller": "MPI" if hvd.mpi_enabled() else "Gloo",
-                "mpi_threads_supported": hvd.mpi_threads_supported() if hvd.mpi_enabled() else None,
-            },
+            extra={"cuda_version": torch.version.cuda, **extra},
         )
 
     def sync(self):
@@ -177,17 +150,14 @@ class Trainer(trainer.Trainer):
 
     def comm(self):
         if self.overlap:
-            self.optimizer.synchronize()
+            self.net.wait(self.optimizer)
         elif self.size > 1:
-            hvd.grouped_allreduce_([DenseView.compress(p.grad)[0] for p in self.params], op=hvd.Average)
+            self.net.reduce([p.grad for p in self.params])
 
     def update(self):
         # GradScaler.step is optimizer.step() when fp32; with mixed precision it unscales the
         # (averaged) gradients and skips the step if any is not finite.
-        if self.overlap:
-            with self.optimizer.skip_synchronize():
-                self.scaler.step(self.optimizer)
-        else:
+        with self.net.stepping(self.optimizer, self.overlap):
             self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad()
@@ -202,6 +172,15 @@ class Trainer(trainer.Trainer):
     def state(self):
         """Parameters as numpy arrays, in definition order (for correctness tests)."""
         return [p.detach().cpu().numpy().copy() for p in self.params]
+
+    def start_timeline(self, path):
+        self.net.start_timeline(path)
+
+    def stop_timeline(self):
+        self.net.stop_timeline()
+
+    def shutdown(self):
+        self.net.shutdown()
 
     def profile_start(self, folder):
         activities = [torch.profiler.ProfilerActivity.CPU]

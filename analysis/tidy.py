@@ -71,12 +71,21 @@ def _provenance_row(run_rec):
         "link_rate_mbit": (launch.get("emulated") or {}).get("rate_mbit"),
         "link_delay_ms": (launch.get("emulated") or {}).get("delay_ms"),
         "comm_overlaps_backward": fw.get("comm_overlaps_backward"),
+        "comm_library_used": fw.get("extra", {}).get("comm_library", ""),
         "grad_tensors": run_rec.get("gradients", {}).get("tensors"),
         "grad_bytes": run_rec.get("gradients", {}).get("bytes"),
-        "fusion_threshold_bytes": int(prov.get("environ", {}).get("HOROVOD_FUSION_THRESHOLD", FUSION_THRESHOLD_BYTES)),
-        "cycle_time_s": float(prov.get("environ", {}).get("HOROVOD_CYCLE_TIME", CYCLE_TIME_S * 1e3)) / 1e3,
+        **_fusion(prov),
         "command": " ".join(launch.get("argv", [])),
     }
+
+
+def _fusion(prov):
+    """The run's fusion settings: what its own library reported (a native library's buckets), else
+    Horovod's from the rank's environment (its defaults where unset)."""
+    extra, environ = prov.get("framework", {}).get("extra", {}), prov.get("environ", {})
+    threshold = extra.get("fusion_threshold_bytes", environ.get("HOROVOD_FUSION_THRESHOLD", FUSION_THRESHOLD_BYTES))
+    cycle = extra.get("cycle_time_s", float(environ.get("HOROVOD_CYCLE_TIME", CYCLE_TIME_S * 1e3)) / 1e3)
+    return {"fusion_threshold_bytes": int(threshold), "cycle_time_s": float(cycle)}
 
 
 # runs.csv's columns, in every study: a study whose runs all failed before their first record still

@@ -1,6 +1,6 @@
 """Allreduce sweep (run under mpirun with mpi4py) and its analysis.
 
-`python -m harness.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--frameworks a,b]`: every rank allreduces
+`python -m harness.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b]`: every rank allreduces
 float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
 after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
 the slowest rank's time of each repetition. Three paths on the CPU, one after the other:
@@ -16,9 +16,10 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
   many tensors costs more than one of few of the same bytes. The difference per extra tensor is the
   per-tensor cost (analysis/comm.py) the model adds for every tensor a fused buffer holds beyond
   FUSED_PIECES (networks hand Horovod 16-173 gradient tensors, the fused path 4).
-- one path per framework of the study (`--frameworks`) that communicates through a library of its
-  own, from its package's `sweep` part: `jax`, JAX's own collectives (pmean in a jitted shard_map)
-  of FUSED_PIECES buffers per message, and `jax_tensors` of MANY_PIECES (its per-tensor cost).
+- one path per framework the study runs through its own library (`--native`), from its package's
+  `sweep` part: `torch` (PyTorch's process group, gloo), `jax` (JAX's pmean in a jitted
+  shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
+  MANY_PIECES (their per-tensor cost).
 With `--device gpu` only the horovod path runs, on CUDA tensors of the rank's GPU (its local
 rank), which in the cuda environment Horovod reduces with NCCL.
 
@@ -131,21 +132,21 @@ def gpu_allreduce(comm):
         raise SweepError(str(e)) from None
 
 
-def _own_paths(studied):
-    """The paths of the study's frameworks that communicate through a library of their own (their
-    package's `sweep` part, e.g. JAX's collectives), averaging like their gradients: (path, maker,
-    tensors per message), a message of FUSED_PIECES tensors and one of MANY_PIECES (its per-tensor
-    cost, as horovod_tensors measures Horovod's)."""
-    own = [frameworks.module(name, "sweep") for name in frameworks.with_part("sweep") if name in studied]
+def _own_paths(native):
+    """The paths of the frameworks the study runs through their own library (`native`; their
+    package's `sweep` part), averaging like their gradients: (path, maker, tensors per message), a
+    message of FUSED_PIECES tensors and one of MANY_PIECES (its per-tensor cost, as horovod_tensors
+    measures Horovod's)."""
+    own = [frameworks.module(name, "sweep") for name in frameworks.with_part("sweep") if name in native]
     return [(f"{m.PATH}{suffix}", m.allreduce, pieces) for m in own for suffix, pieces in OWN_MESSAGES]
 
 
 OWN_MESSAGES = (("", FUSED_PIECES), (TENSORS_SUFFIX, MANY_PIECES))
 
 
-def _paths(device, n, max_bytes, studied=()):
+def _paths(device, n, max_bytes, native=()):
     """(path, maker, expected element 0, sizes) of every path the sweep runs on `device` for a study
-    of the frameworks `studied`."""
+    that runs the frameworks `native` through their own libraries."""
     if device == "gpu":
         return [("horovod", gpu_allreduce, n, sizes(max_bytes))]
     few = [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
@@ -155,7 +156,7 @@ def _paths(device, n, max_bytes, studied=()):
         ("horovod_tensors", horovod_tensors_allreduce, 1, few),
     ] + [
         (path, functools.partial(make, tensors=pieces), 1, sizes(max_bytes) if pieces == FUSED_PIECES else few)
-        for path, make, pieces in _own_paths(studied)
+        for path, make, pieces in _own_paths(native)
     ]
 
 
@@ -183,11 +184,11 @@ def main(argv=None):
     out = argv[0]
     max_bytes = int(argv[argv.index("--max-bytes") + 1]) if "--max-bytes" in argv else 256 * MIB
     device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
-    studied = argv[argv.index("--frameworks") + 1].split(",") if "--frameworks" in argv else []
+    native = argv[argv.index("--native") + 1].split(",") if "--native" in argv else []
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
     fh = open(out, "w") if rank == 0 else None
-    for path, make, expected, swept in _paths(device, n, max_bytes, studied):
+    for path, make, expected, swept in _paths(device, n, max_bytes, native):
         allreduce, transport = make(comm)
         for nbytes in swept:
             times, result = _repeated(comm, allreduce(nbytes))

@@ -102,10 +102,13 @@ RUNS = {
     "link_rate_mbit": "the emulated link's rate (emulated clusters only)",
     "link_delay_ms": "the emulated link's one-way delay",
     "comm_overlaps_backward": "the framework starts allreduces during backward in this run",
+    "comm_library_used": "the communication library as the run reported it (version, controller or backend)",
     "grad_tensors": "gradient tensors per iteration",
     "grad_bytes": "gradient bytes per iteration",
-    "fusion_threshold_bytes": "Horovod's fusion buffer size (`HOROVOD_FUSION_THRESHOLD`) the run had",
-    "cycle_time_s": "Horovod's cycle time (`HOROVOD_CYCLE_TIME`) the run had",
+    "fusion_threshold_bytes": "the largest buffer gradients are fused into: Horovod's (`HOROVOD_FUSION_THRESHOLD`), "
+    "DistributedDataParallel's bucket, or all gradients where a native library reduces them in one buffer",
+    "cycle_time_s": "Horovod's cycle time (`HOROVOD_CYCLE_TIME`) the run had; a native library's smallest step "
+    "where it starts each buffer as soon as it is full (1 us)",
     "command": "the exact command the run was launched with",
     "loader_img_per_s": "the loader's own rate before training, images/s (slowest rank)",
     "timeline_comm_s": "allreduce time per measured iteration from Horovod's timeline (phased runs of 2 or more ranks)",

@@ -251,6 +251,15 @@ def matrix(config):
     return runs
 
 
+def native(config):
+    """The frameworks the study runs through their own library (whose allreduce the sweep times)."""
+    return [
+        fw
+        for fw in config["framework"]
+        if frameworks.NATIVE in libraries(config, fw) and not frameworks.not_built(fw, frameworks.NATIVE)
+    ]
+
+
 def check_matrix(config):
     """A study whose every framework x library pair is left out would run nothing."""
     if not matrix(config):

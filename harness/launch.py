@@ -261,8 +261,8 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
             str(config["allreduce_max_bytes"]),
             "--device",
             config.get("device", "cpu"),
-            "--frameworks",
-            ",".join(config["framework"]),
+            "--native",
+            ",".join(cfg.native(config)),
         ],
         allreduce.SCHEMA,
     )

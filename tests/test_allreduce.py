@@ -11,6 +11,7 @@ from analysis import comm, prediction
 from harness import allreduce, execution, launch, launchers
 from harness.vocabulary import HOSTS_ENV
 from tests.conftest import needs_emulation, tiny_config
+from workloads import frameworks
 
 
 def test_sizes_and_repetitions():
@@ -143,33 +144,35 @@ def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):
     assert "allreduce sweep on device gpu: PyTorch" in failure and "sees 0 GPU(s)" in failure, failure
 
 
-def test_a_study_with_jax_sweeps_jaxs_own_collectives_and_the_model_predicts_jax_from_them(tmp_path):
-    """`--frameworks` with jax adds the jax path (JAX's pmean, averaging: element 0 stays 1); a
-    study without it sweeps none; the model's costs hold both libraries apart."""
+@pytest.mark.parametrize("native", ["jax", "torch"])
+def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predicts_them_from_it(tmp_path, native):
+    """`--native` with a framework adds its own path (JAX's pmean, PyTorch's process group;
+    averaging: element 0 stays 1); a study without it sweeps none; the model's costs hold the
+    libraries apart."""
     out = tmp_path / "sweep.jsonl"
     command = [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(1 << 16)]
     argv = launchers.mpirun_argv(
         ["localhost"],
         2,
         {"name": "mpirun", "bind_to": "none"},
-        [*command, "--frameworks", "torch,jax"],
+        [*command, "--native", native],
         {"PYTHONPATH": str(launch.cfg.ROOT), HOSTS_ENV: "localhost"},
         as_root=os.geteuid() == 0,
     )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=240)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()[-3000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    jax_rows = [r for r in rows if r["path"] == "jax"]
-    assert [r["bytes"] for r in jax_rows] == allreduce.sizes(1 << 16)
-    assert [r["bytes"] for r in rows if r["path"] == "jax_tensors"] == [
+    own_rows = [r for r in rows if r["path"] == native]
+    assert [r["bytes"] for r in own_rows] == allreduce.sizes(1 << 16)
+    assert [r["bytes"] for r in rows if r["path"] == f"{native}_tensors"] == [
         m for m in allreduce.sizes(1 << 16) if allreduce.MANY_PIECES * 4 <= m
     ]
-    assert all(r["transport"].startswith("jax.distributed + XLA collectives (gloo)") for r in jax_rows)
-    assert allreduce._own_paths(["torch", "tensorflow"]) == []
+    assert all(r["transport"].startswith(frameworks.get(native).NATIVE.split(" ")[0]) for r in own_rows)
+    assert allreduce._own_paths([]) == [] and {r["path"] for r in rows} & set(frameworks.NAMES) == {native}
     table, fits = comm.tables([(out, 2, 1)])
     costs = prediction.costs(table, fits)
-    assert {(2, 1, "horovod"), (2, 1, "jax")} <= set(costs) and (2, 1, "jax_tensors") not in costs
-    jax_times = table[table["path"] == "jax"].set_index("bytes")["median_s"]
-    assert costs[(2, 1, "jax")][0](1 << 16) == pytest.approx(jax_times[1 << 16])
+    assert {(2, 1, "horovod"), (2, 1, native)} <= set(costs) and (2, 1, f"{native}_tensors") not in costs
+    own_times = table[table["path"] == native].set_index("bytes")["median_s"]
+    assert costs[(2, 1, native)][0](1 << 16) == pytest.approx(own_times[1 << 16])
     per_tensor = fits.set_index("path")["per_tensor_s"]
-    assert costs[(2, 1, "jax")][1] == pytest.approx(max(0.0, per_tensor["jax"]))  # from jax_tensors against jax
+    assert costs[(2, 1, native)][1] == pytest.approx(max(0.0, per_tensor[native]))  # from <native>_tensors

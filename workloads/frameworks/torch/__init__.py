@@ -26,6 +26,15 @@ TRACE_RULES = [
     ("prefix", "Optimizer.zero_grad", UPDATE),
     ("prefix", "ProfilerStep", "ignore"),
     ("prefix", "cuda", "ignore"),  # runtime API calls (cudaLaunchKernel, ...) on the host
+    # PyTorch's own library (comm_library native): the process group's collectives (on gloo's
+    # worker threads, spanning the transfer; on the GPU NCCL's kernels), their enqueue, and DDP's
+    # reducer work on the rank's thread (dividing by the ranks, copying buckets back to gradients)
+    ("prefix", "DistributedDataParallel.forward", "ignore"),  # a container of the forward pass
+    ("prefix", "gloo:", "comm"),
+    ("prefix", "nccl:", "comm"),
+    ("prefix", "c10d::", "comm"),
+    ("prefix", "torch::distributed::reducer", "comm"),
+    ("prefix", "torch.distributed.ddp.reducer", "comm"),
 ]
 
 

@@ -24,6 +24,9 @@ from workloads.frameworks.torch import NATIVE
 
 # DistributedDataParallel's bucket size (its default), recorded as the run's fusion threshold.
 DDP_BUCKET_BYTES = 25 * 1024 * 1024
+# A library that starts each buffer's allreduce as soon as it is full has no cycle: the model
+# (analysis/model.py) steps it by this.
+NO_CYCLE_S = 1e-6
 # How long a rank waits to meet its peers before it fails, saying where it tried.
 MEET_TIMEOUT_S = 120
 
@@ -78,7 +81,7 @@ class Horovod:
     def reduce(self, grads):
         self.hvd.grouped_allreduce_([dense(g) for g in grads], op=self.hvd.Average)
 
-    def describe(self):
+    def describe(self, overlap, grad_bytes):
         import horovod
 
         hvd = self.hvd
@@ -109,8 +112,7 @@ class Native:
         self.dist = dist
         self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()
         self.backend = "nccl" if gpu else "gloo"
-        self.ddp = False
-        if self.size > 1:
+        if self.size > 1 and not dist.is_initialized():  # once per process (the sweep makes two)
             address, port = rendezvous.coordinator(rendezvous.first_host())
             try:
                 dist.init_process_group(
@@ -135,7 +137,6 @@ class Native:
         if overlap and self.size > 1:
             from torch.nn.parallel import DistributedDataParallel
 
-            self.ddp = True
             model = DistributedDataParallel(model, broadcast_buffers=False, bucket_cap_mb=DDP_BUCKET_BYTES / 2**20)
         return model, optimizer
 
@@ -155,10 +156,14 @@ class Native:
             v.copy_(flat[start : start + v.numel()].view_as(v))
             start += v.numel()
 
-    def describe(self):
+    def describe(self, overlap, grad_bytes):
         detail = f"{NATIVE}: {self.backend}" if self.size > 1 else "none (one rank)"
-        how = "DistributedDataParallel" if self.ddp else "one flat all_reduce after backward"
-        return "not used (torch.distributed)", {"comm_library": detail, "reduction": how if self.size > 1 else None}
+        return "not used (torch.distributed)", {
+            "comm_library": detail,
+            "reduction": "DistributedDataParallel buckets" if overlap else "one flat all_reduce after backward",
+            "fusion_threshold_bytes": DDP_BUCKET_BYTES if overlap else grad_bytes,
+            "cycle_time_s": NO_CYCLE_S,
+        }
 
     def start_timeline(self, path):
         """No Horovod: the process group's collectives are in PyTorch's own profiler's trace."""

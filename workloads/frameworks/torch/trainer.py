@@ -90,7 +90,7 @@ class Trainer(trainer.Trainer):
         self.backward_start = 0.0
 
     def describe(self):
-        horovod, extra = self.net.describe()
+        horovod, extra = self.net.describe(self.overlap, sum(self.gradient_sizes()))
         return trainer.Description(
             name=NAME,
             version=torch.__version__,

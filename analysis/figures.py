@@ -1,7 +1,7 @@
 """Figures drawn with seaborn straight from the tables by column name.
 
 Every figure is faceted by network (`col="model"`), coloured by framework (`hue="framework"`), and
-styled by `setting`: the configuration keys other than framework and rank count (comm mode, layout,
+styled by `setting`: the configuration keys other than framework and rank count (comm mode and library, layout,
 timing, and any batch, input, threads or precision that varies in the study, plus ranks per node
 where one rank count comes from two placements). A line is one framework x setting, so no point is
 ever two configurations. Each figure is written as PDF and PNG.
@@ -66,11 +66,11 @@ def lines(summary):
     comes from two placements (1 node x 2 ranks and 2 nodes x 1 rank) ranks per node joins the
     setting, and any of batch, input, classes, threads or precision that varies in the study is
     named in it."""
-    keys = [k for k in BASELINE_KEYS if k != "model"]
-    varying = [k for k in keys[4:] if summary[k].nunique() > 1]
+    named = ("model", "framework", "comm", "comm_library", "layout", "timing")  # always in a line's setting
+    varying = [k for k in BASELINE_KEYS if k not in named and summary[k].nunique() > 1]
     out = summary.copy()
     out["setting"] = [
-        ", ".join([r.comm, r.layout, r.timing] + [f"{k} {getattr(r, k)}" for k in varying])
+        ", ".join([r.comm, r.comm_library, r.layout, r.timing] + [f"{k} {getattr(r, k)}" for k in varying])
         for r in summary.itertuples()
     ]
     line = ["model", "framework", "setting"]

@@ -29,6 +29,7 @@ from scipy import stats
 # Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
 # allreduce time (comm_total) and the part of it overlapped with compute (overlap).
 from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
+from workloads.frameworks import HOROVOD, LIBRARIES, NATIVE
 
 NOISE_CV = 0.05
 PRECISION = 0.05
@@ -220,6 +221,31 @@ def ratio_ci(a, se_a, n_a, b, se_b, n_b, confidence=0.95):
     se = abs(ratio) * math.sqrt((se_a / a) ** 2 + (se_b / b) ** 2)
     half = stats.t.ppf(0.5 + confidence / 2, min(n_a, n_b) - 1) * se
     return ratio, ratio - half, ratio + half
+
+
+def library_ratios(summary):
+    """Each configuration run through both libraries: Horovod's and the framework's own throughput
+    (with their intervals) and native / horovod with its delta-method interval; `differs` is "yes"
+    where that interval excludes 1, "no" where it holds it, "n/a" without one."""
+    keys = [k for k in CONFIG_KEYS if k != "comm_library"] + ["ranks"]
+    ok = summary[summary["repeats_ok"] > 0]
+    cols = ["throughput_img_per_s", "throughput_img_per_s_ci_lo", "throughput_img_per_s_ci_hi", "throughput_se"]
+    sides = {
+        lib: ok[ok["comm_library"] == lib][keys + cols + ["repeats_ok"]].rename(
+            columns={c: c.replace("throughput_img_per_s", lib).replace("throughput", lib) for c in cols}
+            | {"repeats_ok": f"{lib}_n"}
+        )
+        for lib in LIBRARIES
+    }
+    both = sides[HOROVOD].merge(sides[NATIVE], on=keys)
+    rows = []
+    for r in both.to_dict("records"):
+        ratio, lo, hi = ratio_ci(
+            r[NATIVE], r[f"{NATIVE}_se"], r[f"{NATIVE}_n"], r[HOROVOD], r[f"{HOROVOD}_se"], r[f"{HOROVOD}_n"]
+        )
+        differs = "n/a" if math.isnan(lo) else ("yes" if lo > 1 or hi < 1 else "no")
+        rows.append({**r, "ratio": ratio, "ratio_ci_lo": lo, "ratio_ci_hi": hi, "differs": differs})
+    return pd.DataFrame(rows, columns=list(both.columns) + ["ratio", "ratio_ci_lo", "ratio_ci_hi", "differs"])
 
 
 def add_scaling(summary):

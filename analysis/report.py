@@ -17,6 +17,7 @@ STUDY_KEYS = (
     "framework",
     "model",
     "comm",
+    "comm_library",
     "layout",
     "timing",
     "nodes",
@@ -39,6 +40,7 @@ COLUMNS = [
     ("framework", "framework"),
     ("model", "network"),
     ("comm", "comm"),
+    ("comm_library", "library"),
     ("layout", "layout"),
     ("timing", "timing"),
     ("ranks", "ranks"),
@@ -139,7 +141,7 @@ def _share(value):
 
 def _setting(row, keys):
     return " ".join(
-        f"{row[k]}" if k in ("framework", "model", "comm", "layout", "timing") else f"{k}={row[k]}"
+        f"{row[k]}" if k in ("framework", "model", "comm", "comm_library", "layout", "timing") else f"{k}={row[k]}"
         for k in keys
         if k in row
     )
@@ -152,6 +154,7 @@ def noise_table(noisy):
             r["framework"],
             r["model"],
             r["comm"],
+            r["comm_library"],
             r["layout"],
             r["timing"],
             str(r["ranks"]),
@@ -163,7 +166,8 @@ def noise_table(noisy):
         for r in noisy.to_dict("records")
     ]
     return _table(
-        ["framework", "network", "comm", "layout", "timing", "ranks", "CV", "95% CI", "repeats for ±5%", "warning"],
+        ["framework", "network", "comm", "library", "layout", "timing", "ranks", "CV", "95% CI", "repeats for ±5%"]
+        + ["warning"],
         rows,
     )
 
@@ -211,7 +215,8 @@ def _model_rows(model, model_error):
             [
                 _setting(
                     dict(zip(keys, key)),
-                    ["framework", "model", "comm", "layout", "timing", "nodes", "ranks_per_node", "batch_size"],
+                    ["framework", "model", "comm", "comm_library", "layout", "timing", "nodes", "ranks_per_node"]
+                    + ["batch_size"],
                 ),
                 str(len(g)),
                 _num(m.iteration_s),
@@ -251,6 +256,7 @@ def write(summary, runs, environment, model_error, figures, config, out_path, mo
     model: model.csv (per run, measured and predicted)."""
     out_path = Path(out_path)
     parts = _study_lines(config, runs) + _provenance_lines(environment, runs) + _results_lines(summary, runs)
+    parts += _library_lines(summary, config)
     if model_error:
         parts += ["## Performance model", ""] + model_tables(
             model if model is not None else pd.DataFrame(), model_error
@@ -314,12 +320,44 @@ def _results_lines(summary, runs):
         parts += (
             ["### Failed runs", ""]
             + [
-                f"- {r.framework} {r.model} {r.comm} nodes={r.nodes} "
+                f"- {r.framework} {r.model} {r.comm} {r.comm_library} nodes={r.nodes} "
                 f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
                 for r in failed.itertuples()
             ]
             + [""]
         )
+    return parts
+
+
+def _library_lines(summary, config):
+    """The frameworks run through both libraries, compared configuration by configuration, and the
+    framework x library pairs the study asked for that were left out, with why."""
+    from analysis.metrics import library_ratios
+    from harness.config import left_out
+
+    ratios, out = library_ratios(summary), left_out(config)
+    if ratios.empty and not out:
+        return []
+    parts = ["## Communication libraries", ""]
+    if not ratios.empty:
+        parts += [
+            "Throughput through each framework's own library against Horovod's, same configuration "
+            "(ratio native / horovod with its 95% interval; `differs` where the interval excludes 1).",
+            "",
+            _table(
+                ["framework", "network", "comm", "layout", "timing", "ranks", "horovod img/s", "native img/s"]
+                + ["native / horovod", "differs"],
+                [
+                    [r["framework"], r["model"], r["comm"], r["layout"], r["timing"], str(r["ranks"])]
+                    + [_with_ci(r, "horovod"), _with_ci(r, "native"), _with_ci(r, "ratio"), r["differs"]]
+                    for r in ratios.to_dict("records")
+                ],
+            ),
+            "",
+        ]
+    if out:
+        parts += ["Left out before anything ran:", ""]
+        parts += [f"- {x['framework']} with {x['comm_library']}: {x['reason']}" for x in out] + [""]
     return parts
 
 

@@ -18,14 +18,14 @@ def test_mean_ci_known_values():
     assert m == 5.0 and math.isnan(lo) and math.isnan(hi)
 
 
-def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8):
+def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8, library="horovod"):
     """Rows of one run; walls_by_rank[rank] lists the measured iterations' wall times."""
     rows = []
     ident = {
         "framework": "torch",
         "model": "m",
         "comm": "overlap",
-        "comm_library": "horovod",
+        "comm_library": library,
         "layout": "best",
         "timing": "phased",
         "nodes": 1,
@@ -134,6 +134,38 @@ def test_speedup_and_efficiency_intervals_by_the_delta_method():
     assert single["speedup_ci_lo"].isna().all()
 
 
+def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_path):
+    """native / horovod of the same configuration, with the delta-method interval; `differs` says
+    whether it excludes 1; the report shows it and the pairs the study left out, with why."""
+    rows = []
+    walls = {"horovod": (0.8, 0.8, 1.0), "native": (0.4, 0.5, 0.4)}
+    for rep in range(3):
+        for lib in walls:
+            rows += tidy_rows(2, [[walls[lib][rep]]] * 2, repeat=rep, library=lib)
+    rows += tidy_rows(2, [[0.9]] * 2, library="horovod") + tidy_rows(2, [[0.9]] * 2, library="native")
+    for row in rows[-2 * len(rows) // 8 :]:  # one repeat of another network: no interval
+        row["model"] = "other"
+    summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
+    ratios = metrics.library_ratios(summary).set_index("model")
+    a, b = [16 / w for w in walls["native"]], [16 / w for w in walls["horovod"]]
+    sd = lambda x: pd.Series(x).std(ddof=1) / math.sqrt(len(x))  # noqa: E731
+    ratio = (sum(a) / 3) / (sum(b) / 3)
+    half = 4.302653 * ratio * math.sqrt((sd(a) / (sum(a) / 3)) ** 2 + (sd(b) / (sum(b) / 3)) ** 2)
+    assert ratios.loc["m", "ratio"] == pytest.approx(ratio)
+    assert (ratios.loc["m", "ratio_ci_lo"], ratios.loc["m", "ratio_ci_hi"]) == pytest.approx((ratio - half, ratio + half))
+    assert ratios.loc["m", "differs"] == ("yes" if ratio - half > 1 else "no")
+    assert ratios.loc["other", "differs"] == "n/a" and ratios.loc["other", "ratio"] == pytest.approx(1.0)
+
+    from analysis import report
+
+    config = {"framework": ["torch", "mxnet", "jax"], "comm_library": ["horovod", "native"]}
+    lines = "\n".join(report._library_lines(summary, config))
+    assert "| torch | m | overlap |" in lines and f"{ratio:.3g} ({ratio - half:.3g}-{ratio + half:.3g})" in lines
+    assert "mxnet with native: MXNet's own distributed path is a parameter server" in lines
+    assert "jax with horovod: Horovod has no JAX binding" in lines
+    assert report._library_lines(summary[summary["comm_library"] == "horovod"], {"framework": ["torch"]}) == []
+
+
 def test_noisy_configurations_are_flagged():
     rows = []
     for rep, wall in enumerate([0.50, 0.60, 0.40]):  # CV 20%
@@ -184,7 +216,7 @@ def test_figure_lines_never_merge_two_configurations():
     assert len(got) == len(summary)  # every configuration drawn
     assert not got.duplicated(["model", "framework", "setting", "ranks"]).any()  # no point is two configurations
     assert sorted(got["setting"].unique()) == sorted(
-        f"overlap, best, native, batch_size {b}, loader_workers {w}, {r} per node"
+        f"overlap, horovod, best, native, batch_size {b}, loader_workers {w}, {r} per node"
         for b in (8, 16)
         for w in (1, 2)
         for r in (1, 2)

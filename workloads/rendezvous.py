@@ -51,7 +51,7 @@ def own_address(first):
 
 
 def _free_port(address):
-    with socket.socket() as s:  # a port free now on this address (the library binds it again at once)
+    with socket.socket() as s:  # a port free now (the library binds it again at once)
         s.bind((address, 0))
         return s.getsockname()[1]
 
@@ -74,4 +74,5 @@ def peers(first=None):
 
     comm = MPI.COMM_WORLD
     address = _rank0_address(first) if comm.Get_rank() == 0 else own_address(first)
-    return [f"{a}:{p}" for a, p in comm.allgather((address, _free_port(address)))]
+    # free on every address: a worker's server (TensorFlow's gRPC) listens on all of them
+    return [f"{a}:{p}" for a, p in comm.allgather((address, _free_port("0.0.0.0")))]

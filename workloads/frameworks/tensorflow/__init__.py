@@ -27,9 +27,12 @@ UPDATE_SCOPE, ALLREDUCE_SCOPE = UPDATE, "allreduce"  # the update scope is named
 TRACE_RULES = [
     ("prefix", "gradient_tape/", BACKWARD),
     ("prefix", f"{UPDATE_SCOPE}/", UPDATE),
-    ("prefix", f"{ALLREDUCE_SCOPE}/", "ignore"),  # Horovod ops' enqueue; the allreduce is in Horovod's timeline
+    # Horovod's ops are the enqueue only: the allreduce is in Horovod's timeline
     ("contains", "HorovodAllreduce", "ignore"),
     ("contains", "HorovodGroupedAllreduce", "ignore"),
+    # the strategy's (comm_library native): the collective all-reduce of each pack (on the collective
+    # executor's threads, spanning the transfer) and its packing and averaging (concat, split, mean)
+    ("prefix", f"{ALLREDUCE_SCOPE}/", "comm"),
 ]
 
 # Host events that are executor, function-call or iterator spans, not operations.
@@ -42,6 +45,9 @@ _SPANS = (
     "Iterator",
     "ThreadpoolListener",
     "KernelAndDeviceFunc",
+    "CollectiveExecutor",  # the collective runtime's own spans around its ops
+    "BaseCollectiveExecutor",
+    "CollectiveOpV2Kernel",
     "$",
 )
 

@@ -1,12 +1,13 @@
-"""TensorFlow data-parallel training through horovod.tensorflow, one method per SGD phase.
+"""TensorFlow data-parallel training, one method per SGD phase, its gradients averaged through
+horovod.tensorflow or TensorFlow's own MultiWorkerMirroredStrategy (comm.py: the run's
+`comm_library`).
 
 The forward pass is a `tf.function`; it is called under an eager GradientTape, so the backward
 pass (`tape.gradient`) runs the function's compiled gradient: forward and backward are both
-compiled and still timed apart. Horovod has no per-gradient hook for TensorFlow, so communication
-starts once backward has returned (as with Horovod's DistributedGradientTape):
-comm = "overlap": one allreduce per gradient, all issued together in one compiled function, so
-Horovod negotiates, fuses and reduces them concurrently (overlap among tensors, not with backward);
-comm = "sequential": one grouped allreduce of all gradients.
+compiled and still timed apart. Communication (comm.py): with Horovod, which has no per-gradient
+hook for TensorFlow, it starts once backward has returned (as with its DistributedGradientTape);
+comm = "overlap": one allreduce per gradient (Horovod) or packs of gradients (the strategy), all
+issued together in one compiled function; comm = "sequential": one grouped allreduce of all gradients.
 One rank communicates nothing in either mode (Horovod's TensorFlow allreduce has no size-1 shortcut,
 so the trainer skips it, as PyTorch's and MXNet's Horovod wrappers do).
 The update is SGD with momentum written as PyTorch defines it (m = mu m + g; w -= lr m).
@@ -24,8 +25,6 @@ loss in float32, and dynamic loss scaling (x2 after 2000 finite steps, /2 and no
 non-finite gradient).
 """
 
-import horovod
-import horovod.tensorflow as hvd
 import keras
 import numpy as np
 import tensorflow as tf
@@ -33,7 +32,7 @@ from tensorflow.python.util import _pywrap_util_port  # IsMklEnabled: are oneDNN
 
 from workloads import trainer
 from workloads.devices import check_precision, gpu_for_rank, resolve_layout
-from workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, LABEL, NAME, UPDATE_SCOPE
+from workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, LABEL, NAME, UPDATE_SCOPE, comm
 from workloads.registry import build_model
 
 
@@ -46,8 +45,8 @@ class Trainer(trainer.Trainer):
         threads = spec["threads_per_rank"]
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
-        hvd.init()
-        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        self.net = comm.LIBRARIES[spec["comm_library"]]()
+        self.rank, self.size, self.local_rank = self.net.rank, self.net.size, self.net.local_rank
         check_precision(spec)
         gpus = tf.config.list_physical_devices("GPU")
         self.gpu = spec.get("device", "cpu") == "gpu"
@@ -63,6 +62,7 @@ class Trainer(trainer.Trainer):
             tf.config.experimental.set_memory_growth(gpus[index], True)
         elif gpus:
             tf.config.set_visible_devices([], "GPU")
+        self.net.start()  # before any TensorFlow operation (the strategy's collectives need it)
         self.amp = spec["precision"] == "mixed"
         keras.mixed_precision.set_global_policy("mixed_float16" if self.amp else "float32")
         self.scale = tf.Variable(2.0**15 if self.amp else 1.0, trainable=False)
@@ -70,7 +70,7 @@ class Trainer(trainer.Trainer):
         keras.utils.set_random_seed(spec["seed"])
         self.model = build_model(NAME, spec["model"], spec["classes"], spec["image_size"])
         self.vars = [v.value for v in self.model.trainable_variables]
-        hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)
+        self.net.broadcast([v.value for v in self.model.variables])
         self.momentum = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.vars]
         self.lr, self.mu = spec["lr"], spec["momentum"]
         self.overlap = spec["comm"] == "overlap"
@@ -80,15 +80,15 @@ class Trainer(trainer.Trainer):
         self._step = tf.function(self._step_fn)
         self.tape = self.grads = None
         self.profile_dir = None
-        self.hvd = hvd
 
     def describe(self):
         gpus = tf.config.get_visible_devices("GPU")
+        horovod, library = self.net.describe(self.overlap, sum(self.gradient_sizes()))
         return trainer.Description(
             name=NAME,
             version=tf.__version__,
-            horovod=horovod.__version__,
-            comm_overlaps_backward=False,
+            horovod=horovod,
+            comm_overlaps_backward=self.net.overlaps_backward(self.overlap),
             layout=self.layout,
             device="gpu" if self.gpu else "cpu",
             gpu_name=tf.config.experimental.get_device_details(gpus[0]).get("device_name") if self.gpu else None,
@@ -102,6 +102,7 @@ class Trainer(trainer.Trainer):
             extra={
                 "keras": keras.__version__,
                 "compiled": "tf.function: forward, gradient, allreduce, update (phased); the whole step (native)",
+                **library,
             },
         )
 
@@ -141,9 +142,7 @@ class Trainer(trainer.Trainer):
         if self.size == 1:
             return list(grads)
         with tf.name_scope(ALLREDUCE_SCOPE):  # names in traces (TRACE_RULES)
-            if self.overlap:
-                return [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
-            return hvd.grouped_allreduce(grads, op=hvd.Average)
+            return self.net.allreduce(grads, self.overlap)
 
     def comm(self):
         self.grads = self._allreduce(self.grads)
@@ -197,6 +196,15 @@ class Trainer(trainer.Trainer):
 
     def state(self):
         return [v.numpy().copy() for v in self.vars]
+
+    def start_timeline(self, path):
+        self.net.start_timeline(path)
+
+    def stop_timeline(self):
+        self.net.stop_timeline()
+
+    def shutdown(self):
+        self.net.shutdown()
 
     def profile_start(self, folder):
         self.profile_dir = folder / "tensorflow"

@@ -144,7 +144,7 @@ def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):
     assert "allreduce sweep on device gpu: PyTorch" in failure and "sees 0 GPU(s)" in failure, failure
 
 
-@pytest.mark.parametrize("native", ["jax", "torch"])
+@pytest.mark.parametrize("native", ["jax", "torch", "tensorflow"])
 def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predicts_them_from_it(tmp_path, native):
     """`--native` with a framework adds its own path (JAX's pmean, PyTorch's process group;
     averaging: element 0 stays 1); a study without it sweeps none; the model's costs hold the

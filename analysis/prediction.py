@@ -278,7 +278,7 @@ def model_error(table):
     """Median |relative error| of predicted iteration and communication time, over predicted runs,
     and the configurations off by more than TOLERANCE with the reason measured (`off_target`);
     runs of 2 or more ranks not predicted are counted by why (`not_predicted`), and where no run
-    was predicted `reason` says why."""
+    was predicted `reason` says why. `by_library`: the same medians per communication library."""
     pred = table.dropna(subset=["error_iteration"])
     multi = table[table["ranks"] > 1]
     missed = multi["not_predicted"].fillna("")
@@ -288,6 +288,14 @@ def model_error(table):
         "median_abs_error_comm_total": median_abs(pred["error_comm_total"]),
         "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"]),
         "not_predicted": {k: int(v) for k, v in missed[missed != ""].value_counts().sort_index().items()},
+        "by_library": {
+            lib: {
+                "runs": len(g),
+                "median_abs_error_iteration": median_abs(g["error_iteration"]),
+                "median_abs_error_comm_total": median_abs(g["error_comm_total"]),
+            }
+            for lib, g in pred.groupby("comm_library", sort=True)
+        },
     }
     if not len(pred):
         out["reason"] = (

@@ -186,6 +186,19 @@ def model_tables(model, model_error):
             f"{_share(model_error['median_abs_error_comm_total'])}.",
             "",
         ]
+        libraries = model_error.get("by_library", {})
+        if len(libraries) > 1:
+            lines += [
+                _table(
+                    ["library", "runs", "iteration error", "communication error"],
+                    [
+                        [lib, str(e["runs"]), _share(e["median_abs_error_iteration"])]
+                        + [_share(e["median_abs_error_comm_total"])]
+                        for lib, e in libraries.items()
+                    ],
+                ),
+                "",
+            ]
         lines += [
             _table(
                 ["configuration", "runs", "measured iteration (s)", "predicted (s)", "error", "reason"],

@@ -293,6 +293,8 @@ MODEL_ERROR = {
     "off_target": _OFF_TARGET,
     "not_predicted": "runs of 2 or more ranks not predicted, counted by why",
     "reason": "why nothing was predicted (only where no run was)",
+    "by_library": "the same medians per communication library (`comm_library`): runs, "
+    "median_abs_error_iteration, median_abs_error_comm_total",
     "replay": "with `replay`: the same over the replayed configurations (keys below)",
     "replay.replays": "replayed configurations with a prediction",
     "replay.nodes": "the node counts replayed",

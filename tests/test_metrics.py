@@ -152,7 +152,8 @@ def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_
     ratio = (sum(a) / 3) / (sum(b) / 3)
     half = 4.302653 * ratio * math.sqrt((sd(a) / (sum(a) / 3)) ** 2 + (sd(b) / (sum(b) / 3)) ** 2)
     assert ratios.loc["m", "ratio"] == pytest.approx(ratio)
-    assert (ratios.loc["m", "ratio_ci_lo"], ratios.loc["m", "ratio_ci_hi"]) == pytest.approx((ratio - half, ratio + half))
+    interval = (ratios.loc["m", "ratio_ci_lo"], ratios.loc["m", "ratio_ci_hi"])
+    assert interval == pytest.approx((ratio - half, ratio + half))
     assert ratios.loc["m", "differs"] == ("yes" if ratio - half > 1 else "no")
     assert ratios.loc["other", "differs"] == "n/a" and ratios.loc["other", "ratio"] == pytest.approx(1.0)
 

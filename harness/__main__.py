@@ -61,6 +61,8 @@ def cmd_check_config(args):
 
     conf = cfg.load(*args.configs, items=args.config)
     print(f"{_study_name(args.configs, args.config)}: ok, {len(cfg.matrix(conf))} runs")
+    for out in cfg.left_out(conf):
+        print(f"left out: {out['framework']} with {out['comm_library']}: {out['reason']}")
     for warning in cfg.warnings(conf):
         print(f"warning: {warning}")
     return 0

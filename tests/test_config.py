@@ -317,3 +317,37 @@ def test_retry_reads_an_overlay_as_snakemake_does(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "no failed runs matching framework=torch"
+
+
+def test_framework_library_pairs_a_framework_does_not_run_are_left_out_before_anything_runs(base_config):
+    """comm_library [horovod, native]: PyTorch runs both, MXNet Horovod only, JAX its own only; the
+    pairs left out are listed with why, and a study left with nothing is refused naming the key."""
+    conf = {**base_config, "framework": ["torch", "mxnet", "jax"], "comm_library": ["horovod", "native"]}
+    cfg.validate(conf)
+    pairs = {(r["framework"], r["comm_library"]) for r in cfg.matrix(conf)}
+    assert pairs == {("torch", "horovod"), ("torch", "native"), ("mxnet", "horovod"), ("jax", "native")}
+    assert len(cfg.matrix(conf)) == 4 * len(cfg.matrix({**conf, "framework": ["mxnet"]}))
+    left = {(x["framework"], x["comm_library"]): x["reason"] for x in cfg.left_out(conf)}
+    assert set(left) == {("mxnet", "native"), ("jax", "horovod")}
+    assert "parameter server" in left[("mxnet", "native")] and "no JAX binding" in left[("jax", "horovod")]
+    assert cfg.native(conf) == ["torch", "jax"]
+    # without the key every framework runs its default, nothing is left out
+    default = {k: v for k, v in conf.items() if k != "comm_library"}
+    assert {(r["framework"], r["comm_library"]) for r in cfg.matrix(default)} == {
+        ("torch", "horovod"),
+        ("mxnet", "horovod"),
+        ("jax", "native"),
+    }
+    assert cfg.left_out(default) == [] and cfg.native(default) == ["jax"]
+    with pytest.raises(cfg.ConfigError, match="config key 'comm_library': no framework runs"):
+        cfg.validate({**conf, "framework": ["mxnet"], "comm_library": ["native"]})
+
+
+def test_check_config_lists_the_pairs_left_out(tmp_path):
+    overlay = tmp_path / "libs.yaml"
+    overlay.write_text("framework: [torch, mxnet]\ncomm_library: [horovod, native]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "check-config", str(overlay)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "left out: mxnet with native: MXNet's own distributed path is a parameter server" in proc.stdout

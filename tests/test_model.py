@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 
 from analysis import model, prediction
@@ -189,3 +190,31 @@ def test_off_target_configurations_say_which_part_of_the_error_is_larger():
 def test_schedule_refuses_what_is_not_a_number_instead_of_hanging(ready, sizes, cost, problem):
     with pytest.raises(ValueError, match=f"cannot schedule allreduces: {problem}"):
         model.schedule(ready, sizes, cost)
+
+
+def test_model_error_is_split_by_communication_library():
+    """model_error.json's medians per library, over the predicted runs of each."""
+    from analysis import prediction
+
+    rows = [
+        {"comm_library": lib, "ranks": 2, "error_iteration": e, "error_comm_total": 2 * e, "not_predicted": ""}
+        for lib, errors in (("horovod", [0.1, -0.3, 0.2]), ("native", [-0.05, 0.01]))
+        for e in errors
+    ]
+    rows.append({"comm_library": "native", "ranks": 2, "error_iteration": None, "not_predicted": "no sweep"})
+    for k in prediction.MATCH + ["nodes", "ranks_per_node"]:
+        for r in rows:
+            r.setdefault(k, 1 if k in ("nodes", "ranks_per_node") else "x")
+    error = prediction.model_error(pd.DataFrame(rows).reindex(columns=prediction.COLUMNS))
+    assert error["by_library"] == {
+        "horovod": {
+            "runs": 3,
+            "median_abs_error_iteration": pytest.approx(0.2),
+            "median_abs_error_comm_total": pytest.approx(0.4),
+        },
+        "native": {
+            "runs": 2,
+            "median_abs_error_iteration": pytest.approx(0.03),
+            "median_abs_error_comm_total": pytest.approx(0.06),
+        },
+    }

@@ -1,43 +1,73 @@
-"""A bare PyTorch + Horovod training loop: no phases, no syncs, no records (the benchmark's baseline).
+"""A bare PyTorch training loop, through Horovod or PyTorch's own DistributedDataParallel (the spec's
+comm_library): no phases, no syncs, no records (the benchmark's baseline).
 
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
 Same model, data, layout, optimizer, threads, device and precision as workloads.frameworks.torch.trainer in
 overlap mode: on the GPU each step copies its batch from pinned host memory, and mixed precision is autocast
-float16 with a GradScaler.
+float16 with a GradScaler. Horovod: its DistributedOptimizer. native: the model wrapped in
+DistributedDataParallel (gloo on the CPU, NCCL on GPUs; its default buckets, no per-forward buffer
+broadcast) as PyTorch's own examples write it, the process group meeting at rank 0's address.
 """
 
+import datetime
 import json
 import sys
 import time
 from pathlib import Path
 
-import horovod.torch as hvd
 import torch
 
+from workloads import rendezvous
 from workloads.batches import SyntheticData
 from workloads.devices import resolve_layout
-from workloads.frameworks.torch.comm import DenseView
 from workloads.registry import build_model
 
 spec = json.loads(Path(sys.argv[1]).read_text())
-hvd.init()
+native = spec.get("comm_library", "horovod") == "native"
+gpu = spec.get("device", "cpu") == "gpu"
+if native:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    rank, size, local_rank = rendezvous.launcher_ranks()
+    if size > 1:
+        address, port = rendezvous.coordinator(rendezvous.first_host())
+        dist.init_process_group(
+            "nccl" if gpu else "gloo",
+            init_method=f"tcp://{address}:{port}",
+            rank=rank,
+            world_size=size,
+            timeout=datetime.timedelta(seconds=120),
+        )
+else:
+    import horovod.torch as hvd
+
+    from workloads.frameworks.torch.comm import DenseView
+
+    hvd.init()
+    rank, size, local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
 torch.set_num_threads(spec["threads_per_rank"])
 torch.set_num_interop_threads(spec["threads_per_rank"])
 torch.manual_seed(spec["seed"])
-gpu = spec.get("device", "cpu") == "gpu"
-device = torch.device("cuda", hvd.local_rank()) if gpu else torch.device("cpu")
+device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
 amp = spec["precision"] == "mixed"
 scaler = torch.amp.GradScaler("cuda", enabled=amp)
 fmt = torch.channels_last if resolve_layout("torch", spec.get("layout", "best")) == "NHWC" else torch.contiguous_format
 torch.backends.cudnn.benchmark = spec.get("autotune", True)
 model = build_model("torch", spec["model"], spec["classes"]).to(device)
-hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # Horovod takes contiguous tensors
-model.to(memory_format=fmt)
-opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
-opt = hvd.DistributedOptimizer(
-    opt, named_parameters=model.named_parameters(), op=hvd.Average, compression=DenseView
-)  # channels_last gradients through their NHWC view
-data = SyntheticData(spec["seed"], hvd.rank(), spec["batch_size"], spec["image_size"], spec["classes"])
+if native:
+    model.to(memory_format=fmt)
+    if size > 1:  # DDP broadcasts rank 0's weights as it wraps
+        model = DistributedDataParallel(model, device_ids=[local_rank] if gpu else None, broadcast_buffers=False)
+    opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
+else:
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # Horovod takes contiguous tensors
+    model.to(memory_format=fmt)
+    opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
+    opt = hvd.DistributedOptimizer(
+        opt, named_parameters=model.named_parameters(), op=hvd.Average, compression=DenseView
+    )  # channels_last gradients through their NHWC view
+data = SyntheticData(spec["seed"], rank, spec["batch_size"], spec["image_size"], spec["classes"])
 
 
 def staged(a, memory_format=torch.contiguous_format):
@@ -56,9 +86,12 @@ def step(i):
     with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
         loss = loss_fn(model(x), y)
     scaler.scale(loss).backward()
-    opt.synchronize()
-    with opt.skip_synchronize():
+    if native:  # DDP has averaged the gradients by the end of backward
         scaler.step(opt)
+    else:
+        opt.synchronize()
+        with opt.skip_synchronize():
+            scaler.step(opt)
     scaler.update()
     opt.zero_grad()
     return loss
@@ -71,6 +104,9 @@ for i in range(spec["warmup"], spec["warmup"] + spec["iterations"]):
     loss = step(i)
 loss.item()  # waits for the device
 elapsed = time.perf_counter() - start
-if hvd.rank() == 0:
-    print(json.dumps({"throughput_img_per_s": hvd.size() * spec["batch_size"] * spec["iterations"] / elapsed}))
-hvd.shutdown()
+if rank == 0:
+    print(json.dumps({"throughput_img_per_s": size * spec["batch_size"] * spec["iterations"] / elapsed}))
+if not native:
+    hvd.shutdown()
+elif size > 1:
+    dist.destroy_process_group()

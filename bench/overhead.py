@@ -1,17 +1,18 @@
 """Benchmark (not a test): does the harness's timing change the speed of what it times?
 
-For each framework and rank count, runs three things through the same mpirun with the same model,
-batch, input size, threads, layout and data: a bare training loop of that framework
-(bench/bare_<framework>.py: no phases, syncs or records; through Horovod, or JAX's own
-collectives), the harness in `native` timing, and the
+For each framework, communication library and rank count, runs three things through the same mpirun
+with the same model, batch, input size, threads, layout and data: a bare training loop of that
+framework (bench/bare_<framework>.py: no phases, syncs or records; through Horovod or the
+framework's own library, as the harness's run), the harness in `native` timing, and the
 harness in `phased` timing. Each trial runs all three in a rotating order (so none always goes
 first), timed end to end by the loop's own clock over the measured iterations (the harness's
 throughput is what it reports: ranks x batch / mean iteration time of the slowest rank; the bare
 loop's is ranks x batch x iterations / elapsed). Prints per framework and ranks the median over
 trials of the paired ratios native/bare and phased/bare with their spread (min-max), and writes
-bench/results/overhead.csv. Target: native/bare >= 0.99.
+bench/results/overhead.csv (replacing its rows of the same framework, library, ranks, device and
+precision; keeping the others). Target: native/bare >= 0.99.
 
-  .venv/bin/python bench/overhead.py [--framework torch tensorflow mxnet jax] [--ranks 1 2]
+  .venv/bin/python bench/overhead.py [--framework torch tensorflow mxnet jax] [--library horovod native] [--ranks 1 2]
       [--model resnet50] [--batch-size 8] [--image-size 64] [--iterations 20] [--trials 9]
       [--device cpu|gpu] [--precision fp32|mixed] [--launcher mpirun|direct] [--out bench/results/overhead.csv]
 """
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness import execution, launch, launchers  # noqa: E402
 from harness.records import parse_file  # noqa: E402
-from harness.vocabulary import records_name  # noqa: E402
+from harness.vocabulary import HOSTS_ENV, records_name  # noqa: E402
 from workloads import frameworks  # noqa: E402
 from workloads.devices import nvidia_smi_name  # noqa: E402
 
@@ -55,6 +56,21 @@ def write_table(rows, path):
     print(f"wrote {path}")
 
 
+ROW_KEY = ("framework", "comm_library", "ranks", "timing", "device", "precision")
+
+
+def merge_table(rows, path):
+    """The table at `path` with `rows` in place of its rows of the same ROW_KEY (rows written before
+    the table had a comm_library column are their framework's default library's)."""
+    path = Path(path)
+    old = list(csv.DictReader(open(path))) if path.is_file() else []
+    for r in old:
+        r.setdefault("comm_library", frameworks.default_library(r["framework"]))
+    new = {tuple(str(r[k]) for k in ROW_KEY) for r in rows}
+    kept = [r for r in old if tuple(str(r[k]) for k in ROW_KEY) not in new]
+    return [{k: r.get(k, "") for k in rows[0]} for r in kept] + rows
+
+
 def throughput(kind, out, spec, ranks, records=None):
     """Images/s of one finished run: the bare loop's printed figure (out/<kind>.log) or the
     harness's records (in `records`, by default out/<kind>)."""
@@ -75,7 +91,7 @@ def throughput(kind, out, spec, ranks, records=None):
 
 
 def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
-    out = Path(tmp) / f"{framework}_r{ranks}_t{trial}"
+    out = Path(tmp) / f"{framework}_{spec['comm_library']}_r{ranks}_t{trial}"
     out.mkdir()
     order = KINDS[trial % 3 :] + KINDS[: trial % 3]  # rotate who goes first
     result = {}
@@ -122,6 +138,13 @@ def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--framework", nargs="+", default=list(frameworks.NAMES), choices=frameworks.NAMES)
+    ap.add_argument(
+        "--library",
+        nargs="+",
+        default=list(frameworks.LIBRARIES),
+        choices=frameworks.LIBRARIES,
+        help="communication libraries, each run for the frameworks that have it",
+    )
     ap.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch-size", type=int, default=8)
@@ -174,16 +197,20 @@ def main():
     }
     # the default study's rank environment: threads, math settings, MPI yielding when idle
     env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
+    env[HOSTS_ENV] = "localhost"  # where a library that meets at rank 0 finds it, as the launcher says
     rows = []
+    pairs = [(f, lib) for f in args.framework for lib in args.library if not frameworks.not_built(f, lib)]
     with tempfile.TemporaryDirectory() as tmp:
-        for framework in args.framework:
+        for framework, library in pairs:
             for ranks in args.ranks:
                 trials = []
                 for trial in range(args.trials):
-                    result, order = run_trial(framework, ranks, spec, env, tmp, trial, args.launcher == "direct")
+                    result, order = run_trial(
+                        framework, ranks, {**spec, "comm_library": library}, env, tmp, trial, args.launcher == "direct"
+                    )
                     trials.append(result)
                     print(
-                        f"{framework} {ranks} rank(s) trial {trial} ({' > '.join(order)}): "
+                        f"{framework} {library} {ranks} rank(s) trial {trial} ({' > '.join(order)}): "
                         + ", ".join(f"{k} {result[k]:.2f} img/s" for k in KINDS),
                         flush=True,
                     )
@@ -192,6 +219,7 @@ def main():
                     rows.append(
                         {
                             "framework": framework,
+                            "comm_library": library,
                             "ranks": ranks,
                             "timing": timing,
                             "ratio": round(statistics.median(ratios), 4),
@@ -210,11 +238,11 @@ def main():
                     )
                     r = rows[-1]
                     print(
-                        f"  {framework} {ranks} rank(s) {timing}/bare: median {r['ratio']:.3f} "
+                        f"  {framework} {library} {ranks} rank(s) {timing}/bare: median {r['ratio']:.3f} "
                         f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f}, {r['trials']} paired trials)",
                         flush=True,
                     )
-    write_table(rows, args.out)
+    write_table(merge_table(rows, args.out), args.out)
 
 
 if __name__ == "__main__":

@@ -130,6 +130,14 @@ COMMANDS = {
         ("needs a GPU", f"{PY} bench/overhead.py --help"),
     ),
     f"{PY} -m mkdocs build --strict": ("run", {"--strict": "--strict -d {folder}/site"}),
+    ".venv/bin/snakemake --cores all --configfile config/emulated.yaml config/libraries.yaml": ("study", None),
+    f"{PY} bench/overhead.py --framework torch tensorflow --library native": (
+        "run",
+        {
+            f"{PY} bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py --model tinynet "
+            "--iterations 2 --warmup 1 --trials 1 --ranks 2 --out overhead.csv"
+        },
+    ),
     f"{PY} bench/overhead.py": (
         "run",
         {

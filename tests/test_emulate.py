@@ -18,6 +18,7 @@ from harness import config as cfg
 from harness import emulate, launch, paths
 from harness.records import parse_file
 from tests.conftest import ENV_RECORD, ROOT, needs_emulation, tiny_config, tiny_run
+from workloads import frameworks
 
 
 def _mine():
@@ -218,3 +219,19 @@ def test_emulated_ranks_open_mpi_settings_are_parameters_open_mpi_takes():
         assert fields.get((name, "source")) == "environment", f"{key}: not a parameter Open MPI took"
     flags = fields[("btl_tcp_flags", "value")].split(",")
     assert "send" in flags and "put" not in flags, flags
+
+
+@needs_emulation
+@pytest.mark.parametrize("framework", [f for f in frameworks.NAMES if not frameworks.not_built(f, frameworks.NATIVE)])
+def test_each_frameworks_own_library_meets_its_peers_across_emulated_nodes(tmp_path, framework):
+    """A native run on 2 emulated nodes: the ranks find each other from the launcher alone (rank 0's
+    address from the job's hosts, each rank's own on its node's link) and average their gradients
+    over the emulated link (the check that both ranks end with the same weights passes)."""
+    conf = tiny_config(tmp_path, emulate={"rate_mbit": 400}, framework=[framework], iterations=2, profile_iterations=1)
+    run = tiny_run(framework=framework, comm_library=frameworks.NATIVE, nodes=2)
+    status = launch.launch(conf, run, ENV_RECORD)
+    assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
+    run_dir, _, _ = paths.run_files(conf, run)
+    records = [parse_file(run_dir / f"rank{r}.jsonl")[0] for r in (0, 1)]
+    assert {recs[0]["host"][-3:] for recs in records} == {"-n0", "-n1"}  # one rank per node
+    assert records[0][0]["comm_library"] == frameworks.NATIVE

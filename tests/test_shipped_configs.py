@@ -17,6 +17,8 @@ from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 from tests.study import run_shrunk
 
 SHIPPED = sorted(p.name for p in (ROOT / "config").glob("*.yaml") if p.name != "schema.yaml")
+# The overlays each shipped study is run with, as its docs show (config/<name> alone by default).
+OVERLAYS = {"libraries.yaml": ["config/emulated.yaml", "config/libraries.yaml"]}
 # Why the runs of a study fail on a machine like CI's (2 cores, no GPU, no Slurm), or None.
 EXPECTED_FAILURE = {"gpu.yaml": "GPU", "slurm.yaml": "srun"}
 
@@ -30,18 +32,19 @@ def expected_failure(name, config):
 
 
 def test_every_shipped_config_is_run_here():
-    assert SHIPPED == ["config.yaml", "emulated.yaml", "gpu.yaml", "loader.yaml", "slurm.yaml"]
+    assert SHIPPED == ["config.yaml", "emulated.yaml", "gpu.yaml", "libraries.yaml", "loader.yaml", "slurm.yaml"]
 
 
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
 
-    layered = cfg.layered([cfg.resolve(f"config/{name}")])
+    files = OVERLAYS.get(name, [f"config/{name}"])
+    layered = cfg.layered([cfg.resolve(f) for f in files])
     if layered.get("emulate") and not EMULATION:
         pytest.skip(f"{name}: {WHY_NO_EMULATION}")
     why = expected_failure(name, layered)
-    proc, conf = run_shrunk([f"config/{name}"], tmp_path)
+    proc, conf = run_shrunk(files, tmp_path)
     assert proc.returncode == 0, proc.stderr[-5000:]
     results = Path(conf["results"])
 
@@ -50,6 +53,9 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
     assert len(runs) == len(matrix)
     for key in ("framework", "comm", "timing", "nodes", "ranks_per_node", "loader_workers"):
         assert sorted(set(runs[key])) == sorted(set(conf[key])), key  # the study's dimensions are kept
+    assert sorted(set(zip(runs["framework"], runs["comm_library"]))) == sorted(
+        {(r["framework"], r["comm_library"]) for r in matrix}
+    )
     if why:
         assert (runs["status"] == "failed").all()
         assert runs["reasons"].str.contains(why).all(), runs["reasons"].tolist()
@@ -82,6 +88,9 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
         assert error["reason"] in report
     else:
         assert error["runs"] > 0
+    if len(layered.get("comm_library", [])) > 1 and not why:  # the libraries compared, with intervals
+        assert "## Communication libraries" in report and "native / horovod" in report
+        assert set(error["by_library"]) == set(layered["comm_library"])
     if layered.get("replay") and not why:
         replayed = pd.read_csv(results / "replay.csv")
         assert set(replayed["nodes"]) == {min(layered["replay"]["nodes"])}

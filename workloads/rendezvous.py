@@ -50,6 +50,22 @@ def own_address(first):
         raise ConnectionError(f"no route from this rank to the job's first host {first!r}: {exc}") from None
 
 
+def interface(address):
+    """The name of the network interface that holds IPv4 `address` (Linux), or None."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue  # no IPv4 address on it
+            if socket.inet_ntoa(packed[20:24]) == address:
+                return name
+    return None
+
+
 def _free_port(address):
     with socket.socket() as s:  # a port free now (the library binds it again at once)
         s.bind((address, 0))

@@ -5,6 +5,8 @@ the launcher (workloads/rendezvous.py: nothing for the user to type). The collec
 are XLA's: gloo over TCP on the CPU, NCCL on GPUs. One rank initializes nothing.
 """
 
+import functools
+
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
@@ -24,9 +26,24 @@ def initialize(rank, size, first_host):
     if size > 1 and not _joined:
         jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
         address, port = rendezvous.coordinator(first_host)
+        _gloo_on(rendezvous.own_address(first_host) if rank else address)
         jax.distributed.initialize(f"{address}:{port}", num_processes=size, process_id=rank)
         _joined = True
     return Mesh(np.array(jax.devices()[: max(size, 1)]).reshape(-1), (AXIS,))
+
+
+def _gloo_on(address):
+    """XLA's gloo offers its peers the address its host name resolves to (loopback inside an
+    emulated node), and JAX makes it with no way to say otherwise: its maker, which JAX calls once
+    as it starts the CPU backend, gets this rank's own address and interface."""
+    from jax._src.lib import xla_client
+
+    make = xla_client._xla.make_gloo_tcp_collectives
+    interface = rendezvous.interface(address)
+    if interface and not getattr(make, "dlscale", False):
+        bound = functools.partial(make, hostname=address, interface=interface)
+        bound.dlscale = True
+        xla_client._xla.make_gloo_tcp_collectives = bound
 
 
 def from_rank0(make, key, rank, size):

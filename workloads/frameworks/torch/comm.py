@@ -17,6 +17,7 @@ off), and one rank communicates nothing under both (no hooks, no process group).
 
 import contextlib
 import datetime
+import os
 
 import torch
 
@@ -113,7 +114,13 @@ class Native:
         self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()
         self.backend = "nccl" if gpu else "gloo"
         if self.size > 1 and not dist.is_initialized():  # once per process (the sweep makes two)
-            address, port = rendezvous.coordinator(rendezvous.first_host())
+            first = rendezvous.first_host()
+            address, port = rendezvous.coordinator(first)
+            # gloo offers its peers the address its host name resolves to (loopback inside an
+            # emulated node): this rank's own address's interface instead, unless the user chose one
+            own = rendezvous.interface(rendezvous.own_address(first) if self.rank else address)
+            if own and not gpu:
+                os.environ.setdefault("GLOO_SOCKET_IFNAME", own)
             try:
                 dist.init_process_group(
                     self.backend,

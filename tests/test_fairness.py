@@ -176,6 +176,16 @@ def test_classification_per_framework():
     assert trace.classify("mxnet", ev("ALLREDUCE", "horovod")) == "comm"
     assert trace.classify("mxnet", ev("NEGOTIATE_ALLREDUCE", "horovod")) == "wait"
     assert trace.classify("torch", ev("dlscale:io")) == "io"
+    # the frameworks' own libraries (comm_library native): their collectives are communication, the
+    # runtime's spans around them nothing, Horovod's enqueue ops nothing (Horovod's timeline has it)
+    assert trace.classify("torch", ev("gloo:all_reduce")) == "comm"
+    assert trace.classify("torch", ev("nccl:all_reduce")) == "comm"
+    assert trace.classify("torch", ev("torch.distributed.ddp.reducer::copy_bucket_to_grad")) == "comm"
+    assert trace.classify("torch", ev("DistributedDataParallel.forward")) is None
+    assert trace.classify("tensorflow", ev("allreduce/CollectiveReduceV2_1:CollectiveReduceV2")) == "comm"
+    assert trace.classify("tensorflow", ev("allreduce/concat_2:ConcatV2")) == "comm"
+    assert trace.classify("tensorflow", ev("CollectiveExecutor::RunClosure")) is None
+    assert trace.classify("tensorflow", ev("allreduce/HorovodAllreduce_grad0:HorovodAllreduce")) is None
 
 
 def test_gpu_phases_are_when_the_device_runs_the_work():

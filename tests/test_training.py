@@ -13,6 +13,7 @@ import pytest
 
 from harness import execution, launch, launchers, paths
 from harness.records import PHASE_KEYS, parse_file
+from harness.vocabulary import HOSTS_ENV
 from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
 from workloads import frameworks
 
@@ -41,16 +42,11 @@ def load(path):
         return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
 
 
-@pytest.mark.parametrize("framework, library", WITH_LIBRARIES)
-@pytest.mark.parametrize("comm", ["overlap", "sequential"])
-def test_two_ranks_average_gradients(tmp_path, framework, library, comm):
-    """After one step both ranks hold identical weights, equal to one process stepping on both
-    ranks' batches together (tinynet: no batch norm or dropout, so the two must agree)."""
-    spec = {
+def _one_step_spec(tmp_path, framework, comm):
+    return {
         "framework": framework,
         "model": "tinynet",
         "comm": comm,
-        "comm_library": library,
         "layout": "best",
         "autotune": True,
         "tf32": False,
@@ -64,6 +60,14 @@ def test_two_ranks_average_gradients(tmp_path, framework, library, comm):
         "seed": 3,
         "out_dir": str(tmp_path),
     }
+
+
+@pytest.mark.parametrize("framework, library", WITH_LIBRARIES)
+@pytest.mark.parametrize("comm", ["overlap", "sequential"])
+def test_two_ranks_average_gradients(tmp_path, framework, library, comm):
+    """After one step both ranks hold identical weights, equal to one process stepping on both
+    ranks' batches together (tinynet: no batch norm or dropout, so the two must agree)."""
+    spec = {**_one_step_spec(tmp_path, framework, comm), "comm_library": library}
     script = ROOT / "tests" / "mpi_one_step.py"
     run_two_ranks(tmp_path, spec, script)
     single = subprocess.run(
@@ -85,6 +89,26 @@ def test_two_ranks_average_gradients(tmp_path, framework, library, comm):
     for got, want, before in zip(rank0, expected, init):
         assert not np.allclose(want, before), "the step changed nothing; the test would prove nothing"
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("framework", [f for f in FRAMEWORKS if not frameworks.not_built(f, frameworks.NATIVE)])
+def test_a_native_rank_that_cannot_meet_its_peers_fails_saying_where(tmp_path, framework):
+    """The job's first host is not where rank 0 runs (a hostfile that lies): rank 0 cannot listen
+    where its peers would look, and the job fails at once naming the address and where it came from."""
+    spec = {**_one_step_spec(tmp_path, framework, "overlap"), "comm_library": frameworks.NATIVE}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    argv = launchers.mpirun_argv(
+        ["localhost"],
+        2,
+        {"name": "mpirun", "bind_to": "none"},
+        [sys.executable, str(ROOT / "tests" / "mpi_one_step.py"), str(tmp_path / "spec.json")],
+        {**launch.rank_env({"threads_per_rank": 1, "launcher": {}}), HOSTS_ENV: "192.0.2.1"},  # TEST-NET-1
+        as_root=os.geteuid() == 0,
+    )
+    rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
+    log = (tmp_path / "log").read_text()
+    assert rc != 0 and not timed_out, log[-3000:]
+    assert f"rank 0 cannot listen on 192.0.2.1, the job's first host ({HOSTS_ENV}=192.0.2.1)" in log, log[-3000:]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -80,7 +80,13 @@ def coordinator(first=None):
     found = None
     if comm.Get_rank() == 0:
         address = _rank0_address(first)
-        found = (address, _free_port(address))
+        try:
+            found = (address, _free_port(address))
+        except OSError as exc:  # the others wait in bcast; this rank's failure ends the job
+            raise ConnectionError(
+                f"rank 0 cannot listen on {address}, the job's first host ({HOSTS_ENV}={os.environ.get(HOSTS_ENV)}), "
+                f"where its peers will look for it: {exc}"
+            ) from None
     return comm.bcast(found, root=0)
 
 

@@ -6,6 +6,8 @@ GPU, a Slurm study outside Slurm) ends with its runs failed for that reason and 
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -91,6 +93,16 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
     if len(layered.get("comm_library", [])) > 1 and not why:  # the libraries compared, with intervals
         assert "## Communication libraries" in report and "native / horovod" in report
         assert set(error["by_library"]) == set(layered["comm_library"])
+        table = tmp_path / "libraries.csv"  # the table bench/libraries.py makes of the study
+        bench = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "libraries.py"), str(results), "--out", str(table)],
+            capture_output=True,
+            text=True,
+        )
+        assert bench.returncode == 0, bench.stderr
+        made = pd.read_csv(table, keep_default_na=False)
+        assert set(zip(made["framework"], made["comm_library"])) == set(zip(runs["framework"], runs["comm_library"]))
+        assert (made["differs"] != "").sum() == len(made) // 2  # one ratio per configuration, on its native row
     if layered.get("replay") and not why:
         replayed = pd.read_csv(results / "replay.csv")
         assert set(replayed["nodes"]) == {min(layered["replay"]["nodes"])}

@@ -13,6 +13,7 @@ to rank 0's by.
 
 import os
 import socket
+import sys
 
 from harness.vocabulary import HOSTS_ENV
 
@@ -82,11 +83,14 @@ def coordinator(first=None):
         address = _rank0_address(first)
         try:
             found = (address, _free_port(address))
-        except OSError as exc:  # the others wait in bcast; this rank's failure ends the job
-            raise ConnectionError(
+        except OSError as exc:  # the others wait in bcast (and MPI's finalize for them): end the job
+            print(
                 f"rank 0 cannot listen on {address}, the job's first host ({HOSTS_ENV}={os.environ.get(HOSTS_ENV)}), "
-                f"where its peers will look for it: {exc}"
-            ) from None
+                f"where its peers will look for it: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
+            comm.Abort(1)
     return comm.bcast(found, root=0)
 
 

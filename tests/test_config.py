@@ -273,11 +273,12 @@ def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
     conf = yaml.safe_load((ROOT / "config" / overlay).read_text())
     if conf.get("emulate") and not EMULATION:
         pytest.skip(f"{overlay}: {WHY_NO_EMULATION}")
+    files = {"libraries.yaml": ["config/emulated.yaml", "config/libraries.yaml"]}.get(overlay, [f"config/{overlay}"])
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "check-config", f"config/{overlay}"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "harness", "check-config", *files], cwd=ROOT, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"config/config.yaml + config/{overlay}: ok, ")
+    assert proc.stdout.startswith(f"config/config.yaml + {' + '.join(files)}: ok, ")
     if conf.get("device") == "gpu" and os.environ.get("DLSCALE_ENV_VARIANT") != "cuda":
         assert "warning: config key 'device': gpu runs need the cuda environment" in proc.stdout
 

@@ -58,15 +58,6 @@ class Horovod:
 
         return horovod.__version__, {"comm_library": f"Horovod {horovod.__version__}"}
 
-    def start_timeline(self, path):
-        self.hvd.start_timeline(str(path))
-
-    def stop_timeline(self):
-        self.hvd.stop_timeline()
-
-    def shutdown(self):
-        self.hvd.shutdown()
-
 
 class Native:
     name = "native"

@@ -47,6 +47,8 @@ class Trainer(trainer.Trainer):
         tf.config.threading.set_inter_op_parallelism_threads(threads)
         self.net = comm.LIBRARIES[spec["comm_library"]]()
         self.rank, self.size, self.local_rank = self.net.rank, self.net.size, self.net.local_rank
+        # what starts Horovod's timeline and shuts down (workloads/trainer.py): Horovod's module, or the native library
+        self.hvd = getattr(self.net, "hvd", self.net)
         check_precision(spec)
         gpus = tf.config.list_physical_devices("GPU")
         self.gpu = spec.get("device", "cpu") == "gpu"
@@ -196,15 +198,6 @@ class Trainer(trainer.Trainer):
 
     def state(self):
         return [v.numpy().copy() for v in self.vars]
-
-    def start_timeline(self, path):
-        self.net.start_timeline(path)
-
-    def stop_timeline(self):
-        self.net.stop_timeline()
-
-    def shutdown(self):
-        self.net.shutdown()
 
     def profile_start(self, folder):
         self.profile_dir = folder / "tensorflow"

@@ -92,15 +92,6 @@ class Horovod:
             "mpi_threads_supported": hvd.mpi_threads_supported() if hvd.mpi_enabled() else None,
         }
 
-    def start_timeline(self, path):
-        self.hvd.start_timeline(str(path))
-
-    def stop_timeline(self):
-        self.hvd.stop_timeline()
-
-    def shutdown(self):
-        self.hvd.shutdown()
-
 
 class Native:
     name = "native"

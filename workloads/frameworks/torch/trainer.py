@@ -38,6 +38,8 @@ class Trainer(trainer.Trainer):
         self.gpu = spec.get("device", "cpu") == "gpu"
         self.net = comm.LIBRARIES[spec["comm_library"]](self.gpu)
         self.rank, self.size, self.local_rank = self.net.rank, self.net.size, self.net.local_rank
+        # what starts Horovod's timeline and shuts down (workloads/trainer.py): Horovod's module, or the native library
+        self.hvd = getattr(self.net, "hvd", self.net)
         threads = spec["threads_per_rank"]
         torch.set_num_threads(threads)
         torch.set_num_interop_threads(threads)
@@ -172,15 +174,6 @@ class Trainer(trainer.Trainer):
     def state(self):
         """Parameters as numpy arrays, in definition order (for correctness tests)."""
         return [p.detach().cpu().numpy().copy() for p in self.params]
-
-    def start_timeline(self, path):
-        self.net.start_timeline(path)
-
-    def stop_timeline(self):
-        self.net.stop_timeline()
-
-    def shutdown(self):
-        self.net.shutdown()
 
     def profile_start(self, folder):
         activities = [torch.profiler.ProfilerActivity.CPU]

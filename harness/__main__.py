@@ -20,12 +20,17 @@ emulate run --nodes N [--rate-mbit R] [--delay-ms D] [--congestion-control C] [-
 emulate up NAME --nodes N [...] [--hostfile FILE]   make a named emulated cluster and keep it
 emulate down NAME | --all                 remove emulated clusters and every process in them
 emulate list                              the emulated clusters that exist
+slurm up --nodes N [--rate-mbit R] [--delay-ms D]
+                                          a real Slurm cluster here (root): munge, slurmdbd, slurmctld,
+                                          one slurmd per emulated node; kept until `slurm down`
+slurm down                                remove it and everything running on it
 """
 
 import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -110,7 +115,6 @@ def cmd_launch(args):
 def _snakemake(args, *extra):
     """snakemake --cores all with the study's overlays and items, run in this checkout (where the
     Snakefile's relative paths are); returns its exit code."""
-    import subprocess
 
     from harness.config import ROOT
 
@@ -225,7 +229,6 @@ def cmd_unlock(args):
 
 def cmd_emulate(args):
     import os
-    import subprocess
 
     from harness import emulate
 
@@ -267,6 +270,21 @@ def cmd_emulate(args):
             return subprocess.run(made.wrap(command), env=env).returncode
         finally:
             hostfile.unlink()
+
+
+def cmd_slurm(args):
+    from harness import slurm
+
+    if args.action == "down":
+        stopped = slurm.down()
+        print(f"removed the Slurm cluster: {' '.join(stopped) or 'nothing was running'}")
+        return 0
+    if not args.nodes:
+        raise ValueError("slurm up needs --nodes")
+    slurm.up(args.nodes, args.rate_mbit, args.delay_ms)
+    sinfo = subprocess.run(["sinfo"], capture_output=True, text=True, env=slurm.environ()).stdout
+    print(f"{sinfo}# Slurm's commands find it through SLURM_CONF={slurm.CONF}\n# remove with: dlscale slurm down")
+    return 0
 
 
 def _study_options(parser):
@@ -360,6 +378,12 @@ def _emulate_command(sub):
     p.add_argument("--hostfile", help="write the cluster's hostfile here (up)")
     p.add_argument("--all", action="store_true", help="remove every emulated cluster (down)")
     p.set_defaults(fn=cmd_emulate)
+    p = sub.add_parser("slurm", help="a real Slurm cluster on this machine, over an emulated one (root)")
+    p.add_argument("action", choices=["up", "down"])
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--rate-mbit", type=float, help="link rate in Mbit/s (default: unshaped)")
+    p.add_argument("--delay-ms", type=float, default=0, help="one-way link delay (needs netem)")
+    p.set_defaults(fn=cmd_slurm)
 
 
 def main(argv=None):

@@ -33,6 +33,8 @@ rule peak:
     log:
         f"{LOGS}/peak.log",
     threads: workflow.cores
+    resources:
+        cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
     params:
         python=sys.executable,
     run:

@@ -27,6 +27,8 @@ rule run:
     log:
         f"{LOGS}/{paths.RUNS}/{paths.RUN_PATTERN}.log",
     threads: workflow.cores
+    resources:
+        cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
     params:
         settings=json.dumps(cfg.run_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.run_path(paths.run_from_wildcards(w)))}",

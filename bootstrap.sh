@@ -4,7 +4,8 @@
 #  1. MPI: uses the mpicc/mpirun on PATH (on a cluster, `module load` your site's MPI first).
 #     If there is none and this is Debian/Ubuntu as root, installs Open MPI from the distribution.
 #  2. A C++ compiler (for Horovod), installed the same way when missing.
-#  3. iproute2 and taskset for emulated clusters (root only; their tests skip without them).
+#  3. iproute2 and taskset for emulated clusters, and Slurm (slurm-wlm, slurmdbd, munge, mariadb-server)
+#     for the Slurm cluster `dlscale slurm up` makes (root only; their tests skip without them).
 #  4. The workload environment (frameworks, Horovod, snakemake, analysis, pytest): built once per
 #     pin set under ~/.cache/dlscale/envs (10-15 minutes on 2 cores), reused afterwards.
 set -euo pipefail
@@ -18,6 +19,7 @@ command -v make >/dev/null || need+=(make)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   command -v ip >/dev/null && command -v tc >/dev/null || need+=(iproute2)
   command -v taskset >/dev/null || need+=(util-linux)
+  command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null || need+=(slurm-wlm slurmdbd munge mariadb-server)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -41,7 +41,7 @@ def job(config, nodes, ranks_per_node, command, env):
                 "launcher srun: no srun on PATH (run the study inside a Slurm allocation, or use the Slurm profile)"
             )
         yield (
-            [f"slurm job {os.environ.get('SLURM_JOB_ID', '?')}"],
+            slurm_hosts(),
             argv_of([None] * nodes, ranks_per_node, launcher, command, env, **options),
             None,
             None,
@@ -66,6 +66,19 @@ def job(config, nodes, ranks_per_node, command, env):
         env = {**env, HOSTS_ENV: ",".join(cluster.hosts)}
         argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env, **options)
         yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
+
+
+def slurm_hosts():
+    """The Slurm job's nodes by name, after its id ("slurm job 12", "dlslurm-n0", ...), as recorded.
+    Snakemake's job step keeps SLURM_JOB_ID but not the node list: that is asked of Slurm."""
+    job = os.environ.get("SLURM_JOB_ID", "?")
+    names = os.environ.get("SLURM_JOB_NODELIST") or _slurm_out("squeue", "-h", "-j", job, "-o", "%N")
+    return [f"slurm job {job}", *(_slurm_out("scontrol", "show", "hostnames", names).split() if names else [])]
+
+
+def _slurm_out(*argv):
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
 def job_failure(rc, timed_out, timeout_s, launcher="mpirun"):

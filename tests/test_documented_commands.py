@@ -50,6 +50,7 @@ DLSCALE = ".venv/bin/dlscale"
 #   dry-run  run with --dry-run added (it needs a cluster this machine has not)
 #   run      run as written, in the test's folder, with the substitutions given
 #   suite    the test command itself: CI (.ci/run) runs exactly it
+#   slurm    run on the Slurm cluster by the test of tests/test_slurm_cluster.py it names (root only)
 #   manual   cannot run unattended (why); `detail` is the check that runs instead
 COMMANDS = {
     "./bootstrap.sh && .venv/bin/snakemake --cores all": ("study", None),
@@ -88,6 +89,19 @@ COMMANDS = {
     ),
     ".venv/bin/snakemake --profile profiles/slurm --configfile my-cluster.yaml --dry-run": ("dry-run", "slurm.yaml"),
     ".venv/bin/snakemake --profile profiles/slurm --configfile my-cluster.yaml": ("dry-run", "slurm.yaml"),
+    f"{DLSCALE} slurm up --nodes 2 --rate-mbit 1000": ("slurm", ("cluster", "UP")),
+    "export SLURM_CONF=/run/dlscale-slurm/slurm.conf": (
+        "manual",
+        (
+            "sets SLURM_CONF for the shell; checked against where `slurm up` writes it",
+            "{PY} -c \"from harness import slurm; assert str(slurm.CONF) == '/run/dlscale-slurm/slurm.conf'\"",
+        ),
+    ),
+    ".venv/bin/snakemake --profile profiles/slurm --configfile config/slurm.yaml config/slurm-emulated.yaml": (
+        "slurm",
+        ("test_a_study_under_slurm_has_the_tables_of_the_same_study_under_mpirun", "STUDY"),
+    ),
+    f"{DLSCALE} slurm down": ("slurm", ("test_down_removes_the_cluster_and_everything_running_on_it", "DOWN")),
     "export DLSCALE_ENV_VARIANT=cuda": (
         "manual",
         (
@@ -204,6 +218,13 @@ def test_documented_command(command, tmp_path):
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "This was a dry-run" in proc.stdout and re.search(r"^run\s+\d+$", proc.stdout, re.M)
+        return
+    if kind == "slurm":  # the test (or fixture) that runs it there, with these very arguments
+        from tests import test_slurm_cluster as on_slurm
+
+        runner, arguments = detail
+        assert callable(getattr(on_slurm, runner)), runner
+        assert command.endswith(" ".join(getattr(on_slurm, arguments))), (command, arguments)
         return
     if kind == "manual":
         why, check = detail

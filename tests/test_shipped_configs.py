@@ -5,7 +5,6 @@ GPU, a Slurm study outside Slurm) ends with its runs failed for that reason and 
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,26 +14,38 @@ import pytest
 
 from analysis import figures
 from harness import config as cfg
+from harness import slurm
 from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 from tests.study import run_shrunk
 
 SHIPPED = sorted(p.name for p in (ROOT / "config").glob("*.yaml") if p.name != "schema.yaml")
 # The overlays each shipped study is run with, as its docs show (config/<name> alone by default).
-OVERLAYS = {"libraries.yaml": ["config/emulated.yaml", "config/libraries.yaml"]}
+OVERLAYS = {
+    "libraries.yaml": ["config/emulated.yaml", "config/libraries.yaml"],
+    "slurm-emulated.yaml": ["config/slurm.yaml", "config/slurm-emulated.yaml"],
+}
 # Why the runs of a study fail on a machine like CI's (2 cores, no GPU, no Slurm), or None.
-EXPECTED_FAILURE = {"gpu.yaml": "GPU", "slurm.yaml": "srun"}
+EXPECTED_FAILURE = {"gpu.yaml": "GPU", "slurm.yaml": "srun", "slurm-emulated.yaml": "srun"}
 
 
 def expected_failure(name, config):
     if name == "gpu.yaml" and os.environ.get("DLSCALE_ENV_VARIANT") == "cuda":
         return None  # the cuda environment on a GPU machine runs it
-    if name == "slurm.yaml" and shutil.which("srun"):
-        pytest.skip("srun is on PATH: the Slurm study is run under Slurm by tests/test_slurm.py")
+    if name.startswith("slurm") and slurm.available()[0]:
+        pytest.skip("this machine can run a Slurm cluster: the study is run under Slurm by tests/test_slurm_cluster.py")
     return EXPECTED_FAILURE.get(name)
 
 
 def test_every_shipped_config_is_run_here():
-    assert SHIPPED == ["config.yaml", "emulated.yaml", "gpu.yaml", "libraries.yaml", "loader.yaml", "slurm.yaml"]
+    assert SHIPPED == [
+        "config.yaml",
+        "emulated.yaml",
+        "gpu.yaml",
+        "libraries.yaml",
+        "loader.yaml",
+        "slurm-emulated.yaml",
+        "slurm.yaml",
+    ]
 
 
 @pytest.mark.timeout(1800)

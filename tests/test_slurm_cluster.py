@@ -1,0 +1,246 @@
+"""The Slurm path for real, on the cluster `dlscale slurm up` makes here (harness/slurm.py): the
+shipped profile runs a study as Slurm jobs whose ranks srun starts through PMIx on emulated nodes,
+and the faults a cluster has (scancel, a drained node, a time limit, Ctrl-C) lose nothing measured
+and leave nothing running. Root only (daemons, namespaces); skipped elsewhere with the reason."""
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from harness import emulate, slurm
+from tests.conftest import ROOT
+from tests.test_slurm import _jobs
+
+OK, WHY = slurm.available()
+pytestmark = pytest.mark.skipif(not OK, reason=WHY)
+NODES = 2
+RATE_MBIT = 1000
+RUN = "runs/torch/tinynet/overlap/horovod/best/native/nodes2_rpn1_bs8_lw1/repeat0"
+DAEMONS = ("slurmctld", "slurmd", "slurmdbd", "slurmstepd")
+# The commands docs/guides/slurm.md shows, run here as they are written there.
+UP = ["slurm", "up", "--nodes", str(NODES), "--rate-mbit", str(RATE_MBIT)]
+STUDY = ["--profile", "profiles/slurm", "--configfile", "config/slurm.yaml", "config/slurm-emulated.yaml"]
+DOWN = ["slurm", "down"]
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    proc = _cli(*UP)
+    assert proc.returncode == 0, proc.stderr
+    assert "dlslurm-n[0-1]" in proc.stdout and "idle" in proc.stdout
+    yield
+    _cli(*DOWN)
+
+
+def _slurm(*argv):
+    return subprocess.run(argv, capture_output=True, text=True, env=slurm.environ(), check=True).stdout
+
+
+def _study(tmp_path, **overrides):
+    """config/slurm-emulated.yaml shrunk (one framework, tinynet, one repeat) with its results under tmp_path."""
+    study = {
+        "framework": ["torch"],
+        "model": ["tinynet"],
+        "nodes": [NODES],
+        "repeats": 1,
+        "data": {"kind": "images", "images": 64, "shards": 4, "on_corrupt": "fail"},
+        "allreduce_max_bytes": 65536,
+        "results": str(tmp_path / "results"),
+        "logs": str(tmp_path / "logs"),
+        **overrides,
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
+def _snakemake(study, *extra, profile=True, configfiles=()):
+    """The documented study command (STUDY), shrunk by `study`, then `configfiles` and `extra`."""
+    args = STUDY if profile else STUDY[STUDY.index("--configfile") :]
+    return [sys.executable, "-m", "snakemake", *args, str(study), *map(str, configfiles), *extra]
+
+
+def _run(argv, timeout=600):
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=slurm.environ(), timeout=timeout)
+
+
+def _start(argv):
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=slurm.environ())  # fmt: skip
+
+
+def _wait(what, ready, timeout=180):
+    deadline = time.monotonic() + timeout
+    while not (found := ready()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(1)
+    return found
+
+
+def _running_run_job():
+    """The Slurm job id of a training run whose ranks srun has started, or None."""
+    jobs = [line.split() for line in _slurm("squeue", "-h", "-o", "%i %T %k").splitlines()]
+    running = [job for job, state, comment in jobs if state == "RUNNING" and comment.startswith("rule_run_")]
+    steps = _slurm("squeue", "-h", "-s", "-o", "%i").split()
+    return next((job for job in running if f"{job}.0" in steps), None)
+
+
+def _left_on_nodes():
+    """Processes on the Slurm nodes other than their slurmd (a job's, a step's, a rank's)."""
+    left = []
+    for ns in [f"{slurm.EMULATED}-n{i}" for i in range(NODES)]:
+        for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+            try:
+                comm = open(f"/proc/{pid}/comm").read().strip()
+            except OSError:
+                continue
+            if comm != "slurmd":
+                left.append(f"{ns}: {comm}")
+    return left
+
+
+def _nothing_left():
+    _wait("every job's processes gone from the nodes", lambda: not _left_on_nodes(), timeout=60)
+    _wait("no job in the queue", lambda: not _slurm("squeue", "-h").strip(), timeout=60)
+
+
+def _rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_ranks_started_by_srun_on_two_nodes_meet_over_the_emulated_link(cluster, tmp_path):
+    script = tmp_path / "ranks.py"
+    script.write_text(
+        "import socket\nfrom mpi4py import MPI\nc = MPI.COMM_WORLD\n"
+        "print(c.Get_rank(), socket.gethostname(), c.allreduce(1), flush=True)\n"
+    )
+    out = _slurm("srun", "--mpi=pmix", f"-N{NODES}", f"-n{NODES}", sys.executable, str(script))
+    assert sorted(out.split("\n")[:-1]) == [f"{i} {slurm.node_name(i)} {NODES}" for i in range(NODES)]
+
+
+def test_a_study_under_slurm_has_the_tables_of_the_same_study_under_mpirun(cluster, tmp_path):
+    study = _study(tmp_path, nodes=[1, 2])
+    dry = _run(_snakemake(study, "--dry-run"))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    proc = _run(_snakemake(study))
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    # every MPI job ran as a Slurm job with the nodes and CPUs the dry run showed
+    accounted = {}
+    for line in _slurm("sacct", "-X", "-n", "-P", "-o", "Comment,NNodes,ReqCPUS,State").splitlines():
+        comment, nodes, cpus, state = line.split("|")
+        accounted[comment] = (int(nodes), int(cpus), state)
+    asked = {
+        f"rule_{rule}_wildcards_{'_'.join(w.values())}": (int(r["nodes"]), int(r["tasks"]) * int(r["cpus_per_task"]))
+        for rule in ("run", "allreduce")
+        for w, r in _jobs(dry.stdout)[rule]
+    }
+    assert len(asked) == 3 and {c: accounted[c] for c in asked} == {c: (*r, "COMPLETED") for c, r in asked.items()}
+    # the same study with mpirun on an emulated cluster of the same link rate
+    mpirun = tmp_path / "mpirun.yaml"
+    mpirun.write_text(
+        yaml.safe_dump(
+            {
+                "launcher": {"name": "mpirun"},
+                "emulate": {"rate_mbit": RATE_MBIT},
+                "results": str(tmp_path / "mpirun" / "results"),
+                "logs": str(tmp_path / "mpirun" / "logs"),
+            }
+        )
+    )
+    local = _run(_snakemake(study, "--cores", "all", profile=False, configfiles=[mpirun]))
+    assert local.returncode == 0, local.stdout[-5000:] + local.stderr[-5000:]
+    for table in ("runs.csv", "tidy.csv", "summary.csv"):
+        under_slurm = _rows(tmp_path / "results" / table)
+        under_mpirun = _rows(tmp_path / "mpirun" / "results" / table)
+        assert list(under_slurm[0]) == list(under_mpirun[0]), table
+        key = [k for k in ("framework", "model", "nodes", "ranks_per_node", "iteration", "rank") if k in under_slurm[0]]
+        assert sorted(tuple(r[k] for k in key) for r in under_slurm) == sorted(
+            tuple(r[k] for k in key) for r in under_mpirun
+        ), table
+    assert {r["status"] for r in _rows(tmp_path / "results" / "runs.csv")} == {"ok"}
+    hosts = {r["nodes"]: r["hosts"] for r in _rows(tmp_path / "results" / "runs.csv")}
+    assert slurm.node_name(1) in hosts["2"], hosts
+    _nothing_left()
+
+
+def test_scancel_of_a_running_run_leaves_it_incomplete_and_the_next_snakemake_redoes_it(cluster, tmp_path):
+    study = _study(tmp_path, iterations=600)
+    target = str(tmp_path / "results" / RUN / "status.json")
+    first = _start(_snakemake(study, target))
+    job = _wait("a training run's ranks running under Slurm", _running_run_job)
+    time.sleep(3)
+    _slurm("scancel", job)
+    out, _ = first.communicate(timeout=300)
+    assert first.returncode != 0 and f"SLURM-job '{job}' failed" in out and "CANCELLED" in out, out[-3000:]
+    _nothing_left()
+    run_dir = tmp_path / "results" / RUN
+    assert not (run_dir / "status.json").exists() and (run_dir / "rank0.jsonl").exists()
+    again = _run(_snakemake(study, target))
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "ok"
+    kept = list((tmp_path / "results" / "attempts").rglob("rank0.jsonl"))
+    assert kept, "the cancelled attempt's records were not kept"
+    _nothing_left()
+
+
+def test_a_drained_node_holds_its_jobs_with_the_reason_while_the_other_runs_go_on(cluster, tmp_path):
+    study = _study(tmp_path, nodes=[1, 2])
+    drained = slurm.node_name(NODES - 1)
+    _slurm("scontrol", "update", f"nodename={drained}", "state=drain", "reason=dlscale test drain")
+    try:
+        proc = _start(_snakemake(study))
+        one_node = tmp_path / "results" / RUN.replace("nodes2", "nodes1") / "status.json"
+        _wait("the 1-node run done on the node left", one_node.exists, timeout=300)
+        reasons = _slurm("squeue", "-h", "-o", "%k %T %r")
+        held = [line for line in reasons.splitlines() if "_2_1" in line.split()[0]]
+        assert held and all(" PENDING " in line and "ReqNodeNotAvail" in line for line in held), reasons
+        assert json.loads(one_node.read_text())["status"] == "ok"
+    finally:
+        _slurm("scontrol", "update", f"nodename={drained}", "state=resume")
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out[-3000:]
+    assert {r["status"] for r in _rows(tmp_path / "results" / "runs.csv")} == {"ok"}
+    _nothing_left()
+
+
+def test_a_run_past_its_time_limit_fails_with_that_reason(cluster, tmp_path):
+    study = _study(tmp_path, iterations=100000)
+    target = str(tmp_path / "results" / RUN / "status.json")
+    proc = _run(_snakemake(study, target, "--default-resources", "runtime=1"), timeout=400)
+    assert proc.returncode != 0 and "TIMEOUT" in proc.stdout, proc.stdout[-3000:]
+    assert not (tmp_path / "results" / RUN / "status.json").exists()
+    assert (tmp_path / "results" / RUN / "rank0.jsonl").exists()
+    _nothing_left()
+
+
+def test_ctrl_c_to_snakemake_cancels_its_jobs(cluster, tmp_path):
+    study = _study(tmp_path, iterations=100000)
+    proc = _start(_snakemake(study, str(tmp_path / "results" / RUN / "status.json")))
+    _wait("a training run's ranks running under Slurm", _running_run_job)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out[-3000:]
+    _nothing_left()
+    assert not (tmp_path / "results" / RUN / "status.json").exists()
+
+
+def test_down_removes_the_cluster_and_everything_running_on_it(cluster):
+    proc = _cli(*DOWN)
+    assert proc.returncode == 0, proc.stderr
+    assert not slurm.STATE.exists() and not slurm.is_up()
+    assert not [ns for ns in emulate.namespaces() if ns.startswith(slurm.EMULATED)]
+    ps = subprocess.run(["ps", "-eo", "stat,comm"], capture_output=True, text=True).stdout.split("\n")[1:]
+    assert not [line for line in ps if line.split()[-1:] and line.split()[-1] in DAEMONS and "Z" not in line]
+    assert slurm.HOSTS_MARK not in slurm.ETC_HOSTS.read_text()
+    assert not (slurm.SITE_CONF.is_symlink() and slurm.SITE_CONF.readlink() == slurm.CONF)

@@ -6,11 +6,13 @@ import io
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from harness import images
 from workloads import frameworks, loaders
-from workloads.loaders import DataError
+from workloads.loaders import DataError, crop_box
 
 torch_loader = frameworks.module("torch", "loader")
 tf_loader = frameworks.module("tensorflow", "loader")
@@ -224,3 +226,30 @@ def test_a_run_started_by_hand_prepares_the_images_first(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "preparing the training images" in proc.stderr
     assert images.Dataset(cfg.dataset_folder(conf)).describe()["images"] == 16
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    width=st.integers(1, 4000),
+    height=st.integers(1, 4000),
+    seed=st.integers(0, 2**32 - 1),
+    augment=st.booleans(),
+)
+def test_the_crop_is_inside_the_image_whatever_its_shape(width, height, seed, augment):
+    """The crop box lies in the image; where torchvision's rule falls back to the centre crop (an
+    image far from square, every random try outside it), at the nearest allowed aspect. A wide image
+    once got a box taller than itself there (a negative offset: 'box offset can't be negative')."""
+    left, top, right, bottom = crop_box(np.random.default_rng(seed), width, height, augment=augment)
+    assert 0 <= left < right <= width and 0 <= top < bottom <= height
+
+
+def test_the_centre_crop_of_a_very_wide_or_tall_image_keeps_the_short_side():
+    class NoFit:  # every random try too large, so the rule falls back to the centre crop
+        def uniform(self, lo, hi):
+            return hi
+
+        def integers(self, lo, hi):
+            return lo
+
+    assert crop_box(NoFit(), 1000, 100) == (433, 0, 566, 100)  # 4:3 at the image's height
+    assert crop_box(NoFit(), 100, 1000) == (0, 433, 100, 566)  # 3:4 at the image's width

@@ -86,8 +86,17 @@ def test_the_slurm_cluster_config_names_every_emulated_node_with_its_address_and
         "NodeName=dlslurm-n1 NodeAddr=10.213.0.2 CPUs=1 RealMemory=4000 State=UNKNOWN",
         "NodeName=dlslurm-n2 NodeAddr=10.213.0.3 CPUs=2 RealMemory=4000 State=UNKNOWN",
     ]
-    text = (slurm.HERE / "slurm.conf.in").read_text().format(
-        cluster="c", head_name="h", head_addr=slurm.HEAD_ADDR, state="/s", partition="p", node_lines="\n".join(lines)
+    text = (
+        (slurm.HERE / "slurm.conf.in")
+        .read_text()
+        .format(
+            cluster="c",
+            head_name="h",
+            head_addr=slurm.HEAD_ADDR,
+            state="/s",
+            partition="p",
+            node_lines="\n".join(lines),
+        )
     )
     conf = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "NodeName")))
     assert conf["SlurmctldHost"] == f"h({slurm.HEAD_ADDR})" and conf["TmpFS"] == "/s/tmp/%n"

@@ -51,10 +51,11 @@ def _study(tmp_path, **overrides):
     study = {
         "framework": ["torch"],
         "model": ["tinynet"],
-        "nodes": [NODES],
+        "nodes": [1, NODES],
         "repeats": 1,
         "data": {"kind": "images", "images": 64, "shards": 4, "on_corrupt": "fail"},
         "allreduce_max_bytes": 65536,
+        "replay": {"nodes": [NODES], "models": ["tinynet"], "iterations": 5, "warmup": 1},
         "results": str(tmp_path / "results"),
         "logs": str(tmp_path / "logs"),
         **overrides,
@@ -65,9 +66,10 @@ def _study(tmp_path, **overrides):
 
 
 def _snakemake(study, *extra, profile=True, configfiles=()):
-    """The documented study command (STUDY), shrunk by `study`, then `configfiles` and `extra`."""
+    """The documented study command (STUDY), shrunk by `study`, then `configfiles`; `extra` (targets,
+    options) goes first, where --configfile's list cannot take it."""
     args = STUDY if profile else STUDY[STUDY.index("--configfile") :]
-    return [sys.executable, "-m", "snakemake", *args, str(study), *map(str, configfiles), *extra]
+    return [sys.executable, "-m", "snakemake", *extra, *args, str(study), *map(str, configfiles)]
 
 
 def _run(argv, timeout=600):
@@ -79,10 +81,12 @@ def _start(argv):
                             env=slurm.environ())  # fmt: skip
 
 
-def _wait(what, ready, timeout=180):
+def _wait(what, ready, timeout=180, proc=None):
+    """Wait for ready() (its value), failing after `timeout` or when snakemake `proc` ends first."""
     deadline = time.monotonic() + timeout
     while not (found := ready()):
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        assert proc is None or proc.poll() is None, f"{what}: snakemake ended first:\n{proc.stdout.read()[-3000:]}"
         time.sleep(1)
     return found
 
@@ -130,7 +134,7 @@ def test_ranks_started_by_srun_on_two_nodes_meet_over_the_emulated_link(cluster,
 
 
 def test_a_study_under_slurm_has_the_tables_of_the_same_study_under_mpirun(cluster, tmp_path):
-    study = _study(tmp_path, nodes=[1, 2])
+    study = _study(tmp_path)
     dry = _run(_snakemake(study, "--dry-run"))
     assert dry.returncode == 0, dry.stderr[-3000:]
     proc = _run(_snakemake(study))
@@ -142,10 +146,10 @@ def test_a_study_under_slurm_has_the_tables_of_the_same_study_under_mpirun(clust
         accounted[comment] = (int(nodes), int(cpus), state)
     asked = {
         f"rule_{rule}_wildcards_{'_'.join(w.values())}": (int(r["nodes"]), int(r["tasks"]) * int(r["cpus_per_task"]))
-        for rule in ("run", "allreduce")
+        for rule in ("run", "allreduce", "replay")
         for w, r in _jobs(dry.stdout)[rule]
     }
-    assert len(asked) == 3 and {c: accounted[c] for c in asked} == {c: (*r, "COMPLETED") for c, r in asked.items()}
+    assert len(asked) == 4 and {c: accounted[c] for c in asked} == {c: (*r, "COMPLETED") for c, r in asked.items()}
     # the same study with mpirun on an emulated cluster of the same link rate
     mpirun = tmp_path / "mpirun.yaml"
     mpirun.write_text(
@@ -178,7 +182,7 @@ def test_scancel_of_a_running_run_leaves_it_incomplete_and_the_next_snakemake_re
     study = _study(tmp_path, iterations=600)
     target = str(tmp_path / "results" / RUN / "status.json")
     first = _start(_snakemake(study, target))
-    job = _wait("a training run's ranks running under Slurm", _running_run_job)
+    job = _wait("a training run's ranks running under Slurm", _running_run_job, proc=first)
     time.sleep(3)
     _slurm("scancel", job)
     out, _ = first.communicate(timeout=300)
@@ -195,13 +199,13 @@ def test_scancel_of_a_running_run_leaves_it_incomplete_and_the_next_snakemake_re
 
 
 def test_a_drained_node_holds_its_jobs_with_the_reason_while_the_other_runs_go_on(cluster, tmp_path):
-    study = _study(tmp_path, nodes=[1, 2])
+    study = _study(tmp_path)
     drained = slurm.node_name(NODES - 1)
     _slurm("scontrol", "update", f"nodename={drained}", "state=drain", "reason=dlscale test drain")
     try:
         proc = _start(_snakemake(study))
         one_node = tmp_path / "results" / RUN.replace("nodes2", "nodes1") / "status.json"
-        _wait("the 1-node run done on the node left", one_node.exists, timeout=300)
+        _wait("the 1-node run done on the node left", one_node.exists, timeout=300, proc=proc)
         reasons = _slurm("squeue", "-h", "-o", "%k %T %r")
         held = [line for line in reasons.splitlines() if "_2_1" in line.split()[0]]
         assert held and all(" PENDING " in line and "ReqNodeNotAvail" in line for line in held), reasons
@@ -227,7 +231,7 @@ def test_a_run_past_its_time_limit_fails_with_that_reason(cluster, tmp_path):
 def test_ctrl_c_to_snakemake_cancels_its_jobs(cluster, tmp_path):
     study = _study(tmp_path, iterations=100000)
     proc = _start(_snakemake(study, str(tmp_path / "results" / RUN / "status.json")))
-    _wait("a training run's ranks running under Slurm", _running_run_job)
+    _wait("a training run's ranks running under Slurm", _running_run_job, proc=proc)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0, out[-3000:]

@@ -61,11 +61,11 @@ def crop_box(rng, width, height, augment=True):
             if 0 < w <= width and 0 < h <= height:
                 left, top = rng.integers(0, width - w + 1), rng.integers(0, height - h + 1)
                 return left, top, left + w, top + h
-        aspect = width / height
+        aspect = width / height  # clamped into ASPECT: a wide image keeps its height, a tall one its width
         w, h = (
-            (width, round(width / ASPECT[1]))
+            (round(height * ASPECT[1]), height)
             if aspect > ASPECT[1]
-            else (round(height * ASPECT[0]), height)
+            else (width, round(width / ASPECT[0]))
             if aspect < ASPECT[0]
             else (width, height)
         )

@@ -206,9 +206,11 @@ def test_a_drained_node_holds_its_jobs_with_the_reason_while_the_other_runs_go_o
         proc = _start(_snakemake(study))
         one_node = tmp_path / "results" / RUN.replace("nodes2", "nodes1") / "status.json"
         _wait("the 1-node run done on the node left", one_node.exists, timeout=300, proc=proc)
-        reasons = _slurm("squeue", "-h", "-o", "%k %T %r")
-        held = [line for line in reasons.splitlines() if "_2_1" in line.split()[0]]
-        assert held and all(" PENDING " in line and "ReqNodeNotAvail" in line for line in held), reasons
+        queue = [line.split(" ", 2) for line in _slurm("squeue", "-h", "-o", "%k %T %r").splitlines()]
+        two_node = {comment: (state, reason) for comment, state, reason in queue if "_2_1" in comment}
+        assert two_node and all(state == "PENDING" for state, _ in two_node.values()), queue
+        # the first in line says why (those behind it: "Priority")
+        assert any("DRAINED" in reason or "ReqNodeNotAvail" in reason for _, reason in two_node.values()), queue
         assert json.loads(one_node.read_text())["status"] == "ok"
     finally:
         _slurm("scontrol", "update", f"nodename={drained}", "state=resume")

@@ -73,12 +73,34 @@ def _snakemake(study, *extra, profile=True, configfiles=()):
 
 
 def _run(argv, timeout=600):
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=slurm.environ(), timeout=timeout)
+    """snakemake's output, its log (stderr) included, in .stdout."""
+    return subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=slurm.environ(), timeout=timeout)  # fmt: skip
+
+
+STARTED = []
+
+
+@pytest.fixture(autouse=True)
+def _no_snakemake_left():
+    """A test that fails while its snakemake runs does not leave it running (and polling the cluster)."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:  # as Ctrl-C: it cancels its jobs and removes its lock
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _start(argv):
-    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=slurm.environ())  # fmt: skip
+    STARTED.append(proc)
+    return proc
 
 
 def _wait(what, ready, timeout=180, proc=None):
@@ -136,9 +158,9 @@ def test_ranks_started_by_srun_on_two_nodes_meet_over_the_emulated_link(cluster,
 def test_a_study_under_slurm_has_the_tables_of_the_same_study_under_mpirun(cluster, tmp_path):
     study = _study(tmp_path)
     dry = _run(_snakemake(study, "--dry-run"))
-    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert dry.returncode == 0, dry.stdout[-3000:]
     proc = _run(_snakemake(study))
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    assert proc.returncode == 0, proc.stdout[-5000:]
     # every MPI job ran as a Slurm job with the nodes and CPUs the dry run showed
     accounted = {}
     for line in _slurm("sacct", "-X", "-n", "-P", "-o", "Comment,NNodes,ReqCPUS,State").splitlines():
@@ -163,7 +185,7 @@ def test_a_study_under_slurm_has_the_tables_of_the_same_study_under_mpirun(clust
         )
     )
     local = _run(_snakemake(study, "--cores", "all", profile=False, configfiles=[mpirun]))
-    assert local.returncode == 0, local.stdout[-5000:] + local.stderr[-5000:]
+    assert local.returncode == 0, local.stdout[-5000:]
     for table in ("runs.csv", "tidy.csv", "summary.csv"):
         under_slurm = _rows(tmp_path / "results" / table)
         under_mpirun = _rows(tmp_path / "mpirun" / "results" / table)

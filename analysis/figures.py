@@ -124,7 +124,11 @@ def _dress_line_axes(grid, ok, column, ideal):
     for model, ax in grid.axes_dict.items():
         for (fw, _), g in ok[ok["model"] == model].groupby(["framework", "setting"]):
             if f"{column}_ci_lo" in g:
-                yerr = [g[column] - g[f"{column}_ci_lo"], g[f"{column}_ci_hi"] - g[column]]
+                # an unbounded end (a rate whose time interval reaches zero) is left undrawn
+                yerr = [
+                    (g[column] - g[f"{column}_ci_lo"]).replace(math.inf, math.nan),
+                    (g[f"{column}_ci_hi"] - g[column]).replace(math.inf, math.nan),
+                ]
                 ax.errorbar(
                     g["ranks"],
                     g[column],

@@ -5,7 +5,17 @@ Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x b
 - throughput_img_per_s = ranks x batch_size / mean iteration time over measured iterations;
 - speedup(N) = throughput(N) / throughput(1); efficiency(N) = throughput(N) / (N x throughput(1)),
   against the 1-rank run of the same framework, model, comm mode and batch size;
-- confidence intervals are two-sided 95% Student-t intervals over the repeats' run means;
+- summaries follow Hoefler and Belli's rules (SC15): costs (iteration and phase times) by the
+  arithmetic mean over the repeats' run means; the rate (throughput) by the harmonic mean, i.e.
+  ranks x batch / the mean iteration time (total images over total time), its interval the cost's
+  interval carried through that same map; each cost's two-sided 95% interval is Student-t only
+  where a Shapiro-Wilk test on the repeats (3 or more) does not reject normality at ALPHA, else a
+  percentile bootstrap of the mean (BOOTSTRAP resamples, seeded), and which one was used is in
+  `iteration_s_ci_method`; with 2 repeats normality cannot be tested and the interval is Student-t,
+  said so;
+- per run, beside the mean: the median and 95th percentile of the iteration time and the outlier
+  iterations (Tukey's far out: above the third quartile + 3 x the interquartile range, e.g. a
+  garbage collection), kept in every mean and counted (`outlier_iterations`);
 - speedup and efficiency are ratios of two independent means (N-rank and 1-rank throughput over
   their repeats): their interval is the ratio +- t x its standard error by the delta method,
   se(a/b) = (a/b) sqrt(se_a^2/a^2 + se_b^2/b^2), with min(n_a, n_b) - 1 degrees of freedom (NaN
@@ -29,10 +39,13 @@ from scipy import stats
 # Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
 # allreduce time (comm_total) and the part of it overlapped with compute (overlap).
 from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
-from workloads.frameworks import HOROVOD, LIBRARIES, NATIVE
+from workloads.frameworks import HOROVOD, NATIVE
 
 NOISE_CV = 0.05
 PRECISION = 0.05
+ALPHA = 0.05  # the normality test's level
+BOOTSTRAP = 10000
+FAR_OUT = 3.0  # Tukey's fence for far-out values, in interquartile ranges above the third quartile
 
 
 def mean_ci(values, confidence=0.95):
@@ -47,9 +60,47 @@ def mean_ci(values, confidence=0.95):
     return mean, mean - half, mean + half
 
 
+def interval(values, confidence=0.95, seed=0):
+    """(mean, lower, upper, method): the mean with a Student-t interval where a Shapiro-Wilk test
+    does not reject normality (3 or more values), else a percentile bootstrap interval of the mean."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if len(x) < 2:
+        return (float(x.mean()) if len(x) else math.nan), math.nan, math.nan, f"none ({len(x)} repeat)"
+    mean, lo, hi = mean_ci(x, confidence)
+    if len(x) < 3:
+        return mean, lo, hi, "t (2 repeats: normality untested)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # identical values: no test needed, and scipy says so
+        p = stats.shapiro(x).pvalue if np.ptp(x) > 0 else 1.0
+    if p >= ALPHA:
+        return mean, lo, hi, f"t (Shapiro-Wilk p={p:.2f})"
+    means = np.random.default_rng(seed).choice(x, (BOOTSTRAP, len(x))).mean(axis=1)
+    lo, hi = np.quantile(means, [0.5 - confidence / 2, 0.5 + confidence / 2])
+    return mean, float(lo), float(hi), f"bootstrap (Shapiro-Wilk p={p:.3f})"
+
+
+def harmonic_rate(work, cost_mean, cost_lo, cost_hi):
+    """(rate, lower, upper) of `work` per unit cost from the mean cost and its interval: the
+    harmonic mean of the per-run rates (total work over total time), never their arithmetic mean."""
+
+    def per(cost):  # an interval reaching zero time or below leaves the rate unbounded above
+        return math.nan if cost is None or math.isnan(cost) else work / cost if cost > 0 else math.inf
+
+    return per(cost_mean), per(cost_hi), per(cost_lo)
+
+
+def outliers(times, fence=FAR_OUT):
+    """How many of `times` are far out: above the third quartile + `fence` interquartile ranges."""
+    q1, q3 = np.quantile(times, [0.25, 0.75])
+    return int((np.asarray(times) > q3 + fence * (q3 - q1)).sum())
+
+
 # run_metrics.csv, one row per run (`run_table`).
 RUN_METRICS_COLUMNS = (
-    RUN_KEYS + ["iteration_s", "iterations", "ranks", "throughput_img_per_s"] + [seconds(p) for p in PHASE_COLUMNS]
+    RUN_KEYS
+    + ["iteration_s", "iteration_s_median", "iteration_s_p95", "outlier_iterations", "iterations", "ranks"]
+    + ["throughput_img_per_s"]
+    + [seconds(p) for p in PHASE_COLUMNS]
 )
 
 
@@ -61,7 +112,17 @@ def run_table(tidy):
     # throughput from the measured iterations only: never the traced (profiled) ones
     wall = measured[(measured["phase"] == "wall") & ~measured["profiled"].astype(bool)]
     step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
-    runs = step.groupby(RUN_KEYS, observed=True).agg(iteration_s="mean", iterations="count").reset_index()
+    runs = (
+        step.groupby(RUN_KEYS, observed=True)
+        .agg(
+            iteration_s="mean",
+            iteration_s_median="median",
+            iteration_s_p95=lambda t: t.quantile(0.95),
+            outlier_iterations=outliers,
+            iterations="count",
+        )
+        .reset_index()
+    )
     ranks = runs["nodes"] * runs["ranks_per_node"]
     runs["ranks"] = ranks
     # an iteration recorded as taking no time has no rate (rather than an infinite one)
@@ -100,15 +161,23 @@ def summarize(runs, status=None):
 def _configurations(runs):
     """One row per configuration of the successful runs: means and CIs over repeats, and the
     iteration time's noise and precision."""
-    value_cols = ["iteration_s", "throughput_img_per_s"] + [seconds(p) for p in PHASE_COLUMNS]
+    costs = ["iteration_s"] + [seconds(p) for p in PHASE_COLUMNS]
+    value_cols = ["iteration_s", "throughput_img_per_s"] + costs[1:]
     rows = []
     for key, group in runs.groupby(CONFIG_KEYS, observed=True):
         row = dict(zip(CONFIG_KEYS, key))
         row["ranks"] = int(group["ranks"].iloc[0])
         row["repeats_ok"] = len(group)
-        for col in value_cols:
-            row[col], row[f"{col}_ci_lo"], row[f"{col}_ci_hi"] = mean_ci(group[col])
-        row["throughput_se"] = _se(group["throughput_img_per_s"])
+        for col in costs:
+            row[col], row[f"{col}_ci_lo"], row[f"{col}_ci_hi"], method = interval(group[col])
+            if col == "iteration_s":
+                row["iteration_s_ci_method"] = method
+        images = row["ranks"] * row["batch_size"]
+        rate = harmonic_rate(images, row["iteration_s"], row["iteration_s_ci_lo"], row["iteration_s_ci_hi"])
+        row["throughput_img_per_s"], row["throughput_img_per_s_ci_lo"], row["throughput_img_per_s_ci_hi"] = rate
+        row["throughput_se"] = row["throughput_img_per_s"] * _se(group["iteration_s"]) / row["iteration_s"]
+        row["iteration_s_median"] = float(group["iteration_s_median"].median())
+        row["outlier_iterations"] = int(group["outlier_iterations"].sum())
         row["iteration_s_cv"] = _cv(group["iteration_s"])
         row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
         row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
@@ -118,6 +187,7 @@ def _configurations(runs):
         columns=CONFIG_KEYS
         + ["ranks", "repeats_ok"]
         + [c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")]
+        + ["iteration_s_ci_method", "iteration_s_median", "outlier_iterations"]
         + ["throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"],
     )
 
@@ -223,29 +293,49 @@ def ratio_ci(a, se_a, n_a, b, se_b, n_b, confidence=0.95):
     return ratio, ratio - half, ratio + half
 
 
-def library_ratios(summary):
-    """Each configuration run through both libraries: Horovod's and the framework's own throughput
-    (with their intervals) and native / horovod with its delta-method interval; `differs` is "yes"
-    where that interval excludes 1, "no" where it holds it, "n/a" without one."""
-    keys = [k for k in CONFIG_KEYS if k != "comm_library"] + ["ranks"]
+def pair_ratios(summary, dimension, numerator, denominator):
+    """Each configuration run with both `numerator` and `denominator` as its `dimension` (framework,
+    comm_library ...): their throughputs with intervals (columns `numerator`, `denominator` and their
+    `_ci_lo`, `_ci_hi`, `_se`, `_n`) and numerator / denominator with its delta-method interval;
+    `differs` is "yes" where that interval excludes 1, "no" where it holds it, "n/a" without one."""
+    keys = [k for k in CONFIG_KEYS if k != dimension] + ["ranks"]
     ok = summary[summary["repeats_ok"] > 0]
     cols = ["throughput_img_per_s", "throughput_img_per_s_ci_lo", "throughput_img_per_s_ci_hi", "throughput_se"]
     sides = {
-        lib: ok[ok["comm_library"] == lib][keys + cols + ["repeats_ok"]].rename(
-            columns={c: c.replace("throughput_img_per_s", lib).replace("throughput", lib) for c in cols}
-            | {"repeats_ok": f"{lib}_n"}
+        side: ok[ok[dimension] == value][keys + cols + ["repeats_ok"]].rename(
+            columns={c: c.replace("throughput_img_per_s", side).replace("throughput", side) for c in cols}
+            | {"repeats_ok": f"{side}_n"}
         )
-        for lib in LIBRARIES
+        for side, value in (("numerator", numerator), ("denominator", denominator))
     }
-    both = sides[HOROVOD].merge(sides[NATIVE], on=keys)
+    both = sides["denominator"].merge(sides["numerator"], on=keys)
     rows = []
     for r in both.to_dict("records"):
         ratio, lo, hi = ratio_ci(
-            r[NATIVE], r[f"{NATIVE}_se"], r[f"{NATIVE}_n"], r[HOROVOD], r[f"{HOROVOD}_se"], r[f"{HOROVOD}_n"]
-        )
+            r["numerator"], r["numerator_se"], r["numerator_n"], r["denominator"], r["denominator_se"],
+            r["denominator_n"],
+        )  # fmt: skip
         differs = "n/a" if math.isnan(lo) else ("yes" if lo > 1 or hi < 1 else "no")
         rows.append({**r, "ratio": ratio, "ratio_ci_lo": lo, "ratio_ci_hi": hi, "differs": differs})
     return pd.DataFrame(rows, columns=list(both.columns) + ["ratio", "ratio_ci_lo", "ratio_ci_hi", "differs"])
+
+
+def library_ratios(summary):
+    """native / horovod of each configuration run through both libraries (pair_ratios, the sides
+    named by their library)."""
+    ratios = pair_ratios(summary, "comm_library", NATIVE, HOROVOD)
+    return ratios.rename(columns=lambda c: c.replace("numerator", NATIVE).replace("denominator", HOROVOD))
+
+
+def framework_ratios(summary):
+    """Every pair of the study's frameworks (in name order, a / b) in each configuration both ran:
+    pair_ratios with columns `a` and `b` naming them (Hoefler and Belli's rule 7: compare by a ratio
+    with its interval, not by eye)."""
+    names = sorted(summary.loc[summary["repeats_ok"] > 0, "framework"].unique())
+    pairs = [
+        pair_ratios(summary, "framework", a, b).assign(a=a, b=b) for i, a in enumerate(names) for b in names[i + 1 :]
+    ]
+    return pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(columns=["a", "b", "ratio", "differs"])
 
 
 def add_scaling(summary):

@@ -269,6 +269,8 @@ def write(summary, runs, environment, model_error, figures, config, out_path, mo
     model: model.csv (per run, measured and predicted)."""
     out_path = Path(out_path)
     parts = _study_lines(config, runs) + _provenance_lines(environment, runs) + _results_lines(summary, runs)
+    parts += _summary_method_lines(summary, config)
+    parts += _framework_lines(summary)
     parts += _library_lines(summary, config)
     if model_error:
         parts += ["## Performance model", ""] + model_tables(
@@ -340,6 +342,58 @@ def _results_lines(summary, runs):
             + [""]
         )
     return parts
+
+
+def _summary_method_lines(summary, config):
+    """How the study's numbers were summarized, from its own settings and summary (Hoefler and Belli,
+    SC15: rates by the harmonic mean, intervals that assume normality only where a test allows)."""
+    ok = summary[summary["repeats_ok"] > 0]
+    if ok.empty or "iteration_s_ci_method" not in ok:
+        return []
+    method = ok["iteration_s_ci_method"].fillna("")
+    boot, t = method.str.startswith("bootstrap").sum(), method.str.startswith("t ").sum()
+    outliers = int(ok["outlier_iterations"].fillna(0).sum())
+    return [
+        "### How these numbers are summarized",
+        "",
+        "- throughput: the harmonic mean over repeats (ranks x batch / the mean iteration time: total images "
+        "over total time), its interval the iteration time's carried through that map; iteration and phase "
+        "times: arithmetic means (Hoefler and Belli, SC15, rule 3)",
+        f"- 95% intervals over the repeats' run means: Student-t in {t} configuration(s) (a Shapiro-Wilk test "
+        f"did not reject normality, or 2 repeats could not be tested), percentile bootstrap in {boot} (normality "
+        f"rejected), none in {len(ok) - t - boot} (1 repeat); each configuration's in `summary.csv` "
+        "(`iteration_s_ci_method`)",
+        f"- each run: {config.get('warmup', 'n/a')} warm-up iterations excluded, {config.get('iterations', 'n/a')} "
+        f"measured; {config.get('repeats', 'n/a')} repeats per configuration",
+        f"- far-out iterations (above the third quartile + 3 interquartile ranges): {outliers}, kept in every "
+        "mean; per run in `run_metrics.csv` (`outlier_iterations`, beside the median and 95th percentile)",
+        "",
+    ]
+
+
+def _framework_lines(summary):
+    """Each pair of frameworks in each configuration both ran: a / b throughput with its 95% interval."""
+    from analysis.metrics import framework_ratios
+
+    ratios = framework_ratios(summary)
+    if ratios.empty:
+        return []
+    return [
+        "## Framework comparisons",
+        "",
+        "Each pair of frameworks in each configuration both ran: throughput a / b with its 95% delta-method "
+        "interval; `differs` where the interval excludes 1 (else the difference is within the noise).",
+        "",
+        _table(
+            ["a / b", "network", "comm", "library", "layout", "timing", "ranks", "ratio (95% CI)", "differs"],
+            [
+                [f"{r['a']} / {r['b']}", r["model"], r["comm"], r["comm_library"], r["layout"], r["timing"]]
+                + [str(r["ranks"]), _with_ci(r, "ratio"), r["differs"]]
+                for r in ratios.to_dict("records")
+            ],
+        ),
+        "",
+    ]
 
 
 def _library_lines(summary, config):

@@ -129,11 +129,19 @@ _VALUES = {
     **{seconds(p): f"mean {p} time per iteration, seconds: {d}" for p, d in _PHASE.items()},
 }
 
+_SPREAD = {
+    "iteration_s_median": "median iteration time, seconds",
+    "outlier_iterations": "far-out iterations (above the third quartile + 3 interquartile ranges, e.g. a garbage "
+    "collection): kept in the means, counted here",
+}
+
 RUN_METRICS = {
     **_IDENTITY,
     "iterations": "measured iterations (warm-up and traced ones excluded)",
     "ranks": "nodes x ranks_per_node",
     **{col: f"{text}; over the run's measured iterations" for col, text in _VALUES.items()},
+    **{col: f"{text}; over the run's measured iterations" for col, text in _SPREAD.items()},
+    "iteration_s_p95": "95th percentile of the iteration time, seconds; over the run's measured iterations",
 }
 
 SUMMARY = {
@@ -145,11 +153,19 @@ SUMMARY = {
         for col, text in _VALUES.items()
         for c, d in (
             (col, f"{text}; mean over repeats"),
-            (f"{col}_ci_lo", f"lower end of {col}'s two-sided 95% Student-t interval over repeats"),
+            (f"{col}_ci_lo", f"lower end of {col}'s two-sided 95% interval over repeats (iteration_s_ci_method)"),
             (f"{col}_ci_hi", f"upper end of {col}'s 95% interval"),
         )
     },
-    "throughput_se": "standard error of the throughput over repeats",
+    "throughput_img_per_s": "throughput, images/s over all ranks: the harmonic mean over repeats (ranks x batch / "
+    "the mean iteration time), a rate never averaged arithmetically",
+    "throughput_img_per_s_ci_lo": "lower end of the throughput's 95% interval: the iteration time's, carried through "
+    "ranks x batch / time",
+    "iteration_s_ci_method": "how the cost intervals were made: Student-t where a Shapiro-Wilk test on the repeats "
+    "does not reject normality (p >= 0.05), else a percentile bootstrap of the mean; with its p",
+    "iteration_s_median": "median over repeats of each run's median iteration time, seconds",
+    "outlier_iterations": "far-out iterations of all repeats (kept in the means; see run_metrics.csv)",
+    "throughput_se": "standard error of the throughput over repeats (delta method from the iteration time's)",
     "iteration_s_cv": "run-to-run coefficient of variation of the iteration time",
     "iteration_s_ci_rel": "the 95% interval's half-width over the mean iteration time",
     "repeats_needed": "the repeats that would bring the 95% interval within 5% of the mean at the measured CV",

@@ -147,9 +147,11 @@ def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_
         row["model"] = "other"
     summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
     ratios = metrics.library_ratios(summary).set_index("model")
-    a, b = [16 / w for w in walls["native"]], [16 / w for w in walls["horovod"]]
+    # throughputs are harmonic means (16 images / the mean iteration time), their standard errors
+    # the iteration time's relative one
+    a, b = walls["native"], walls["horovod"]
     sd = lambda x: pd.Series(x).std(ddof=1) / math.sqrt(len(x))  # noqa: E731
-    ratio = (sum(a) / 3) / (sum(b) / 3)
+    ratio = (16 / (sum(a) / 3)) / (16 / (sum(b) / 3))
     half = 4.302653 * ratio * math.sqrt((sd(a) / (sum(a) / 3)) ** 2 + (sd(b) / (sum(b) / 3)) ** 2)
     assert ratios.loc["m", "ratio"] == pytest.approx(ratio)
     interval = (ratios.loc["m", "ratio_ci_lo"], ratios.loc["m", "ratio_ci_hi"])
@@ -267,3 +269,77 @@ def test_phase_figure_of_a_one_network_study_with_long_labels(tmp_path):
     paths = figures.phases(pd.DataFrame(rows), figures.figure_paths(tmp_path, ["phases"]))
     assert sorted(p.name for p in paths) == ["phases.pdf", "phases.png"]
     assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_throughput_is_the_harmonic_mean_of_the_repeats_rates():
+    """Rule 3: rates by the harmonic mean. Repeats at 0.1 s and 0.3 s per iteration (8 images): 80
+    and 26.7 img/s, whose arithmetic mean (53.3) no study ran at; 8 / 0.2 = 40 img/s is right."""
+    rows = tidy_rows(1, [[0.1]], repeat=0) + tidy_rows(1, [[0.3]], repeat=1)
+    summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
+    (row,) = summary.to_dict("records")
+    assert row["throughput_img_per_s"] == pytest.approx(40.0)
+    # the rate's interval is the iteration time's, carried through 8 / time; two repeats' Student-t
+    # interval of the time reaches below zero, so the rate's is unbounded above
+    assert row["throughput_img_per_s_ci_lo"] == pytest.approx(8 / row["iteration_s_ci_hi"])
+    assert row["iteration_s_ci_lo"] < 0 and row["throughput_img_per_s_ci_hi"] == math.inf
+    assert row["iteration_s_ci_method"] == "t (2 repeats: normality untested)"
+    assert metrics.harmonic_rate(8, 0.2, 0.1, 0.4) == pytest.approx((40.0, 20.0, 80.0))
+
+
+def test_skewed_repeats_get_a_bootstrap_interval_normal_ones_student_t():
+    skewed = [1.0] * 9 + [3.0]  # one repeat three times the others: Shapiro-Wilk rejects normality
+    mean, lo, hi, method = metrics.interval(skewed)
+    assert method.startswith("bootstrap (Shapiro-Wilk p=") and mean == pytest.approx(1.2)
+    assert 1.0 <= lo < mean < hi <= 1.6  # within what resampling ten values can give
+    assert (lo, hi) != pytest.approx(metrics.mean_ci(skewed)[1:])
+    normal = [0.98, 1.0, 1.02, 0.99, 1.01]
+    mean, lo, hi, method = metrics.interval(normal)
+    assert method.startswith("t (Shapiro-Wilk p=") and (lo, hi) == pytest.approx(metrics.mean_ci(normal)[1:])
+    assert metrics.interval([2.0])[3] == "none (1 repeat)" and math.isnan(metrics.interval([2.0])[1])
+    assert metrics.interval([2.0, 2.0, 2.0])[1:3] == pytest.approx((2.0, 2.0))
+
+
+def test_a_planted_garbage_collection_is_kept_counted_and_shown_beside_the_median():
+    walls = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.3]  # one 200 ms collection in ten iterations
+    runs = metrics.run_table(pd.DataFrame(tidy_rows(1, [walls])))
+    (run,) = runs.to_dict("records")
+    assert run["outlier_iterations"] == 1
+    assert run["iteration_s"] == pytest.approx(0.12)  # kept in the mean
+    assert run["iteration_s_median"] == pytest.approx(0.1)
+    assert run["iteration_s_p95"] == pytest.approx(0.21)
+    (row,) = metrics.summarize(runs).to_dict("records")
+    assert row["outlier_iterations"] == 1 and row["iteration_s_median"] == pytest.approx(0.1)
+    assert metrics.outliers([0.1, 0.11, 0.12, 0.13]) == 0
+
+
+def test_the_report_says_how_its_numbers_were_summarized():
+    from analysis import report
+
+    rows = []
+    for rep, walls in enumerate([[0.1] * 9 + [0.5], [0.1] * 10, [0.1] * 10]):
+        rows += tidy_rows(1, [walls], repeat=rep)
+    summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
+    text = "\n".join(report._summary_method_lines(summary, {"warmup": 2, "iterations": 10, "repeats": 3}))
+    assert "Student-t in 0 configuration(s)" in text and "percentile bootstrap in 1" in text
+    assert "2 warm-up iterations excluded, 10 measured; 3 repeats" in text
+    assert "far-out iterations (above the third quartile + 3 interquartile ranges): 1," in text
+
+
+def test_each_pair_of_frameworks_is_compared_by_a_ratio_with_its_interval():
+    rows = []
+    for rep, (fast, slow) in enumerate([(0.10, 0.20), (0.11, 0.21), (0.09, 0.19)]):
+        rows += tidy_rows(1, [[fast]], repeat=rep)
+        for row in tidy_rows(1, [[slow]], repeat=rep):
+            rows.append({**row, "framework": "mxnet"})
+        for row in tidy_rows(1, [[fast + 0.001 * (rep - 1)]], repeat=rep):
+            rows.append({**row, "framework": "tensorflow"})
+    summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
+    ratios = metrics.framework_ratios(summary).set_index(["a", "b"])
+    assert list(ratios.index) == [("mxnet", "tensorflow"), ("mxnet", "torch"), ("tensorflow", "torch")]
+    assert ratios.loc[("mxnet", "torch"), "ratio"] == pytest.approx(0.10 / 0.20)  # harmonic means' ratio
+    assert ratios.loc[("mxnet", "torch"), "differs"] == "yes"
+    assert ratios.loc[("tensorflow", "torch"), "differs"] == "no"
+    from analysis import report
+
+    text = "\n".join(report._framework_lines(summary))
+    assert "## Framework comparisons" in text and "| mxnet / torch | m |" in text

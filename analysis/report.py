@@ -269,7 +269,7 @@ def write(summary, runs, environment, model_error, figures, config, out_path, mo
     model: model.csv (per run, measured and predicted)."""
     out_path = Path(out_path)
     parts = _study_lines(config, runs) + _provenance_lines(environment, runs) + _results_lines(summary, runs)
-    parts += _summary_method_lines(summary, config)
+    parts += _rules_lines(summary, config)
     parts += _framework_lines(summary)
     parts += _library_lines(summary, config)
     if model_error:
@@ -344,31 +344,61 @@ def _results_lines(summary, runs):
     return parts
 
 
-def _summary_method_lines(summary, config):
-    """How the study's numbers were summarized, from its own settings and summary (Hoefler and Belli,
-    SC15: rates by the harmonic mean, intervals that assume normality only where a test allows)."""
+def _rules_lines(summary, config):
+    """How this study meets each of Hoefler and Belli's twelve rules for benchmarking parallel
+    systems (SC15), from its own settings and summary: the report's methods section."""
+    from analysis.metrics import PRECISION, framework_ratios
+    from harness.config import left_out
+
     ok = summary[summary["repeats_ok"] > 0]
     if ok.empty or "iteration_s_ci_method" not in ok:
         return []
     method = ok["iteration_s_ci_method"].fillna("")
-    boot, t = method.str.startswith("bootstrap").sum(), method.str.startswith("t ").sum()
-    outliers = int(ok["outlier_iterations"].fillna(0).sum())
-    return [
-        "### How these numbers are summarized",
-        "",
-        "- throughput: the harmonic mean over repeats (ranks x batch / the mean iteration time: total images "
-        "over total time), its interval the iteration time's carried through that map; iteration and phase "
-        "times: arithmetic means (Hoefler and Belli, SC15, rule 3)",
-        f"- 95% intervals over the repeats' run means: Student-t in {t} configuration(s) (a Shapiro-Wilk test "
-        f"did not reject normality, or 2 repeats could not be tested), percentile bootstrap in {boot} (normality "
-        f"rejected), none in {len(ok) - t - boot} (1 repeat); each configuration's in `summary.csv` "
-        "(`iteration_s_ci_method`)",
-        f"- each run: {config.get('warmup', 'n/a')} warm-up iterations excluded, {config.get('iterations', 'n/a')} "
-        f"measured; {config.get('repeats', 'n/a')} repeats per configuration",
-        f"- far-out iterations (above the third quartile + 3 interquartile ranges): {outliers}, kept in every "
-        "mean; per run in `run_metrics.csv` (`outlier_iterations`, beside the median and 95th percentile)",
-        "",
+    boot, t = int(method.str.startswith("bootstrap").sum()), int(method.str.startswith("t ").sum())
+    tight = int((ok["iteration_s_ci_rel"] <= PRECISION).sum())
+    pairs = framework_ratios(summary)
+    differ = int((pairs["differs"] == "yes").sum()) if len(pairs) else 0
+    out = left_out(config) if "framework" in config else []
+    rules = [
+        "speedup and efficiency are against the 1-rank run of the same framework, network, comm, library "
+        "and batch (one parallel process, not the best serial code); its absolute throughput is the "
+        "`ranks` 1 row of the results table",
+        "the study runs every combination of its keys (What was run)"
+        + (
+            f"; left out: {', '.join(x['framework'] + ' with ' + x['comm_library'] for x in out)} (why: below)"
+            if out
+            else ""
+        )  # fmt: skip
+        + f"; each rank has {config.get('threads_per_rank', 'n/a')} thread(s)",
+        "costs (iteration, phase times) by the arithmetic mean over repeats; the throughput, a rate, by the "
+        "harmonic mean (ranks x batch / the mean iteration time), its interval the iteration time's carried over",
+        "speedup, efficiency and the pairwise ratios are ratios of the summarized rates, never summarized themselves",
+        f"nothing here is deterministic: every number has a 95% interval over {config.get('repeats', 'n/a')} "
+        f"repeats; {tight} of {len(ok)} configurations have their iteration time's within +-{PRECISION:.0%}",
+        f"normality is tested, not assumed: Student-t in {t} configuration(s) (Shapiro-Wilk did not reject it, "
+        f"or 2 repeats could not be tested), percentile bootstrap in {boot}, none in {len(ok) - t - boot} "
+        "(1 repeat); per configuration in `summary.csv` (`iteration_s_ci_method`)",
+        f"frameworks are compared by their throughput ratio with its interval (Framework comparisons): {differ} "
+        f"of {len(pairs)} pairs differ",
+        "beside the mean, each run's median and 95th percentile iteration time; far-out iterations (above the "
+        f"third quartile + 3 interquartile ranges): {int(ok['outlier_iterations'].fillna(0).sum())}, kept in "
+        "every mean (`run_metrics.csv`)",
+        "the varying factors and their levels are What was run; software, versions and hosts are Environment "
+        "and provenance, and every run's in `runs.csv`",
+        f"timing `{', '.join(config.get('timing', ['n/a']))}`: an iteration's time is the slowest rank's wall time "
+        f"(synchronous SGD waits for it); {config.get('warmup', 'n/a')} warm-up iterations excluded, "
+        f"{config.get('iterations', 'n/a')} measured per run; phases from traces (native) or per-phase waits "
+        "(phased): docs/concepts/phases.md",
+        "upper bounds: each framework's matrix-multiply rate (`mfu` in `summary.csv`), ideal scaling in the "
+        "efficiency figure, and the performance model's prediction",
+        "figures plot each measured configuration with its 95% interval; lines join the rank counts of one "
+        "setting only (a trend in ranks), on a log-2 axis ticked where measured",
     ]
+    return (
+        ["### Methods: the twelve rules", "", "How this study meets Hoefler and Belli's rules (SC15):", ""]
+        + [f"{i}. {text}" for i, text in enumerate(rules, 1)]
+        + [""]
+    )
 
 
 def _framework_lines(summary):

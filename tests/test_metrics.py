@@ -312,17 +312,21 @@ def test_a_planted_garbage_collection_is_kept_counted_and_shown_beside_the_media
     assert metrics.outliers([0.1, 0.11, 0.12, 0.13]) == 0
 
 
-def test_the_report_says_how_its_numbers_were_summarized():
+def test_the_report_says_how_it_meets_each_of_the_twelve_rules():
     from analysis import report
 
     rows = []
     for rep, walls in enumerate([[0.1] * 9 + [0.5], [0.1] * 10, [0.1] * 10]):
         rows += tidy_rows(1, [walls], repeat=rep)
     summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
-    text = "\n".join(report._summary_method_lines(summary, {"warmup": 2, "iterations": 10, "repeats": 3}))
+    config = {"warmup": 2, "iterations": 10, "repeats": 3, "threads_per_rank": 1, "timing": ["phased"]}
+    text = "\n".join(report._rules_lines(summary, config))
+    assert [line.split(".")[0] for line in text.splitlines() if line[:2].rstrip(".").isdigit()] == [
+        str(i) for i in range(1, 13)
+    ]
     assert "Student-t in 0 configuration(s)" in text and "percentile bootstrap in 1" in text
-    assert "2 warm-up iterations excluded, 10 measured; 3 repeats" in text
-    assert "far-out iterations (above the third quartile + 3 interquartile ranges): 1," in text
+    assert "2 warm-up iterations excluded, 10 measured per run" in text and "timing `phased`" in text
+    assert "interquartile ranges): 1, kept" in text and "0 of 1 configurations have" in text
 
 
 def test_each_pair_of_frameworks_is_compared_by_a_ratio_with_its_interval():

@@ -132,8 +132,9 @@ def test_figures_and_reports(study):
     assert results_table.count("| torch | tinynet |") == 2 and "![throughput](figures/throughput.png)" in md
     assert "dlscale commit:" in md and "## Performance model" in md
     # how the numbers were summarized, from this study's own summary and settings
-    method = md.split("### How these numbers are summarized")[1].split("##")[0]
-    assert "harmonic mean over repeats" in method and "configuration(s)" in method and "far-out iterations" in method
+    rules = md.split("### Methods: the twelve rules")[1].split("\n## ")[0]
+    assert "harmonic mean" in rules and "\n12. figures plot" in rules and "far-out iterations" in rules
+    assert "## Framework comparisons" in md and "| mxnet / torch | tinynet |" in md
     # the model's error as a table, one row per predicted configuration; no raw JSON
     assert "| configuration | runs | measured iteration (s) | predicted (s) | error | reason |" in md
     assert md.count("| torch tinynet overlap") + md.count("| mxnet tinynet overlap") == 2 and "```json" not in md

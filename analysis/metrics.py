@@ -13,6 +13,9 @@ Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x b
   percentile bootstrap of the mean (BOOTSTRAP resamples, seeded), and which one was used is in
   `iteration_s_ci_method`; with 2 repeats normality cannot be tested and the interval is Student-t,
   said so;
+- steady state: beyond the configured warm-up, a run's leading iterations above its steady level
+  (the second half's median + 3 robust standard deviations, `steady_start`; at most half the
+  measured ones) are dropped, counted in `unsteady_iterations`;
 - per run, beside the mean: the median and 95th percentile of the iteration time and the outlier
   iterations (Tukey's far out: above the third quartile + 3 x the interquartile range, e.g. a
   garbage collection), kept in every mean and counted (`outlier_iterations`);
@@ -89,6 +92,24 @@ def harmonic_rate(work, cost_mean, cost_lo, cost_hi):
     return per(cost_mean), per(cost_hi), per(cost_lo)
 
 
+def steady_start(times, cap=0.5, k=3.0):
+    """How many leading iterations to drop as not yet steady: those, from the first on, above the
+    steady level, the median of the run's second half + k robust standard deviations (1.4826 x its
+    median absolute deviation); at most cap x n. A run with a slow start (caches, autotuning, a first
+    allocation) loses it; a stationary one keeps every iteration (a leading value that high by
+    chance: about 1 run in 700 at k = 3)."""
+    x = np.asarray(times, dtype=float)
+    n = len(x)
+    if n < 4:
+        return 0
+    tail = x[n // 2 :]
+    level = np.median(tail) + k * 1.4826 * np.median(np.abs(tail - np.median(tail)))
+    d = 0
+    while d < int(cap * n) and x[d] > level:
+        d += 1
+    return d
+
+
 def outliers(times, fence=FAR_OUT):
     """How many of `times` are far out: above the third quartile + `fence` interquartile ranges."""
     q1, q3 = np.quantile(times, [0.25, 0.75])
@@ -98,7 +119,8 @@ def outliers(times, fence=FAR_OUT):
 # run_metrics.csv, one row per run (`run_table`).
 RUN_METRICS_COLUMNS = (
     RUN_KEYS
-    + ["iteration_s", "iteration_s_median", "iteration_s_p95", "outlier_iterations", "iterations", "ranks"]
+    + ["iteration_s", "iteration_s_median", "iteration_s_p95", "outlier_iterations", "iterations"]
+    + ["unsteady_iterations", "ranks"]
     + ["throughput_img_per_s"]
     + [seconds(p) for p in PHASE_COLUMNS]
 )
@@ -112,6 +134,11 @@ def run_table(tidy):
     # throughput from the measured iterations only: never the traced (profiled) ones
     wall = measured[(measured["phase"] == "wall") & ~measured["profiled"].astype(bool)]
     step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
+    # beyond the configured warm-up, the leading iterations above the run's steady level are dropped too
+    drop = step.groupby(RUN_KEYS, observed=True).transform(lambda t: steady_start(t.to_numpy()))
+    position = step.groupby(RUN_KEYS, observed=True).cumcount()
+    steady = drop.groupby(RUN_KEYS, observed=True).first().rename("unsteady_iterations").reset_index()
+    step = step[position >= drop]
     runs = (
         step.groupby(RUN_KEYS, observed=True)
         .agg(
@@ -123,6 +150,7 @@ def run_table(tidy):
         )
         .reset_index()
     )
+    runs = runs.merge(steady, on=RUN_KEYS, how="left")
     ranks = runs["nodes"] * runs["ranks_per_node"]
     runs["ranks"] = ranks
     # an iteration recorded as taking no time has no rate (rather than an infinite one)
@@ -178,6 +206,7 @@ def _configurations(runs):
         row["throughput_se"] = row["throughput_img_per_s"] * _se(group["iteration_s"]) / row["iteration_s"]
         row["iteration_s_median"] = float(group["iteration_s_median"].median())
         row["outlier_iterations"] = int(group["outlier_iterations"].sum())
+        row["unsteady_iterations"] = int(group["unsteady_iterations"].sum())
         row["iteration_s_cv"] = _cv(group["iteration_s"])
         row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
         row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
@@ -187,7 +216,7 @@ def _configurations(runs):
         columns=CONFIG_KEYS
         + ["ranks", "repeats_ok"]
         + [c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")]
-        + ["iteration_s_ci_method", "iteration_s_median", "outlier_iterations"]
+        + ["iteration_s_ci_method", "iteration_s_median", "outlier_iterations", "unsteady_iterations"]
         + ["throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"],
     )
 

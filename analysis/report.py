@@ -387,7 +387,9 @@ def _rules_lines(summary, config):
         "and provenance, and every run's in `runs.csv`",
         f"timing `{', '.join(config.get('timing', ['n/a']))}`: an iteration's time is the slowest rank's wall time "
         f"(synchronous SGD waits for it); {config.get('warmup', 'n/a')} warm-up iterations excluded, "
-        f"{config.get('iterations', 'n/a')} measured per run; phases from traces (native) or per-phase waits "
+        f"{config.get('iterations', 'n/a')} measured per run, of which the leading ones not yet steady (above the "
+        f"run's second-half median + 3 robust standard deviations) left out: "
+        f"{int(ok['unsteady_iterations'].fillna(0).sum())} in all; phases from traces (native) or per-phase waits "
         "(phased): docs/concepts/phases.md",
         "upper bounds: each framework's matrix-multiply rate (`mfu` in `summary.csv`), ideal scaling in the "
         "efficiency figure, and the performance model's prediction",

@@ -137,11 +137,13 @@ _SPREAD = {
 
 RUN_METRICS = {
     **_IDENTITY,
-    "iterations": "measured iterations (warm-up and traced ones excluded)",
+    "iterations": "measured iterations (warm-up, traced and unsteady ones excluded)",
     "ranks": "nodes x ranks_per_node",
     **{col: f"{text}; over the run's measured iterations" for col, text in _VALUES.items()},
     **{col: f"{text}; over the run's measured iterations" for col, text in _SPREAD.items()},
     "iteration_s_p95": "95th percentile of the iteration time, seconds; over the run's measured iterations",
+    "unsteady_iterations": "leading measured iterations above the run's steady level (its second half's "
+    "median + 3 robust standard deviations; at most half), left out of the iteration time and throughput",
 }
 
 SUMMARY = {
@@ -165,6 +167,7 @@ SUMMARY = {
     "does not reject normality (p >= 0.05), else a percentile bootstrap of the mean; with its p",
     "iteration_s_median": "median over repeats of each run's median iteration time, seconds",
     "outlier_iterations": "far-out iterations of all repeats (kept in the means; see run_metrics.csv)",
+    "unsteady_iterations": "leading iterations of all repeats left out as not yet steady (see run_metrics.csv)",
     "throughput_se": "standard error of the throughput over repeats (delta method from the iteration time's)",
     "iteration_s_cv": "run-to-run coefficient of variation of the iteration time",
     "iteration_s_ci_rel": "the 95% interval's half-width over the mean iteration time",

@@ -347,3 +347,14 @@ def test_each_pair_of_frameworks_is_compared_by_a_ratio_with_its_interval():
 
     text = "\n".join(report._framework_lines(summary))
     assert "## Framework comparisons" in text and "| mxnet / torch | m |" in text
+
+
+def test_a_planted_warm_up_is_found_and_left_out_a_steady_run_keeps_every_iteration():
+    slow_start = [0.5, 0.3, 0.2] + [0.1, 0.102, 0.098, 0.101, 0.099, 0.1, 0.1, 0.101, 0.099]
+    assert metrics.steady_start(slow_start) == 3
+    assert metrics.steady_start([0.1, 0.102, 0.098, 0.101, 0.099, 0.1]) == 0
+    assert metrics.steady_start([0.1] * 10) == 0 and metrics.steady_start([0.3, 0.1]) == 0  # too short to judge
+    assert metrics.steady_start([1.0] * 5 + [0.1] * 5) == 5  # never more than half
+    (run,) = metrics.run_table(pd.DataFrame(tidy_rows(1, [slow_start]))).to_dict("records")
+    assert run["unsteady_iterations"] == 3 and run["iterations"] == 9
+    assert run["iteration_s"] == pytest.approx(0.1)

@@ -347,12 +347,21 @@ def _results_lines(summary, runs):
 def _rules_lines(summary, config):
     """How this study meets each of Hoefler and Belli's twelve rules for benchmarking parallel
     systems (SC15), from its own settings and summary: the report's methods section."""
-    from analysis.metrics import PRECISION, framework_ratios
-    from harness.config import left_out
-
     ok = summary[summary["repeats_ok"] > 0]
     if ok.empty or "iteration_s_ci_method" not in ok:
         return []
+    return (
+        ["### Methods: the twelve rules", "", "How this study meets Hoefler and Belli's rules (SC15):", ""]
+        + [f"{i}. {text}" for i, text in enumerate(_rules(ok, summary, config), 1)]
+        + [""]
+    )
+
+
+def _rules(ok, summary, config):
+    """The twelve rules' lines, in the paper's order, for the configurations `ok` that have a run."""
+    from analysis.metrics import PRECISION, framework_ratios
+    from harness.config import left_out
+
     method = ok["iteration_s_ci_method"].fillna("")
     boot, t = int(method.str.startswith("bootstrap").sum()), int(method.str.startswith("t ").sum())
     tight = int((ok["iteration_s_ci_rel"] <= PRECISION).sum())
@@ -396,11 +405,7 @@ def _rules_lines(summary, config):
         "figures plot each measured configuration with its 95% interval; lines join the rank counts of one "
         "setting only (a trend in ranks), on a log-2 axis ticked where measured",
     ]
-    return (
-        ["### Methods: the twelve rules", "", "How this study meets Hoefler and Belli's rules (SC15):", ""]
-        + [f"{i}. {text}" for i, text in enumerate(rules, 1)]
-        + [""]
-    )
+    return rules
 
 
 def _framework_lines(summary):

@@ -7,6 +7,7 @@ import yaml
 
 from harness import config as cfg
 from harness import hosts, paths
+from tests import test_shipped_configs as shipped
 from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 
 
@@ -249,6 +250,7 @@ def test_gpu_config_is_valid_in_the_cuda_environment(base_config, monkeypatch):
 
 
 OVERLAYS = sorted(p.name for p in (ROOT / "config").glob("*.yaml") if p.name not in ("config.yaml", "schema.yaml"))
+CHAINS = shipped.OVERLAYS
 
 
 def test_overlays_are_layered_on_the_default_config_as_snakemake_layers_them(tmp_path):
@@ -273,7 +275,7 @@ def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
     conf = yaml.safe_load((ROOT / "config" / overlay).read_text())
     if conf.get("emulate") and not EMULATION:
         pytest.skip(f"{overlay}: {WHY_NO_EMULATION}")
-    files = {"libraries.yaml": ["config/emulated.yaml", "config/libraries.yaml"]}.get(overlay, [f"config/{overlay}"])
+    files = CHAINS.get(overlay, [f"config/{overlay}"])  # an overlay on another shipped study, checked over it
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "check-config", *files], cwd=ROOT, capture_output=True, text=True
     )

@@ -201,7 +201,7 @@ def test_a_study_under_slurm_has_the_tables_of_the_same_study_under_mpirun(clust
 
 
 def test_scancel_of_a_running_run_leaves_it_incomplete_and_the_next_snakemake_redoes_it(cluster, tmp_path):
-    study = _study(tmp_path, iterations=600)
+    study = _study(tmp_path, iterations=300)
     target = str(tmp_path / "results" / RUN / "status.json")
     first = _start(_snakemake(study, target))
     job = _wait("a training run's ranks running under Slurm", _running_run_job, proc=first)

@@ -227,7 +227,7 @@ def up(nodes, rate_mbit=None, delay_ms=0):
     return cluster
 
 
-def _stop(pid, name):
+def _stop(pid):
     """SIGTERM, then SIGKILL after 10 s: True if `pid` was running."""
     try:
         os.kill(pid, signal.SIGTERM)
@@ -254,13 +254,13 @@ def down():
     stopped = emulate.down(EMULATED)  # its namespaces (the head link goes with the switch's end)
     for daemon in ("slurmctld", "slurmdbd"):
         pid = _pid(STATE / f"{daemon}.pid")
-        if pid and _stop(pid, daemon):
+        if pid and _stop(pid):
             stopped.append(daemon)
     started = json.loads((STATE / "cluster.json").read_text()) if is_up() else {}
     if shutil.which("mariadb") and _ok("mariadb", "-e", "select 1"):
         subprocess.run(["mariadb", "-e", f"DROP DATABASE IF EXISTS {DATABASE}"], capture_output=True)
     for daemon in ("mariadbd", "munged"):
-        if started.get(daemon) and _stop(started[daemon], daemon):
+        if started.get(daemon) and _stop(started[daemon]):
             stopped.append(daemon)
     if SITE_CONF.is_symlink() and SITE_CONF.readlink() == CONF:
         SITE_CONF.unlink()

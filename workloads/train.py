@@ -6,7 +6,8 @@ and engine. Two timings (the spec's `timing`):
 - phased: each phase is timed between two syncs, so a phase's time is the work it launched, not
   work queued by an earlier one (the original study's method; it stops TensorFlow and MXNet from
   overlapping allreduce with backward).
-- native: the framework's own step with one sync per iteration; the record holds the wall time only.
+- native: the framework's own step, the next iteration queued before the previous one is waited for
+  where the framework allows it (`native_loop`); the record holds the wall time only.
   Then `profile_iterations` more iterations run under the framework's profiler and Horovod's
   timeline (every rank); the loop wraps each in an annotation and merges the three sources into
   one Chrome trace per rank, ``trace_rank<R>.json`` (workloads/trace.py), from which the analysis
@@ -20,6 +21,7 @@ and HOROVOD_TIMELINE=DYNAMIC (set by the launcher), phased runs have rank 0 reco
 of the measured iterations only, in ``timeline.json``.
 """
 
+import collections
 import json
 import math
 import os
@@ -179,19 +181,16 @@ def train(argv, scratch):
 def measured(trainer, data, writer, spec, out):
     """Warm-up and measured iterations, one record each; returns the measured iterations' gradient
     ready times (None where the framework reports none)."""
+    if spec["timing"] == "native":
+        return native_loop(trainer, data, writer, spec["warmup"], spec["warmup"] + spec["iterations"])
     warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
-    native = spec["timing"] == "native"
     # Phased runs: Horovod's timeline (written by rank 0) covers the measured iterations only.
-    timeline = not native and trainer.size > 1 and trainer.rank == 0 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
+    timeline = trainer.size > 1 and trainer.rank == 0 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
     ready = []
     for it in range(total):
         if timeline and it == warmup:
             trainer.start_timeline(out / TIMELINE)
-        if native:
-            start, loss = native_step(trainer, lambda it=it: data(it))
-            phases = {}
-        else:
-            phases, start, loss = timed_step(trainer, lambda it=it: data(it))
+        phases, start, loss = timed_step(trainer, lambda it=it: data(it))
         if it >= warmup:
             ready.append(trainer.gradient_ready())
         loss = trainer.loss_value(loss)
@@ -201,6 +200,29 @@ def measured(trainer, data, writer, spec, out):
         writer.write("step", **_step(trainer, it, it < warmup, False, phases, wall, loss))
     if timeline:
         trainer.stop_timeline()
+    return ready
+
+
+def native_loop(trainer, data, writer, warmup, total):
+    """Native timing: iteration i+1 is queued (batch staged, work launched) before iteration i is
+    finished, `trainer.ahead` iterations at most, so the device never idles while the host stages
+    the next batch. An iteration's time runs from the previous iteration's end (the moment `finish`
+    returned for it) to its own: the times sum to the loop's elapsed time, the loop's own work
+    (records, loss read-back) included. Returns the measured iterations' gradient ready times."""
+    pending, ready = collections.deque(), []
+    last = time.perf_counter()
+    for it in range(total + 1):
+        if it < total:
+            loss = trainer.step(lambda it=it: data(it))
+            pending.append((it, trainer.queued(loss)))
+        while pending and (len(pending) > trainer.ahead or it == total):
+            done, handle = pending.popleft()
+            loss = trainer.finish(handle)
+            end = time.perf_counter()
+            if done >= warmup:
+                ready.append(trainer.gradient_ready())
+            writer.write("step", **_step(trainer, done, done < warmup, False, {}, end - last, loss))
+            last = end
     return ready
 
 

@@ -2,8 +2,15 @@
 
 The loop (workloads/train.py) calls only these. A phase method launches its work and returns; it
 never waits for the device or engine: `sync()` is the one wait, and the loop decides where it goes
-(after every phase in `phased` timing, once per iteration in `native` timing). `step()` is the
-framework's own fastest data-parallel step; by default the phases in order, with no waits between.
+(after every phase in `phased` timing). `step()` is the framework's own fastest data-parallel step;
+by default the phases in order, with no waits between.
+
+Native timing never waits for an iteration before the next is queued where the framework can wait
+for one iteration's end alone: `queued(loss)` marks the end of the iteration just queued, `finish`
+waits for such a mark and reads the loss, and the loop queues iteration i+1 (its batch staged, its
+kernels launched) before it finishes iteration i, `ahead` iterations at most (1: the device never
+waits for the host between iterations, as in a bare loop). A framework whose only wait is for all
+work (`sync`) keeps `ahead` 0: one wait at the end of each iteration.
 
 Profiling (native timing's traced iterations): `profile_start(folder)` turns the framework's own
 profiler on; `annotate(name)` is a context manager that records a span through the framework's own
@@ -57,6 +64,7 @@ class Trainer(abc.ABC):
     hvd = None  # the framework's Horovod module (start_timeline, stop_timeline, shutdown)
     gpu = False  # the rank trains on a GPU (its loader then pins host memory)
     profiling = False  # set by the loop while the profiler is on
+    ahead = 0  # iterations native timing queues before it finishes the one before (see the module)
 
     def span(self, name):
         """`annotate(name)` while profiling, else nothing (the harness's own io and h2d work)."""
@@ -124,9 +132,19 @@ class Trainer(abc.ABC):
     def state(self):
         """Parameters as numpy arrays, in definition order (for correctness tests)."""
 
+    def queued(self, loss):
+        """A handle on the end of the iteration just queued (whose loss handle is `loss`), for `finish`."""
+        return loss
+
+    def finish(self, handle):
+        """Wait until the iteration `handle` marks has ended; its loss as a float (no wait for later work
+        where `ahead` > 0)."""
+        self.sync()
+        return self.loss_value(handle)
+
     def gradient_ready(self):
-        """Seconds from the start of backward until each gradient was complete, or None where the
-        framework does not report it."""
+        """Seconds from the start of backward until each gradient was complete (of the iteration finished
+        last, in native timing), or None where the framework does not report it."""
         return None
 
     @abc.abstractmethod

@@ -5,7 +5,9 @@ JAX dispatches asynchronously, on the CPU too: a phase launches its jitted funct
 Native timing (`step`): one jitted function per iteration, forward, backward, the gradients' mean
 over the ranks and the update, as JAX's own data-parallel examples write it (`shard_map` over a
 mesh with one device per rank; the batch is each rank's part of a global batch, the weights the
-same on every rank), so XLA schedules the collectives among the computation.
+same on every rank), so XLA schedules the collectives among the computation. The loop queues the
+next step before it waits for the last one's loss (`ahead` = 1), as a bare JAX loop keeps dispatch
+ahead of the device.
 Phased timing: forward (`jax.vjp`, keeping what backward needs), backward (the vjp), comm (the
 mean over the ranks, a jitted collective of its own) and update as four jitted functions, with
 the loop's waits between them.
@@ -47,6 +49,7 @@ def _compilation_cache():
 
 class Trainer(trainer.Trainer):
     name = NAME
+    ahead = 1
 
     def __init__(self, spec):
         self.layout = resolve_layout(self.name, spec["layout"])
@@ -169,6 +172,11 @@ class Trainer(trainer.Trainer):
         self.params, self.stats, self.opt_state, self.key, loss = step(*args)
         self.pending = (loss, self.params)
         return loss
+
+    def finish(self, handle):
+        # the step's outputs are ready together; its parameters were donated to the next step
+        jax.block_until_ready(handle)
+        return self.loss_value(handle)
 
     def loss_value(self, loss):
         return float(np.asarray(loss.addressable_data(0)).reshape(-1)[0])  # native: this rank's of all ranks'

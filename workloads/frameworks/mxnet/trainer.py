@@ -3,7 +3,9 @@
 MXNet runs every operation asynchronously on its engine, also on CPU: in phased timing each phase
 ends with `mx.nd.waitall()`, so its time is its own work; in native timing the whole step is pushed
 with no wait until its end, so the engine runs each gradient's allreduce as soon as backward has
-produced that gradient. The network is hybridized (static graph).
+produced that gradient. Native timing waits at the end of each iteration (`ahead` 0): the engine's
+only wait for one iteration's work is `waitall` (an array's `wait_to_read` also waits for writes
+queued after it, and the weights are updated in place). The network is hybridized (static graph).
 One rank communicates nothing (DistributedTrainer skips its allreduce at size 1).
 Horovod has no backward hook for MXNet; the allreduces are pushed once backward is done:
 comm = "overlap": one allreduce per gradient (DistributedTrainer's default), pushed together and

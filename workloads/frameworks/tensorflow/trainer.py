@@ -14,7 +14,9 @@ The update is SGD with momentum written as PyTorch defines it (m = mu m + g; w -
 Keras 3 variables are not tf.Variables: Horovod and the tape get each variable's `.value`.
 Native timing (`step`): forward, gradient, allreduces and update in one compiled function, so
 TensorFlow's executor runs each gradient's allreduce as soon as that gradient exists (overlapping
-backward) and each variable's update as soon as its allreduce returns.
+backward) and each variable's update as soon as its allreduce returns. It waits at the end of each
+iteration (`ahead` 0): on the GPU the wait is `sync_devices`, for all queued work; on the CPU the
+compiled step has ended when it returns.
 The batch is staged in host memory (`tf.constant` under /CPU:0) in the io phase.
 device = "gpu": rank r sees only GPU r of its node (its local rank), with memory growth; h2d copies
 the batch onto it (a real copy from host memory) and every phase boundary waits with

@@ -11,7 +11,9 @@ channels_last, so the io phase converts the NCHW batch into it (as a data loader
 device = "gpu": rank r uses GPU r of its node (its local rank); batches are staged in pinned host
 memory and copied with `non_blocking`, and a wait (`sync`) waits for this rank's compute stream
 only (`torch.cuda.current_stream().synchronize()`), not for Horovod's NCCL stream, so an
-allreduce still running is not counted as backward. autotune: cudnn.benchmark; tf32: PyTorch's
+allreduce still running is not counted as backward. Native timing on the GPU queues the next
+iteration (its batch in the other of two staging buffers) before it waits for the last one's end
+event (`ahead` 1), so the GPU never idles while the host stages a batch. autotune: cudnn.benchmark; tf32: PyTorch's
 TF32 switches for matmul and cuDNN. precision = "mixed": forward under `torch.autocast` (float16) and a
 GradScaler (dynamic loss scaling) around backward and the update; fp32 otherwise.
 """
@@ -63,11 +65,21 @@ class Trainer(trainer.Trainer):
         self.model, self.optimizer = self.net.wrap(self.model, opt, self.overlap)
         self._watch_gradients()
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
-        # allocated pinned in its layout (`.contiguous(memory_format=)` on a pinned tensor would copy it
-        # into pageable memory)
-        self.staging_x = torch.empty(shape, dtype=torch.float32, pin_memory=self.gpu, memory_format=self.memory_format)
+        # Two staging buffers, used in turn: native timing stages batch i+1 while iteration i's copy to
+        # the GPU may still be queued (ahead = 1); allocated pinned in their layout
+        # (`.contiguous(memory_format=)` on a pinned tensor would copy it into pageable memory).
+        self.staging = [
+            (
+                torch.empty(shape, dtype=torch.float32, pin_memory=self.gpu, memory_format=self.memory_format),
+                torch.empty(spec["batch_size"], dtype=torch.int64, pin_memory=self.gpu),
+            )
+            for _ in range(2)
+        ]
+        self.loads = 0
+        self.ahead = 1 if self.gpu else 0  # on the CPU every operation has ended when it returns
+        self.finished_events = None
+        self.loss_host = [torch.empty((), dtype=torch.float32, pin_memory=True) for _ in range(2)] if self.gpu else None
         self.profiler = None
-        self.staging_y = torch.empty(spec["batch_size"], dtype=torch.int64, pin_memory=self.gpu)
 
     def _device(self):
         """The rank's GPU (its local rank), or the CPU."""
@@ -86,7 +98,11 @@ class Trainer(trainer.Trainer):
     def _watch_gradients(self):
         """When each gradient is complete during backward (host clock), for the layer-wise model."""
         self.ready = [0.0] * len(self.params)
-        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(len(self.params) + 1)] if self.gpu else None
+        self.events, self.spare_events = (
+            [[torch.cuda.Event(enable_timing=True) for _ in range(len(self.params) + 1)] for _ in range(2)]
+            if self.gpu
+            else (None, None)
+        )
         for i, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(lambda _p, i=i: self._mark_ready(i))
         self.backward_start = 0.0
@@ -117,9 +133,11 @@ class Trainer(trainer.Trainer):
 
     def load(self, batch):
         x, y = batch
-        self.staging_x.copy_(torch.as_tensor(x))
-        self.staging_y.copy_(torch.as_tensor(y))
-        return self.staging_x, self.staging_y
+        staging_x, staging_y = self.staging[self.loads % 2]
+        self.loads += 1
+        staging_x.copy_(torch.as_tensor(x))
+        staging_y.copy_(torch.as_tensor(y))
+        return staging_x, staging_y
 
     def h2d(self, host):
         return tuple(t.to(self.device, non_blocking=True) for t in host)
@@ -142,10 +160,33 @@ class Trainer(trainer.Trainer):
 
     def gradient_ready(self):
         """Seconds from the start of the last backward until each gradient was complete (host clock
-        on CPU; CUDA events on the GPU, read after the backward phase's synchronize)."""
+        on CPU; CUDA events on the GPU: the last finished iteration's in native timing, else those of
+        the backward just synchronized)."""
         if self.gpu:
-            return [self.events[-1].elapsed_time(e) / 1e3 for e in self.events[:-1]]
+            events = self.finished_events or self.events
+            return [events[-1].elapsed_time(e) / 1e3 for e in events[:-1]]
         return [t - self.backward_start for t in self.ready]
+
+    def queued(self, loss):
+        """On the GPU: the loss copied to pinned host memory and an event after the iteration's work,
+        both on the compute stream; the gradient events go with the handle (the next backward
+        records into the other set)."""
+        if not self.gpu:
+            return loss
+        host = self.loss_host[self.loads % 2]  # one per iteration in flight, as the staging buffers
+        host.copy_(loss.detach(), non_blocking=True)
+        end = torch.cuda.Event()
+        end.record()
+        handle, self.events = (end, host, self.events), self.spare_events
+        self.spare_events = handle[2]
+        return handle
+
+    def finish(self, handle):
+        if not self.gpu:
+            return self.loss_value(handle)
+        end, host, self.finished_events = handle
+        end.synchronize()  # this iteration's work only, not the one queued after it
+        return float(host)
 
     def gradient_sizes(self):
         return [p.numel() * p.element_size() for p in self.params]

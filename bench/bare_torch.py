@@ -2,7 +2,7 @@
 comm_library): no phases, no syncs, no records (the benchmark's baseline).
 
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
-Same model, data, layout, optimizer, threads, device and precision as workloads.frameworks.torch.trainer in
+Same model, data, layout, optimizer, threads, device, precision and TF32 setting as workloads.frameworks.torch.trainer in
 overlap mode: on the GPU each step copies its batch from pinned host memory, and mixed precision is autocast
 float16 with a GradScaler. Horovod: its DistributedOptimizer. native: the model wrapped in
 DistributedDataParallel (gloo on the CPU, NCCL on GPUs; its default buckets, no per-forward buffer
@@ -54,6 +54,8 @@ amp = spec["precision"] == "mixed"
 scaler = torch.amp.GradScaler("cuda", enabled=amp)
 fmt = torch.channels_last if resolve_layout("torch", spec.get("layout", "best")) == "NHWC" else torch.contiguous_format
 torch.backends.cudnn.benchmark = spec.get("autotune", True)
+# as the harness sets them (PyTorch leaves cuDNN's TF32 on by default; the harness follows the spec)
+torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = spec.get("tf32", False)
 model = build_model("torch", spec["model"], spec["classes"]).to(device)
 if native:
     model.to(memory_format=fmt)

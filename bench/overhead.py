@@ -56,7 +56,7 @@ def write_table(rows, path):
     print(f"wrote {path}")
 
 
-ROW_KEY = ("framework", "comm_library", "ranks", "timing", "device", "precision")
+ROW_KEY = ("framework", "comm_library", "ranks", "timing", "model", "device", "precision")
 
 
 def merge_table(rows, path):

@@ -143,6 +143,11 @@ COMMANDS = {
         "manual",
         ("needs a GPU", f"{PY} bench/overhead.py --help"),
     ),
+    "python3 bench/overhead.py --framework torch --library native --ranks 1 --launcher direct --device gpu "
+    "--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 40 --trials 3": (
+        "manual",
+        ("needs a GPU", f"{PY} bench/overhead.py --help"),
+    ),
     f"{PY} -m mkdocs build --strict": ("run", {"--strict": "--strict -d {folder}/site"}),
     ".venv/bin/snakemake --cores all --configfile config/emulated.yaml config/libraries.yaml": ("study", None),
     f"{PY} bench/overhead.py --framework torch tensorflow --library native": (

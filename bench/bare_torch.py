@@ -2,11 +2,11 @@
 comm_library): no phases, no syncs, no records (the benchmark's baseline).
 
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
-Same model, data, layout, optimizer, threads, device, precision and TF32 setting as workloads.frameworks.torch.trainer in
-overlap mode: on the GPU each step copies its batch from pinned host memory, and mixed precision is autocast
-float16 with a GradScaler. Horovod: its DistributedOptimizer. native: the model wrapped in
-DistributedDataParallel (gloo on the CPU, NCCL on GPUs; its default buckets, no per-forward buffer
-broadcast) as PyTorch's own examples write it, the process group meeting at rank 0's address.
+Same model, data, layout, optimizer, threads, device, precision and TF32 setting as
+workloads.frameworks.torch.trainer in overlap mode: on the GPU each step copies its batch from pinned
+host memory, and mixed precision is autocast float16 with a GradScaler. Horovod: its DistributedOptimizer.
+native: the model wrapped in DistributedDataParallel (gloo on the CPU, NCCL on GPUs; its default buckets,
+no per-forward buffer broadcast) as PyTorch's own examples write it, the process group meeting at rank 0's address.
 """
 
 import datetime

@@ -21,7 +21,7 @@ import seaborn as sns  # noqa: E402
 from harness.vocabulary import BASELINE_KEYS, FRAMEWORKS, PHASES, seconds  # noqa: E402
 
 # The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
-FIGURES = ("throughput", "efficiency", "phases", "input")
+FIGURES = ("throughput", "efficiency", "phases", "input", "comparisons")
 MODEL_FIGURES = ("model", "extrapolation", "replay")
 FORMATS = ("pdf", "png")
 
@@ -279,8 +279,35 @@ def input_rate(summary, paths):
     return _save(grid.figure, paths, "input")
 
 
+def comparisons(summary, paths):
+    """Each pair of frameworks in each configuration both ran: throughput a / b with its 95% interval,
+    on a log-2 axis around 1 (a bar clear of 1: a difference the repeats resolve)."""
+    from analysis.metrics import framework_ratios
+
+    pairs = framework_ratios(summary)
+    if pairs.empty:
+        return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
+    pairs = lines(pairs.assign(framework=pairs["a"])).sort_values(["model", "ranks", "a", "b", "setting"])
+    labels = [f"{r.model}, {r.ranks} rank(s), {r.setting}: {r.a} / {r.b}" for r in pairs.itertuples()]
+    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.28 * len(pairs)))
+    y = list(range(len(pairs)))[::-1]
+    colour = pairs["differs"].map({"yes": "tab:red", "no": "tab:gray"}).fillna("tab:gray")
+    lo, hi = (
+        (pairs["ratio"] - pairs["ratio_ci_lo"]).clip(lower=0),
+        (pairs["ratio_ci_hi"] - pairs["ratio"]).clip(lower=0),
+    )
+    ax.errorbar(pairs["ratio"], y, xerr=[lo.fillna(0), hi.fillna(0)], fmt="none", ecolor=list(colour), capsize=2)
+    ax.scatter(pairs["ratio"], y, c=list(colour), zorder=3, s=14)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_yticks(y, labels)
+    ax.set_xlabel("throughput ratio a / b (95% interval; red: differs from 1)")
+    ax.set_title("Frameworks compared, configuration by configuration")
+    return _save(fig, paths, "comparisons")
+
+
 def draw_all(summary, paths):
-    return [p for draw in (throughput, efficiency, phases, input_rate) for p in draw(summary, paths)]
+    return [p for draw in (throughput, efficiency, phases, input_rate, comparisons) for p in draw(summary, paths)]
 
 
 def model_fit(table, error, paths):

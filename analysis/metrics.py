@@ -41,6 +41,7 @@ from scipy import stats
 
 # Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
 # allreduce time (comm_total) and the part of it overlapped with compute (overlap).
+from harness.samples import steady_start
 from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
 from workloads.frameworks import HOROVOD, NATIVE
 
@@ -90,24 +91,6 @@ def harmonic_rate(work, cost_mean, cost_lo, cost_hi):
         return math.nan if cost is None or math.isnan(cost) else work / cost if cost > 0 else math.inf
 
     return per(cost_mean), per(cost_hi), per(cost_lo)
-
-
-def steady_start(times, cap=0.5, k=3.0):
-    """How many leading iterations to drop as not yet steady: those, from the first on, above the
-    steady level, the median of the run's second half + k robust standard deviations (1.4826 x its
-    median absolute deviation); at most cap x n. A run with a slow start (caches, autotuning, a first
-    allocation) loses it; a stationary one keeps every iteration (a leading value that high by
-    chance: about 1 run in 700 at k = 3)."""
-    x = np.asarray(times, dtype=float)
-    n = len(x)
-    if n < 4:
-        return 0
-    tail = x[n // 2 :]
-    level = np.median(tail) + k * 1.4826 * np.median(np.abs(tail - np.median(tail)))
-    d = 0
-    while d < int(cap * n) and x[d] > level:
-        d += 1
-    return d
 
 
 def outliers(times, fence=FAR_OUT):
@@ -183,6 +166,7 @@ def summarize(runs, status=None):
     if status is not None and len(status):
         summary = _add_failures(summary, status)
         summary = add_loader(summary, status)
+        summary = add_samples(summary, status)
     return add_scaling(summary)
 
 
@@ -290,6 +274,23 @@ def add_loader(summary, status):
     summary = summary.merge(rate, on=CONFIG_KEYS, how="left")
     summary["loader_utilisation"] = summary["throughput_img_per_s"] / summary["ranks"] / summary["loader_img_per_s"]
     return summary
+
+
+def add_samples(summary, status):
+    """Where runs measured towards a target (`samples`): how many ok runs of each configuration met it
+    (`runs_target_met`) and the widest of their median intervals (`median_ci_rel_max`)."""
+    if "samples_stopped_by" not in status or status["samples_target"].isna().all():
+        return summary
+    ok = status[status["status"] == "ok"].assign(
+        met=lambda d: d["samples_stopped_by"] == "target",
+        median_ci_rel=lambda d: pd.to_numeric(d["median_ci_rel"], errors="coerce"),
+    )
+    met = (
+        ok.groupby(CONFIG_KEYS, observed=True)
+        .agg(runs_target_met=("met", "sum"), median_ci_rel_max=("median_ci_rel", "max"))
+        .reset_index()
+    )
+    return summary.merge(met, on=CONFIG_KEYS, how="left")
 
 
 def _se(values):

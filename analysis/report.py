@@ -101,7 +101,8 @@ def latex_table(rows, label="tab:dlscale"):
     return (
         f"\\begin{{table}}\n\\centering\n\\begin{{tabular}}{{{'l' * 5}{'r' * (len(COLUMNS) - 5)}}}\n"
         f"\\toprule\n{head}\n\\midrule\n{body}\n\\bottomrule\n\\end{{tabular}}\n"
-        f"\\caption{{Throughput (mean over repeats, 95\\% Student-t interval), speedup and efficiency "
+        f"\\caption{{Throughput (harmonic mean over repeats, 95\\% interval: summary.csv's "
+        f"iteration\\_s\\_ci\\_method), speedup and efficiency "
         f"against 1 rank (95\\% delta-method interval), run-to-run coefficient of variation of the "
         f"iteration time.}}\n\\label{{{label}}}\n\\end{{table}}"
     )
@@ -396,7 +397,7 @@ def _rules(ok, summary, config):
         "and provenance, and every run's in `runs.csv`",
         f"timing `{', '.join(config.get('timing', ['n/a']))}`: an iteration's time is the slowest rank's wall time "
         f"(synchronous SGD waits for it); {config.get('warmup', 'n/a')} warm-up iterations excluded, "
-        f"{config.get('iterations', 'n/a')} measured per run, of which the leading ones not yet steady (above the "
+        f"{_measured(ok, config)}, of which the leading ones not yet steady (above the "
         f"run's second-half median + 3 robust standard deviations) left out: "
         f"{int(ok['unsteady_iterations'].fillna(0).sum())} in all; phases from traces (native) or per-phase waits "
         "(phased): docs/concepts/phases.md",
@@ -406,6 +407,20 @@ def _rules(ok, summary, config):
         "setting only (a trend in ranks), on a log-2 axis ticked where measured",
     ]
     return rules
+
+
+def _measured(ok, config):
+    """How many iterations each run measured, and, measured until enough, how many configurations met it."""
+    samples = config.get("samples")
+    if not samples:
+        return f"{config.get('iterations', 'n/a')} measured per run"
+    met = int((ok["runs_target_met"] == ok["repeats_ok"]).sum()) if "runs_target_met" in ok else 0
+    return (
+        f"at least {config['iterations']} measured per run, then on until the run's median iteration time had a 95% "
+        f"interval within +-{samples['target']:.0%} on every rank (at most {samples['max_iterations']} iterations "
+        f"or {samples['max_seconds']:g} s): every run met it in {met} of {len(ok)} configurations "
+        "(`runs_target_met` in `summary.csv`)"
+    )
 
 
 def _framework_lines(summary):

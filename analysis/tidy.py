@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import trace
+from harness import samples
 from harness.paths import run_from_path
 from harness.records import parse_file
 from harness.timeline import timeline_comm
@@ -152,11 +153,14 @@ def _read_files(run_dir, row):
         _add_run_record(row, rank, run_rec)
         if not ok:
             continue
+        end_rec = next((r for r in records if r["kind"] == "end"), {})
         if rank == 0 and run_rec:
-            tensors = _tensor_rows(identity, run_rec, next((r for r in records if r["kind"] == "end"), {}))
+            tensors = _tensor_rows(identity, run_rec, end_rec)
+            row.update({k: end_rec.get(k) for k in samples.RECORDED})
         if rank == 0 and (run_dir / TIMELINE).exists():
+            measured = sum(r["kind"] == "step" and not r["warmup"] and not r.get("profiled") for r in records)
             row["timeline_comm_s"], row["timeline_ops"] = _readable(
-                TIMELINE, lambda: timeline_comm(run_dir / TIMELINE, spec["iterations"])
+                TIMELINE, lambda n=measured: timeline_comm(run_dir / TIMELINE, n)
             )
         host = run_rec["host"] if run_rec else ""
         rows += _record_rows(identity, rank, host, records)

@@ -11,17 +11,17 @@ engine's one CPU worker and waited for once (OpenCV, as ImageRecordIter). ratio 
 ceiling (target >= 0.9: the loader's own machinery and the crop/resize/flip/normalize cost at most a
 tenth of decoding). TensorFlow's loader decodes the crop window only (decode_and_crop_jpeg), so its
 ratio can exceed 1. `same_work` is a bare loop on one core doing the loader's whole per-image work
-through the same functions the loader calls (PyTorch, TensorFlow; MXNet's is inside
-ImageRecordIter's C++), and machinery_ratio = per-worker rate / same_work: what the loader's
-workers, queues and batching cost apart from the work itself. Trials rotate which framework goes
-first; the median is reported with min and max.
+through the same functions the loader calls (PyTorch, TensorFlow and JAX, whose loader is tf.data),
+or, for MXNet, whose loader's work is inside ImageRecordIter's C++, through MXNet's image operators
+(the same OpenCV calls); machinery_ratio = per-worker rate / same_work: what the loader's workers,
+queues and batching cost apart from the work itself. Trials rotate which framework goes first; the
+median is reported with min and max.
 
   .venv/bin/python bench/loader.py [--images 400] [--workers 1 2] [--trials 3] [--out bench/results/loader.csv]
 """
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -37,6 +37,8 @@ from bench.overhead import machine, write_table  # noqa: E402
 from harness import images  # noqa: E402
 from workloads import frameworks  # noqa: E402
 from workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
+
+TF_DATA = ("tensorflow", "jax")  # JAX's loader is tf.data's, to numpy
 
 
 def ceiling(framework, files, image_size, work=False):
@@ -58,7 +60,7 @@ def ceiling(framework, files, image_size, work=False):
         def run():
             for i in range(len(blobs)):
                 decode(i)
-    elif framework == "tensorflow":
+    elif framework in TF_DATA:
         import tensorflow as tf
 
         from workloads import loaders
@@ -78,13 +80,7 @@ def ceiling(framework, files, image_size, work=False):
         def run():  # no Python between images: tf.data's own loop
             ds.reduce(0, lambda n, _: n + 1)
     else:
-        if work:
-            return float("nan")  # ImageRecordIter's work is in C++, with no per-image call to time apart
-        import mxnet as mx
-
-        def run():  # pushed to the engine's one CPU worker, waited for once
-            [mx.image.imdecode(b) for b in blobs]
-            mx.nd.waitall()
+        run = mxnet_run(blobs, image_size, work)
 
     run()  # warm-up: first calls, the files in the page cache
     start = time.perf_counter()
@@ -92,9 +88,40 @@ def ceiling(framework, files, image_size, work=False):
     return len(blobs) / (time.perf_counter() - start)
 
 
+def mxnet_run(blobs, image_size, work):
+    """MXNet's loop: each image pushed to the engine's one CPU worker, waited for once. With `work`,
+    ImageRecordIter's per-image work through MXNet's own image operators, the same OpenCV calls its
+    C++ makes: decode, the random-resized crop (the loaders' box rule) resized with OpenCV's area
+    interpolation (ImageRecordIter's inter_method 3), a random flip, the mean and std, HWC to CHW."""
+    import mxnet as mx
+    import numpy as np
+
+    from workloads import loaders
+
+    mean, std = mx.nd.array(loaders.MEAN), mx.nd.array(loaders.STD)
+
+    def one(blob, rng):
+        img = mx.image.imdecode(blob)
+        if not work:
+            return img
+        height, width = img.shape[:2]
+        left, top, right, bottom = loaders.crop_box(rng, width, height)
+        img = mx.image.fixed_crop(img, left, top, right - left, bottom - top, size=(image_size, image_size), interp=3)
+        if rng.random() < 0.5:
+            img = mx.nd.flip(img, axis=1)
+        return mx.nd.transpose(mx.image.color_normalize(img.astype("float32"), mean, std), axes=(2, 0, 1))
+
+    def run():
+        rng = np.random.default_rng(0)
+        [one(b, rng) for b in blobs]
+        mx.nd.waitall()
+
+    return run
+
+
 def loader_rate(framework, dataset, workers, batch, image_size, warmup, batches):
     """Decoded images/s of the framework's loader (one rank), after warm-up batches."""
-    if framework == "tensorflow":
+    if framework in TF_DATA:
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -205,10 +232,10 @@ def main():
                     "ratio": round(statistics.median(ratios), 3),
                     "ratio_min": round(min(ratios), 3),
                     "ratio_max": round(max(ratios), 3),
-                    "same_work": "" if math.isnan(work) else round(work, 1),
-                    "machinery_ratio": ""
-                    if math.isnan(work)
-                    else round(statistics.median([p / c for p, c in zip(per_worker, results[(framework, -1)])]), 3),
+                    "same_work": round(work, 1),
+                    "machinery_ratio": round(
+                        statistics.median([p / c for p, c in zip(per_worker, results[(framework, -1)])]), 3
+                    ),
                     "trials": args.trials,
                     "image_size": args.image_size,
                     "batch_size": args.batch_size,

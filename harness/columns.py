@@ -112,6 +112,12 @@ RUNS = {
     "command": "the exact command the run was launched with",
     "loader_img_per_s": "the loader's own rate before training, images/s (slowest rank)",
     "timeline_comm_s": "allreduce time per measured iteration from Horovod's timeline (phased runs of 2 or more ranks)",
+    "samples_target": "the median iteration time's interval the run measured towards (half-width over the "
+    "median; empty: a fixed count, `iterations`)",
+    "samples_stopped_by": "why the run stopped measuring: `target` (met on every rank), `max_iterations`, "
+    "`max_seconds` (a bound reached on some rank), `iterations` (a fixed count)",
+    "median_ci_rel": "rank 0's 95% interval of its median iteration time (order statistics, steady iterations), "
+    "half-width over the median",
     "timeline_ops": "fused allreduce operations per measured iteration (tensors executed together count once)",
 }
 
@@ -177,6 +183,9 @@ SUMMARY = {
     "failure_reasons": "the failed repeats' reasons",
     "loader_img_per_s": "the loader's own rate (mean over ok runs of the slowest rank's), images/s",
     "loader_utilisation": "throughput per rank / loader rate: near 1 the step waits for its input",
+    "runs_target_met": "ok runs whose median iteration time's interval met the samples' target on every rank "
+    "(only where the config sets `samples`)",
+    "median_ci_rel_max": "the widest of those runs' median intervals (rank 0's, half-width over the median)",
     "speedup": "throughput(N) / throughput(1), against the 1-rank configuration with the same baseline keys",
     "speedup_ci_lo": "lower end of the speedup's 95% delta-method interval",
     "speedup_ci_hi": "upper end of the speedup's 95% delta-method interval",

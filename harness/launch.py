@@ -57,6 +57,8 @@ def run_spec(config, run, out_dir):
             )
         }
     )
+    if config.get("samples"):
+        spec["samples"] = config["samples"]
     folder = cfg.dataset_folder(config)
     spec["data"] = {**config["data"], "folder": str(folder)} if folder else dict(config["data"])
     spec["out_dir"] = str(out_dir)

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from analysis import metrics
+from harness import samples
 from harness.vocabulary import PHASES
 from workloads import frameworks
 
@@ -104,7 +105,7 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     ]
     paths = figures.draw_all(summary, figures.figure_paths(tmp_path, figures.FIGURES))
     assert sorted(p.name for p in paths) == sorted(
-        f"{n}.{e}" for n in ("throughput", "efficiency", "phases", "input") for e in ("pdf", "png")
+        f"{n}.{e}" for n in ("throughput", "efficiency", "phases", "input", "comparisons") for e in ("pdf", "png")
     )
     assert all(p.stat().st_size > 0 for p in paths)
 
@@ -351,10 +352,10 @@ def test_each_pair_of_frameworks_is_compared_by_a_ratio_with_its_interval():
 
 def test_a_planted_warm_up_is_found_and_left_out_a_steady_run_keeps_every_iteration():
     slow_start = [0.5, 0.3, 0.2] + [0.1, 0.102, 0.098, 0.101, 0.099, 0.1, 0.1, 0.101, 0.099]
-    assert metrics.steady_start(slow_start) == 3
-    assert metrics.steady_start([0.1, 0.102, 0.098, 0.101, 0.099, 0.1]) == 0
-    assert metrics.steady_start([0.1] * 10) == 0 and metrics.steady_start([0.3, 0.1]) == 0  # too short to judge
-    assert metrics.steady_start([1.0] * 5 + [0.1] * 5) == 5  # never more than half
+    assert samples.steady_start(slow_start) == 3
+    assert samples.steady_start([0.1, 0.102, 0.098, 0.101, 0.099, 0.1]) == 0
+    assert samples.steady_start([0.1] * 10) == 0 and samples.steady_start([0.3, 0.1]) == 0  # too short to judge
+    assert samples.steady_start([1.0] * 5 + [0.1] * 5) == 5  # never more than half
     (run,) = metrics.run_table(pd.DataFrame(tidy_rows(1, [slow_start]))).to_dict("records")
     assert run["unsteady_iterations"] == 3 and run["iterations"] == 9
     assert run["iteration_s"] == pytest.approx(0.1)

@@ -15,6 +15,7 @@ import types
 
 import pytest
 
+from harness import samples
 from tests.conftest import ROOT
 from workloads import train
 
@@ -103,7 +104,7 @@ def run(monkeypatch, ahead, host_speed=1.0, warmup=3, total=40):
     monkeypatch.setattr(train, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
     gpu = SimulatedGpu(clock, traced_costs(), ahead, host_speed)
     records = Records()
-    train.native_loop(gpu, lambda it: it, records, warmup, total)
+    train.native_loop(gpu, lambda it: it, records, warmup, samples.Enough(total - warmup))
     measured = [r["wall_s"] for r in records.steps if not r["warmup"]]
     return gpu, records, measured, clock.now
 

@@ -122,7 +122,7 @@ def test_performance_model_predicts_every_multi_rank_run(study):
 
 def test_figures_and_reports(study):
     _, path, results = study
-    for name in ("throughput", "efficiency", "phases", "input", "model", "extrapolation"):
+    for name in ("throughput", "efficiency", "phases", "input", "comparisons", "model", "extrapolation"):
         for ext in ("pdf", "png"):
             assert (results / paths.FIGURES / f"{name}.{ext}").stat().st_size > 1000
     # the paper-ready report and Snakemake's HTML report

@@ -28,6 +28,16 @@ def launcher_ranks():
     return comm.Get_rank(), comm.Get_size(), local
 
 
+def agree(met, bounded):
+    """(every rank's `met`, any rank's `bounded`): one allreduce over MPI's world."""
+    import numpy as np
+    from mpi4py import MPI
+
+    flags = np.array([0 if met else 1, 1 if bounded else 0], dtype=np.int32)
+    MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
+    return flags[0] == 0, flags[1] == 1
+
+
 def first_host():
     """The job's first host, where rank 0 runs, as the launcher named it (None under srun, where
     Slurm placed the ranks: rank 0 then gives its own host name)."""

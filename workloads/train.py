@@ -22,6 +22,7 @@ of the measured iterations only, in ``timeline.json``.
 """
 
 import collections
+import itertools
 import json
 import math
 import os
@@ -33,9 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import samples
 from harness.records import IDENTITY, Writer
 from harness.vocabulary import BACKWARD_S, COMM_S, FORWARD_S, H2D_S, IO_S, TIMELINE, UPDATE_S, records_name, trace_name
-from workloads import frameworks, trace
+from workloads import frameworks, rendezvous, trace
 from workloads.batches import open_data
 from workloads.rank import leave, private_tmpdir, provenance
 
@@ -158,8 +160,8 @@ def train(argv, scratch):
         provenance=provenance(trainer, spec),
     )
     started = time.perf_counter()
-    ready = measured(trainer, data, writer, spec, out)
-    total = spec["warmup"] + spec["iterations"]
+    ready, times, enough = measured(trainer, data, writer, spec, out)
+    total = spec["warmup"] + len(times)
     profiled = spec.get("profile_iterations", 0) if spec["timing"] == "native" else 0
     if profiled:
         for it, (start, end, loss) in profile(trainer, data, total, profiled, out).items():
@@ -172,6 +174,7 @@ def train(argv, scratch):
         iterations=total + profiled,
         checksum=trainer.checksum(),
         elapsed_s=time.perf_counter() - started,
+        **enough.record(times),
         **extra,
     )
     writer.close()
@@ -179,15 +182,17 @@ def train(argv, scratch):
 
 
 def measured(trainer, data, writer, spec, out):
-    """Warm-up and measured iterations, one record each; returns the measured iterations' gradient
-    ready times (None where the framework reports none)."""
+    """Warm-up and measured iterations, one record each, until enough are measured (harness/samples.py);
+    returns (the measured iterations' gradient ready times (None where the framework reports none),
+    their times, the samples' decision)."""
+    enough = samples.Enough(spec["iterations"], spec.get("samples"), agree(trainer))
     if spec["timing"] == "native":
-        return native_loop(trainer, data, writer, spec["warmup"], spec["warmup"] + spec["iterations"])
-    warmup, total = spec["warmup"], spec["warmup"] + spec["iterations"]
+        return native_loop(trainer, data, writer, spec["warmup"], enough)
+    warmup = spec["warmup"]
     # Phased runs: Horovod's timeline (written by rank 0) covers the measured iterations only.
     timeline = trainer.size > 1 and trainer.rank == 0 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
-    ready = []
-    for it in range(total):
+    ready, times = [], []
+    for it in itertools.count():
         if timeline and it == warmup:
             trainer.start_timeline(out / TIMELINE)
         phases, start, loss = timed_step(trainer, lambda it=it: data(it))
@@ -198,32 +203,52 @@ def measured(trainer, data, writer, spec, out):
         # work (loss read-back), so that phases summing to it shows the timing misses nothing.
         wall = time.perf_counter() - start
         writer.write("step", **_step(trainer, it, it < warmup, False, phases, wall, loss))
+        if it >= warmup:
+            times.append(wall)
+        if enough.due(len(times)) and enough.stop(times):
+            break
     if timeline:
         trainer.stop_timeline()
-    return ready
+    return ready, times, enough
 
 
-def native_loop(trainer, data, writer, warmup, total):
+def native_loop(trainer, data, writer, warmup, enough):
     """Native timing: iteration i+1 is queued (batch staged, work launched) before iteration i is
     finished, `trainer.ahead` iterations at most, so the device never idles while the host stages
     the next batch. An iteration's time runs from the previous iteration's end (the moment `finish`
     returned for it) to its own: the times sum to the loop's elapsed time, the loop's own work
-    (records, loss read-back) included. Returns the measured iterations' gradient ready times."""
-    pending, ready = collections.deque(), []
-    last = time.perf_counter()
-    for it in range(total + 1):
-        if it < total:
+    (records, loss read-back) included, except a decision on the samples taken with nothing in flight.
+    None is queued past the most the samples allow; one already queued when the loop decides to stop
+    earlier is finished and counts as measured."""
+    pending, ready, times = collections.deque(), [], []
+    last, it, stopping, limit = time.perf_counter(), 0, False, warmup + enough.most
+    while it < limit and not stopping or pending:
+        if it < limit and not stopping:
             loss = trainer.step(lambda it=it: data(it))
             pending.append((it, trainer.queued(loss)))
-        while pending and (len(pending) > trainer.ahead or it == total):
+            it += 1
+        while pending and (len(pending) > trainer.ahead or stopping or it == limit):
             done, handle = pending.popleft()
             loss = trainer.finish(handle)
             end = time.perf_counter()
             if done >= warmup:
                 ready.append(trainer.gradient_ready())
+                times.append(end - last)
             writer.write("step", **_step(trainer, done, done < warmup, False, {}, end - last, loss))
             last = end
-    return ready
+            if not stopping and enough.due(len(times)):
+                stopping = enough.stop(times)
+                if not pending:  # the decision is in no iteration's time
+                    last = time.perf_counter()
+    return ready, times, enough
+
+
+def agree(trainer):
+    """The ranks' joint decision on their samples: (all met, any bounded), through MPI (every rank of a
+    multi-rank run is an MPI rank)."""
+    if trainer.size == 1:
+        return None
+    return rendezvous.agree
 
 
 def _step(trainer, iteration, warmup, profiled, phases, wall, loss):

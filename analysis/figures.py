@@ -291,13 +291,15 @@ def comparisons(summary, paths):
     labels = [f"{r.model}, {r.ranks} rank(s), {r.setting}: {r.a} / {r.b}" for r in pairs.itertuples()]
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.28 * len(pairs)))
     y = list(range(len(pairs)))[::-1]
-    colour = pairs["differs"].map({"yes": "tab:red", "no": "tab:gray"}).fillna("tab:gray")
-    lo, hi = (
-        (pairs["ratio"] - pairs["ratio_ci_lo"]).clip(lower=0),
-        (pairs["ratio_ci_hi"] - pairs["ratio"]).clip(lower=0),
+    pairs = pairs.assign(
+        y=y,
+        lo=(pairs["ratio"] - pairs["ratio_ci_lo"]).clip(lower=0).fillna(0),
+        hi=(pairs["ratio_ci_hi"] - pairs["ratio"]).clip(lower=0).fillna(0),
     )
-    ax.errorbar(pairs["ratio"], y, xerr=[lo.fillna(0), hi.fillna(0)], fmt="none", ecolor=list(colour), capsize=2)
-    ax.scatter(pairs["ratio"], y, c=list(colour), zorder=3, s=14)
+    for differs, colour in (("yes", "tab:red"), ("no", "tab:gray"), ("n/a", "tab:gray")):
+        part = pairs[pairs["differs"] == differs]
+        if len(part):
+            ax.errorbar(part["ratio"], part["y"], xerr=[part["lo"], part["hi"]], fmt="o", color=colour, capsize=2, ms=4)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log", base=2)
     ax.set_yticks(y, labels)

@@ -91,7 +91,12 @@ def _fusion(prov):
 
 # runs.csv's columns, in every study: a study whose runs all failed before their first record still
 # has the provenance columns (empty) that later stages read (grad_bytes, fusion settings, hosts).
-RUNS_COLUMNS = RUN_KEYS + ["status", "reasons", "elapsed_s", "run_dir"] + list(_provenance_row({"provenance": {}}))
+RUNS_COLUMNS = (
+    RUN_KEYS
+    + ["status", "reasons", "elapsed_s", "run_dir"]
+    + list(_provenance_row({"provenance": {}}))
+    + list(samples.RECORDED)
+)
 
 
 class RunFilesError(ValueError):

@@ -17,7 +17,8 @@ or, for MXNet, whose loader's work is inside ImageRecordIter's C++, through MXNe
 queues and batching cost apart from the work itself. Trials rotate which framework goes first; the
 median is reported with min and max.
 
-  .venv/bin/python bench/loader.py [--images 400] [--workers 1 2] [--trials 3] [--out bench/results/loader.csv]
+  .venv/bin/python bench/loader.py [--framework torch ...] [--images 400] [--workers 1 2] [--trials 3]
+      [--out bench/results/loader.csv]   (replaces the table's rows of the frameworks measured, keeps the others)
 """
 
 import argparse
@@ -33,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead import machine, write_table  # noqa: E402
+from bench.overhead import machine, merge_table, write_table  # noqa: E402
 from harness import images  # noqa: E402
 from workloads import frameworks  # noqa: E402
 from workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
@@ -249,7 +250,7 @@ def main():
                 f"same work bare {r['same_work']}, machinery ratio {r['machinery_ratio']}",
                 flush=True,
             )
-    write_table(rows, args.out)
+    write_table(merge_table(rows, args.out, key=("framework", "workers")), args.out)
 
 
 if __name__ == "__main__":

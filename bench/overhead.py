@@ -59,15 +59,15 @@ def write_table(rows, path):
 ROW_KEY = ("framework", "comm_library", "ranks", "timing", "model", "device", "precision")
 
 
-def merge_table(rows, path):
-    """The table at `path` with `rows` in place of its rows of the same ROW_KEY (rows written before
+def merge_table(rows, path, key=ROW_KEY):
+    """The table at `path` with `rows` in place of its rows of the same `key` (rows written before
     the table had a comm_library column are their framework's default library's)."""
     path = Path(path)
     old = list(csv.DictReader(open(path))) if path.is_file() else []
     for r in old:
         r.setdefault("comm_library", frameworks.default_library(r["framework"]))
-    new = {tuple(str(r[k]) for k in ROW_KEY) for r in rows}
-    kept = [r for r in old if tuple(str(r[k]) for k in ROW_KEY) not in new]
+    new = {tuple(str(r[k]) for k in key) for r in rows}
+    kept = [r for r in old if tuple(str(r[k]) for k in key) not in new]
     return [{k: r.get(k, "") for k in rows[0]} for r in kept] + rows
 
 

@@ -68,6 +68,6 @@ def tiny_config(tmp_path, **overrides):
         data={"kind": "synthetic"},
         loader_workers=[0],
     )  # compute only; images: tests/test_loaders.py
-    conf.pop("samples", None)  # exactly `iterations` (tests/test_samples.py measures until enough)
+    conf["samples"] = None  # exactly `iterations` (tests/test_samples.py measures until enough)
     conf.update(overrides)
     return conf

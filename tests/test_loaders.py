@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from harness import images
+from tests.conftest import ROOT
 from workloads import frameworks, loaders
 from workloads.loaders import DataError, crop_box
 
@@ -212,7 +213,6 @@ def test_a_run_started_by_hand_prepares_the_images_first(tmp_path):
     import yaml
 
     from harness import config as cfg
-    from tests.conftest import ROOT
 
     conf = image_config(tmp_path, framework=["torch"], ranks_per_node=[1])
     path = tmp_path / "study.yaml"
@@ -253,3 +253,26 @@ def test_the_centre_crop_of_a_very_wide_or_tall_image_keeps_the_short_side():
 
     assert crop_box(NoFit(), 1000, 100) == (433, 0, 566, 100)  # 4:3 at the image's height
     assert crop_box(NoFit(), 100, 1000) == (0, 433, 100, 566)  # 3:4 at the image's width
+
+
+def test_loader_benchmark_fills_every_cell_for_the_frameworks_it_measures(tmp_path):
+    """bench/loader.py, shrunk: MXNet's same-work loop (its image operators) and JAX's (tf.data's)
+    give a rate, and a table's rows of frameworks not measured are kept."""
+    import csv
+    import subprocess
+    import sys
+
+    out = tmp_path / "loader.csv"
+    out.write_text("framework,workers,images_per_s\ntorch,1,297.1\n")
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "loader.py"), "--framework", "mxnet", "jax", "--images", "24"]
+        + ["--workers", "1", "--trials", "1", "--batches", "2", "--warmup", "1", "--batch-size", "4"]
+        + ["--image-size", "32", "--out", str(out)],
+        check=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    rows = {r["framework"]: r for r in csv.DictReader(open(out))}
+    assert set(rows) == {"torch", "mxnet", "jax"}
+    for name in ("mxnet", "jax"):
+        assert float(rows[name]["same_work"]) > 0 and float(rows[name]["machinery_ratio"]) > 0, rows[name]

@@ -396,9 +396,10 @@ def replay(table, error, paths):
     return _save(grid.figure, paths, "replay")
 
 
-def extrapolation(table, paths, why="no 1-rank run to extrapolate from"):
+def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays=None):
     """Predicted efficiency up to many ranks for each link (overlap mode where the study has it);
-    `why` says why there is none where the table is empty."""
+    `why` says why there is none where the table is empty. `replays` (replay.csv): the extrapolation's
+    measured error where the study replayed its traffic on more nodes, said under the title."""
     if "overlap" in set(table["comm"]):
         table = table[table["comm"] == "overlap"]
     if table.empty:
@@ -420,8 +421,22 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from"):
     grid.set_axis_labels("ranks (one per node)", "predicted efficiency T(1) / T(N)")
     grid.set_titles("{col_name}")
     grid.figure.suptitle(
-        "PREDICTION, not measured: performance model with this study's 1-rank phase times and assumed link parameters",
-        y=1.04,
+        "PREDICTION, not measured: performance model with this study's 1-rank phase times and assumed link parameters"
+        + _checked(replays),
+        y=1.04 if replays is None or not _checked(replays) else 1.09,
         color="#b00000",
     )
     return _save(grid.figure, paths, "extrapolation")
+
+
+def _checked(replays):
+    """Under the extrapolation's title: its error against the replays, per node count."""
+    if replays is None or "error_extrapolated" not in replays:
+        return ""
+    ok = replays.dropna(subset=["error_extrapolated"])
+    if ok.empty:
+        return ""
+    errors = ok.groupby("nodes")["error_extrapolated"].agg(lambda e: e.loc[e.abs().idxmax()])
+    return "\nchecked on this study's cluster (its smallest multi-node sweep's ring fit against replays), error: " + (
+        ", ".join(f"{e:+.1%} at {n} nodes" for n, e in errors.items())
+    )

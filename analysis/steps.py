@@ -188,7 +188,7 @@ def write_model(inputs, outputs, extrapolate, log_path):
             outputs.gradients,
             outputs.extrapolation,
             *figures.model_fit(table, error, outputs.figures),
-            *figures.extrapolation(ext, outputs.figures, no_ext),
+            *figures.extrapolation(ext, outputs.figures, no_ext, replays),
             *figures.replay(replays, error.get("replay", {}), outputs.figures),
         )
 

@@ -218,3 +218,12 @@ def test_model_error_is_split_by_communication_library():
             "median_abs_error_comm_total": pytest.approx(0.06),
         },
     }
+
+
+def test_extrapolation_figure_says_its_error_where_the_study_replayed():
+    from analysis import figures
+
+    replays = pd.DataFrame({"nodes": [4, 8, 16, 16], "error_extrapolated": [0.004, -0.014, -0.052, 0.01]})
+    said = figures._checked(replays)
+    assert "+0.4% at 4 nodes" in said and "-1.4% at 8 nodes" in said and "-5.2% at 16 nodes" in said
+    assert figures._checked(None) == "" and figures._checked(replays.assign(error_extrapolated=float("nan"))) == ""

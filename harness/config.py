@@ -54,7 +54,6 @@ def validate(config):
     check_device(config)
     check_data(config)
     check_replay(config)
-    check_samples(config)
     if config.get("emulate"):
         from harness import emulate
 
@@ -110,15 +109,6 @@ def check_replay(config):
     if missing:
         raise ConfigError(
             f"config key 'replay.models': {', '.join(missing)} not in the study's models ({', '.join(config['model'])})"
-        )
-
-
-def check_samples(config):
-    samples = config.get("samples")
-    if samples and samples["max_iterations"] < config["iterations"]:
-        raise ConfigError(
-            f"config key 'samples.max_iterations': {samples['max_iterations']} is below 'iterations' "
-            f"({config['iterations']}), the fewest a run measures"
         )
 
 

@@ -101,3 +101,10 @@ def test_a_two_rank_run_measures_until_its_bound_on_both_ranks(tmp_path):
         measured = [r for r in records if r["kind"] == "step" and not r["warmup"] and not r["profiled"]]
         end = next(r for r in records if r["kind"] == "end")
         assert len(measured) == 14 and end["samples_stopped_by"] == "max_iterations", end
+
+
+def test_iterations_raised_above_max_iterations_are_the_bound_too():
+    """`--config iterations=300` over config.yaml's samples (max_iterations 30): the run measures 300."""
+    enough = samples.Enough(300, {"target": 0.02, "max_iterations": 30, "max_seconds": 600})
+    times = loop(enough, lambda i: 0.1 * (1 + 0.2 * (-1) ** i))  # +-20%: never within 2%
+    assert len(times) == 300 and enough.stopped_by == "max_iterations"

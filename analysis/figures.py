@@ -287,7 +287,10 @@ def comparisons(summary, paths):
     pairs = framework_ratios(summary)
     if pairs.empty:
         return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
-    pairs = lines(pairs.assign(framework=pairs["a"])).sort_values(["model", "ranks", "a", "b", "setting"])
+    # a line of `lines` is one pair here: a framework in two pairs is no second placement
+    pairs = lines(pairs.assign(framework=pairs["a"] + " / " + pairs["b"])).sort_values(
+        ["model", "ranks", "a", "b", "setting"]
+    )
     labels = [f"{r.model}, {r.ranks} rank(s), {r.setting}: {r.a} / {r.b}" for r in pairs.itertuples()]
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.28 * len(pairs)))
     y = list(range(len(pairs)))[::-1]

@@ -191,7 +191,7 @@ def _configurations(runs):
         row["iteration_s_median"] = float(group["iteration_s_median"].median())
         row["outlier_iterations"] = int(group["outlier_iterations"].sum())
         row["unsteady_iterations"] = int(group["unsteady_iterations"].sum())
-        row["iteration_s_cv"] = _cv(group["iteration_s"])
+        row["iteration_s_cv"] = cv(group["iteration_s"])
         row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
         row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
         rows.append(row)
@@ -308,7 +308,8 @@ def repeats_needed(cv, target=PRECISION, most=1000):
     return most
 
 
-def _cv(values):
+def cv(values):
+    """Run-to-run coefficient of variation (NaN with fewer than two values)."""
     x = np.asarray(values.dropna(), dtype=float)
     return float(x.std(ddof=1) / x.mean()) if len(x) >= 2 and x.mean() > 0 else math.nan
 

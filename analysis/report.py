@@ -162,13 +162,14 @@ def noise_table(noisy):
             "n/a" if pd.isna(r.get("iteration_s_cv")) else f"{r['iteration_s_cv']:.1%}",
             "n/a" if pd.isna(r.get("iteration_s_ci_rel")) else f"±{r['iteration_s_ci_rel']:.1%}",
             "n/a" if pd.isna(r.get("repeats_needed")) else f"{int(r['repeats_needed'])}",
+            f"{r['repeats_ok']}" + (f" ({r['second_pass']})" if isinstance(r.get("second_pass"), str) else ""),
             r["noise_warning"],
         ]
         for r in noisy.to_dict("records")
     ]
     return _table(
         ["framework", "network", "comm", "library", "layout", "timing", "ranks", "CV", "95% CI", "repeats for ±5%"]
-        + ["warning"],
+        + ["repeats run (second pass)", "warning"],
         rows,
     )
 
@@ -383,8 +384,8 @@ def _rules(ok, summary, config):
         "costs (iteration, phase times) by the arithmetic mean over repeats; the throughput, a rate, by the "
         "harmonic mean (ranks x batch / the mean iteration time), its interval the iteration time's carried over",
         "speedup, efficiency and the pairwise ratios are ratios of the summarized rates, never summarized themselves",
-        f"nothing here is deterministic: every number has a 95% interval over {config.get('repeats', 'n/a')} "
-        f"repeats; {tight} of {len(ok)} configurations have their iteration time's within +-{PRECISION:.0%}",
+        f"nothing here is deterministic: every number has a 95% interval over {_repeats(ok, config)}; "
+        f"{tight} of {len(ok)} configurations have their iteration time's within +-{PRECISION:.0%}",
         f"normality is tested, not assumed: Student-t in {t} configuration(s) (Shapiro-Wilk did not reject it, "
         f"or 2 repeats could not be tested), percentile bootstrap in {boot}, none in {len(ok) - t - boot} "
         "(1 repeat); per configuration in `summary.csv` (`iteration_s_ci_method`)",
@@ -407,6 +408,19 @@ def _rules(ok, summary, config):
         "setting only (a trend in ranks), on a log-2 axis ticked where measured",
     ]
     return rules
+
+
+def _repeats(ok, config):
+    """How many repeats each configuration had, and what a second pass added."""
+    first, plan = config.get("repeats", "n/a"), config.get("second_pass")
+    if not plan or "repeats_planned" not in ok:
+        return f"{first} repeats"
+    more = int((ok["repeats_planned"] > first).sum())
+    return (
+        f"{first} repeats, then a second pass: where the interval was wider than +-{plan['target']:.0%}, the repeats "
+        f"the measured spread needed, at most {plan['max_repeats']} and {plan['max_seconds']:g} s of runs in all; "
+        f"{more} configuration(s) got more repeats (`second_pass` in `summary.csv`, `second_pass.csv`)"
+    )
 
 
 def _measured(ok, config):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import comm, figures, metrics, prediction, replayed, report, tidy
+from analysis import comm, figures, metrics, prediction, replayed, report, second_pass, tidy
 from harness import replay
 from harness.vocabulary import RUN_KEYS
 
@@ -91,11 +91,27 @@ def write_flops(models, image_size, classes, out_path, log_path):
         _wrote(out_path)
 
 
-def write_summary(run_metrics_path, runs_path, out_path, log_path, peak_path, flops_path):
+def write_second_pass(status_paths, out_path, repeats, settings, log_path):
+    """second_pass.csv: per configuration of the first pass, its interval and the repeats it gets in
+    all (analysis/second_pass.py); the runs it adds are the rules' to make."""
+    with logged(log_path):
+        table, runs, _ = tidy.build(status_paths)
+        plan = second_pass.plan(metrics.run_table(table), runs, repeats, **settings)
+        plan.to_csv(out_path, index=False)
+        added = int((plan["repeats_planned"] - plan["repeats_first"]).sum())
+        print(f"read {len(status_paths)} first-pass runs: {len(plan)} configurations, {added} runs added")
+        for reason, count in plan["second_pass"].value_counts().items():
+            print(f"  {reason}: {count} configurations")
+        _wrote(out_path)
+
+
+def write_summary(run_metrics_path, runs_path, out_path, log_path, peak_path, flops_path, plan_path=None):
     with logged(log_path):
         runs = _run_metrics(run_metrics_path)
         summary = metrics.summarize(runs, _runs(runs_path))
         summary = metrics.add_mfu(summary, pd.read_csv(peak_path), pd.read_csv(flops_path))
+        if plan_path:
+            summary = second_pass.add_plan(summary, pd.read_csv(plan_path))
         summary.to_csv(out_path, index=False)
         print(f"{len(runs)} runs -> {len(summary)} configurations")
         _wrote(out_path)

@@ -186,6 +186,10 @@ SUMMARY = {
     "runs_target_met": "ok runs whose median iteration time's interval met the samples' target on every rank "
     "(only where the config sets `samples`)",
     "median_ci_rel_max": "the widest of those runs' median intervals (rank 0's, half-width over the median)",
+    "iteration_s_ci_rel_first": "with `second_pass`: the first pass's 95% interval half-width over the mean "
+    "(second_pass.csv)",
+    "repeats_planned": "with `second_pass`: the repeats the configuration got in all (first pass and second)",
+    "second_pass": "with `second_pass`: why it got them (second_pass.csv)",
     "speedup": "throughput(N) / throughput(1), against the 1-rank configuration with the same baseline keys",
     "speedup_ci_lo": "lower end of the speedup's 95% delta-method interval",
     "speedup_ci_hi": "upper end of the speedup's 95% delta-method interval",
@@ -195,6 +199,19 @@ SUMMARY = {
     "train_flops_per_image": "training FLOPs per image (3 x forward; convolutions and fully connected layers)",
     "matmul_flops_s": "the framework's matrix-multiply rate on the study's device (peak.csv)",
     "mfu": "model FLOP utilisation: throughput per rank x training FLOPs per image / matmul_flops_s",
+}
+
+SECOND_PASS = {
+    **{k: v for k, v in RUN.items() if k != "repeat"},
+    "repeats_first": "the config's `repeats`: the first pass's runs of the configuration",
+    "iteration_s_ci_rel_first": "the first pass's 95% interval of the mean iteration time, half-width over the mean "
+    "(as summary.csv computes it over the ok runs)",
+    "repeats_needed": "the fewest repeats n with t(0.975, n-1) x CV / sqrt(n) within `second_pass.target` at the "
+    "first pass's run-to-run CV",
+    "run_s": "the configuration's mean first-pass run time (elapsed_s), seconds: each added run's estimated cost",
+    "repeats_planned": "the repeats the configuration gets in all: the first pass's and those the second adds",
+    "second_pass": "why: within target, repeats added, repeats added up to max_repeats, max_seconds spent, or "
+    "fewer than 2 ok runs",
 }
 
 PEAK = {
@@ -339,6 +356,7 @@ TABLES = {
     paths.TABLES["tensors"]: TENSORS,
     paths.TABLES["run_metrics"]: RUN_METRICS,
     paths.TABLES["summary"]: SUMMARY,
+    paths.TABLES["second_pass"]: SECOND_PASS,
     paths.TABLES["peak"]: PEAK,
     paths.TABLES["flops"]: FLOPS,
     paths.TABLES["allreduce"]: ALLREDUCE,
@@ -385,6 +403,8 @@ OUTPUTS = {
     "The table stage (`analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
     _T["run_metrics"]: "one row per run: its iteration time, throughput and mean phase times over its measured "
     "iterations, the table the summary, the replay plans and the model read",
+    _T["second_pass"]: "with `second_pass`: one row per configuration of the first pass, its interval and the "
+    "repeats the second pass gives it, and why (`analysis/second_pass.py`)",
     _T["summary"]: "one row per configuration: throughput, speedup, efficiency, iteration and phase times with "
     "95% intervals, loader rate, MFU, noise, failed repeats",
     _T["flops"]: "the training FLOPs per image of each of the study's networks at its input size, counted from "

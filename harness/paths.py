@@ -84,6 +84,7 @@ def run_from_wildcards(wildcards):
 TABLES = {
     "tidy": "tidy.csv",
     "runs": "runs.csv",
+    "second_pass": "second_pass.csv",
     "tensors": "tensors.csv",
     "run_metrics": "run_metrics.csv",
     "peak": "peak.csv",

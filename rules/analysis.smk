@@ -1,9 +1,29 @@
 # Records -> tidy table and run table -> summary -> figures; with the allreduce fit -> model.
 
 
+# With `second_pass`, a checkpoint plans more repeats from the first pass (analysis/second_pass.py); the
+# tables read the runs it adds too.
+if SECOND_PASS:
+
+    localrules:
+        second_pass,
+
+    checkpoint second_pass:
+        input:
+            RUNS,
+        output:
+            TABLE["second_pass"],
+        log:
+            f"{LOGS}/second_pass.log",
+        params:
+            settings=json.dumps(SECOND_PASS, sort_keys=True),
+        run:
+            step("second_pass", steps.write_second_pass, list(input), output[0], config["repeats"], SECOND_PASS, log[0])
+
+
 rule tidy:
     input:
-        RUNS,
+        study_runs,
     output:
         tidy=TABLE["tidy"],
         runs=TABLE["runs"],
@@ -60,12 +80,23 @@ rule summary:
         runs=TABLE["runs"],
         peak=TABLE["peak"],
         flops=TABLE["flops"],
+        plan=[TABLE["second_pass"]] if SECOND_PASS else [],
     output:
         report(TABLE["summary"], caption="../report/summary.rst", category="Tables"),
     log:
         f"{LOGS}/summary.log",
     run:
-        step("summary", steps.write_summary, input.run_metrics, input.runs, output[0], log[0], input.peak, input.flops)
+        step(
+            "summary",
+            steps.write_summary,
+            input.run_metrics,
+            input.runs,
+            output[0],
+            log[0],
+            input.peak,
+            input.flops,
+            *input.plan,
+        )
 
 
 rule figures:

@@ -10,7 +10,7 @@ from harness import images
 from environment import build as env
 from harness import peak
 from harness import rule as rule_process
-from analysis import figures, steps
+from analysis import figures, second_pass, steps
 
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
@@ -19,6 +19,7 @@ TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
 DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
 RUNS = [f"{RESULTS}/{paths.run_status(run)}" for run in cfg.matrix(config)]
+SECOND_PASS = config.get("second_pass")
 # One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks, and per
 # node count replayed (one rank per node).
 SWEEPS = {
@@ -40,6 +41,16 @@ def step(rule_name, function, *args):
 
 
 files = rule_process.files
+
+
+def study_runs(wildcards):
+    """The first pass's runs and, with a second pass, the runs its plan (a checkpoint) adds."""
+    if not SECOND_PASS:
+        return RUNS
+    import pandas as pd
+
+    plan = pd.read_csv(checkpoints.second_pass.get().output[0])
+    return RUNS + [f"{RESULTS}/{paths.run_status(run)}" for run in second_pass.added_runs(cfg.matrix(config), plan)]
 
 
 def reported(paths, category):

@@ -69,5 +69,6 @@ def tiny_config(tmp_path, **overrides):
         loader_workers=[0],
     )  # compute only; images: tests/test_loaders.py
     conf["samples"] = None  # exactly `iterations` (tests/test_samples.py measures until enough)
+    conf["second_pass"] = None  # exactly `repeats` (tests/test_second_pass.py adds repeats)
     conf.update(overrides)
     return conf

@@ -4,7 +4,8 @@ comm_library): no phases, no syncs, no records (the benchmark's baseline).
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
 Same model, data, layout, optimizer, threads, device, precision and TF32 setting as
 workloads.frameworks.torch.trainer in overlap mode: on the GPU each step copies its batch from pinned
-host memory, and mixed precision is autocast float16 with a GradScaler. Horovod: its DistributedOptimizer.
+host memory, and mixed precision is autocast float16 with a GradScaler
+(and the trainer's fused SGD). Horovod: its DistributedOptimizer.
 native: the model wrapped in DistributedDataParallel (gloo on the CPU, NCCL on GPUs; its default buckets,
 no per-forward buffer broadcast) as PyTorch's own examples write it, the process group meeting at rank 0's address.
 """
@@ -20,6 +21,7 @@ import torch
 from workloads import rendezvous
 from workloads.batches import SyntheticData
 from workloads.devices import resolve_layout
+from workloads.frameworks.torch.trainer import sgd
 from workloads.registry import build_model
 
 spec = json.loads(Path(sys.argv[1]).read_text())
@@ -61,11 +63,11 @@ if native:
     model.to(memory_format=fmt)
     if size > 1:  # DDP broadcasts rank 0's weights as it wraps
         model = DistributedDataParallel(model, device_ids=[local_rank] if gpu else None, broadcast_buffers=False)
-    opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
+    opt = sgd(model.parameters(), spec)
 else:
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # Horovod takes contiguous tensors
     model.to(memory_format=fmt)
-    opt = torch.optim.SGD(model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
+    opt = sgd(model.parameters(), spec)
     opt = hvd.DistributedOptimizer(
         opt, named_parameters=model.named_parameters(), op=hvd.Average, compression=DenseView
     )  # channels_last gradients through their NHWC view

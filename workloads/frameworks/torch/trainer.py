@@ -28,6 +28,14 @@ from workloads.frameworks.torch import LABEL, NAME, comm
 from workloads.registry import build_model
 
 
+def sgd(params, spec):
+    """The update, SGD with momentum (the bare loop's too). With mixed precision PyTorch's fused kernel,
+    as PyTorch recommends with a GradScaler: the scaler hands it the non-finite check as a device
+    tensor, where with the unfused kernel it reads the check on the host inside every step, a wait for
+    backward that idled the GPU while the host staged the next batch (bench/results/overhead-gpu.csv)."""
+    return torch.optim.SGD(params, lr=spec["lr"], momentum=spec["momentum"], fused=spec["precision"] == "mixed")
+
+
 class Trainer(trainer.Trainer):
     name = NAME
     data_layout = "NCHW"
@@ -56,7 +64,7 @@ class Trainer(trainer.Trainer):
         self.model.train()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.loss_fn = torch.nn.CrossEntropyLoss()
-        opt = torch.optim.SGD(self.model.parameters(), lr=spec["lr"], momentum=spec["momentum"])
+        opt = sgd(self.model.parameters(), spec)
         # No broadcast_optimizer_state: SGD's momentum starts empty on every rank (as in the other
         # frameworks), and Horovod's broadcast fills it through a step on NCHW-contiguous zero
         # gradients, which breaks channels_last's gradient layout contract and cost 9% of every

@@ -279,12 +279,13 @@ def input_rate(summary, paths):
     return _save(grid.figure, paths, "input")
 
 
-def comparisons(summary, paths):
-    """Each pair of frameworks in each configuration both ran: throughput a / b with its 95% interval,
-    on a log-2 axis around 1 (a bar clear of 1: a difference the repeats resolve)."""
+def comparisons(summary, paths, pairs=None):
+    """Each pair of frameworks in each configuration both ran (`pairs`: comparisons.csv; computed from
+    the summary where not given): throughput a / b with its 95% interval, on a log-2 axis around 1 (a
+    bar clear of 1: a difference the repeats resolve)."""
     from analysis.metrics import framework_ratios
 
-    pairs = framework_ratios(summary)
+    pairs = framework_ratios(summary) if pairs is None else pairs
     if pairs.empty:
         return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
     # a line of `lines` is one pair here: a framework in two pairs is no second placement
@@ -311,8 +312,10 @@ def comparisons(summary, paths):
     return _save(fig, paths, "comparisons")
 
 
-def draw_all(summary, paths):
-    return [p for draw in (throughput, efficiency, phases, input_rate, comparisons) for p in draw(summary, paths)]
+def draw_all(summary, paths, pairs=None):
+    """Every study figure; `pairs`: comparisons.csv (computed from the summary where not given)."""
+    drawn = [p for draw in (throughput, efficiency, phases, input_rate) for p in draw(summary, paths)]
+    return drawn + comparisons(summary, paths, pairs)
 
 
 def model_fit(table, error, paths):

@@ -366,7 +366,31 @@ def framework_ratios(summary):
     pairs = [
         pair_ratios(summary, "framework", a, b).assign(a=a, b=b) for i, a in enumerate(names) for b in names[i + 1 :]
     ]
-    return pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(columns=["a", "b", "ratio", "differs"])
+    pairs = [p for p in pairs if len(p)]
+    if not pairs:
+        return pd.DataFrame(columns=COMPARISON_COLUMNS)
+    both = pd.concat(pairs, ignore_index=True)
+    return both.rename(columns=lambda c: _side(c, "numerator", "a") or _side(c, "denominator", "b") or c)[
+        COMPARISON_COLUMNS
+    ]
+
+
+def _side(column, side, name):
+    """pair_ratios' column of one side, named for comparisons.csv (a_img_per_s, a_img_per_s_ci_lo, a_repeats ...)."""
+    if not column.startswith(side):
+        return None
+    rest = column[len(side) :]
+    return f"{name}_repeats" if rest == "_n" else f"{name}_img_per_s{rest}"
+
+
+# comparisons.csv: each pair of frameworks in each configuration both ran (framework_ratios).
+COMPARISON_COLUMNS = (
+    ["a", "b"]
+    + [k for k in CONFIG_KEYS if k != "framework"]
+    + ["ranks"]
+    + [f"{s}_img_per_s{c}" for s in "ab" for c in ("", "_ci_lo", "_ci_hi", "_se")]
+    + ["a_repeats", "b_repeats", "ratio", "ratio_ci_lo", "ratio_ci_hi", "differs"]
+)
 
 
 def add_scaling(summary):

@@ -266,13 +266,17 @@ def _replay_lines(replay):
     return lines
 
 
-def write(summary, runs, environment, model_error, figures, config, out_path, model=None):
+def write(summary, runs, environment, model_error, figures, config, out_path, model=None, pairs=None):
     """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
-    model: model.csv (per run, measured and predicted)."""
+    model: model.csv (per run, measured and predicted); pairs: comparisons.csv (computed from the
+    summary where not given)."""
+    from analysis.metrics import framework_ratios
+
     out_path = Path(out_path)
+    pairs = framework_ratios(summary) if pairs is None else pairs
     parts = _study_lines(config, runs) + _provenance_lines(environment, runs) + _results_lines(summary, runs)
-    parts += _rules_lines(summary, config)
-    parts += _framework_lines(summary)
+    parts += _rules_lines(summary, config, pairs)
+    parts += _framework_lines(pairs)
     parts += _library_lines(summary, config)
     if model_error:
         parts += ["## Performance model", ""] + model_tables(
@@ -346,7 +350,7 @@ def _results_lines(summary, runs):
     return parts
 
 
-def _rules_lines(summary, config):
+def _rules_lines(summary, config, pairs):
     """How this study meets each of Hoefler and Belli's twelve rules for benchmarking parallel
     systems (SC15), from its own settings and summary: the report's methods section."""
     ok = summary[summary["repeats_ok"] > 0]
@@ -354,20 +358,20 @@ def _rules_lines(summary, config):
         return []
     return (
         ["### Methods: the twelve rules", "", "How this study meets Hoefler and Belli's rules (SC15):", ""]
-        + [f"{i}. {text}" for i, text in enumerate(_rules(ok, summary, config), 1)]
+        + [f"{i}. {text}" for i, text in enumerate(_rules(ok, config, pairs), 1)]
         + [""]
     )
 
 
-def _rules(ok, summary, config):
-    """The twelve rules' lines, in the paper's order, for the configurations `ok` that have a run."""
-    from analysis.metrics import PRECISION, framework_ratios
+def _rules(ok, config, pairs):
+    """The twelve rules' lines, in the paper's order, for the configurations `ok` that have a run and
+    the framework comparisons `pairs`."""
+    from analysis.metrics import PRECISION
     from harness.config import left_out
 
     method = ok["iteration_s_ci_method"].fillna("")
     boot, t = int(method.str.startswith("bootstrap").sum()), int(method.str.startswith("t ").sum())
     tight = int((ok["iteration_s_ci_rel"] <= PRECISION).sum())
-    pairs = framework_ratios(summary)
     differ = int((pairs["differs"] == "yes").sum()) if len(pairs) else 0
     out = left_out(config) if "framework" in config else []
     rules = [
@@ -437,11 +441,9 @@ def _measured(ok, config):
     )
 
 
-def _framework_lines(summary):
-    """Each pair of frameworks in each configuration both ran: a / b throughput with its 95% interval."""
-    from analysis.metrics import framework_ratios
-
-    ratios = framework_ratios(summary)
+def _framework_lines(ratios):
+    """Each pair of frameworks in each configuration both ran (comparisons.csv): a / b throughput with
+    its 95% interval."""
     if ratios.empty:
         return []
     return [

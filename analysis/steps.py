@@ -105,7 +105,11 @@ def write_second_pass(status_paths, out_path, repeats, settings, log_path):
         _wrote(out_path)
 
 
-def write_summary(run_metrics_path, runs_path, out_path, log_path, peak_path, flops_path, plan_path=None):
+def write_summary(
+    run_metrics_path, runs_path, out_path, comparisons_path, log_path, peak_path, flops_path, plan_path=None
+):
+    """summary.csv, one row per configuration, and comparisons.csv, each pair of frameworks in each
+    configuration both ran (metrics.framework_ratios: the report's and the figure's one source)."""
     with logged(log_path):
         runs = _run_metrics(run_metrics_path)
         summary = metrics.summarize(runs, _runs(runs_path))
@@ -113,13 +117,19 @@ def write_summary(run_metrics_path, runs_path, out_path, log_path, peak_path, fl
         if plan_path:
             summary = second_pass.add_plan(summary, pd.read_csv(plan_path))
         summary.to_csv(out_path, index=False)
-        print(f"{len(runs)} runs -> {len(summary)} configurations")
-        _wrote(out_path)
+        pairs = metrics.framework_ratios(summary)
+        pairs.to_csv(comparisons_path, index=False)
+        print(f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} framework pairs compared")
+        _wrote(out_path, comparisons_path)
 
 
-def write_figures(summary_path, paths, log_path):
+def _comparisons(path):
+    return pd.read_csv(path, keep_default_na=False, na_values={"ratio_ci_lo": [""], "ratio_ci_hi": [""]})
+
+
+def write_figures(summary_path, comparisons_path, paths, log_path):
     with logged(log_path):
-        _wrote(*figures.draw_all(pd.read_csv(summary_path), paths))
+        _wrote(*figures.draw_all(pd.read_csv(summary_path), paths, _comparisons(comparisons_path)))
 
 
 def write_comm(sweeps, sweep_path, fit_path, log_path):
@@ -219,4 +229,7 @@ def write_report(inputs, output, config, log_path):
         error = json.loads(Path(inputs.error).read_text())
         model_csv = getattr(inputs, "model", None)  # model.csv: the per-configuration error table
         model_table = pd.read_csv(model_csv, keep_default_na=False, na_values=[""]) if model_csv else None
-        _wrote(report.write(summary, runs, environment, error, list(inputs.figures), config, output[0], model_table))
+        pairs = _comparisons(inputs.comparisons)
+        _wrote(
+            report.write(summary, runs, environment, error, list(inputs.figures), config, output[0], model_table, pairs)
+        )

@@ -201,6 +201,28 @@ SUMMARY = {
     "mfu": "model FLOP utilisation: throughput per rank x training FLOPs per image / matmul_flops_s",
 }
 
+COMPARISONS = {
+    "a": "the first framework of the pair (name order)",
+    "b": "the second framework of the pair",
+    **{k: v for k, v in RUN.items() if k not in ("framework", "repeat")},
+    "ranks": "nodes x ranks_per_node",
+    **{
+        c: d
+        for side in "ab"
+        for c, d in (
+            (f"{side}_img_per_s", f"framework {side}'s throughput (summary.csv's harmonic mean), images/s"),
+            (f"{side}_img_per_s_ci_lo", f"lower end of framework {side}'s throughput's 95% interval"),
+            (f"{side}_img_per_s_ci_hi", f"upper end of framework {side}'s throughput's 95% interval"),
+            (f"{side}_img_per_s_se", f"standard error of framework {side}'s throughput"),
+            (f"{side}_repeats", f"framework {side}'s ok repeats"),
+        )
+    },
+    "ratio": "a / b throughput",
+    "ratio_ci_lo": "lower end of the ratio's 95% delta-method interval (empty with fewer than 2 repeats a side)",
+    "ratio_ci_hi": "upper end of the ratio's 95% delta-method interval",
+    "differs": "yes where the interval excludes 1, no where it holds it, n/a without one",
+}
+
 SECOND_PASS = {
     **{k: v for k, v in RUN.items() if k != "repeat"},
     "repeats_first": "the config's `repeats`: the first pass's runs of the configuration",
@@ -357,6 +379,7 @@ TABLES = {
     paths.TABLES["run_metrics"]: RUN_METRICS,
     paths.TABLES["summary"]: SUMMARY,
     paths.TABLES["second_pass"]: SECOND_PASS,
+    paths.TABLES["comparisons"]: COMPARISONS,
     paths.TABLES["peak"]: PEAK,
     paths.TABLES["flops"]: FLOPS,
     paths.TABLES["allreduce"]: ALLREDUCE,
@@ -403,6 +426,8 @@ OUTPUTS = {
     "The table stage (`analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
     _T["run_metrics"]: "one row per run: its iteration time, throughput and mean phase times over its measured "
     "iterations, the table the summary, the replay plans and the model read",
+    _T["comparisons"]: "one row per pair of frameworks in each configuration both ran: their throughputs and "
+    "a / b with its 95% interval, and whether it differs from 1 (the report's table and figure read it)",
     _T["second_pass"]: "with `second_pass`: one row per configuration of the first pass, its interval and the "
     "repeats the second pass gives it, and why (`analysis/second_pass.py`)",
     _T["summary"]: "one row per configuration: throughput, speedup, efficiency, iteration and phase times with "

@@ -90,6 +90,7 @@ TABLES = {
     "peak": "peak.csv",
     "flops": "flops.csv",
     "summary": "summary.csv",
+    "comparisons": "comparisons.csv",
     "allreduce": "allreduce.csv",
     "allreduce_fit": "allreduce_fit.csv",
     "model": "model.csv",

@@ -82,7 +82,8 @@ rule summary:
         flops=TABLE["flops"],
         plan=[TABLE["second_pass"]] if SECOND_PASS else [],
     output:
-        report(TABLE["summary"], caption="../report/summary.rst", category="Tables"),
+        summary=report(TABLE["summary"], caption="../report/summary.rst", category="Tables"),
+        comparisons=TABLE["comparisons"],
     log:
         f"{LOGS}/summary.log",
     run:
@@ -91,7 +92,8 @@ rule summary:
             steps.write_summary,
             input.run_metrics,
             input.runs,
-            output[0],
+            output.summary,
+            output.comparisons,
             log[0],
             input.peak,
             input.flops,
@@ -101,13 +103,14 @@ rule summary:
 
 rule figures:
     input:
-        TABLE["summary"],
+        summary=TABLE["summary"],
+        comparisons=TABLE["comparisons"],
     output:
         reported(FIGURES, "Figures"),
     log:
         f"{LOGS}/figures.log",
     run:
-        step("figures", steps.write_figures, input[0], list(output), log[0])
+        step("figures", steps.write_figures, input.summary, input.comparisons, list(output), log[0])
 
 
 # Every study has the replays' table, empty without `replay`.
@@ -149,6 +152,7 @@ rule model:
 rule paper_report:
     input:
         summary=TABLE["summary"],
+        comparisons=TABLE["comparisons"],
         runs=TABLE["runs"],
         environment=ENV_RECORD,
         error=TABLE["model_error"],

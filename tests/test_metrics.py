@@ -321,7 +321,7 @@ def test_the_report_says_how_it_meets_each_of_the_twelve_rules():
         rows += tidy_rows(1, [walls], repeat=rep)
     summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
     config = {"warmup": 2, "iterations": 10, "repeats": 3, "threads_per_rank": 1, "timing": ["phased"]}
-    text = "\n".join(report._rules_lines(summary, config))
+    text = "\n".join(report._rules_lines(summary, config, metrics.framework_ratios(summary)))
     assert [line.split(".")[0] for line in text.splitlines() if line[:2].rstrip(".").isdigit()] == [
         str(i) for i in range(1, 13)
     ]
@@ -346,7 +346,7 @@ def test_each_pair_of_frameworks_is_compared_by_a_ratio_with_its_interval():
     assert ratios.loc[("tensorflow", "torch"), "differs"] == "no"
     from analysis import report
 
-    text = "\n".join(report._framework_lines(summary))
+    text = "\n".join(report._framework_lines(metrics.framework_ratios(summary)))
     assert "## Framework comparisons" in text and "| mxnet / torch | m |" in text
 
 

@@ -135,6 +135,9 @@ def test_figures_and_reports(study):
     rules = md.split("### Methods: the twelve rules")[1].split("\n## ")[0]
     assert "harmonic mean" in rules and "\n12. figures plot" in rules and "far-out iterations" in rules
     assert "## Framework comparisons" in md and "| mxnet / torch | tinynet |" in md
+    pairs = _table(results, "comparisons")  # the report's and the figure's one source
+    assert sorted(zip(pairs["a"], pairs["b"], pairs["ranks"])) == [("mxnet", "torch", 1), ("mxnet", "torch", 2)]
+    assert md.count("| mxnet / torch | tinynet |") == len(pairs)
     # the model's error as a table, one row per predicted configuration; no raw JSON
     assert "| configuration | runs | measured iteration (s) | predicted (s) | error | reason |" in md
     assert md.count("| torch tinynet overlap") + md.count("| mxnet tinynet overlap") == 2 and "```json" not in md

@@ -272,6 +272,7 @@ def analyse(study, draw=True):
         str(csv["run_metrics"]),
         str(csv["runs"]),
         str(csv["summary"]),
+        str(csv["comparisons"]),
         str(logs / "summary.log"),
         str(csv["peak"]),
         str(csv["flops"]),
@@ -302,10 +303,11 @@ def analyse(study, draw=True):
         str(logs / "model.log"),
     )
     if draw:
-        steps.write_figures(str(csv["summary"]), study_figures, str(logs / "figures.log"))
+        steps.write_figures(str(csv["summary"]), str(csv["comparisons"]), study_figures, str(logs / "figures.log"))
         steps.write_report(
             named(
                 summary=csv["summary"],
+                comparisons=csv["comparisons"],
                 runs=csv["runs"],
                 environment=res / "environment.json",
                 error=res / "model_error.json",

@@ -2,6 +2,7 @@
 by repeats and by seconds; and a real Snakemake study that runs the repeats it plans."""
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -95,6 +96,20 @@ def test_a_study_runs_the_repeats_its_first_pass_asks_for_and_says_so(tmp_path):
     assert "second pass" in report and "1 configuration(s) got more repeats" in report
     again = subprocess.run(SNAKEMAKE + ["--configfile", str(path), "-n"], cwd=ROOT, capture_output=True, text=True)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    # the study-time table's row of this study (bench/study_time.py)
+    out = tmp_path / "study-time.csv"
+    bench = [
+        sys.executable,
+        str(ROOT / "bench" / "study_time.py"),
+        str(results),
+        "--elapsed-s",
+        "60",
+        "--out",
+        str(out),
+    ]
+    assert subprocess.run(bench, capture_output=True, text=True).returncode == 0
+    (row,) = pd.read_csv(out).to_dict("records")
+    assert (row["runs"], row["configurations"], row["pairs"], row["runs_added"], row["elapsed_s"]) == (3, 1, 0, 1, 60)
 
 
 def test_a_study_without_seconds_to_spare_adds_no_run(tmp_path):

@@ -1,0 +1,86 @@
+"""Benchmark record (not a test): one row of bench/results/study-time.csv from a finished study.
+
+Reads the study's results folder: its runs (each run's own elapsed_s from runs.csv, JAX's apart),
+summary.csv (configurations, and how many have the 95% interval of their iteration time within
++-5%: metrics.PRECISION), comparisons.csv (framework pairs, and how many differ) and, with a second
+pass, second_pass.csv (runs it added); the study's wall time is given (snakemake's, timed outside).
+Appends the row, keeping the table's earlier rows.
+
+  .venv/bin/python bench/study_time.py RESULTS --elapsed-s 741 [--note TEXT] [--out bench/results/study-time.csv]
+"""
+
+import argparse
+import csv
+import datetime
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from analysis.metrics import PRECISION  # noqa: E402
+from bench.overhead import machine  # noqa: E402
+from harness import paths  # noqa: E402
+
+COLUMNS = ["date", "commit", "frameworks", "models", "runs", "elapsed_s", "jax_runs_s", "other_runs_s"] + [
+    "configurations",
+    "within_5pct",
+    "pairs",
+    "pairs_differ",
+    "runs_added",
+    "note",
+    "machine",
+]
+
+
+def row(results, elapsed_s, note):
+    """The study's row: what ran, how long, and how precise its configurations came out."""
+    table = {name: Path(results) / file for name, file in paths.TABLES.items()}
+    runs = pd.read_csv(table["runs"])
+    summary = pd.read_csv(table["summary"])
+    pairs = pd.read_csv(table["comparisons"])
+    plan = pd.read_csv(table["second_pass"]) if table["second_pass"].is_file() else None
+    jax = runs["framework"] == "jax"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return {
+        "date": datetime.date.today().isoformat(),
+        "commit": commit.stdout.strip(),
+        "frameworks": ", ".join(dict.fromkeys(runs["framework"])),
+        "models": ", ".join(dict.fromkeys(runs["model"])),
+        "runs": len(runs),
+        "elapsed_s": round(elapsed_s),
+        "jax_runs_s": round(runs.loc[jax, "elapsed_s"].sum()),
+        "other_runs_s": round(runs.loc[~jax, "elapsed_s"].sum()),
+        "configurations": len(summary),
+        "within_5pct": int((summary["iteration_s_ci_rel"] <= PRECISION).sum()),
+        "pairs": len(pairs),
+        "pairs_differ": int((pairs["differs"] == "yes").sum()),
+        "runs_added": "" if plan is None else int((plan["repeats_planned"] - plan["repeats_first"]).sum()),
+        "note": note,
+        "machine": machine(),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", help="the study's results folder")
+    parser.add_argument("--elapsed-s", type=float, required=True, help="the study's wall time, seconds")
+    parser.add_argument("--note", default="", help="what else was true of the machine while it ran")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "study-time.csv"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    old = list(csv.DictReader(open(out))) if out.is_file() else []
+    rows = [{k: r.get(k, "") for k in COLUMNS} for r in old] + [row(args.results, args.elapsed_s, args.note)]
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    print(rows[-1])
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

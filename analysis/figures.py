@@ -279,13 +279,10 @@ def input_rate(summary, paths):
     return _save(grid.figure, paths, "input")
 
 
-def comparisons(summary, paths, pairs=None):
-    """Each pair of frameworks in each configuration both ran (`pairs`: comparisons.csv; computed from
-    the summary where not given): throughput a / b with its 95% interval, on a log-2 axis around 1 (a
-    bar clear of 1: a difference the repeats resolve)."""
-    from analysis.metrics import framework_ratios
-
-    pairs = framework_ratios(summary) if pairs is None else pairs
+def comparisons(pairs, paths):
+    """Each pair of frameworks in each configuration both ran (`pairs`: comparisons.csv, the summary
+    step's): throughput a / b with its 95% interval, on a log-2 axis around 1 (a bar clear of 1: a
+    difference the repeats resolve)."""
     if pairs.empty:
         return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
     # a line of `lines` is one pair here: a framework in two pairs is no second placement
@@ -312,10 +309,10 @@ def comparisons(summary, paths, pairs=None):
     return _save(fig, paths, "comparisons")
 
 
-def draw_all(summary, paths, pairs=None):
-    """Every study figure; `pairs`: comparisons.csv (computed from the summary where not given)."""
+def draw_all(summary, pairs, paths):
+    """Every study figure; `pairs`: comparisons.csv (the summary step's framework pairs)."""
     drawn = [p for draw in (throughput, efficiency, phases, input_rate) for p in draw(summary, paths)]
-    return drawn + comparisons(summary, paths, pairs)
+    return drawn + comparisons(pairs, paths)
 
 
 def model_fit(table, error, paths):

@@ -266,14 +266,11 @@ def _replay_lines(replay):
     return lines
 
 
-def write(summary, runs, environment, model_error, figures, config, out_path, model=None, pairs=None):
+def write(summary, runs, environment, model_error, figures, config, out_path, pairs, model=None):
     """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
-    model: model.csv (per run, measured and predicted); pairs: comparisons.csv (computed from the
-    summary where not given)."""
-    from analysis.metrics import framework_ratios
-
+    pairs: comparisons.csv (the summary step's framework pairs); model: model.csv (per run, measured
+    and predicted)."""
     out_path = Path(out_path)
-    pairs = framework_ratios(summary) if pairs is None else pairs
     parts = _study_lines(config, runs) + _provenance_lines(environment, runs) + _results_lines(summary, runs)
     parts += _rules_lines(summary, config, pairs)
     parts += _framework_lines(pairs)

@@ -129,7 +129,7 @@ def _comparisons(path):
 
 def write_figures(summary_path, comparisons_path, paths, log_path):
     with logged(log_path):
-        _wrote(*figures.draw_all(pd.read_csv(summary_path), paths, _comparisons(comparisons_path)))
+        _wrote(*figures.draw_all(pd.read_csv(summary_path), _comparisons(comparisons_path), paths))
 
 
 def write_comm(sweeps, sweep_path, fit_path, log_path):
@@ -231,5 +231,5 @@ def write_report(inputs, output, config, log_path):
         model_table = pd.read_csv(model_csv, keep_default_na=False, na_values=[""]) if model_csv else None
         pairs = _comparisons(inputs.comparisons)
         _wrote(
-            report.write(summary, runs, environment, error, list(inputs.figures), config, output[0], model_table, pairs)
+            report.write(summary, runs, environment, error, list(inputs.figures), config, output[0], pairs, model_table)
         )

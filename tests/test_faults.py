@@ -179,7 +179,9 @@ def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_ru
     assert set(table["timing"]) == {"native", "phased"} and len(table) > 0  # only the intact runs' rows
     summary = metrics.summarize(metrics.run_table(table), runs)
     assert summary["repeats_failed"].sum() == len(BROKEN)
-    drawn = figures.draw_all(summary, figures.figure_paths(tmp_path / "figures", figures.FIGURES))
+    drawn = figures.draw_all(
+        summary, metrics.framework_ratios(summary), figures.figure_paths(tmp_path / "figures", figures.FIGURES)
+    )
     assert all(p.stat().st_size > 0 for p in drawn)
 
 

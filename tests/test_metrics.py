@@ -103,7 +103,9 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     assert summary[["repeats_ok", "repeats_failed", "failure_reasons"]].values.tolist() == [
         [0, 1, "timed out after 1 s; job killed"]
     ]
-    paths = figures.draw_all(summary, figures.figure_paths(tmp_path, figures.FIGURES))
+    paths = figures.draw_all(
+        summary, metrics.framework_ratios(summary), figures.figure_paths(tmp_path, figures.FIGURES)
+    )
     assert sorted(p.name for p in paths) == sorted(
         f"{n}.{e}" for n in ("throughput", "efficiency", "phases", "input", "comparisons") for e in ("pdf", "png")
     )

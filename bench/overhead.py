@@ -8,7 +8,10 @@ harness in `phased` timing. Each trial runs all three in a rotating order (so no
 first), timed end to end by the loop's own clock over the measured iterations (the harness's
 throughput is what it reports: ranks x batch / mean iteration time of the slowest rank; the bare
 loop's is ranks x batch x iterations / elapsed). Prints per framework and ranks the median over
-trials of the paired ratios native/bare and phased/bare with their spread (min-max), and writes
+trials of the paired ratios native/bare and phased/bare with their spread (min-max) and the 95% interval of
+that median (order statistics, distribution-free: a trial's ratio spreads by +-15% on a shared VM),
+and says whether the interval places the median at or above the target (`met`), below it
+(`missed`), or holds the target (`undecided`: the trials cannot tell), and writes
 bench/results/overhead.csv (replacing its rows of the same framework, library, ranks, device and
 precision; keeping the others). Target: native/bare >= 0.99.
 
@@ -32,11 +35,23 @@ sys.path.insert(0, str(ROOT))
 
 from harness import execution, launch, launchers  # noqa: E402
 from harness.records import parse_file  # noqa: E402
+from harness.samples import median_interval  # noqa: E402
 from harness.vocabulary import HOSTS_ENV, records_name  # noqa: E402
 from workloads import frameworks  # noqa: E402
 from workloads.devices import nvidia_smi_name  # noqa: E402
 
 KINDS = ("bare", "native", "phased")
+TARGET = 0.99  # native/bare
+
+
+def verdict(ratios, target=TARGET):
+    """(median, lower, upper, verdict) of a timing's paired ratios to the bare loop: the median with
+    its 95% order-statistics interval, and whether that interval lies at or above `target` ("met"),
+    below it ("missed") or holds it ("undecided"); with fewer than 6 trials it has no interval."""
+    median, lo, hi = median_interval(ratios)
+    if lo != lo:  # NaN: too few trials for a 95% interval of a median
+        return median, lo, hi, f"too few trials ({len(ratios)}) for an interval"
+    return median, lo, hi, "met" if lo >= target else "missed" if hi < target else "undecided"
 
 
 def machine(device="cpu"):
@@ -216,16 +231,21 @@ def main():
                     )
                 for timing in ("native", "phased"):
                     ratios = [t[timing] / t["bare"] for t in trials]
+                    median, lo, hi, said = verdict(ratios)
                     rows.append(
                         {
                             "framework": framework,
                             "comm_library": library,
                             "ranks": ranks,
                             "timing": timing,
-                            "ratio": round(statistics.median(ratios), 4),
+                            "ratio": round(median, 4),
                             "ratio_min": round(min(ratios), 4),
                             "ratio_max": round(max(ratios), 4),
                             "trials": len(trials),
+                            "ratio_ci_low": "" if lo != lo else round(lo, 4),
+                            "ratio_ci_high": "" if hi != hi else round(hi, 4),
+                            "target": said if timing == "native" else "",
+                            "iterations": args.iterations,
                             "harness_img_per_s": round(statistics.median(t[timing] for t in trials), 3),
                             "bare_img_per_s": round(statistics.median(t["bare"] for t in trials), 3),
                             "model": args.model,
@@ -239,7 +259,8 @@ def main():
                     r = rows[-1]
                     print(
                         f"  {framework} {library} {ranks} rank(s) {timing}/bare: median {r['ratio']:.3f} "
-                        f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f}, {r['trials']} paired trials)",
+                        f"(min {r['ratio_min']:.3f}, max {r['ratio_max']:.3f}, {r['trials']} paired trials; "
+                        f"95% interval {lo:.3f}-{hi:.3f}" + (f"; target {TARGET}: {said})" if r["target"] else ")"),
                         flush=True,
                     )
     write_table(merge_table(rows, args.out), args.out)

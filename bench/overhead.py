@@ -23,6 +23,7 @@ precision; keeping the others). Target: native/bare >= 0.99.
 import argparse
 import csv
 import json
+import math
 import os
 import platform
 import statistics
@@ -49,7 +50,7 @@ def verdict(ratios, target=TARGET):
     its 95% order-statistics interval, and whether that interval lies at or above `target` ("met"),
     below it ("missed") or holds it ("undecided"); with fewer than 6 trials it has no interval."""
     median, lo, hi = median_interval(ratios)
-    if lo != lo:  # NaN: too few trials for a 95% interval of a median
+    if math.isnan(lo):  # too few trials for a 95% interval of a median
         return median, lo, hi, f"too few trials ({len(ratios)}) for an interval"
     return median, lo, hi, "met" if lo >= target else "missed" if hi < target else "undecided"
 
@@ -242,8 +243,8 @@ def main():
                             "ratio_min": round(min(ratios), 4),
                             "ratio_max": round(max(ratios), 4),
                             "trials": len(trials),
-                            "ratio_ci_low": "" if lo != lo else round(lo, 4),
-                            "ratio_ci_high": "" if hi != hi else round(hi, 4),
+                            "ratio_ci_low": "" if math.isnan(lo) else round(lo, 4),
+                            "ratio_ci_high": "" if math.isnan(hi) else round(hi, 4),
                             "target": said if timing == "native" else "",
                             "iterations": args.iterations,
                             "harness_img_per_s": round(statistics.median(t[timing] for t in trials), 3),

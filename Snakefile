@@ -53,6 +53,7 @@ localrules:
     replay_tables,
     model,
     paper_report,
+    order,
 
 
 # Ctrl-C, SIGTERM or SIGHUP to snakemake stops the MPI job in flight at once (harness/rule.py).
@@ -73,4 +74,5 @@ rule all:
         TABLE["model"],
         FIGURES,
         MODEL_FIGURES,
+        TABLE["order"],
         TABLE["report"],

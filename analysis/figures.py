@@ -23,9 +23,19 @@ from harness.vocabulary import BASELINE_KEYS, FRAMEWORKS, PHASES, seconds  # noq
 # The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
 FIGURES = ("throughput", "efficiency", "phases", "input", "comparisons")
 MODEL_FIGURES = ("model", "extrapolation", "replay")
+
+
+def model_figures(replays):
+    """The model's figures a study draws: the replay figure only where it replays (config `replay`)."""
+    return MODEL_FIGURES if replays else tuple(f for f in MODEL_FIGURES if f != "replay")
 FORMATS = ("pdf", "png")
 
-FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, sns.color_palette("colorblind", len(FRAMEWORKS)).as_hex()))
+# Okabe and Ito's palette, distinct for colour-blind readers (seaborn's "colorblind" gives its 2nd and
+# 4th, orange and vermillion, to two frameworks that then look alike); black last.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, OKABE_ITO))
+# Each line's setting names its dimension: "library: native", not a bare word two keys share.
+LABELS = {"comm": "comm", "comm_library": "library", "layout": "layout", "timing": "timing"}
 PHASE_COLOURS = dict(zip(PHASES, sns.color_palette("muted", len(PHASES)).as_hex()))
 sns.set_theme(context="paper", style="whitegrid")
 
@@ -66,16 +76,15 @@ def lines(summary):
     comes from two placements (1 node x 2 ranks and 2 nodes x 1 rank) ranks per node joins the
     setting, and any of batch, input, classes, threads or precision that varies in the study is
     named in it."""
-    named = ("model", "framework", "comm", "comm_library", "layout", "timing")  # always in a line's setting
-    varying = [k for k in BASELINE_KEYS if k not in named and summary[k].nunique() > 1]
-    out = summary.copy()
-    out["setting"] = [
-        ", ".join([r.comm, r.comm_library, r.layout, r.timing] + [f"{k} {getattr(r, k)}" for k in varying])
-        for r in summary.itertuples()
+    # the library always (it differs by framework); the others where the study varies them
+    shown = ["comm_library"] + [
+        k for k in BASELINE_KEYS if k not in ("model", "framework", "comm_library") and summary[k].nunique() > 1
     ]
+    out = summary.copy()
+    out["setting"] = [", ".join(f"{LABELS.get(k, k)}: {getattr(r, k)}" for k in shown) for r in summary.itertuples()]
     line = ["model", "framework", "setting"]
     split = out.duplicated(line + ["ranks"], keep=False).groupby([out[k] for k in line]).transform("any")
-    out.loc[split, "setting"] += out.loc[split, "ranks_per_node"].map(", {} per node".format)
+    out.loc[split, "setting"] += out.loc[split, "ranks_per_node"].map(", ranks per node: {}".format)
     return out.sort_values(["model", "framework", "setting", "ranks"])
 
 
@@ -160,7 +169,7 @@ def efficiency(summary, paths):
         summary,
         "efficiency",
         "throughput(N) / (N x throughput(1))",
-        "Weak-scaling efficiency (95% CI, delta method)",
+        "Weak-scaling efficiency (95% CI on the log scale)",
         paths,
         "efficiency",
         ideal=1.0,
@@ -281,15 +290,18 @@ def input_rate(summary, paths):
 
 def comparisons(pairs, paths):
     """Each pair of frameworks in each configuration both ran (`pairs`: comparisons.csv, the summary
-    step's): throughput a / b with its 95% interval, on a log-2 axis around 1 (a bar clear of 1: a
-    difference the repeats resolve)."""
+    step's, its framework rows): throughput a / b, paired by block, with its 95% interval on a log-2
+    axis around 1, coloured by its Holm-adjusted verdict."""
+    pairs = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
     if pairs.empty:
         return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
-    # a line of `lines` is one pair here: a framework in two pairs is no second placement
-    pairs = lines(pairs.assign(framework=pairs["a"] + " / " + pairs["b"])).sort_values(
-        ["model", "ranks", "a", "b", "setting"]
-    )
-    labels = [f"{r.model}, {r.ranks} rank(s), {r.setting}: {r.a} / {r.b}" for r in pairs.itertuples()]
+    pairs = pairs.sort_values(["model", "ranks", "a", "b"])
+    varying = [k for k in ("comm", "layout", "timing", "batch_size", "nodes") if pairs[k].nunique() > 1]
+    labels = [
+        ", ".join([r.model, f"{r.ranks} rank(s)"] + [f"{LABELS.get(k, k)}: {getattr(r, k)}" for k in varying])
+        + f": {r.a} ({r.a_library}) / {r.b} ({r.b_library})"
+        for r in pairs.itertuples()
+    ]
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.28 * len(pairs)))
     y = list(range(len(pairs)))[::-1]
     pairs = pairs.assign(
@@ -297,15 +309,19 @@ def comparisons(pairs, paths):
         lo=(pairs["ratio"] - pairs["ratio_ci_lo"]).clip(lower=0).fillna(0),
         hi=(pairs["ratio_ci_hi"] - pairs["ratio"]).clip(lower=0).fillna(0),
     )
-    for differs, colour in (("yes", "tab:red"), ("no", "tab:gray"), ("n/a", "tab:gray")):
-        part = pairs[pairs["differs"] == differs]
+    shown = {"a faster": OKABE_ITO[5], "b faster": OKABE_ITO[5], "equal": OKABE_ITO[0], "unresolved": "grey"}
+    for verdict, colour in shown.items():
+        part = pairs[pairs["verdict"] == verdict]
         if len(part):
-            ax.errorbar(part["ratio"], part["y"], xerr=[part["lo"], part["hi"]], fmt="o", color=colour, capsize=2, ms=4)
+            ax.errorbar(part["ratio"], part["y"], xerr=[part["lo"], part["hi"]], fmt="o", color=colour, capsize=2,
+                        ms=4, label=f"verdict: {verdict}")  # fmt: skip
     ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvspan(0.95, 1.05, color=OKABE_ITO[0], alpha=0.1, linewidth=0)
     ax.set_xscale("log", base=2)
     ax.set_yticks(y, labels)
-    ax.set_xlabel("throughput ratio a / b (95% interval; red: differs from 1)")
-    ax.set_title("Frameworks compared, configuration by configuration")
+    ax.set_xlabel("throughput ratio a / b, paired by block (95% interval; band: equal within ±5%)")
+    ax.set_title("Frameworks compared (verdicts Holm-adjusted over the study)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return _save(fig, paths, "comparisons")
 
 

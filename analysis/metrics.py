@@ -19,10 +19,14 @@ Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x b
 - per run, beside the mean: the median and 95th percentile of the iteration time and the outlier
   iterations (Tukey's far out: above the third quartile + 3 x the interquartile range, e.g. a
   garbage collection), kept in every mean and counted (`outlier_iterations`);
+- a cost's t interval that reaches zero (few repeats, a wide spread) is made on the log scale
+  instead (mean x exp(+- t se/mean)), so no positive quantity gets a bound at or below zero, and no
+  rate an infinite one;
 - speedup and efficiency are ratios of two independent means (N-rank and 1-rank throughput over
-  their repeats): their interval is the ratio +- t x its standard error by the delta method,
-  se(a/b) = (a/b) sqrt(se_a^2/a^2 + se_b^2/b^2), with min(n_a, n_b) - 1 degrees of freedom (NaN
-  with fewer than two repeats on either side);
+  their repeats): their interval is on the log scale, (a/b) exp(+- t se(log a/b)), with
+  se(log a/b)^2 = se_a^2/a^2 + se_b^2/b^2 (delta method) and min(n_a, n_b) - 1 degrees of freedom
+  (NaN with fewer than two repeats on either side): always positive;
+- comparisons between frameworks and libraries: analysis/comparisons.py;
 - noise: per configuration the run-to-run coefficient of variation of the iteration time
   (standard deviation over mean of the repeats' run means, `iteration_s_cv`); above NOISE_CV the
   summary's `noise_warning` says so: the configuration's differences below that are noise.
@@ -43,7 +47,6 @@ from scipy import stats
 # allreduce time (comm_total) and the part of it overlapped with compute (overlap).
 from harness.samples import steady_start
 from harness.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
-from workloads.frameworks import HOROVOD, NATIVE
 
 NOISE_CV = 0.05
 PRECISION = 0.05
@@ -64,6 +67,14 @@ def mean_ci(values, confidence=0.95):
     return mean, mean - half, mean + half
 
 
+def log_ci(x, confidence=0.95):
+    """(mean, lower, upper): the mean of positive values with the delta method's interval on the log
+    scale, mean x exp(+- t x se / mean): asymmetric, always positive."""
+    mean = float(np.mean(x))
+    half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * np.std(x, ddof=1) / math.sqrt(len(x)) / mean
+    return mean, mean * math.exp(-half), mean * math.exp(half)
+
+
 def interval(values, confidence=0.95, seed=0):
     """(mean, lower, upper, method): the mean with a Student-t interval where a Shapiro-Wilk test
     does not reject normality (3 or more values), else a percentile bootstrap interval of the mean."""
@@ -71,6 +82,8 @@ def interval(values, confidence=0.95, seed=0):
     if len(x) < 2:
         return (float(x.mean()) if len(x) else math.nan), math.nan, math.nan, f"none ({len(x)} repeat)"
     mean, lo, hi = mean_ci(x, confidence)
+    if lo <= 0 < mean:  # a positive cost's interval must stay positive: t on the log scale instead
+        return (*log_ci(x, confidence), "t on the log scale (the plain t interval reached 0)")
     if len(x) < 3:
         return mean, lo, hi, "t (2 repeats: normality untested)"
     with warnings.catch_warnings():
@@ -87,8 +100,8 @@ def harmonic_rate(work, cost_mean, cost_lo, cost_hi):
     """(rate, lower, upper) of `work` per unit cost from the mean cost and its interval: the
     harmonic mean of the per-run rates (total work over total time), never their arithmetic mean."""
 
-    def per(cost):  # an interval reaching zero time or below leaves the rate unbounded above
-        return math.nan if cost is None or math.isnan(cost) else work / cost if cost > 0 else math.inf
+    def per(cost):  # a cost bound at zero time or below bounds no rate: unresolved (NaN), never infinite
+        return math.nan if cost is None or math.isnan(cost) or cost <= 0 else work / cost
 
     return per(cost_mean), per(cost_hi), per(cost_lo)
 
@@ -315,82 +328,14 @@ def cv(values):
 
 
 def ratio_ci(a, se_a, n_a, b, se_b, n_b, confidence=0.95):
-    """(a/b, lower, upper): the ratio of two independent means and its delta-method interval."""
+    """(a/b, lower, upper): the ratio of two independent positive means and its interval on the log
+    scale, a/b x exp(+- t x se(log a/b)), se(log a/b)^2 = (se_a/a)^2 + (se_b/b)^2 (delta method on
+    the logs): never negative, unlike a/b +- t x se(a/b)."""
     ratio = a / b if b else math.nan
-    if min(n_a, n_b) < 2 or any(math.isnan(v) for v in (ratio, se_a, se_b)):
+    if min(n_a, n_b) < 2 or any(math.isnan(v) for v in (ratio, se_a, se_b)) or a <= 0 or b <= 0:
         return ratio, math.nan, math.nan
-    se = abs(ratio) * math.sqrt((se_a / a) ** 2 + (se_b / b) ** 2)
-    half = stats.t.ppf(0.5 + confidence / 2, min(n_a, n_b) - 1) * se
-    return ratio, ratio - half, ratio + half
-
-
-def pair_ratios(summary, dimension, numerator, denominator):
-    """Each configuration run with both `numerator` and `denominator` as its `dimension` (framework,
-    comm_library ...): their throughputs with intervals (columns `numerator`, `denominator` and their
-    `_ci_lo`, `_ci_hi`, `_se`, `_n`) and numerator / denominator with its delta-method interval;
-    `differs` is "yes" where that interval excludes 1, "no" where it holds it, "n/a" without one."""
-    keys = [k for k in CONFIG_KEYS if k != dimension] + ["ranks"]
-    ok = summary[summary["repeats_ok"] > 0]
-    cols = ["throughput_img_per_s", "throughput_img_per_s_ci_lo", "throughput_img_per_s_ci_hi", "throughput_se"]
-    sides = {
-        side: ok[ok[dimension] == value][keys + cols + ["repeats_ok"]].rename(
-            columns={c: c.replace("throughput_img_per_s", side).replace("throughput", side) for c in cols}
-            | {"repeats_ok": f"{side}_n"}
-        )
-        for side, value in (("numerator", numerator), ("denominator", denominator))
-    }
-    both = sides["denominator"].merge(sides["numerator"], on=keys)
-    rows = []
-    for r in both.to_dict("records"):
-        ratio, lo, hi = ratio_ci(
-            r["numerator"], r["numerator_se"], r["numerator_n"], r["denominator"], r["denominator_se"],
-            r["denominator_n"],
-        )  # fmt: skip
-        differs = "n/a" if math.isnan(lo) else ("yes" if lo > 1 or hi < 1 else "no")
-        rows.append({**r, "ratio": ratio, "ratio_ci_lo": lo, "ratio_ci_hi": hi, "differs": differs})
-    return pd.DataFrame(rows, columns=list(both.columns) + ["ratio", "ratio_ci_lo", "ratio_ci_hi", "differs"])
-
-
-def library_ratios(summary):
-    """native / horovod of each configuration run through both libraries (pair_ratios, the sides
-    named by their library)."""
-    ratios = pair_ratios(summary, "comm_library", NATIVE, HOROVOD)
-    return ratios.rename(columns=lambda c: c.replace("numerator", NATIVE).replace("denominator", HOROVOD))
-
-
-def framework_ratios(summary):
-    """Every pair of the study's frameworks (in name order, a / b) in each configuration both ran:
-    pair_ratios with columns `a` and `b` naming them (Hoefler and Belli's rule 7: compare by a ratio
-    with its interval, not by eye)."""
-    names = sorted(summary.loc[summary["repeats_ok"] > 0, "framework"].unique())
-    pairs = [
-        pair_ratios(summary, "framework", a, b).assign(a=a, b=b) for i, a in enumerate(names) for b in names[i + 1 :]
-    ]
-    pairs = [p for p in pairs if len(p)]
-    if not pairs:
-        return pd.DataFrame(columns=COMPARISON_COLUMNS)
-    both = pd.concat(pairs, ignore_index=True)
-    return both.rename(columns=lambda c: _side(c, "numerator", "a") or _side(c, "denominator", "b") or c)[
-        COMPARISON_COLUMNS
-    ]
-
-
-def _side(column, side, name):
-    """pair_ratios' column of one side, named for comparisons.csv (a_img_per_s, a_img_per_s_ci_lo, a_repeats ...)."""
-    if not column.startswith(side):
-        return None
-    rest = column[len(side) :]
-    return f"{name}_repeats" if rest == "_n" else f"{name}_img_per_s{rest}"
-
-
-# comparisons.csv: each pair of frameworks in each configuration both ran (framework_ratios).
-COMPARISON_COLUMNS = (
-    ["a", "b"]
-    + [k for k in CONFIG_KEYS if k != "framework"]
-    + ["ranks"]
-    + [f"{s}_img_per_s{c}" for s in "ab" for c in ("", "_ci_lo", "_ci_hi", "_se")]
-    + ["a_repeats", "b_repeats", "ratio", "ratio_ci_lo", "ratio_ci_hi", "differs"]
-)
+    half = stats.t.ppf(0.5 + confidence / 2, min(n_a, n_b) - 1) * math.sqrt((se_a / a) ** 2 + (se_b / b) ** 2)
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
 
 
 def add_scaling(summary):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import comm, figures, metrics, prediction, replayed, report, second_pass, tidy
-from harness import replay
+from analysis import comm, comparisons, figures, metrics, prediction, replayed, report, second_pass, tidy
+from harness import design, replay
 from harness.vocabulary import RUN_KEYS
 
 # Snakemake runs the rules' steps in threads of its own process (profiles/default); the standard
@@ -80,6 +80,15 @@ def _runs(path):
     return pd.read_csv(path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
 
 
+def write_order(runs, settings, out_path, log_path):
+    """order.csv: the study's runs in the design's order (harness/design.py)."""
+    with logged(log_path):
+        table = pd.DataFrame(design.order(runs, settings), columns=design.COLUMNS)
+        table.to_csv(out_path, index=False)
+        print(f"{len(table)} runs, design {json.dumps(settings, sort_keys=True)}")
+        _wrote(out_path)
+
+
 def write_flops(models, image_size, classes, out_path, log_path):
     """flops.csv: the training FLOPs per image of each of the study's networks (workloads/flops.py)."""
     from workloads import flops
@@ -108,8 +117,9 @@ def write_second_pass(status_paths, out_path, repeats, settings, log_path):
 def write_summary(
     run_metrics_path, runs_path, out_path, comparisons_path, log_path, peak_path, flops_path, plan_path=None
 ):
-    """summary.csv, one row per configuration, and comparisons.csv, each pair of frameworks in each
-    configuration both ran (metrics.framework_ratios: the report's and the figure's one source)."""
+    """summary.csv, one row per configuration, and comparisons.csv, each pair of frameworks (and of
+    libraries) in each configuration both ran, paired by block and independent
+    (analysis/comparisons.py: the report's and the figure's one source)."""
     with logged(log_path):
         runs = _run_metrics(run_metrics_path)
         summary = metrics.summarize(runs, _runs(runs_path))
@@ -117,14 +127,19 @@ def write_summary(
         if plan_path:
             summary = second_pass.add_plan(summary, pd.read_csv(plan_path))
         summary.to_csv(out_path, index=False)
-        pairs = metrics.framework_ratios(summary)
+        pairs = comparisons.study(summary, runs)
         pairs.to_csv(comparisons_path, index=False)
-        print(f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} framework pairs compared")
+        print(
+            f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} comparisons, resolved: "
+            f"{comparisons.one_analysis(pairs)} paired, {comparisons.one_analysis(pairs, '_independent')} independent"
+        )
         _wrote(out_path, comparisons_path)
 
 
 def _comparisons(path):
-    return pd.read_csv(path, keep_default_na=False, na_values={"ratio_ci_lo": [""], "ratio_ci_hi": [""]})
+    """comparisons.csv: verdicts and names stay text; numbers NaN where empty."""
+    text = ["dimension", "a", "b", "a_library", "b_library", "verdict", "verdict_independent"]
+    return pd.read_csv(path, dtype={c: str for c in text}).fillna({c: "" for c in text})
 
 
 def write_figures(summary_path, comparisons_path, paths, log_path):
@@ -215,13 +230,18 @@ def write_model(inputs, outputs, extrapolate, log_path):
             outputs.extrapolation,
             *figures.model_fit(table, error, outputs.figures),
             *figures.extrapolation(ext, outputs.figures, no_ext, replays),
-            *figures.replay(replays, error.get("replay", {}), outputs.figures),
+            *(figures.replay(replays, error.get("replay", {}), outputs.figures) if _drawn("replay", outputs) else []),
         )
 
 
-def write_report(inputs, output, config, log_path):
-    """results/report.md (analysis/report.py) from the summary, runs, environment record, model
-    error and figures."""
+def _drawn(name, outputs):
+    """Whether the rule declares figure `name` among its outputs (figures.model_figures)."""
+    return any(Path(p).stem == name for p in outputs.figures)
+
+
+def write_report(inputs, output, config, title, log_path):
+    """results/report.md (analysis/report.py) from the summary, comparisons, runs, environment
+    record, allreduce fit, model error and figures; `title`: the study's."""
     with logged(log_path):
         summary = pd.read_csv(inputs.summary)
         runs = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
@@ -230,6 +250,10 @@ def write_report(inputs, output, config, log_path):
         model_csv = getattr(inputs, "model", None)  # model.csv: the per-configuration error table
         model_table = pd.read_csv(model_csv, keep_default_na=False, na_values=[""]) if model_csv else None
         pairs = _comparisons(inputs.comparisons)
+        fits = pd.read_csv(inputs.fit) if getattr(inputs, "fit", None) else None
         _wrote(
-            report.write(summary, runs, environment, error, list(inputs.figures), config, output[0], pairs, model_table)
+            report.write(
+                summary, runs, environment, error, list(inputs.figures), config, output[0], pairs, model_table,
+                fits, title,
+            )  # fmt: skip
         )

@@ -96,6 +96,7 @@ RUNS_COLUMNS = (
     + ["status", "reasons", "elapsed_s", "run_dir"]
     + list(_provenance_row({"provenance": {}}))
     + list(samples.RECORDED)
+    + ["started", "hardware"]
 )
 
 
@@ -131,6 +132,7 @@ def read_run(status_path):
         "reasons": "; ".join(reasons),
         "elapsed_s": status.get("elapsed_s"),
         "run_dir": str(run_dir),
+        "started": status.get("started", ""),
     }
     if not status:
         row["status"] = "failed"
@@ -205,6 +207,9 @@ def _add_run_record(row, rank, run_rec):
     rate (kept for a failed run too)."""
     if rank == 0 and run_rec:
         row.update(_provenance_row(run_rec))
+    host = (run_rec or {}).get("provenance", {}).get("hardware")
+    if host:  # every host's, by name: a JSON object in one cell
+        row["hardware"] = json.dumps({**json.loads(row.get("hardware") or "{}"), host["host"]: host}, sort_keys=True)
     if run_rec and run_rec.get("data", {}).get("loader_img_per_s") is not None:
         # the slowest rank's loader bounds the step
         rate = run_rec["data"]["loader_img_per_s"]

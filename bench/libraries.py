@@ -2,8 +2,9 @@
 
 Reads a study's summary.csv and model.csv (the study config/libraries.yaml makes, or any study with
 `comm_library: [horovod, native]`) and writes one row per framework x network x comm x ranks x
-library: throughput with its 95% interval, the ratio to Horovod's with its interval (analysis's
-library_ratios: delta method), the communication measured in the traces (all of it, and the part
+library: throughput with its 95% interval, the ratio to Horovod's with its interval (the study's
+comparisons.csv: the paired analysis's geometric mean over blocks, `differs` where its Holm-adjusted
+verdict is that one is faster), the communication measured in the traces (all of it, and the part
 hidden behind compute) and the model's median error for that configuration.
 
   .venv/bin/python bench/libraries.py results/libraries [--out bench/results/libraries-study.csv]
@@ -18,7 +19,6 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis.metrics import library_ratios  # noqa: E402
 from bench.overhead import machine, write_table  # noqa: E402
 from harness.paths import TABLES  # noqa: E402
 
@@ -28,7 +28,8 @@ KEYS = ["framework", "model", "comm", "nodes", "ranks_per_node", "ranks"]
 def rows(results):
     summary = pd.read_csv(results / TABLES["summary"])
     model = pd.read_csv(results / TABLES["model"])
-    ratios = library_ratios(summary).set_index(KEYS)
+    pairs = pd.read_csv(results / TABLES["comparisons"])
+    ratios = pairs[pairs["dimension"] == "comm_library"].set_index(KEYS)
     error = model.groupby(KEYS + ["comm_library"])["error_iteration"].median()
     out = []
     for r in summary[summary["repeats_ok"] > 0].sort_values(KEYS + ["comm_library"]).to_dict("records"):
@@ -45,7 +46,7 @@ def rows(results):
                 "native_over_horovod": round(ratio["ratio"], 4) if native else "",
                 "ratio_ci_lo": round(ratio["ratio_ci_lo"], 4) if native else "",
                 "ratio_ci_hi": round(ratio["ratio_ci_hi"], 4) if native else "",
-                "differs": ratio["differs"] if native else "",
+                "differs": ("yes" if ratio["verdict"].endswith("faster") else "no") if native else "",
                 "comm_total_s": round(r.get("comm_total_s", float("nan")), 4),
                 "overlap_s": round(r.get("overlap_s", float("nan")), 4),
                 "model_error_iteration": round(error.get(key + (r["comm_library"],), float("nan")), 4),

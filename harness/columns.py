@@ -119,6 +119,9 @@ RUNS = {
     "median_ci_rel": "rank 0's 95% interval of its median iteration time (order statistics, steady iterations), "
     "half-width over the median",
     "timeline_ops": "fused allreduce operations per measured iteration (tensors executed together count once)",
+    "started": "when the run started (UTC, ISO 8601)",
+    "hardware": "every host the ranks ran on, by name: CPU model, sockets, cores, logical CPUs, memory (GiB), GPUs "
+    "(name, memory, driver), as a JSON object (harness/hardware.py)",
 }
 
 TENSORS = {
@@ -168,9 +171,10 @@ SUMMARY = {
     "throughput_img_per_s": "throughput, images/s over all ranks: the harmonic mean over repeats (ranks x batch / "
     "the mean iteration time), a rate never averaged arithmetically",
     "throughput_img_per_s_ci_lo": "lower end of the throughput's 95% interval: the iteration time's, carried through "
-    "ranks x batch / time",
+    "ranks x batch / time (empty, unresolved, where a time bound is not positive: never infinite)",
     "iteration_s_ci_method": "how the cost intervals were made: Student-t where a Shapiro-Wilk test on the repeats "
-    "does not reject normality (p >= 0.05), else a percentile bootstrap of the mean; with its p",
+    "does not reject normality (p >= 0.05), else a percentile bootstrap of the mean; with its p; Student-t on the "
+    "log scale where the plain t interval reached zero (so no bound is at or below zero)",
     "iteration_s_median": "median over repeats of each run's median iteration time, seconds",
     "outlier_iterations": "far-out iterations of all repeats (kept in the means; see run_metrics.csv)",
     "unsteady_iterations": "leading iterations of all repeats left out as not yet steady (see run_metrics.csv)",
@@ -191,8 +195,8 @@ SUMMARY = {
     "repeats_planned": "with `second_pass`: the repeats the configuration got in all (first pass and second)",
     "second_pass": "with `second_pass`: why it got them (second_pass.csv)",
     "speedup": "throughput(N) / throughput(1), against the 1-rank configuration with the same baseline keys",
-    "speedup_ci_lo": "lower end of the speedup's 95% delta-method interval",
-    "speedup_ci_hi": "upper end of the speedup's 95% delta-method interval",
+    "speedup_ci_lo": "lower end of the speedup's 95% interval (delta method on the log scale: always positive)",
+    "speedup_ci_hi": "upper end of the speedup's 95% interval",
     "efficiency": "speedup / ranks (weak scaling)",
     "efficiency_ci_lo": "lower end of the efficiency's 95% interval",
     "efficiency_ci_hi": "upper end of the efficiency's 95% interval",
@@ -202,25 +206,48 @@ SUMMARY = {
 }
 
 COMPARISONS = {
-    "a": "the first framework of the pair (name order)",
-    "b": "the second framework of the pair",
-    **{k: v for k, v in RUN.items() if k not in ("framework", "repeat")},
+    "dimension": "what the two sides differ in: `framework` (each at its default library) or `comm_library` "
+    "(native / horovod, one framework)",
+    "a": "the first side: a framework (name order) or `native`",
+    "b": "the second side: a framework or `horovod`",
+    "a_library": "the communication library side a ran with",
+    "b_library": "the communication library side b ran with",
+    **{k: v for k, v in RUN.items() if k not in ("comm_library", "repeat")},
     "ranks": "nodes x ranks_per_node",
     **{
         c: d
         for side in "ab"
         for c, d in (
-            (f"{side}_img_per_s", f"framework {side}'s throughput (summary.csv's harmonic mean), images/s"),
-            (f"{side}_img_per_s_ci_lo", f"lower end of framework {side}'s throughput's 95% interval"),
-            (f"{side}_img_per_s_ci_hi", f"upper end of framework {side}'s throughput's 95% interval"),
-            (f"{side}_img_per_s_se", f"standard error of framework {side}'s throughput"),
-            (f"{side}_repeats", f"framework {side}'s ok repeats"),
+            (f"{side}_img_per_s", f"side {side}'s throughput (summary.csv's harmonic mean), images/s"),
+            (f"{side}_img_per_s_ci_lo", f"lower end of side {side}'s throughput's 95% interval"),
+            (f"{side}_img_per_s_ci_hi", f"upper end of side {side}'s throughput's 95% interval"),
+            (f"{side}_img_per_s_se", f"standard error of side {side}'s throughput"),
+            (f"{side}_repeats", f"side {side}'s ok repeats"),
         )
     },
-    "ratio": "a / b throughput",
-    "ratio_ci_lo": "lower end of the ratio's 95% delta-method interval (empty with fewer than 2 repeats a side)",
-    "ratio_ci_hi": "upper end of the ratio's 95% delta-method interval",
-    "differs": "yes where the interval excludes 1, no where it holds it, n/a without one",
+    "blocks": "blocks (repeat indices) in which both sides ran ok: the paired analysis's sample",
+    "ratio": "paired: a / b throughput, the geometric mean of the blocks' within-block ratios",
+    "ratio_ci_lo": "lower end of the paired ratio's 95% interval (Student-t on the log scale; empty below 2 blocks)",
+    "ratio_ci_hi": "upper end of the paired ratio's 95% interval",
+    "p": "paired: p-value of the ratio being 1 (two-sided t on the blocks' log ratios), unadjusted",
+    "p_holm": "p, Holm-adjusted over the study's paired family (2 hypotheses per comparison)",
+    "p_equal_holm": "paired: p-value of the ratio lying outside 0.95-1.05 (two one-sided tests), Holm-adjusted",
+    "verdict": "paired, at a family-wise 5%: `a faster`, `b faster`, `equal` (within 0.95-1.05) or `unresolved`",
+    "blocks_needed": "for an unresolved paired comparison: the blocks that would resolve it at its measured mean "
+    "and spread (Bonferroni level, Holm's strictest step); 201: out of reach",
+    "ratio_independent": "independent: a / b of the two throughputs (summary.csv's harmonic means)",
+    "ratio_independent_ci_lo": "lower end of the independent ratio's 95% interval (delta method on the log scale)",
+    "ratio_independent_ci_hi": "upper end of the independent ratio's 95% interval",
+    "p_independent": "independent: p-value of the ratio being 1, unadjusted",
+    "p_holm_independent": "p_independent, Holm-adjusted over the study's independent family",
+    "p_equal_holm_independent": "independent: p-value of the ratio lying outside 0.95-1.05, Holm-adjusted",
+    "verdict_independent": "independent, at a family-wise 5%: `a faster`, `b faster`, `equal` or `unresolved`",
+}
+
+ORDER = {
+    "block": "the run's block: its repeat index (design `blocked`: every configuration runs once per block)",
+    "position": "the run's place within its block (from 0), seeded by `design.seed`; empty for `unordered`",
+    "run": "the run's path under runs/ (its identity)",
 }
 
 SECOND_PASS = {
@@ -380,6 +407,7 @@ TABLES = {
     paths.TABLES["summary"]: SUMMARY,
     paths.TABLES["second_pass"]: SECOND_PASS,
     paths.TABLES["comparisons"]: COMPARISONS,
+    paths.TABLES["order"]: ORDER,
     paths.TABLES["peak"]: PEAK,
     paths.TABLES["flops"]: FLOPS,
     paths.TABLES["allreduce"]: ALLREDUCE,
@@ -426,8 +454,11 @@ OUTPUTS = {
     "The table stage (`analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
     _T["run_metrics"]: "one row per run: its iteration time, throughput and mean phase times over its measured "
     "iterations, the table the summary, the replay plans and the model read",
-    _T["comparisons"]: "one row per pair of frameworks in each configuration both ran: their throughputs and "
-    "a / b with its 95% interval, and whether it differs from 1 (the report's table and figure read it)",
+    _T["comparisons"]: "one row per pair of frameworks (each at its default library) and per framework run through "
+    "both libraries, in each configuration both sides ran: a / b paired by block and independent, each with its 95% "
+    "interval, Holm-adjusted tests and verdict (the report's tables and figure read it)",
+    _T["order"]: "the first pass's runs in the order the `design` gives them: block by block, each block in its "
+    "seeded random order (`harness/design.py`)",
     _T["second_pass"]: "with `second_pass`: one row per configuration of the first pass, its interval and the "
     "repeats the second pass gives it, and why (`analysis/second_pass.py`)",
     _T["summary"]: "one row per configuration: throughput, speedup, efficiency, iteration and phase times with "

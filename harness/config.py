@@ -292,3 +292,12 @@ RUN_SETTINGS = (
 
 def run_settings(config):
     return {k: config.get(k) for k in RUN_SETTINGS}
+
+
+def title(config, configfiles):
+    """The study's title for its report: the config's `title`, else the last config file's name (the
+    default config alone: "the default study")."""
+    if config.get("title"):
+        return config["title"]
+    last = Path(configfiles[-1]) if configfiles else DEFAULT_CONFIG
+    return "dlscale: the default study" if last.resolve() == Path(DEFAULT_CONFIG).resolve() else f"dlscale: {last.stem}"

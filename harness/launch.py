@@ -182,6 +182,8 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
         "reasons": problems,
         "returncode": rc,
         "elapsed_s": round(time.time() - started, 3),
+        # when it started (UTC): the report's dates, and the order the runs really took
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "argv": argv,
         "log": str(p.log),
     }

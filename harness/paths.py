@@ -91,6 +91,7 @@ TABLES = {
     "flops": "flops.csv",
     "summary": "summary.csv",
     "comparisons": "comparisons.csv",
+    "order": "order.csv",
     "allreduce": "allreduce.csv",
     "allreduce_fit": "allreduce_fit.csv",
     "model": "model.csv",

@@ -157,10 +157,13 @@ rule paper_report:
         environment=ENV_RECORD,
         error=TABLE["model_error"],
         model=TABLE["model"],
+        fit=TABLE["allreduce_fit"],
         figures=FIGURES + MODEL_FIGURES,
     output:
         TABLE["report"],
     log:
         f"{LOGS}/report.log",
+    params:
+        title=TITLE,
     run:
-        step("paper_report", steps.write_report, files(input), files(output), config, log[0])
+        step("paper_report", steps.write_report, files(input), files(output), config, params.title, log[0])

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from harness import config as cfg
-from harness import paths
+from harness import design, paths
 from harness.vocabulary import STATUS
 from harness import images
 from environment import build as env
@@ -20,6 +20,8 @@ DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
 RUNS = [f"{RESULTS}/{paths.run_status(run)}" for run in cfg.matrix(config)]
 SECOND_PASS = config.get("second_pass")
+DESIGN = design.settings(config)
+TITLE = cfg.title(config, workflow.configfiles)
 # One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks, and per
 # node count replayed (one rank per node).
 SWEEPS = {
@@ -31,7 +33,7 @@ SWEEPS = {
 REPLAY_PLANS = f"{RESULTS}/{paths.REPLAY_PLANS}"
 REPLAYS = {f"{RESULTS}/{paths.replay(n)}.jsonl": n for n in cfg.replay_nodes(config)}
 FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.FIGURES)
-MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.MODEL_FIGURES)
+MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.model_figures(REPLAYS))
 
 
 def step(rule_name, function, *args):

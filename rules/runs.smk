@@ -27,6 +27,8 @@ rule run:
     log:
         f"{LOGS}/{paths.RUNS}/{paths.RUN_PATTERN}.log",
     threads: workflow.cores
+    # the design's order (harness/design.py): blocks first to last, each in its seeded random order
+    priority: lambda w: design.priority(paths.run_from_wildcards(w), DESIGN)
     resources:
         cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
     params:
@@ -34,3 +36,16 @@ rule run:
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.run_path(paths.run_from_wildcards(w)))}",
     run:
         rule_process.run_rule(config, wildcards, input, output, log, params)
+
+
+# The order the design gives the first pass's runs, for the report and the reader.
+rule order:
+    output:
+        TABLE["order"],
+    log:
+        f"{LOGS}/order.log",
+    params:
+        design=json.dumps(DESIGN, sort_keys=True),
+        runs=len(RUNS),
+    run:
+        step("order", steps.write_order, cfg.matrix(config), DESIGN, output[0], log[0])

@@ -161,7 +161,7 @@ BROKEN = {
 
 
 def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_runs, tmp_path):
-    from analysis import figures, metrics, tidy
+    from analysis import comparisons, figures, metrics, tidy
 
     statuses = []
     for name, (timing, breaks, _) in BROKEN.items():
@@ -180,7 +180,9 @@ def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_ru
     summary = metrics.summarize(metrics.run_table(table), runs)
     assert summary["repeats_failed"].sum() == len(BROKEN)
     drawn = figures.draw_all(
-        summary, metrics.framework_ratios(summary), figures.figure_paths(tmp_path / "figures", figures.FIGURES)
+        summary,
+        comparisons.study(summary, metrics.run_table(table)),
+        figures.figure_paths(tmp_path / "figures", figures.FIGURES),
     )
     assert all(p.stat().st_size > 0 for p in drawn)
 

@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from analysis import metrics
+from analysis import comparisons, metrics
 from harness import samples
 from harness.vocabulary import PHASES
 from workloads import frameworks
@@ -104,7 +104,7 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
         [0, 1, "timed out after 1 s; job killed"]
     ]
     paths = figures.draw_all(
-        summary, metrics.framework_ratios(summary), figures.figure_paths(tmp_path, figures.FIGURES)
+        summary, comparisons.study(summary, metrics.run_table(empty)), figures.figure_paths(tmp_path, figures.FIGURES)
     )
     assert sorted(p.name for p in paths) == sorted(
         f"{n}.{e}" for n in ("throughput", "efficiency", "phases", "input", "comparisons") for e in ("pdf", "png")
@@ -112,7 +112,7 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     assert all(p.stat().st_size > 0 for p in paths)
 
 
-def test_speedup_and_efficiency_intervals_by_the_delta_method():
+def test_speedup_and_efficiency_intervals_by_the_delta_method_on_the_log_scale():
     rows = []
     for rep, (one_wall, two_wall) in enumerate([(0.5, 0.8), (0.4, 0.8), (0.5, 1.0)]):
         rows += tidy_rows(1, [[one_wall]], repeat=rep)
@@ -124,12 +124,11 @@ def test_speedup_and_efficiency_intervals_by_the_delta_method():
     sd = lambda x: pd.Series(x).std(ddof=1) / math.sqrt(len(x))  # noqa: E731
     ma, mb = sum(a) / 3, sum(b) / 3
     ratio = ma / mb
-    half = 4.302653 * ratio * math.sqrt((sd(a) / ma) ** 2 + (sd(b) / mb) ** 2)  # t(0.975, 2)
+    half = 4.302653 * math.sqrt((sd(a) / ma) ** 2 + (sd(b) / mb) ** 2)  # t(0.975, 2) x se(log a/b)
+    lo, hi = ratio * math.exp(-half), ratio * math.exp(half)
     assert two["speedup"] == pytest.approx(ratio)
-    assert (two["speedup_ci_lo"], two["speedup_ci_hi"]) == pytest.approx((ratio - half, ratio + half), rel=1e-6)
-    assert (two["efficiency_ci_lo"], two["efficiency_ci_hi"]) == pytest.approx(
-        ((ratio - half) / 2, (ratio + half) / 2), rel=1e-6
-    )
+    assert (two["speedup_ci_lo"], two["speedup_ci_hi"]) == pytest.approx((lo, hi), rel=1e-6)
+    assert (two["efficiency_ci_lo"], two["efficiency_ci_hi"]) == pytest.approx((lo / 2, hi / 2), rel=1e-6)
     one = summary[summary["ranks"] == 1].iloc[0]
     assert one["speedup"] == 1.0 and math.isnan(one["speedup_ci_lo"])
     # with one repeat there is no interval
@@ -138,8 +137,8 @@ def test_speedup_and_efficiency_intervals_by_the_delta_method():
 
 
 def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_path):
-    """native / horovod of the same configuration, with the delta-method interval; `differs` says
-    whether it excludes 1; the report shows it and the pairs the study left out, with why."""
+    """native / horovod of the same configuration, paired by block: the geometric mean of the blocks'
+    ratios with its log-scale t interval; the report shows it and the pairs the study left out, with why."""
     rows = []
     walls = {"horovod": (0.8, 0.8, 1.0), "native": (0.4, 0.5, 0.4)}
     for rep in range(3):
@@ -148,28 +147,29 @@ def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_
     rows += tidy_rows(2, [[0.9]] * 2, library="horovod") + tidy_rows(2, [[0.9]] * 2, library="native")
     for row in rows[-2 * len(rows) // 8 :]:  # one repeat of another network: no interval
         row["model"] = "other"
-    summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
-    ratios = metrics.library_ratios(summary).set_index("model")
-    # throughputs are harmonic means (16 images / the mean iteration time), their standard errors
-    # the iteration time's relative one
-    a, b = walls["native"], walls["horovod"]
-    sd = lambda x: pd.Series(x).std(ddof=1) / math.sqrt(len(x))  # noqa: E731
-    ratio = (16 / (sum(a) / 3)) / (16 / (sum(b) / 3))
-    half = 4.302653 * ratio * math.sqrt((sd(a) / (sum(a) / 3)) ** 2 + (sd(b) / (sum(b) / 3)) ** 2)
+    runs = metrics.run_table(pd.DataFrame(rows))
+    summary = metrics.summarize(runs)
+    table = comparisons.study(summary, runs)
+    ratios = table[table["dimension"] == "comm_library"].set_index("model")
+    logs = [math.log(h / n) for n, h in zip(walls["native"], walls["horovod"])]  # throughput native / horovod
+    mean, se = sum(logs) / 3, pd.Series(logs).std(ddof=1) / math.sqrt(3)
+    ratio = math.exp(mean)
+    lo, hi = math.exp(mean - 4.302653 * se), math.exp(mean + 4.302653 * se)
     assert ratios.loc["m", "ratio"] == pytest.approx(ratio)
-    interval = (ratios.loc["m", "ratio_ci_lo"], ratios.loc["m", "ratio_ci_hi"])
-    assert interval == pytest.approx((ratio - half, ratio + half))
-    assert ratios.loc["m", "differs"] == ("yes" if ratio - half > 1 else "no")
-    assert ratios.loc["other", "differs"] == "n/a" and ratios.loc["other", "ratio"] == pytest.approx(1.0)
+    assert (ratios.loc["m", "ratio_ci_lo"], ratios.loc["m", "ratio_ci_hi"]) == pytest.approx((lo, hi))
+    # alone it differs from 1 (p < 0.05); Holm's adjustment over the family (its 2 hypotheses) does not resolve it
+    assert ratios.loc["m", "p"] < 0.05 < ratios.loc["m", "p_holm"] and ratios.loc["m", "blocks"] == 3
+    assert ratios.loc["m", "verdict"] == "unresolved" and ratios.loc["m", "blocks_needed"] > 3
+    assert ratios.loc["other", "verdict"] == "unresolved" and ratios.loc["other", "ratio"] == pytest.approx(1.0)
 
     from analysis import report
 
     config = {"framework": ["torch", "mxnet", "jax"], "comm_library": ["horovod", "native"]}
-    lines = "\n".join(report._library_lines(summary, config))
-    assert "| torch | m | overlap |" in lines and f"{ratio:.3g} ({ratio - half:.3g}-{ratio + half:.3g})" in lines
+    lines = "\n".join(report._library_lines(table, config))
+    assert "| torch: native / horovod | m | 2 |" in lines and f"{ratio:.3g} [{lo:.3g}, {hi:.3g}]" in lines
     assert "mxnet with native: MXNet's own distributed path is a parameter server" in lines
     assert "jax with horovod: Horovod has no JAX binding" in lines
-    assert report._library_lines(summary[summary["comm_library"] == "horovod"], {"framework": ["torch"]}) == []
+    assert report._library_lines(table[table["dimension"] == "framework"], {"framework": ["torch"]}) == []
 
 
 def test_noisy_configurations_are_flagged():
@@ -222,7 +222,7 @@ def test_figure_lines_never_merge_two_configurations():
     assert len(got) == len(summary)  # every configuration drawn
     assert not got.duplicated(["model", "framework", "setting", "ranks"]).any()  # no point is two configurations
     assert sorted(got["setting"].unique()) == sorted(
-        f"overlap, horovod, best, native, batch_size {b}, loader_workers {w}, {r} per node"
+        f"library: horovod, batch_size: {b}, loader_workers: {w}, ranks per node: {r}"  # each dimension named
         for b in (8, 16)
         for w in (1, 2)
         for r in (1, 2)
@@ -281,11 +281,14 @@ def test_throughput_is_the_harmonic_mean_of_the_repeats_rates():
     summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
     (row,) = summary.to_dict("records")
     assert row["throughput_img_per_s"] == pytest.approx(40.0)
-    # the rate's interval is the iteration time's, carried through 8 / time; two repeats' Student-t
-    # interval of the time reaches below zero, so the rate's is unbounded above
+    # the rate's interval is the iteration time's, carried through 8 / time; two repeats' plain
+    # Student-t interval of the time reaches below zero (0.2 +- 12.7 x 0.1), so the time's is made on
+    # the log scale: positive, and the rate's bounded on both sides (it was infinite above)
+    assert 0.2 - 12.706 * 0.1 < 0
     assert row["throughput_img_per_s_ci_lo"] == pytest.approx(8 / row["iteration_s_ci_hi"])
-    assert row["iteration_s_ci_lo"] < 0 and row["throughput_img_per_s_ci_hi"] == math.inf
-    assert row["iteration_s_ci_method"] == "t (2 repeats: normality untested)"
+    assert row["throughput_img_per_s_ci_hi"] == pytest.approx(8 / row["iteration_s_ci_lo"])
+    assert 0 < row["iteration_s_ci_lo"] < 0.2 < row["iteration_s_ci_hi"]
+    assert math.isfinite(row["throughput_img_per_s_ci_hi"]) and "log scale" in row["iteration_s_ci_method"]
     assert metrics.harmonic_rate(8, 0.2, 0.1, 0.4) == pytest.approx((40.0, 20.0, 80.0))
 
 
@@ -323,13 +326,14 @@ def test_the_report_says_how_it_meets_each_of_the_twelve_rules():
         rows += tidy_rows(1, [walls], repeat=rep)
     summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
     config = {"warmup": 2, "iterations": 10, "repeats": 3, "threads_per_rank": 1, "timing": ["phased"]}
-    text = "\n".join(report._rules_lines(summary, config, metrics.framework_ratios(summary)))
+    runs = metrics.run_table(pd.DataFrame(rows))
+    text = "\n".join(report._rules_lines(summary, config, comparisons.study(summary, runs)))
     assert [line.split(".")[0] for line in text.splitlines() if line[:2].rstrip(".").isdigit()] == [
         str(i) for i in range(1, 13)
     ]
     assert "Student-t in 0 configuration(s)" in text and "percentile bootstrap in 1" in text
-    assert "2 warm-up iterations excluded, 10 measured per run" in text and "timing `phased`" in text
-    assert "interquartile ranges): 1, kept" in text and "0 of 1 configurations have" in text
+    assert "2 warm-up iterations are excluded; each run measures 10 iterations" in text and "timing `phased`" in text
+    assert "interquartile ranges): 1, kept" in text and "within ±5% of it in 0 of 1 configurations" in text
 
 
 def test_each_pair_of_frameworks_is_compared_by_a_ratio_with_its_interval():
@@ -340,16 +344,18 @@ def test_each_pair_of_frameworks_is_compared_by_a_ratio_with_its_interval():
             rows.append({**row, "framework": "mxnet"})
         for row in tidy_rows(1, [[fast + 0.001 * (rep - 1)]], repeat=rep):
             rows.append({**row, "framework": "tensorflow"})
-    summary = metrics.summarize(metrics.run_table(pd.DataFrame(rows)))
-    ratios = metrics.framework_ratios(summary).set_index(["a", "b"])
+    runs = metrics.run_table(pd.DataFrame(rows))
+    summary = metrics.summarize(runs)
+    table = comparisons.study(summary, runs)
+    ratios = table[table["dimension"] == "framework"].set_index(["a", "b"])
     assert list(ratios.index) == [("mxnet", "tensorflow"), ("mxnet", "torch"), ("tensorflow", "torch")]
-    assert ratios.loc[("mxnet", "torch"), "ratio"] == pytest.approx(0.10 / 0.20)  # harmonic means' ratio
-    assert ratios.loc[("mxnet", "torch"), "differs"] == "yes"
-    assert ratios.loc[("tensorflow", "torch"), "differs"] == "no"
+    assert ratios.loc[("mxnet", "torch"), "ratio_independent"] == pytest.approx(0.10 / 0.20)  # harmonic means'
+    assert ratios.loc[("mxnet", "torch"), "verdict"] == "b faster"
+    assert ratios.loc[("tensorflow", "torch"), "verdict"] not in ("a faster", "b faster")
     from analysis import report
 
-    text = "\n".join(report._framework_lines(metrics.framework_ratios(summary)))
-    assert "## Framework comparisons" in text and "| mxnet / torch | m |" in text
+    text = "\n".join(report._framework_lines(table))
+    assert "## Framework comparisons" in text and "| mxnet (horovod) / torch (horovod) | m |" in text
 
 
 def test_a_planted_warm_up_is_found_and_left_out_a_steady_run_keeps_every_iteration():

@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness import hardware
+
 SCRATCH = "dlscale-rank-"  # a rank's temporary folder: SCRATCH + a random suffix
 
 
@@ -95,6 +97,7 @@ def provenance(trainer, spec):
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "hardware": hardware.describe(),  # this rank's host: the report names every host's
         "argv": sys.argv,
         "pid": os.getpid(),
         "environ": {k: os.environ[k] for k in env_keys},

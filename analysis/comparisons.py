@@ -148,8 +148,8 @@ def pairs(summary, runs, dimension, a, b, where=lambda level: {}):
     table = independent(sa, sb, keys)
     libs = sa[keys + ["comm_library"]].merge(sb[keys + ["comm_library"]], on=keys, suffixes=("_a", "_b"))
     table = table.merge(libs.rename(columns={"comm_library_a": "a_library", "comm_library_b": "b_library"}), on=keys)
-    table = table.merge(paired(ra.assign(ranks=ra["nodes"] * ra["ranks_per_node"]),
-                               rb.assign(ranks=rb["nodes"] * rb["ranks_per_node"]), keys), on=keys, how="left")  # fmt: skip
+    blocks = paired(*(r.assign(ranks=r["nodes"] * r["ranks_per_node"]) for r in (ra, rb)), keys)
+    table = table.merge(blocks, on=keys, how="left")
     table["blocks"] = table["blocks"].fillna(0).astype(int)
     return table.assign(dimension=dimension, a=a, b=b)
 

@@ -28,6 +28,8 @@ MODEL_FIGURES = ("model", "extrapolation", "replay")
 def model_figures(replays):
     """The model's figures a study draws: the replay figure only where it replays (config `replay`)."""
     return MODEL_FIGURES if replays else tuple(f for f in MODEL_FIGURES if f != "replay")
+
+
 FORMATS = ("pdf", "png")
 
 # Okabe and Ito's palette, distinct for colour-blind readers (seaborn's "colorblind" gives its 2nd and

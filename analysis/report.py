@@ -311,7 +311,7 @@ def write(summary, runs, environment, model_error, figures, config, out_path, pa
 
 
 def _dates(runs):
-    """"2026-11-26 14:02 to 14:25 UTC": when the study's runs started (runs.csv `started`)."""
+    """ "2026-11-26 14:02 to 14:25 UTC": when the study's runs started (runs.csv `started`)."""
     started = sorted(t for t in runs.get("started", pd.Series(dtype=str)).fillna("").astype(str) if t)
     if not started:
         return "n/a (runs made before their start time was recorded)"
@@ -405,7 +405,10 @@ def _provenance_lines(environment, runs):
     python = ok["python_version"].dropna().iloc[0] if len(ok) and ok["python_version"].notna().any() else "n/a"
     pins = environment.get("pins", {})
     measured = [f"{fw} {v}" for fw, v in sorted(versions.items())]
-    measured += [f"Horovod {environment.get('horovod', 'n/a')}", f"MPI {environment.get('mpi', {}).get('version', 'n/a')}"]
+    measured += [
+        f"Horovod {environment.get('horovod', 'n/a')}",
+        f"MPI {environment.get('mpi', {}).get('version', 'n/a')}",
+    ]
     measured += [f"Python {python}"] + ([f"numpy {pins['numpy']}"] if "numpy" in pins else [])
     tooling = [f"{k} {v}" for k, v in pins.items() if k in TOOLING]
     return [
@@ -574,8 +577,11 @@ def _comparison_rows(pairs, dimension):
             [who, r["model"], str(r["ranks"])]
             + [str(r[k]) for k in varying]
             + [_with_ci(r, "ratio"), str(r["blocks"]), r["verdict"] or "n/a"]
-            + ["" if pd.isna(needed) else (f"> {comparisons.MOST_BLOCKS}" if needed > comparisons.MOST_BLOCKS
-                                            else str(int(needed)))]  # fmt: skip
+            + [
+                ""
+                if pd.isna(needed)
+                else (f"> {comparisons.MOST_BLOCKS}" if needed > comparisons.MOST_BLOCKS else str(int(needed)))
+            ]  # fmt: skip
             + [_with_ci(r, "ratio_independent"), r["verdict_independent"] or "n/a"]
         )
     return head, cells

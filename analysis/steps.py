@@ -253,7 +253,16 @@ def write_report(inputs, output, config, title, log_path):
         fits = pd.read_csv(inputs.fit) if getattr(inputs, "fit", None) else None
         _wrote(
             report.write(
-                summary, runs, environment, error, list(inputs.figures), config, output[0], pairs, model_table,
-                fits, title,
+                summary,
+                runs,
+                environment,
+                error,
+                list(inputs.figures),
+                config,
+                output[0],
+                pairs,
+                model_table,
+                fits,
+                title,
             )  # fmt: skip
         )

@@ -2,8 +2,10 @@
 
 Reads the study's results folder: its runs (each run's own elapsed_s from runs.csv, JAX's apart),
 summary.csv (configurations, and how many have the 95% interval of their iteration time within
-+-5%: metrics.PRECISION), comparisons.csv (framework pairs, and how many differ) and, with a second
-pass, second_pass.csv (runs it added); the study's wall time is given (snakemake's, timed outside).
++-5%: metrics.PRECISION), comparisons.csv (framework pairs; how many differ, and how many each
+analysis of the same runs resolves: paired within blocks and independent, Holm-adjusted) and, with
+a second pass, second_pass.csv (runs it added); the study's design from its order.csv (blocked where
+its positions are set); the study's wall time is given (snakemake's, timed outside).
 Appends the row, keeping the table's earlier rows.
 
   .venv/bin/python bench/study_time.py RESULTS --elapsed-s 741 [--note TEXT] [--out bench/results/study-time.csv]
@@ -21,6 +23,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from analysis.comparisons import RESOLVED, one_analysis  # noqa: E402
 from analysis.metrics import PRECISION  # noqa: E402
 from bench.overhead import machine  # noqa: E402
 from harness import paths  # noqa: E402
@@ -31,6 +34,9 @@ COLUMNS = ["date", "commit", "frameworks", "models", "runs", "elapsed_s", "jax_r
     "pairs",
     "pairs_differ",
     "runs_added",
+    "design",
+    "pairs_resolved",
+    "pairs_resolved_independent",
     "note",
     "machine",
 ]
@@ -41,7 +47,9 @@ def row(results, elapsed_s, note):
     table = {name: Path(results) / file for name, file in paths.TABLES.items()}
     runs = pd.read_csv(table["runs"])
     summary = pd.read_csv(table["summary"])
-    pairs = pd.read_csv(table["comparisons"])
+    pairs = pd.read_csv(table["comparisons"], keep_default_na=False)
+    pairs = pairs[pairs["dimension"] == "framework"]
+    order = pd.read_csv(table["order"], keep_default_na=False) if table["order"].is_file() else None
     plan = pd.read_csv(table["second_pass"]) if table["second_pass"].is_file() else None
     jax = runs["framework"] == "jax"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
@@ -57,8 +65,11 @@ def row(results, elapsed_s, note):
         "configurations": len(summary),
         "within_5pct": int((summary["iteration_s_ci_rel"] <= PRECISION).sum()),
         "pairs": len(pairs),
-        "pairs_differ": int((pairs["differs"] == "yes").sum()),
+        "pairs_differ": int(pairs["verdict"].isin(RESOLVED[:2]).sum()),
         "runs_added": "" if plan is None else int((plan["repeats_planned"] - plan["repeats_first"]).sum()),
+        "design": "" if order is None else ("blocked" if (order["position"] != "").all() else "unordered"),
+        "pairs_resolved": one_analysis(pairs),
+        "pairs_resolved_independent": one_analysis(pairs, "_independent"),
         "note": note,
         "machine": machine(),
     }

@@ -64,7 +64,10 @@ def _default(config, dotted):
 
 
 def _cell(text):
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """A table cell: one line, `|` escaped, and `<` `>` outside code spans written as entities (Markdown
+    would take `<path>` for an HTML tag and drop it)."""
+    parts = " ".join(str(text).split()).replace("|", "\\|").split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
 
 
 def config_reference(schema_path=ROOT / "config" / "schema.yaml", config_path=ROOT / "config" / "config.yaml"):
@@ -165,8 +168,12 @@ def cli_reference(parser=None):
 
 
 def captions(folder=ROOT / "report"):
+    """The figures' captions in the order a report shows the figures, then the other captions."""
+    from analysis.figures import FIGURES, MODEL_FIGURES
+
+    rank = {name: i for i, name in enumerate(FIGURES + MODEL_FIGURES)}
     parts = []
-    for path in sorted(Path(folder).glob("*.rst")):
+    for path in sorted(Path(folder).glob("*.rst"), key=lambda p: (rank.get(p.stem, len(rank)), p.stem)):
         text = " ".join(path.read_text().split()).replace("``", "`")
         parts += [f"**{path.stem}**: {text}", ""]
     return "\n".join(parts)
@@ -192,7 +199,11 @@ def measurement(csv_path):
         "",
         f"- date: {meta['date']}",
         f"- machine: {'; '.join(machines) or 'not recorded'}",
-        f"- command: `{' '.join(str(meta['command']).split())}`",
+        "- command:",
+        "",
+        "```sh",
+        str(meta["command"]).strip(),
+        "```",
         "",
     ]
     table = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]

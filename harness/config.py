@@ -295,9 +295,10 @@ def run_settings(config):
 
 
 def title(config, configfiles):
-    """The study's title for its report: the config's `title`, else the last config file's name (the
-    default config alone: "the default study")."""
+    """The study's title for its report: the config's `title`, else the name of the first config file
+    given besides the default one (the default config alone: "the default study")."""
     if config.get("title"):
         return config["title"]
-    last = Path(configfiles[-1]) if configfiles else DEFAULT_CONFIG
-    return "dlscale: the default study" if last.resolve() == Path(DEFAULT_CONFIG).resolve() else f"dlscale: {last.stem}"
+    default = Path(DEFAULT_CONFIG).resolve()
+    given = [Path(f) for f in configfiles if Path(f).resolve() != default]
+    return f"dlscale: {given[0].stem}" if given else "dlscale: the default study"

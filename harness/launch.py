@@ -183,7 +183,7 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
         "returncode": rc,
         "elapsed_s": round(time.time() - started, 3),
         # when it started (UTC): the report's dates, and the order the runs really took
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)) + f"{started % 1:.3f}"[1:] + "Z",
         "argv": argv,
         "log": str(p.log),
     }

@@ -26,9 +26,9 @@ rule run:
         f"{RESULTS}/{paths.RUNS}/{paths.RUN_PATTERN}/{STATUS}",
     log:
         f"{LOGS}/{paths.RUNS}/{paths.RUN_PATTERN}.log",
-    threads: workflow.cores
     # the design's order (harness/design.py): blocks first to last, each in its seeded random order
     priority: lambda w: design.priority(paths.run_from_wildcards(w), DESIGN)
+    threads: workflow.cores
     resources:
         cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
     params:

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from analysis import comparisons, metrics
 
 
-
 def test_holm_known_values():
     # R: p.adjust(c(0.01, 0.04, 0.03, 0.2), "holm") = 0.04 0.09 0.09 0.20
     assert comparisons.holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])
@@ -57,11 +56,31 @@ def _runs(times):
     for fw, per_block in times.items():
         for k, t in enumerate(per_block):
             rows.append(
-                dict(framework=fw, model="m", comm="overlap", comm_library="native" if fw == "jax" else "horovod",
-                     layout="best", timing="native", nodes=1, ranks_per_node=1, batch_size=8, loader_workers=1,
-                     image_size=64, classes=10, threads_per_rank=1, precision="fp32", repeat=k, ranks=1,
-                     iteration_s=t, iteration_s_median=t, iteration_s_p95=t, outlier_iterations=0, iterations=10,
-                     unsteady_iterations=0, throughput_img_per_s=8 / t)  # fmt: skip
+                dict(
+                    framework=fw,
+                    model="m",
+                    comm="overlap",
+                    comm_library="native" if fw == "jax" else "horovod",
+                    layout="best",
+                    timing="native",
+                    nodes=1,
+                    ranks_per_node=1,
+                    batch_size=8,
+                    loader_workers=1,
+                    image_size=64,
+                    classes=10,
+                    threads_per_rank=1,
+                    precision="fp32",
+                    repeat=k,
+                    ranks=1,
+                    iteration_s=t,
+                    iteration_s_median=t,
+                    iteration_s_p95=t,
+                    outlier_iterations=0,
+                    iterations=10,
+                    unsteady_iterations=0,
+                    throughput_img_per_s=8 / t,
+                )  # fmt: skip
             )
     return pd.DataFrame(rows).reindex(columns=metrics.RUN_METRICS_COLUMNS)
 

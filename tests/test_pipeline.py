@@ -120,6 +120,21 @@ def test_performance_model_predicts_every_multi_rank_run(study):
     assert ext["predicted_efficiency"].between(0, 1.0 + 1e-9).all()
 
 
+def test_runs_ran_in_the_designs_blocked_order(study):
+    """Block 0's runs all before block 1's, each block in order.csv's seeded order: the order the runs
+    started in (runs.csv `started`) is order.csv's."""
+    _, _, results = study
+    order = _table(results, "order")
+    runs = _table(results, "runs").sort_values("started")
+    assert runs["started"].is_unique
+    started = [next(r for r in order["run"] if d.endswith(r)) for d in runs["run_dir"]]
+    assert started == order.sort_values(["block", "position"])["run"].tolist()
+    assert order["block"].tolist() == sorted(order["block"]) and set(order["block"]) == {0, 1}
+    # every configuration runs once in each block
+    per_block = [[r.rsplit("/", 1)[0] for r in order[order["block"] == b]["run"]] for b in (0, 1)]
+    assert sorted(per_block[0]) == sorted(per_block[1])
+
+
 def test_figures_and_reports(study):
     _, path, results = study
     for name in ("throughput", "efficiency", "phases", "input", "comparisons", "model", "extrapolation"):
@@ -127,17 +142,22 @@ def test_figures_and_reports(study):
             assert (results / paths.FIGURES / f"{name}.{ext}").stat().st_size > 1000
     # the paper-ready report and Snakemake's HTML report
     md = (results / paths.TABLES["report"]).read_text()
-    assert "| framework | network | comm |" in md and "\\begin{tabular}" in md and "\\toprule" in md
+    # only the columns that vary; the constant ones said once above the table
+    assert "| framework | ranks | img/s [95% CI] |" in md and "\\begin{tabular}" in md and "\\toprule" in md
     results_table = md.split("## Results")[1].split("As LaTeX")[0]  # (the noise table has rows like these too)
-    assert results_table.count("| torch | tinynet |") == 2 and "![throughput](figures/throughput.png)" in md
-    assert "dlscale commit:" in md and "## Performance model" in md
+    assert "In every row: network tinynet, comm overlap" in results_table
+    assert results_table.count("| torch | ") == 2 and "![throughput](figures/throughput.png)" in md
+    assert md.startswith("# dlscale: ") and "dlscale commit" in md and "## Performance model" in md
+    assert "## Hardware" in md and " GiB memory; GPU: none" in md and "- link: one node" in md
+    assert "\n- design: blocked, 2 blocks" in md or "\n- design: blocked, 3 blocks" in md
     # how the numbers were summarized, from this study's own summary and settings
     rules = md.split("### Methods: the twelve rules")[1].split("\n## ")[0]
     assert "harmonic mean" in rules and "\n12. figures plot" in rules and "far-out iterations" in rules
-    assert "## Framework comparisons" in md and "| mxnet / torch | tinynet |" in md
+    assert "## Framework comparisons" in md and "| mxnet (horovod) / torch (horovod) | tinynet |" in md
     pairs = _table(results, "comparisons")  # the report's and the figure's one source
     assert sorted(zip(pairs["a"], pairs["b"], pairs["ranks"])) == [("mxnet", "torch", 1), ("mxnet", "torch", 2)]
-    assert md.count("| mxnet / torch | tinynet |") == len(pairs)
+    assert md.count("| mxnet (horovod) / torch (horovod) | tinynet |") == len(pairs)
+    assert set(pairs["verdict"]) <= {"a faster", "b faster", "equal", "unresolved"} and (pairs["blocks"] >= 2).all()
     # the model's error as a table, one row per predicted configuration; no raw JSON
     assert "| configuration | runs | measured iteration (s) | predicted (s) | error | reason |" in md
     assert md.count("| torch tinynet overlap") + md.count("| mxnet tinynet overlap") == 2 and "```json" not in md

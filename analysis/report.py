@@ -384,15 +384,18 @@ def _link(config, fits):
         kind = f"the hostfile's hosts over the network MPI chooses (launcher {config.get('launcher', {}).get('name')})"
     measured = []
     if fits is not None and len(fits):
-        ok = fits[(fits["path"] == "horovod") & fits["bandwidth_bytes_per_s"].notna()]
-        measured = [
-            f"{r.nodes} node(s) x {r.ranks_per_node} rank(s): {r.bandwidth_bytes_per_s * 8 / 1e9:.3g} Gbit/s, "
-            f"{r.alpha_s * 1e6:.3g} us per message"
-            for r in ok.itertuples()
-        ]
+        ok = fits[(fits["path"] == "horovod") & fits["alpha_s"].notna()]
+        measured = [f"{r.nodes} node(s) x {r.ranks_per_node} rank(s): {_rate(r)}" for r in ok.itertuples()]
     if not measured:
         return kind + "; no allreduce sweep measured it"
     return kind + "; measured by the allreduce sweep (ring fit, `allreduce_fit.csv`): " + "; ".join(measured)
+
+
+def _rate(fit):
+    """A ring fit's bandwidth and latency as text (a fit with no per-byte cost is latency-bound)."""
+    bandwidth = fit.bandwidth_bytes_per_s
+    rate = f"{bandwidth * 8 / 1e9:.3g} Gbit/s" if 0 < bandwidth < math.inf else "no per-byte cost resolved"
+    return f"{rate}, {fit.alpha_s * 1e6:.3g} us per message"
 
 
 def _provenance_lines(environment, runs):
@@ -520,7 +523,7 @@ def _rules(ok, config, pairs):
         "the varying factors and their levels are in What was run; the hosts in Hardware; the software and "
         "its versions in Software, and every run's in `runs.csv`",
         f"timing `{', '.join(config.get('timing', ['n/a']))}`: an iteration's time is the slowest rank's wall time "
-        f"(synchronous SGD waits for it). {config.get('warmup', 'n/a')} warm-up iterations are excluded; "
+        f"(synchronous SGD waits for it). Warm-up iterations ({config.get('warmup', 'n/a')}) are excluded; "
         f"{_measured(ok, config)}. Leading iterations not yet steady (above the run's second-half median + 3 "
         f"robust standard deviations) are left out too: {int(ok['unsteady_iterations'].fillna(0).sum())} in all. "
         "Phases come from traces (native timing) or from a wait after each phase (phased): docs/concepts/phases.md",

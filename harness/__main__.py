@@ -10,6 +10,7 @@ check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml
                                           overlays make (as snakemake --configfile ... --config ...)
 launch [CONFIG...] KEY=VALUE...           run one run of that study by hand (framework=torch ...)
 unlock [--force]                          remove the lock a killed snakemake left (none running)
+example RESULTS [OUT]                     copy a finished study's report and figures to OUT (docs/example)
 retry [--configfile F]... [--config K=V]... [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
                                           redo the study's failed runs (all, or those matching every
                                           KEY=VALUE, e.g. framework=mxnet model=alexnet) and the
@@ -150,6 +151,15 @@ def cmd_report(args):
     if rc == 0:
         print(results / paths.TABLES["report"], results / paths.HTML_REPORT, sep="\n")
     return rc
+
+
+def cmd_example(args):
+    """Copy a finished study's report, figures and main tables as the docs' example."""
+    from harness import example
+
+    for path in example.publish(args.results, args.out):
+        print(path)
+    return 0
 
 
 def cmd_retry(args):
@@ -334,6 +344,10 @@ def parser():
     _study_options(p)
     p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="only runs with these keys")
     p.set_defaults(fn=cmd_retry)
+    p = sub.add_parser("example", help="copy a finished study's report and figures as the docs' example")
+    p.add_argument("results", help="the study's results folder")
+    p.add_argument("out", nargs="?", default="docs/example", help="where (default docs/example, replaced)")
+    p.set_defaults(fn=cmd_example)
     _emulate_command(sub)
     return parser
 

@@ -77,6 +77,14 @@ COMMANDS = {
         {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{DLSCALE} emulate down demo"},
     ),
     f"{DLSCALE} emulate list": ("run", {}),
+    f"{DLSCALE} example results docs/example": (
+        "manual",
+        (
+            "needs a finished default study (12 minutes and more); tests/test_pipeline.py runs it on a fresh tiny "
+            "study and checks the committed example has that report's form",
+            "{PY} -c \"from harness import example; assert example.form_of('docs/example')[1]\"",
+        ),
+    ),
     f"{DLSCALE} emulate down demo": ("run", {}),
     "./bootstrap.sh": ("run", {}),
     "cp config/slurm.yaml my-cluster.yaml": ("run", {"config/": f"{ROOT}/config/"}),

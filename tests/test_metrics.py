@@ -332,7 +332,7 @@ def test_the_report_says_how_it_meets_each_of_the_twelve_rules():
         str(i) for i in range(1, 13)
     ]
     assert "Student-t in 0 configuration(s)" in text and "percentile bootstrap in 1" in text
-    assert "2 warm-up iterations are excluded; each run measures 10 iterations" in text and "timing `phased`" in text
+    assert "Warm-up iterations (2) are excluded; each run measures 10 iterations" in text and "timing `phased`" in text
     assert "interquartile ranges): 1, kept" in text and "within ±5% of it in 0 of 1 configurations" in text
 
 

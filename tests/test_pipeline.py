@@ -249,3 +249,20 @@ def test_steps_in_threads_keep_their_logs_apart(tmp_path):
         t.join()
     for name in ("a", "b"):
         assert (tmp_path / f"{name}.log").read_text().split() == " ".join(f"{name} {i}" for i in range(5)).split()
+
+
+def test_the_docs_example_is_current_in_form(study, tmp_path):
+    """`dlscale example` on a fresh study gives the form (report sections, figures) of the committed
+    docs/example: a change to the report that the example lacks fails here (numbers are not compared)."""
+    from harness import example
+
+    _, _, results = study
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "dlscale"), "example", str(results), str(tmp_path / "example")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert example.form_of(tmp_path / "example") == example.form_of(ROOT / "docs" / "example")
+    assert (tmp_path / "example" / "report.md").read_text().startswith(example.HEADER)

@@ -316,6 +316,7 @@ def analyse(study, draw=True):
             ),
             named(report=res / "report.md"),
             c,
+            "a study of this shape",
             str(logs / "report.log"),
         )
 

@@ -91,8 +91,10 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
         "flops.csv",
     ):
         assert (results / table).is_file(), table
-    for path in figures.figure_paths(results / "figures", figures.FIGURES + figures.MODEL_FIGURES):
+    drawn = figures.FIGURES + figures.model_figures(layered.get("replay"))  # the replay figure only with replays
+    for path in figures.figure_paths(results / "figures", drawn):
         assert Path(path).stat().st_size > 1000, path
+    assert ("replay" in drawn) == (results / "figures" / "replay.png").is_file()
     error = json.loads((results / "model_error.json").read_text())
     report = (results / "report.md").read_text()
     multi_rank = any(r["nodes"] * r["ranks_per_node"] > 1 for r in matrix)

@@ -4,7 +4,7 @@ Everything that decides what the environment contains lives here: the Python pac
 Horovod version, the source edits Horovod 0.28.1 needs for the current frameworks, and the build
 settings. `environment.build` hashes this content; a change here builds a new environment beside the
 old one instead of patching it. The pins are recorded with every result (see
-`harness.provenance`).
+`workloads/rank.py` `provenance`, and the environment record, `environment.json`).
 """
 
 # Frameworks and their shared numpy. numpy 1.26.4 satisfies all four: TensorFlow 2.21 needs

@@ -2,6 +2,7 @@
 
 run [--configfile F]... [--config K=V]... [-- SNAKEMAKE ARGS...]
                                           run the study: snakemake --cores all in this checkout
+                                          (a stale lock a killed snakemake left is removed first)
 report [--configfile F]... [--config K=V]...
                                           the study's report.md and Snakemake's report.html
 env build [--record FILE] [--link PATH]   build (once) or find the workload environment
@@ -134,9 +135,22 @@ def _snakemake(args, *extra):
 
 def cmd_run(args):
     from harness import config as cfg
+    from harness.config import ROOT
 
     cfg.load(*args.configfile, items=args.config)  # a bad key stops here, named, before snakemake starts
+    locks, running = _locks(ROOT)
+    if locks and not running:  # a killed snakemake's: the run would stop with a LockException
+        for lock in locks:
+            lock.unlink()
+        stale = f"{len(locks)} file(s); no snakemake runs in {ROOT}"
+        print(f"dlscale: removed a stale Snakemake lock ({stale})", flush=True)
     return _snakemake(args, *args.command)
+
+
+def _locks(folder):
+    """(Snakemake's lock files in `folder`, the pids of the snakemakes running there besides this process)."""
+    locks = sorted((folder / ".snakemake" / "locks").glob("*.lock"))
+    return locks, [pid for pid in _snakemakes_in(folder) if pid != os.getpid()] if locks else []
 
 
 def cmd_report(args):
@@ -215,11 +229,10 @@ def cmd_unlock(args):
     LockException. The lock is stale only when no snakemake runs here, which this checks first."""
     from harness.config import ROOT
 
-    locks = sorted((ROOT / ".snakemake" / "locks").glob("*.lock"))
+    locks, running = _locks(ROOT)
     if not locks:
         print(f"no lock in {ROOT / '.snakemake' / 'locks'}: nothing to do")
         return 0
-    running = [pid for pid in _snakemakes_in(ROOT) if pid != os.getpid()]
     if running and not args.force:
         print(
             f"snakemake is running in {ROOT} (pid {', '.join(map(str, running))}): its lock is not stale. "

@@ -131,25 +131,25 @@ def main(argv=None):
     return 0
 
 
-def rule(config, python, out_path, log_path):
+def rule_settings(config):
+    """The config values the peak measurement depends on."""
+    return {
+        "framework": list(config["framework"]),
+        "threads_per_rank": config["threads_per_rank"],
+        "device": config.get("device", "cpu"),
+        "precision": config.get("precision", "fp32"),
+    }
+
+
+def rule(settings, python, out_path, log_path):
     """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
-    device (`main`), in a process of its own."""
+    device (`main`), in a process of its own. `settings` (`rule_settings`): every config value it
+    reads, which the rule declares as its params so that a change to one remakes peak.csv."""
     from harness.execution import execute
 
-    argv = [
-        python,
-        "-m",
-        "harness.peak",
-        str(Path(out_path).resolve()),
-        "--framework",
-        *config["framework"],
-        "--threads",
-        str(config["threads_per_rank"]),
-        "--device",
-        config.get("device", "cpu"),
-        "--precision",
-        config.get("precision", "fp32"),
-    ]
+    argv = [python, "-m", "harness.peak", str(Path(out_path).resolve()), "--framework", *settings["framework"]]
+    argv += ["--threads", str(settings["threads_per_rank"]), "--device", settings["device"]]
+    argv += ["--precision", settings["precision"]]
     Path(log_path).write_text("")
     rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(ROOT)})
     if rc:

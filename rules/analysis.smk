@@ -57,8 +57,10 @@ rule peak:
         cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
     params:
         python=sys.executable,
+        # every config value the measurement reads: a change remakes peak.csv (and MFU with it)
+        settings=peak.rule_settings(config),
     run:
-        step("peak", peak.rule, config, params.python, output[0], log[0])
+        step("peak", peak.rule, params.settings, params.python, output[0], log[0])
 
 
 rule flops:
@@ -70,8 +72,10 @@ rule flops:
         f"{LOGS}/flops.log",
     params:
         models=config["model"],
+        image_size=config["image_size"],
+        classes=config["classes"],
     run:
-        step("flops", steps.write_flops, params.models, config["image_size"], config["classes"], output[0], log[0])
+        step("flops", steps.write_flops, params.models, params.image_size, params.classes, output[0], log[0])
 
 
 rule summary:

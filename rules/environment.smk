@@ -10,7 +10,7 @@ rule environment:
     params:
         python=sys.executable,
         # The environment's folder: a hash of its recipe, variant, Python and MPI. The study reruns
-        # when the environment it runs in changes, not when harness/envspec.py is merely edited.
+        # when the environment it runs in changes, not when environment/recipe.py is merely edited.
         key=env.env_dir().name,
     run:
         env.record_rule(params.python, output[0], log[0])

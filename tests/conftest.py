@@ -72,3 +72,26 @@ def tiny_config(tmp_path, **overrides):
     conf["second_pass"] = None  # exactly `repeats` (tests/test_second_pass.py adds repeats)
     conf.update(overrides)
     return conf
+
+
+# Test tiers. The fast tier is these modules: pure functions on small literal inputs (no MPI job,
+# no Snakemake run, no framework training), less the tests in them marked `slow` by hand; every
+# other test is `slow`. `pytest -m "not slow"` runs the fast tier (docs/contributing.md).
+FAST_MODULES = {
+    "test_architecture",
+    "test_check_run",
+    "test_comparisons",
+    "test_config",
+    "test_launch",
+    "test_metrics",
+    "test_model",
+    "test_overhead_bench",
+    "test_records",
+    "test_samples",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] not in FAST_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -269,6 +269,7 @@ def test_overlays_are_layered_on_the_default_config_as_snakemake_layers_them(tmp
         cfg.layered([tmp_path / "nope.yaml"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
 
@@ -285,6 +286,7 @@ def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
         assert "warning: config key 'device': gpu runs need the cuda environment" in proc.stdout
 
 
+@pytest.mark.slow
 def test_check_config_names_the_bad_key_of_an_overlay_or_a_config_item(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("framework: [torch, caffe]\n")
@@ -295,6 +297,7 @@ def test_check_config_names_the_bad_key_of_an_overlay_or_a_config_item(tmp_path)
     assert proc.returncode == 2 and "config key 'repeats'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_retry_reads_an_overlay_as_snakemake_does(tmp_path):
     # the README's example: `retry --configfile config/emulated.yaml -- --dry-run` used to fail with
     # "'autotune' is a required property": it read the overlay alone

@@ -77,6 +77,14 @@ COMMANDS = {
         {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{DLSCALE} emulate down demo"},
     ),
     f"{DLSCALE} emulate list": ("run", {}),
+    f'{PY} -m pytest -m "not slow"': (
+        "manual",
+        (
+            "the fast tier runs inside the whole suite already; here it is collected, the slow tests left out",
+            f'{PY} -m pytest -m "not slow" --collect-only -q -p no:cacheprovider | tail -1 '
+            '| grep -E "^[0-9]+/[0-9]+ tests collected .[0-9]+ deselected."',
+        ),
+    ),
     f"{DLSCALE} example results docs/example": (
         "manual",
         (

@@ -2,6 +2,7 @@
 phases from traces (real MPI ranks, real Horovod, real frameworks)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -96,7 +97,7 @@ def test_one_rank_communicates_nothing(tmp_path, framework, comm):
     assert len(derived) == 2 and all(p["comm_total_s"] == 0 and p["comm_s"] == 0 for p in derived.values())
     assert all(p["forward_s"] > 0 and p["backward_s"] > 0 for p in derived.values())  # the profile was read
     # the same math library too: TensorFlow turns oneDNN on by itself only on AVX-512 VNNI/AMX CPUs;
-    # XLA (JAX) compiles its own CPU kernels, which docs/frameworks.md records as a difference
+    # XLA (JAX) compiles its own CPU kernels, which docs/methods/fairness.md records as a difference
     assert described["onednn"] is (framework != "jax")
 
 
@@ -307,3 +308,18 @@ def test_jax_operations_take_their_phase_from_the_compiled_modules_metadata():
         "comm",
     ]
     assert trace.classify("jax", ev("PjitFunction(_step)")) is None  # dispatch, not an operation
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("timing", ["native", "phased"])
+def test_a_jax_rank_slower_than_gloos_deadline_does_not_fail_the_run(tmp_path, timing):
+    """Rank 1 made slow on purpose, 40 s before each program's first collective (XLA's gloo gives a
+    peer 30 s): every rank waits at the coordination service's barrier instead, and the run is ok."""
+    from harness import config as cfg
+    from workloads.frameworks.jax.collectives import SLOW_RANK_ENV
+
+    launcher = cfg.load()["launcher"]
+    launcher = {**launcher, "env": {**launcher.get("env", {}), SLOW_RANK_ENV: "1:40"}}
+    status, run_dir = run_once(tmp_path, "jax", 2, timing=timing, iterations=2, launcher=launcher)
+    assert status["status"] == "ok", status
+    assert "DEADLINE_EXCEEDED" not in (status.get("log") and Path(status["log"]).read_text() or "")

@@ -149,6 +149,13 @@ def test_a_stale_lock_is_explained_and_removed_by_one_command(tmp_path):
     assert again.returncode == 0 and again.stdout.startswith("no lock in ")
     rerun = subprocess.run(run, cwd=ROOT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
+    # `dlscale run` clears a stale lock itself, in one line, and goes on
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    (LOCKS / "0.input.lock").write_text(str(path) + "\n")
+    dlscale_run = [sys.executable, "-m", "harness", "run", "--configfile", str(path)]
+    cleared = subprocess.run(dlscale_run, cwd=ROOT, capture_output=True, text=True)
+    assert cleared.returncode == 0, cleared.stderr[-3000:]
+    assert cleared.stdout.startswith("dlscale: removed a stale Snakemake lock (1 file(s)")
 
 
 def test_snakemake_unlock_itself_works():

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from harness import checks, execution, launch, launchers, paths
 from harness.vocabulary import HOSTS_ENV
 from tests.conftest import ENV_RECORD, tiny_config, tiny_run
@@ -141,6 +143,7 @@ def test_srun_argv_exact():
     ]
 
 
+@pytest.mark.slow
 def test_srun_without_slurm_fails_the_run_with_the_reason(base_config, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun anywhere
     base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"))
@@ -169,6 +172,7 @@ def test_rank_env_sets_threads_and_config_env(base_config):
     assert "NVIDIA_TF32_OVERRIDE" not in env
 
 
+@pytest.mark.slow
 def test_execute_kills_the_whole_group_on_timeout(tmp_path):
     log = tmp_path / "log"
     # a parent whose child would outlive it if only the parent were killed
@@ -191,6 +195,7 @@ mpirun detected that one or more processes exited with non-zero status"""
     )
 
 
+@pytest.mark.slow
 def test_every_rank_is_told_the_jobs_hosts(tmp_path):
     """A library that meets at rank 0 (JAX's coordination service) finds it from the environment: the
     job's hosts, rank 0's first, exported by the launcher from the hostfile (DLSCALE_HOSTS)."""

@@ -2,6 +2,7 @@
 nothing."""
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -266,3 +267,22 @@ def test_the_docs_example_is_current_in_form(study, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert example.form_of(tmp_path / "example") == example.form_of(ROOT / "docs" / "example")
     assert (tmp_path / "example" / "report.md").read_text().startswith(example.HEADER)
+
+
+@pytest.mark.parametrize(
+    "change, remade",
+    [
+        ("threads_per_rank=2", "peak"),
+        ("framework=[torch]", "peak"),
+        ("image_size=96", "flops"),
+        ("classes=20", "flops"),
+    ],
+)
+def test_a_changed_config_value_remakes_the_step_that_reads_it(study, change, remade):
+    """Every config value a step reads is a declared param: changing it remakes the step (a stale
+    peak.csv would make MFU silently wrong)."""
+    _, path, _ = study
+    argv = SNAKEMAKE + ["--configfile", str(path), "--dry-run", "--config", change]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(rf"^rule {remade}:$", proc.stdout, re.M), proc.stdout[-3000:]

@@ -207,17 +207,27 @@ def test_a_study_under_slurm_has_the_tables_of_the_same_study_under_mpirun(clust
     _nothing_left()
 
 
+def _has_step(records):
+    """Whether a rank's records hold a step record yet."""
+    try:
+        return '"kind": "step"' in records.read_text() or '"kind":"step"' in records.read_text()
+    except OSError:
+        return False
+
+
 def test_scancel_of_a_running_run_leaves_it_incomplete_and_the_next_snakemake_redoes_it(cluster, tmp_path):
     study = _study(tmp_path, iterations=300)
     target = str(tmp_path / "results" / RUN / "status.json")
     first = _start(_snakemake(study, target))
     job = _wait("a training run's ranks running under Slurm", _running_run_job, proc=first)
-    time.sleep(3)
+    run_dir = tmp_path / "results" / RUN
+    # the state the test is about, not a time: rank 0 has recorded a training step (a slow machine
+    # takes longer to get there, and a cancel before it leaves nothing to keep)
+    _wait("rank 0's first step record", lambda: _has_step(run_dir / "rank0.jsonl"), timeout=300, proc=first)
     _slurm("scancel", job)
     out, _ = first.communicate(timeout=300)
     assert first.returncode != 0 and f"SLURM-job '{job}' failed" in out and "CANCELLED" in out, out[-3000:]
     _nothing_left()
-    run_dir = tmp_path / "results" / RUN
     assert not (run_dir / "status.json").exists() and (run_dir / "rank0.jsonl").exists()
     again = _run(_snakemake(study, target))
     assert again.returncode == 0, again.stdout[-3000:]

@@ -6,6 +6,8 @@ are XLA's: gloo over TCP on the CPU, NCCL on GPUs. One rank initializes nothing.
 """
 
 import functools
+import os
+import time
 
 import jax
 import numpy as np
@@ -15,6 +17,14 @@ from jax.sharding import Mesh
 from workloads import rendezvous
 
 AXIS = "ranks"
+# XLA's gloo gives a peer 30 s to join a collective's first use, and a rank still compiling (a slow
+# node, a big network, a cold compilation cache: rank 1 compiles its step in every run) misses it.
+# So every rank waits at a barrier of JAX's coordination service before a program's first
+# collective; that wait ends when all ranks arrive, or when the run's own time limit
+# (`run_timeout_s`, enforced by the launcher) ends the job: the barrier's own bound is only a backstop.
+BARRIER_TIMEOUT_S = 24 * 3600
+# Tests make one rank slow on purpose: "<rank>:<seconds>" sleeps that rank before each barrier.
+SLOW_RANK_ENV = "DLSCALE_SLOW_RANK"
 _joined = False  # this process has joined jax.distributed (it can only once)
 CPU_COLLECTIVES = "gloo"
 
@@ -46,6 +56,18 @@ def _gloo_on(address):
         xla_client._xla.make_gloo_tcp_collectives = bound
 
 
+def barrier(name, rank, size):
+    """Wait until every rank reaches `name` (JAX's coordination service, not a gloo collective)."""
+    if size == 1:
+        return
+    slow, _, seconds = os.environ.get(SLOW_RANK_ENV, "").partition(":")
+    if slow and int(slow) == rank:
+        time.sleep(float(seconds))
+    from jax._src import distributed
+
+    distributed.global_state.client.wait_at_barrier(f"dlscale:{name}", BARRIER_TIMEOUT_S * 1000)
+
+
 def from_rank0(make, key, rank, size):
     """`make(key)`'s arrays made on rank 0 and sent to every rank (the initial weights, as Horovod's
     broadcast from rank 0 does). Jitted: Flax's initializers run op by op otherwise (24 s for
@@ -58,6 +80,7 @@ def from_rank0(make, key, rank, size):
         made = jax.jit(make)(key)
     else:
         made = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(make, key))
+    barrier("initial weights", rank, size)  # rank 0 may compile them for long (a cold cache)
     return jax.device_put(jax.tree.map(np.asarray, multihost_utils.broadcast_one_to_all(made)), jax.local_devices()[0])
 
 

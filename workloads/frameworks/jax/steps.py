@@ -20,6 +20,7 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from workloads.frameworks.jax import collectives
 from workloads.frameworks.jax.collectives import AXIS, global_array, local_part
 from workloads.frameworks.jax.profile import COMM_SCOPE, UPDATE_SCOPE
 
@@ -33,8 +34,9 @@ def _unstack(tree):
 
 
 class Steps:
-    def __init__(self, model, optimizer, mesh, size, overlap):
+    def __init__(self, model, optimizer, mesh, size, overlap, rank=0):
         self.model, self.optimizer, self.mesh, self.size, self.overlap = model, optimizer, mesh, size, overlap
+        self.rank = rank
         self.forward = jax.jit(self._forward, static_argnums=5)
         self.backward = jax.jit(lambda vjp: _stack(vjp(jnp.ones((), jnp.float32))[0]))
         self.update = jax.jit(self._update)
@@ -42,7 +44,7 @@ class Steps:
         mean = shard_map(self._mean_over_ranks, mesh=mesh, in_specs=spec, out_specs=spec, check_rep=False)
         self._mean = jax.jit(mean)
         replicated = P()
-        self._compiled = None
+        self._compiled = self._mean_compiled = None
         self.step = jax.jit(
             shard_map(
                 self._step,
@@ -91,7 +93,11 @@ class Steps:
         def assemble(g):
             return jax.make_array_from_single_device_arrays((self.size, *g.shape[1:]), sharding, [g])
 
-        averaged = self._mean(jax.tree.map(assemble, grads))
+        parts = jax.tree.map(assemble, grads)
+        if self._mean_compiled is None:  # compiled on every rank before its first collective runs
+            self._mean_compiled = self._mean.lower(parts).compile()
+            collectives.barrier("phased mean compiled", self.rank, self.size)
+        averaged = self._mean_compiled(parts)
         return jax.tree.map(lambda a: a.addressable_data(0), averaged)
 
     def _update(self, params, opt_state, grads):
@@ -111,8 +117,9 @@ class Steps:
     def native(self, *args):
         """The whole step, compiled once for these arguments' shapes (kept: its text names the
         operations in traces, and asking jit for it again would compile it again)."""
-        if self._compiled is None:
+        if self._compiled is None:  # compiled on every rank before its first collective runs
             self._compiled = self.step.lower(*args).compile()
+            collectives.barrier("native step compiled", self.rank, self.size)
         return self._compiled
 
     def to_native(self, params, stats, opt_state, key):

@@ -89,7 +89,7 @@ class Trainer(trainer.Trainer):
         self.params, self.stats = variables["params"], variables.get("batch_stats", {})
         self.optimizer = optax.sgd(self.lr, momentum=self.mu)
         self.opt_state = self.optimizer.init(self.params)
-        self.steps = steps.Steps(self.model, self.optimizer, self.mesh, self.size, self.overlap)
+        self.steps = steps.Steps(self.model, self.optimizer, self.mesh, self.size, self.overlap, self.rank)
         self.form = "local"  # or "native" (steps.py: the state's two forms)
         self.key = key  # the dropout masks' key, the same on every rank (each folds in its own rank)
 

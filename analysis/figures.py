@@ -311,9 +311,10 @@ def comparisons(pairs, paths):
         lo=(pairs["ratio"] - pairs["ratio_ci_lo"]).clip(lower=0).fillna(0),
         hi=(pairs["ratio_ci_hi"] - pairs["ratio"]).clip(lower=0).fillna(0),
     )
-    shown = {"a faster": OKABE_ITO[5], "b faster": OKABE_ITO[5], "equal": OKABE_ITO[0], "unresolved": "grey"}
+    shown = {"one faster": OKABE_ITO[5], "equal": OKABE_ITO[0], "unresolved": "grey"}
+    verdicts = pairs["verdict"].replace({"a faster": "one faster", "b faster": "one faster"})
     for verdict, colour in shown.items():
-        part = pairs[pairs["verdict"] == verdict]
+        part = pairs[verdicts == verdict]
         if len(part):
             ax.errorbar(part["ratio"], part["y"], xerr=[part["lo"], part["hi"]], fmt="o", color=colour, capsize=2,
                         ms=4, label=f"verdict: {verdict}")  # fmt: skip

@@ -90,7 +90,8 @@ def config_reference(schema_path=ROOT / "config" / "schema.yaml", config_path=RO
 
 def code_columns():
     """{table: its column list as the code declares it}, for the tables whose writer has one."""
-    from analysis import comm, metrics, prediction, replayed, tidy
+    from analysis import comm, comparisons, metrics, prediction, replayed, tidy
+    from harness import design
     from harness.paths import TABLES
     from workloads import flops
 
@@ -99,6 +100,8 @@ def code_columns():
         TABLES["runs"]: list(tidy.RUNS_COLUMNS),
         TABLES["tensors"]: list(tidy.TENSOR_COLUMNS),
         TABLES["run_metrics"]: list(metrics.RUN_METRICS_COLUMNS),
+        TABLES["comparisons"]: list(comparisons.COLUMNS),
+        TABLES["order"]: list(design.COLUMNS),
         TABLES["flops"]: list(flops.COLUMNS),
         TABLES["allreduce"]: list(comm.SWEEP_COLUMNS),
         TABLES["allreduce_fit"]: list(comm.FIT_COLUMNS),
@@ -186,6 +189,9 @@ def sidecar(csv_path):
     return Path(csv_path).with_suffix(".meta.yaml")
 
 
+WIDE = 12  # columns beyond which a table of fewer rows than columns is shown transposed
+
+
 def measurement(csv_path):
     """A committed CSV as a Markdown table, headed by its sidecar's what, date, machine and command."""
     path = ROOT / csv_path if not Path(csv_path).is_absolute() else Path(csv_path)
@@ -206,8 +212,13 @@ def measurement(csv_path):
         "```",
         "",
     ]
-    table = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
-    table += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
+    if len(columns) > WIDE and len(rows) < len(columns):  # a wide table of few rows reads down the page
+        table = ["| column | " + " | ".join(f"row {i + 1}" for i in range(len(rows))) + " |"]
+        table += ["|" + " --- |" * (len(rows) + 1)]
+        table += ["| " + " | ".join([c] + [_cell(r[c]) for r in rows]) + " |" for c in columns]
+    else:
+        table = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+        table += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
     return "\n".join(head + table)
 
 

@@ -12,6 +12,8 @@ check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml
 launch [CONFIG...] KEY=VALUE...           run one run of that study by hand (framework=torch ...)
 unlock [--force]                          remove the lock a killed snakemake left (none running)
 example RESULTS [OUT]                     copy a finished study's report and figures to OUT (docs/example)
+compare STUDY... [-o DIR]                 finished studies (results folders) from several machines side by
+                                          side: DIR/compare.md and compare.csv
 retry [--configfile F]... [--config K=V]... [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
                                           redo the study's failed runs (all, or those matching every
                                           KEY=VALUE, e.g. framework=mxnet model=alexnet) and the
@@ -174,6 +176,14 @@ def cmd_example(args):
     for path in example.publish(args.results, args.out):
         print(path)
     return 0
+
+
+def cmd_compare(args):
+    """`dlscale compare`: the analysis's own program (analysis/compare.py), run in this environment."""
+    from harness.config import ROOT
+
+    argv = [sys.executable, "-m", "analysis.compare", *args.studies, "--out", args.out]
+    return subprocess.run(argv, env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
 
 
 def cmd_retry(args):
@@ -357,6 +367,10 @@ def parser():
     _study_options(p)
     p.add_argument("set", nargs="*", metavar="KEY=VALUE", help="only runs with these keys")
     p.set_defaults(fn=cmd_retry)
+    p = sub.add_parser("compare", help="finished studies from several machines side by side")
+    p.add_argument("studies", nargs="+", help="their results folders; the first is the reference")
+    p.add_argument("-o", "--out", default="compare", help="where compare.md and compare.csv go (default: compare)")
+    p.set_defaults(fn=cmd_compare)
     p = sub.add_parser("example", help="copy a finished study's report and figures as the docs' example")
     p.add_argument("results", help="the study's results folder")
     p.add_argument("out", nargs="?", default="docs/example", help="where (default docs/example, replaced)")

@@ -27,7 +27,7 @@ def publish(results, out):
     if out.exists():
         shutil.rmtree(out)
     (out / FIGURES).mkdir(parents=True)
-    (out / "report.md").write_text(HEADER + report.read_text())
+    (out / TABLES["report"]).write_text(HEADER + report.read_text())
     for png in sorted((results / FIGURES).glob("*.png")):
         shutil.copy(png, out / FIGURES / png.name)
     for name in TABLES_KEPT:
@@ -45,4 +45,4 @@ def form(report_text, figures):
 def form_of(folder):
     """The form of a published example (`publish`'s folder)."""
     folder = Path(folder)
-    return form((folder / "report.md").read_text(), (folder / FIGURES).glob("*.png"))
+    return form((folder / TABLES["report"]).read_text(), (folder / FIGURES).glob("*.png"))

@@ -57,7 +57,7 @@ rule peak:
         cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
     params:
         python=sys.executable,
-        # every config value the measurement reads: a change remakes peak.csv (and MFU with it)
+        # every config value the measurement reads: a change remakes the peak table (and MFU with it)
         settings=peak.rule_settings(config),
     run:
         step("peak", peak.rule, params.settings, params.python, output[0], log[0])

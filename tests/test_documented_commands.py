@@ -77,6 +77,13 @@ COMMANDS = {
         {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{DLSCALE} emulate down demo"},
     ),
     f"{DLSCALE} emulate list": ("run", {}),
+    f"{DLSCALE} compare results-workstation results-gpu-node -o compare": (
+        "manual",
+        (
+            "needs finished studies from two machines; tests/test_compare.py runs it on two real shrunk studies",
+            f"{DLSCALE} compare --help",
+        ),
+    ),
     f'{PY} -m pytest -m "not slow"': (
         "manual",
         (

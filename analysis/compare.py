@@ -10,7 +10,6 @@ dates are kept. Two machines' runs are independent (no blocks are shared), so a 
 the delta method on the log scale (metrics.ratio_ci): always positive."""
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -50,9 +49,7 @@ def load(folder):
             raise ValueError(f"{folder}: no {path.name} (not a finished study's results folder)")
     summary = pd.read_csv(summary_path)
     runs = pd.read_csv(runs_path, keep_default_na=False, na_values={"hardware": [""]})
-    hosts = {}
-    for cell in runs.get("hardware", pd.Series(dtype=str)).dropna():
-        hosts.update(json.loads(cell))
+    hosts = hardware.hosts(runs.get("hardware", pd.Series(dtype=str)))
     started = sorted(str(t) for t in runs.get("started", pd.Series(dtype=str)) if str(t))
     name = folder.name if folder.name != "results" else folder.resolve().parent.name
     return {

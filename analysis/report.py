@@ -355,10 +355,7 @@ def _plain(value):
 
 def _hardware_lines(runs, config, fits):
     """Every host the runs ran on (runs.csv `hardware`), and the link between ranks with its measured rate."""
-    hosts = {}
-    for cell in runs.get("hardware", pd.Series(dtype=str)).dropna():
-        if str(cell).strip():
-            hosts.update(json.loads(cell))
+    hosts = hardware.hosts(runs.get("hardware", pd.Series(dtype=str)))
     lines = ["## Hardware", ""]
     lines += [f"- `{name}`: {hardware.summary(h)}" for name, h in sorted(hosts.items())] or [
         f"- hosts: {', '.join(_hosts(runs)) or 'n/a'} (their hardware was not recorded)"

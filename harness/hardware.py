@@ -2,6 +2,7 @@
 nvidia-smi where it exists. Each rank records its host's (workloads/rank.py), so a study's report
 names the hardware of every host it ran on. Imports nothing of the project."""
 
+import json
 import os
 import shutil
 import socket
@@ -54,6 +55,15 @@ def gpus(query=None):
 def describe():
     """This host: its name, CPU, memory and GPUs."""
     return {"host": socket.gethostname(), **cpu(), "memory_gib": memory_gib(), "gpus": gpus()}
+
+
+def hosts(cells):
+    """{host name: its description} from runs.csv's `hardware` cells (JSON objects; empty ones skipped)."""
+    found = {}
+    for cell in cells:
+        if isinstance(cell, str) and cell.strip():
+            found.update(json.loads(cell))
+    return found
 
 
 def summary(host):

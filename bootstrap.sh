@@ -34,4 +34,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 PYTHON=${PYTHON:-python3}
-"$PYTHON" -m harness env build --link .venv
+"$PYTHON" -m dlscale env build --link .venv

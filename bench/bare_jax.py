@@ -1,6 +1,6 @@
 """A bare JAX training loop: the whole step in one jitted function, no phases, no waits but the last,
 no records (the benchmark's baseline). Same model, data, optimizer, threads and communication as
-workloads.frameworks.jax.trainer in overlap mode (the ranks joined by jax.distributed, one mean
+dlscale.workloads.frameworks.jax.trainer in overlap mode (the ranks joined by jax.distributed, one mean
 per gradient inside the step; none on one rank), written as JAX's own data-parallel examples write
 it: a `shard_map`ped step over a mesh of one device per rank, the batches made into global arrays
 before the loop.
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from workloads.frameworks.jax import xla_flags  # noqa: E402 (imports no JAX)
+from dlscale.workloads.frameworks.jax import xla_flags  # noqa: E402 (imports no JAX)
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 os.environ["XLA_FLAGS"] = xla_flags(spec["threads_per_rank"])  # as the trainer sets them, before JAX starts
@@ -27,10 +27,10 @@ from jax.experimental import multihost_utils  # noqa: E402
 from jax.experimental.shard_map import shard_map  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from workloads import rendezvous  # noqa: E402
-from workloads.batches import SyntheticData  # noqa: E402
-from workloads.frameworks.jax import collectives  # noqa: E402
-from workloads.registry import build_model  # noqa: E402
+from dlscale.workloads import rendezvous  # noqa: E402
+from dlscale.workloads.batches import SyntheticData  # noqa: E402
+from dlscale.workloads.frameworks.jax import collectives  # noqa: E402
+from dlscale.workloads.registry import build_model  # noqa: E402
 
 rank, size, _ = rendezvous.launcher_ranks()
 mesh = collectives.initialize(rank, size, rendezvous.first_host())

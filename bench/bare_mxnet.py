@@ -1,6 +1,7 @@
 """A bare MXNet + Horovod training loop: record, backward, trainer.step, with no wait until the
 end (the engine pipelines iterations), no phases and no records (the benchmark's baseline).
-Same model, data, optimizer, threads, device and precision as workloads.frameworks.mxnet.trainer in overlap mode:
+Same model, data, optimizer, threads, device and precision as
+dlscale.workloads.frameworks.mxnet.trainer in overlap mode:
 on the GPU each step copies its batch from pinned host memory; mixed precision is contrib.amp.
 
 Usage (under mpirun): python bench/bare_mxnet.py SPEC.json -> prints {"throughput_img_per_s": ...}
@@ -15,8 +16,8 @@ import horovod.mxnet as hvd
 import mxnet as mx
 import numpy as np
 
-from workloads.batches import SyntheticData
-from workloads.registry import build_model
+from dlscale.workloads.batches import SyntheticData
+from dlscale.workloads.registry import build_model
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 hvd.init()

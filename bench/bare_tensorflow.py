@@ -1,7 +1,7 @@
 """A bare TensorFlow training loop, through Horovod or TensorFlow's own MultiWorkerMirroredStrategy
 (the spec's comm_library): the whole step in one tf.function, no phases, no syncs, no records (the
 benchmark's baseline). Same model, data, optimizer and threads as
-workloads.frameworks.tensorflow.trainer in overlap mode (Horovod: one allreduce per gradient; the
+dlscale.workloads.frameworks.tensorflow.trainer in overlap mode (Horovod: one allreduce per gradient; the
 strategy: its collective all-reduce in 25 MiB packs, from the replica context; none on one rank),
 on the same device: on the GPU
 the host batch is copied in the step; mixed precision is the mixed_float16 policy with the same
@@ -19,9 +19,9 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from workloads import rendezvous
-from workloads.batches import SyntheticData
-from workloads.registry import build_model
+from dlscale.workloads import rendezvous
+from dlscale.workloads.batches import SyntheticData
+from dlscale.workloads.registry import build_model
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 native = spec.get("comm_library", "horovod") == "native"

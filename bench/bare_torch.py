@@ -3,7 +3,7 @@ comm_library): no phases, no syncs, no records (the benchmark's baseline).
 
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
 Same model, data, layout, optimizer, threads, device, precision and TF32 setting as
-workloads.frameworks.torch.trainer in overlap mode: on the GPU each step copies its batch from pinned
+dlscale.workloads.frameworks.torch.trainer in overlap mode: on the GPU each step copies its batch from pinned
 host memory, and mixed precision is autocast float16 with a GradScaler
 (and the trainer's fused SGD). Horovod: its DistributedOptimizer.
 native: the model wrapped in DistributedDataParallel (gloo on the CPU, NCCL on GPUs; its default buckets,
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from workloads import rendezvous
-from workloads.batches import SyntheticData
-from workloads.devices import resolve_layout
-from workloads.frameworks.torch.trainer import sgd
-from workloads.registry import build_model
+from dlscale.workloads import rendezvous
+from dlscale.workloads.batches import SyntheticData
+from dlscale.workloads.devices import resolve_layout
+from dlscale.workloads.frameworks.torch.trainer import sgd
+from dlscale.workloads.registry import build_model
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 native = spec.get("comm_library", "horovod") == "native"
@@ -44,7 +44,7 @@ if native:
 else:
     import horovod.torch as hvd
 
-    from workloads.frameworks.torch.comm import DenseView
+    from dlscale.workloads.frameworks.torch.comm import DenseView
 
     hvd.init()
     rank, size, local_rank = hvd.rank(), hvd.size(), hvd.local_rank()

@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 from overhead import machine, write_table  # noqa: E402
 
-from harness import launch, launchers  # noqa: E402
-from harness.records import parse_file  # noqa: E402
-from harness.vocabulary import records_name  # noqa: E402
+from dlscale.core.records import parse_file  # noqa: E402
+from dlscale.core.vocabulary import records_name  # noqa: E402
+from dlscale.runtime import launch, launchers  # noqa: E402
 
 KINDS = ("alone", "pair", "ranks2")
 COMPUTE = ("forward_s", "backward_s", "update_s")

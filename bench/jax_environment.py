@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from overhead import machine, write_table  # noqa: E402
 
-from environment import recipe  # noqa: E402
+from dlscale.environment import recipe  # noqa: E402
 
 SHARED = {name: recipe.FRAMEWORK_PINS[name] for name in ("jax", "jaxlib", "flax", "optax", "numpy")}
 # The newest JAX the registry serves, with the Flax and Optax that go with it (numpy 2).

@@ -1,7 +1,7 @@
 """Benchmark (not a test): the layouts each framework can run, against each other, in the harness.
 
 `layout: best` is what each framework's own performance guidance recommends for the device (its
-package's BEST_LAYOUT, workloads/frameworks/<name>/__init__.py); this confirms it on the machine at
+package's BEST_LAYOUT, dlscale/workloads/frameworks/<name>/__init__.py); this confirms it on the machine at
 hand. For every framework and every layout its models can run (PyTorch NCHW and NHWC =
 channels_last; TensorFlow NHWC; MXNet NCHW), runs the harness in native timing on one rank, the
 layouts of a framework in a rotating order, several paired trials, and prints per model the
@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from overhead import machine, throughput, write_table  # noqa: E402
 
-from harness import execution, launch, launchers  # noqa: E402
-from workloads import frameworks  # noqa: E402
+from dlscale.runtime import execution, launch, launchers  # noqa: E402
+from dlscale.workloads import frameworks  # noqa: E402
 
 
 def main():

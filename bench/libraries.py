@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead import machine, write_table  # noqa: E402
-from harness.paths import TABLES  # noqa: E402
+from dlscale.core.paths import TABLES  # noqa: E402
 
 KEYS = ["framework", "model", "comm", "nodes", "ranks_per_node", "ranks"]
 

@@ -1,7 +1,7 @@
 """Benchmark (not a test): what one gradient exchange costs on an emulated link, per TCP congestion
 control of the emulated nodes and per Open MPI TCP protocol.
 
-On an emulated cluster of 2 nodes (harness/emulate.py; needs root), one rank each, with
+On an emulated cluster of 2 nodes (dlscale/runtime/emulate.py; needs root), one rank each, with
 config/emulated.yaml's link rate and rank environment, two ranks allreduce through Horovod
 (PyTorch, averaged, in place): AlexNet's 16 gradients in one grouped allreduce (`all`: Horovod
 fuses them into two buffers, the 151 MB fc6 weight alone and the other 93 MB, reduced back to
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead import machine, write_table  # noqa: E402
-from harness import emulate, launch, launchers  # noqa: E402
+from dlscale.runtime import emulate, launch, launchers  # noqa: E402
 
 MIB = 1 << 20
 # Open MPI 4.1's default TCP transport flags, `put` among them
@@ -59,7 +59,7 @@ def rank_main(reps, cases, out):
     import horovod.torch as hvd
     import torch
 
-    from workloads.registry import build_model
+    from dlscale.workloads.registry import build_model
 
     hvd.init()
     torch.set_num_threads(1)

@@ -1,7 +1,7 @@
 """Benchmark (not a test): how fast each framework's input pipeline decodes, per worker, against a
 bare decode loop of the same decoder library (the ceiling).
 
-For each framework and worker count, one process per measurement: the loader of workloads/loaders.py
+For each framework and worker count, one process per measurement: the loader of dlscale/workloads/loaders.py
 (random-resized crop to --image-size, flip, normalize, batches of --batch-size, one rank) is read
 for --batches batches after --warmup batches, and its decoded images/s divided by the workers is
 its rate per worker. The ceiling is the same JPEG files decoded whole on one core in the tightest
@@ -35,9 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead import machine, merge_table, write_table  # noqa: E402
-from harness import images  # noqa: E402
-from workloads import frameworks  # noqa: E402
-from workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
+from dlscale.workloads import frameworks, images  # noqa: E402
+from dlscale.workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
 
 TF_DATA = ("tensorflow", "jax")  # JAX's loader is tf.data's, to numpy
 
@@ -51,7 +50,7 @@ def ceiling(framework, files, image_size, work=False):
     if framework == "torch":
         import io
 
-        from workloads import loaders
+        from dlscale.workloads import loaders
 
         items = frameworks.module("torch", "loader").TorchImages(files, [0] * len(files), image_size, 0)
 
@@ -64,7 +63,7 @@ def ceiling(framework, files, image_size, work=False):
     elif framework in TF_DATA:
         import tensorflow as tf
 
-        from workloads import loaders
+        from dlscale.workloads import loaders
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -97,7 +96,7 @@ def mxnet_run(blobs, image_size, work):
     import mxnet as mx
     import numpy as np
 
-    from workloads import loaders
+    from dlscale.workloads import loaders
 
     mean, std = mx.nd.array(loaders.MEAN), mx.nd.array(loaders.STD)
 

@@ -34,12 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import execution, launch, launchers  # noqa: E402
-from harness.records import parse_file  # noqa: E402
-from harness.samples import median_interval  # noqa: E402
-from harness.vocabulary import HOSTS_ENV, records_name  # noqa: E402
-from workloads import frameworks  # noqa: E402
-from workloads.devices import nvidia_smi_name  # noqa: E402
+from dlscale.core.records import parse_file  # noqa: E402
+from dlscale.core.samples import median_interval  # noqa: E402
+from dlscale.core.vocabulary import HOSTS_ENV, records_name  # noqa: E402
+from dlscale.runtime import execution, launch, launchers  # noqa: E402
+from dlscale.workloads import frameworks  # noqa: E402
+from dlscale.workloads.devices import nvidia_smi_name  # noqa: E402
 
 KINDS = ("bare", "native", "phased")
 TARGET = 0.99  # native/bare

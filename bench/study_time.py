@@ -23,10 +23,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis.comparisons import RESOLVED, one_analysis  # noqa: E402
-from analysis.metrics import PRECISION  # noqa: E402
 from bench.overhead import machine  # noqa: E402
-from harness import paths  # noqa: E402
+from dlscale.analysis.comparisons import RESOLVED, one_analysis  # noqa: E402
+from dlscale.analysis.metrics import PRECISION  # noqa: E402
+from dlscale.core import paths  # noqa: E402
 
 COLUMNS = ["date", "commit", "frameworks", "models", "runs", "elapsed_s", "jax_runs_s", "other_runs_s"] + [
     "configurations",

@@ -2,8 +2,8 @@
 is committed and nothing can drift:
 
   <!-- generated: config -->     config/schema.yaml's descriptions, with config/config.yaml's defaults
-  <!-- generated: outputs -->    what lands where (harness/columns.py OUTPUTS)
-  <!-- generated: columns -->    every table's columns, in the code's order, with harness/columns.py's words
+  <!-- generated: outputs -->    what lands where (dlscale/analysis/columns.py OUTPUTS)
+  <!-- generated: columns -->    every table's columns, in the code's order, with dlscale/analysis/columns.py's words
   <!-- generated: cli -->        the help of the command line's argparse parser and of each subcommand
   <!-- generated: captions -->   the figures' captions (report/*.rst, also those of snakemake --report)
   <!-- table: bench/results/X.csv -->   a committed measurement, with its date, machine and command
@@ -90,10 +90,10 @@ def config_reference(schema_path=ROOT / "config" / "schema.yaml", config_path=RO
 
 def code_columns():
     """{table: its column list as the code declares it}, for the tables whose writer has one."""
-    from analysis import comm, comparisons, metrics, prediction, replayed, tidy
-    from harness import design
-    from harness.paths import TABLES
-    from workloads import flops
+    from dlscale.analysis import comm, comparisons, metrics, prediction, replayed, tidy
+    from dlscale.core.paths import TABLES
+    from dlscale.runtime import design
+    from dlscale.workloads import flops
 
     return {
         TABLES["tidy"]: list(tidy.TIDY_COLUMNS),
@@ -112,7 +112,7 @@ def code_columns():
 
 
 def outputs_reference():
-    from harness.columns import OUTPUTS
+    from dlscale.analysis.columns import OUTPUTS
 
     lines = ["| path | what |", "| --- | --- |"]
     for path, what in OUTPUTS.items():
@@ -122,7 +122,7 @@ def outputs_reference():
 
 
 def columns_reference():
-    from harness.columns import JSON_KEYS, OUTPUTS, TABLES
+    from dlscale.analysis.columns import JSON_KEYS, OUTPUTS, TABLES
 
     declared = code_columns()
     parts = []
@@ -156,7 +156,7 @@ def _help(parser):
 
 def cli_reference(parser=None):
     if parser is None:
-        from harness.__main__ import parser as make
+        from dlscale.cli import parser as make
 
         parser = make()
     parts = [f"## `{parser.prog}`", "", "```text", _help(parser).rstrip(), "```", ""]
@@ -172,7 +172,7 @@ def cli_reference(parser=None):
 
 def captions(folder=ROOT / "report"):
     """The figures' captions in the order a report shows the figures, then the other captions."""
-    from analysis.figures import FIGURES, MODEL_FIGURES
+    from dlscale.analysis.figures import FIGURES, MODEL_FIGURES
 
     rank = {name: i for i, name in enumerate(FIGURES + MODEL_FIGURES)}
     parts = []

@@ -1,20 +1,22 @@
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from harness import emulate
-from harness.paths import ROOT  # noqa: F401 (the tests import it from here)
+from dlscale.runtime import emulate
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (a study folder too)
 
 # Snakemake as the tests run it: this interpreter's, without its lock (tests run studies side by
 # side, each in its own folders), on two cores.
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--nolock", "--cores", "2"]
 # Emulated clusters need network namespaces and tc; where they cannot be made, the tests that need
-# one skip with harness/emulate.py's reason.
+# one skip with dlscale/runtime/emulate.py's reason.
 EMULATION, WHY_NO_EMULATION = emulate.available()
 needs_emulation = pytest.mark.skipif(not EMULATION, reason=WHY_NO_EMULATION or "emulated clusters available")
 
-# The checkout is installed (editable) in the environment's overlay, .venv: `import harness` finds it.
+# The checkout is installed (editable) in the environment's overlay, .venv: `import dlscale` finds it.
 # The environment record launch.launch needs: the tests' own interpreter.
 ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 
@@ -45,7 +47,7 @@ def tiny_run(**overrides):
     assert not unknown, f"not a run key: {unknown}"
     run = {**run, **overrides}
     if run["comm_library"] is None:
-        from workloads import frameworks
+        from dlscale.workloads import frameworks
 
         run["comm_library"] = frameworks.default_library(run["framework"])
     return run

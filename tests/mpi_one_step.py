@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workloads.batches import SyntheticData
-from workloads.train import load_trainer, timed_step
+from dlscale.workloads.batches import SyntheticData
+from dlscale.workloads.train import load_trainer, timed_step
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 single = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--single" else 0

@@ -1,4 +1,4 @@
-"""A step for tests/test_interrupts.py that `harness.rule.analysis_step` can import by name in its own
+"""A step for tests/test_interrupts.py that `dlscale.runtime.rule.analysis_step` can import by name in its own
 process (a test module itself is imported by pytest under a name no other process knows)."""
 
 from pathlib import Path

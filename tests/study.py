@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import config as cfg
+from dlscale.runtime import config as cfg
 from tests.conftest import ROOT, SNAKEMAKE
 
 

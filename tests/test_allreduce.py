@@ -7,11 +7,12 @@ import sys
 import numpy as np
 import pytest
 
-from analysis import comm, prediction
-from harness import allreduce, execution, launch, launchers
-from harness.vocabulary import HOSTS_ENV
+from dlscale.analysis import comm, prediction
+from dlscale.core import paths
+from dlscale.core.vocabulary import HOSTS_ENV
+from dlscale.runtime import allreduce, execution, launch, launchers
+from dlscale.workloads import frameworks
 from tests.conftest import needs_emulation, tiny_config
-from workloads import frameworks
 
 
 def test_sizes_and_repetitions():
@@ -47,8 +48,8 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
         ["localhost"],
         2,
         {"name": "mpirun", "bind_to": "none"},
-        [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(4 << 20)],
-        {"PYTHONPATH": str(launch.cfg.ROOT)},
+        [sys.executable, "-m", "dlscale.runtime.allreduce", str(out), "--max-bytes", str(4 << 20)],
+        {"PYTHONPATH": str(paths.SOURCE)},
         as_root=os.geteuid() == 0,
     )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
@@ -150,13 +151,13 @@ def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predict
     averaging: element 0 stays 1); a study without it sweeps none; the model's costs hold the
     libraries apart."""
     out = tmp_path / "sweep.jsonl"
-    command = [sys.executable, "-m", "harness.allreduce", str(out), "--max-bytes", str(1 << 16)]
+    command = [sys.executable, "-m", "dlscale.runtime.allreduce", str(out), "--max-bytes", str(1 << 16)]
     argv = launchers.mpirun_argv(
         ["localhost"],
         2,
         {"name": "mpirun", "bind_to": "none"},
         [*command, "--native", native],
-        {"PYTHONPATH": str(launch.cfg.ROOT), HOSTS_ENV: "localhost"},
+        {"PYTHONPATH": str(paths.SOURCE), HOSTS_ENV: "localhost"},
         as_root=os.geteuid() == 0,
     )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=240)

@@ -5,11 +5,11 @@ import ast
 
 import yaml
 
-from harness import paths
-from harness.vocabulary import PHASES, seconds
+from dlscale.core import paths
+from dlscale.core.vocabulary import PHASES, seconds
+from dlscale.workloads import frameworks
+from dlscale.workloads.registry import MODELS
 from tests.conftest import ROOT
-from workloads import frameworks
-from workloads.registry import MODELS
 
 BELOW = ("harness", "workloads", "environment")
 
@@ -30,7 +30,7 @@ def test_the_runtime_never_imports_the_analysis():
         for name in imported_modules(path)
         if name == "analysis" or name.startswith("analysis.")
     ]
-    assert not upward, "imports from analysis/ below it:\n" + "\n".join(upward)
+    assert not upward, "imports from dlscale/analysis/ below it:\n" + "\n".join(upward)
 
 
 # --- one owner for each fact -------------------------------------------------------------------
@@ -71,7 +71,7 @@ def _imports(node):
     return []
 
 
-# Outside the frameworks' packages, two folders name frameworks by design: environment/ installs
+# Outside the frameworks' packages, two folders name frameworks by design: dlscale/environment/ installs
 # their packages and builds Horovod against them (it runs before any framework can be imported, and
 # its recipe is hashed as one file), and bench/ holds each framework's bare training loop, written
 # apart from the harness on purpose, and the benchmarks that run them.
@@ -102,7 +102,7 @@ def test_only_the_vocabulary_spells_a_phase():
         if path != vocabulary and path.relative_to(ROOT).parts[0] != "bench"
         if (found := _names_in(path, words, imports=False))
     ]
-    assert not stray, "phase names typed outside harness/vocabulary.py:\n" + "\n".join(stray)
+    assert not stray, "phase names typed outside dlscale/core/vocabulary.py:\n" + "\n".join(stray)
 
 
 def test_the_names_search_finds_what_it_looks_for(tmp_path):
@@ -163,7 +163,7 @@ def test_only_the_results_tree_spells_a_results_path():
         if path != owner and path.relative_to(ROOT).parts[0] != "bench"
         if (found := _typed_paths(path))
     ]
-    assert not stray, "results paths typed outside harness/paths.py:\n" + "\n".join(stray)
+    assert not stray, "results paths typed outside dlscale/core/paths.py:\n" + "\n".join(stray)
 
 
 def test_the_paths_search_finds_what_it_looks_for(tmp_path):

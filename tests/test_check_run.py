@@ -1,7 +1,7 @@
 """check_run on hand-made record folders: each way a run can be wrong is caught."""
 
-from harness import checks
-from harness.records import PHASE_KEYS, Writer
+from dlscale.core.records import PHASE_KEYS, Writer
+from dlscale.runtime import checks
 
 
 def write_rank(run_dir, rank, steps=3, checksum=1.0, loss=2.0, end=True):

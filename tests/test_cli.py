@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.__main__ import main
+from dlscale.cli import main
 from tests.conftest import ROOT
 
 DLSCALE = Path(sys.executable).parent / "dlscale"
@@ -21,9 +21,9 @@ def dlscale(*args, **kwargs):
 
 def test_the_environment_installs_the_checkout_and_its_command():
     assert DLSCALE.is_file(), f"{DLSCALE}: run ./bootstrap.sh (it installs this checkout into .venv)"
-    import harness
+    import dlscale
 
-    assert Path(harness.__file__).resolve().parent.parent == ROOT  # this checkout, editable
+    assert Path(dlscale.__file__).resolve().parent.parent == ROOT  # this checkout, editable
     proc = dlscale("--help")
     assert proc.returncode == 0 and proc.stdout.startswith("usage: dlscale")
     for name in SUBCOMMANDS:
@@ -38,8 +38,8 @@ def test_every_subcommand_has_help(name):
     assert "-h, --help" in proc.stdout
 
 
-def test_python_m_harness_is_the_same_command():
-    proc = subprocess.run([sys.executable, "-m", "harness", "unlock", "--help"], capture_output=True, text=True)
+def test_python_m_dlscale_is_the_same_command():
+    proc = subprocess.run([sys.executable, "-m", "dlscale", "unlock", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout == dlscale("unlock", "--help").stdout
 
 
@@ -59,7 +59,7 @@ def test_run_and_report_stop_on_a_bad_config_naming_the_key(tmp_path, capsys):
 
 
 def test_the_overlay_is_remade_and_a_folder_it_did_not_make_is_left_alone(tmp_path):
-    from environment import build
+    from dlscale.environment import build
 
     env = build.env_dir()
     overlay = tmp_path / "venv"

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import compare
+from dlscale.analysis import compare
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
 
 DLSCALE = ROOT / ".venv" / "bin" / "dlscale"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import comparisons, metrics
+from dlscale.analysis import comparisons, metrics
 
 
 def test_holm_known_values():

@@ -5,8 +5,9 @@ import sys
 import pytest
 import yaml
 
-from harness import config as cfg
-from harness import hosts, paths
+from dlscale.core import paths
+from dlscale.runtime import config as cfg
+from dlscale.runtime import hosts
 from tests import test_shipped_configs as shipped
 from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 
@@ -102,7 +103,7 @@ def test_data_and_loader_workers_are_checked(base_config, data, workers, message
 
 def test_the_prepared_images_are_shared_by_recipe(base_config, tmp_path):
     folder = cfg.dataset_folder(base_config)
-    assert folder.parent == cfg.ROOT / "data" and "n256-c1000-s0" in folder.name
+    assert folder.parent == ROOT / "data" and "n256-c1000-s0" in folder.name
     assert cfg.dataset_folder({**base_config, "seed": 1}) != folder
     assert cfg.dataset_folder({**base_config, "results": "elsewhere"}) == folder
     assert cfg.dataset_folder({**base_config, "data": {"kind": "synthetic"}}) is None
@@ -171,7 +172,7 @@ def test_hostfile_errors(tmp_path, text, message):
 
 
 def test_shipped_cluster_example_parses():
-    listed = hosts.parse_hostfile(cfg.ROOT / "hostfiles" / "example-4x4")
+    listed = hosts.parse_hostfile(ROOT / "hostfiles" / "example-4x4")
     assert listed == [(f"node0{i}", 4) for i in range(1, 5)]
 
 
@@ -278,7 +279,7 @@ def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
         pytest.skip(f"{overlay}: {WHY_NO_EMULATION}")
     files = CHAINS.get(overlay, [f"config/{overlay}"])  # an overlay on another shipped study, checked over it
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "check-config", *files], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "dlscale", "check-config", *files], cwd=ROOT, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"config/config.yaml + {' + '.join(files)}: ok, ")
@@ -290,7 +291,7 @@ def test_check_config_takes_every_shipped_overlay(overlay, monkeypatch):
 def test_check_config_names_the_bad_key_of_an_overlay_or_a_config_item(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("framework: [torch, caffe]\n")
-    run = [sys.executable, "-m", "harness", "check-config"]
+    run = [sys.executable, "-m", "dlscale", "check-config"]
     proc = subprocess.run(run + [str(bad)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "config key 'framework[1]': 'caffe' is not one of" in proc.stderr
     proc = subprocess.run(run + ["--config", "repeats=0"], cwd=ROOT, capture_output=True, text=True)
@@ -307,7 +308,7 @@ def test_retry_reads_an_overlay_as_snakemake_does(tmp_path):
         [
             sys.executable,
             "-m",
-            "harness",
+            "dlscale",
             "retry",
             "--configfile",
             str(overlay),
@@ -353,7 +354,7 @@ def test_check_config_lists_the_pairs_left_out(tmp_path):
     overlay = tmp_path / "libs.yaml"
     overlay.write_text("framework: [torch, mxnet]\ncomm_library: [horovod, native]\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "check-config", str(overlay)], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "dlscale", "check-config", str(overlay)], cwd=ROOT, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
     assert "left out: mxnet with native: MXNet's own distributed path is a parameter server" in proc.stdout

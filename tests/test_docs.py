@@ -1,6 +1,6 @@
 """The docs: the MkDocs site builds strictly, the README stays a front door, and the generated
 references cover what they describe: every config key has a description in config/schema.yaml,
-every column of every table a study writes has one in harness/columns.py, and every committed
+every column of every table a study writes has one in dlscale/analysis/columns.py, and every committed
 benchmark table has its sidecar (date, command, what)."""
 
 import fnmatch
@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from dlscale.analysis import columns
+from dlscale.core import paths
 from docs import generate
-from harness import columns, paths
 from tests.conftest import ROOT
 from tests.study import run_shrunk
 
@@ -44,7 +45,7 @@ def test_readme_is_a_front_door():
 
 def test_readme_layout_table_names_the_results_tree():
     """Every file the README's "What lands where" table names is one the results tree has
-    (harness/paths.py), and every table is in it."""
+    (dlscale/core/paths.py), and every table is in it."""
     text = (ROOT / "README.md").read_text().split("## What lands where")[1].split("\n## ")[0]
     named = set(re.findall(r"`(?:results/)?([a-z_*]+\.(?:csv|json|md))`", text))
     known = set(paths.TABLES.values())
@@ -79,15 +80,15 @@ def _undescribed(table, names):
 
 
 def test_every_declared_column_has_a_description():
-    """The tables whose writers declare their columns (analysis/tidy.py, comm.py, model.py)."""
+    """The tables whose writers declare their columns (dlscale/analysis/tidy.py, comm.py, model.py)."""
     declared = generate.code_columns()
     missing = {t: _undescribed(t, names) for t, names in declared.items()}
-    assert not any(missing.values()), f"harness/columns.py: describe {missing}"
+    assert not any(missing.values()), f"dlscale/analysis/columns.py: describe {missing}"
     stale = {
         t: sorted(set(columns.TABLES[t]) - set(names) - {"loader_img_per_s", "timeline_comm_s", "timeline_ops"})
         for t, names in declared.items()
     }
-    assert not any(stale.values()), f"harness/columns.py describes columns no table has: {stale}"
+    assert not any(stale.values()), f"dlscale/analysis/columns.py describes columns no table has: {stale}"
 
 
 @pytest.fixture(scope="module")
@@ -115,14 +116,16 @@ def _keys(value, prefix=""):
 @pytest.mark.timeout(1200)
 def test_every_column_a_study_writes_has_a_description(tiny_study):
     written = sorted(p.name for p in tiny_study.glob("*.csv"))
-    assert written == sorted(columns.TABLES), "a table the pipeline writes is missing from harness/columns.py TABLES"
+    assert written == sorted(columns.TABLES), (
+        "a table the pipeline writes is missing from dlscale/analysis/columns.py TABLES"
+    )
     missing = {}
     for name in written:
         names = list(pd.read_csv(tiny_study / name, nrows=0).columns)
         missing[name] = _undescribed(name, names)
     error = json.loads((tiny_study / "model_error.json").read_text())
     missing["model_error.json"] = [k for k in _keys(error) if k not in columns.JSON_KEYS["model_error.json"]]
-    assert not any(missing.values()), f"harness/columns.py: describe {missing}"
+    assert not any(missing.values()), f"dlscale/analysis/columns.py: describe {missing}"
 
 
 def test_every_bench_table_has_its_sidecar():
@@ -142,7 +145,7 @@ def test_every_bench_table_has_its_sidecar():
 
 
 def test_cli_reference_is_the_parser_s_own_help():
-    from harness.__main__ import parser
+    from dlscale.cli import parser
 
     text = generate.cli_reference()
     assert text.startswith("## `dlscale`") and parser().format_help().splitlines()[0] in text

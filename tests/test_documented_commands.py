@@ -55,13 +55,19 @@ DLSCALE = ".venv/bin/dlscale"
 COMMANDS = {
     "./bootstrap.sh && .venv/bin/snakemake --cores all": ("study", None),
     "./bootstrap.sh && .venv/bin/python -m pytest": ("suite", None),
-    f"{PY} -m harness.images prepare data/mine --tree /data/imagenet/train --shards 64 --on-corrupt skip": (
+    f"{PY} -m dlscale.workloads.images prepare data/mine --tree /data/imagenet/train --shards 64 --on-corrupt skip": (
         "run",
         {"/data/imagenet/train": "data/train", "--shards 64": "--shards 2"},
     ),
-    f"{PY} -m harness.images make data/train --images 1000 --classes 10": ("run", {"--images 1000": "--images 8"}),
-    f"{PY} -m harness.images tfrecord data/train data/tfrecord --shards 8": ("run", {"--shards 8": "--shards 2"}),
-    f"{PY} -m harness.images recordio data/train data/recordio/train": ("run", {}),
+    f"{PY} -m dlscale.workloads.images make data/train --images 1000 --classes 10": (
+        "run",
+        {"--images 1000": "--images 8"},
+    ),
+    f"{PY} -m dlscale.workloads.images tfrecord data/train data/tfrecord --shards 8": (
+        "run",
+        {"--shards 8": "--shards 2"},
+    ),
+    f"{PY} -m dlscale.workloads.images recordio data/train data/recordio/train": ("run", {}),
     f"{DLSCALE} retry": ("run", {}),
     f"{DLSCALE} retry framework=mxnet model=alexnet": ("run", {}),
     f"{DLSCALE} retry --configfile config/emulated.yaml -- --dry-run": ("run", {}),
@@ -152,9 +158,9 @@ COMMANDS = {
         "manual",
         ("on the GPU machine, with the wheels downloaded above", "python3 -m pip install --help"),
     ),
-    "python3 -m environment.gpunode carry/horovod-0.28.1.tar.gz /tmp/wheels": (
+    "python3 -m dlscale.environment.gpunode carry/horovod-0.28.1.tar.gz /tmp/wheels": (
         "manual",
-        ("builds Horovod with NCCL on the GPU machine", f"{PY} -m environment.gpunode --help"),
+        ("builds Horovod with NCCL on the GPU machine", f"{PY} -m dlscale.environment.gpunode --help"),
     ),
     "python3 -m pip install --no-index --no-deps --target /tmp/site /tmp/wheels/horovod-*.whl": (
         "manual",
@@ -271,14 +277,14 @@ def _run(command, substitutions, folder):
         if old != "&& cleanup":
             command = command.replace(old, new.replace("{folder}", str(folder)))
     command = _venv_python(command)
-    if "harness.images" in command and "make" not in command.split():
-        _shell(f"{sys.executable} -m harness.images make data/train --images 8 --classes 2", folder)
+    if "dlscale.workloads.images" in command and "make" not in command.split():
+        _shell(f"{sys.executable} -m dlscale.workloads.images make data/train --images 8 --classes 2", folder)
     if " retry" in command:  # this checkout's own results are not the test's to redo
         before, sep, after = command.partition(" -- ")
         command = f"{before} --config results={folder / 'results'}{sep}{after}"
     # commands that write data/ or a copy of a config do it in the test's folder; the rest run where
     # users run them, in the checkout
-    writes = "harness.images" in command or command.startswith("cp ") or "overhead.py" in command
+    writes = "dlscale.workloads.images" in command or command.startswith("cp ") or "overhead.py" in command
     cwd = folder if writes else ROOT
     if "tests/test_gpu.py" in command:
         command = command.replace(f"{sys.executable} -m pytest", f"{sys.executable} -m pytest -p no:cacheprovider")

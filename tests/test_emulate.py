@@ -14,11 +14,12 @@ import sys
 import pytest
 import yaml
 
-from harness import config as cfg
-from harness import emulate, launch, paths
-from harness.records import parse_file
+from dlscale.core import paths
+from dlscale.core.records import parse_file
+from dlscale.runtime import config as cfg
+from dlscale.runtime import emulate, launch
+from dlscale.workloads import frameworks
 from tests.conftest import ENV_RECORD, ROOT, needs_emulation, tiny_config, tiny_run
-from workloads import frameworks
 
 
 def _mine():
@@ -138,7 +139,7 @@ def test_cli_runs_a_command_in_node_0_with_the_hostfile():
         [
             sys.executable,
             "-m",
-            "harness",
+            "dlscale",
             "emulate",
             "run",
             "--nodes",

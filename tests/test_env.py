@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from environment import build as env
-from environment import recipe as envspec
+from dlscale.environment import build as env
+from dlscale.environment import recipe as envspec
 
 
 def test_edits_apply_once_and_refuse_a_mismatch(tmp_path):

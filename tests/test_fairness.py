@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from analysis import metrics, tidy, trace
-from harness import launch, paths
-from harness.records import PHASE_KEYS, parse_file
-from harness.vocabulary import LOG, trace_name
+from dlscale.analysis import metrics, tidy, trace
+from dlscale.core import paths
+from dlscale.core.records import PHASE_KEYS, parse_file
+from dlscale.core.vocabulary import LOG, trace_name
+from dlscale.runtime import launch
+from dlscale.workloads import frameworks
+from dlscale.workloads.devices import LayoutError, resolve_layout
 from tests.conftest import ENV_RECORD, tiny_config, tiny_run
-from workloads import frameworks
-from workloads.devices import LayoutError, resolve_layout
 
 FRAMEWORKS = frameworks.NAMES  # every registered framework
 
@@ -70,7 +71,9 @@ def test_settings_are_recorded_with_every_run(tmp_path):
 def test_a_layout_the_framework_cannot_run_fails_its_run_with_the_reason(tmp_path):
     status, _ = run_once(tmp_path, "mxnet", 1, layout="NHWC")
     assert status["status"] == "failed"
-    assert status["reasons"][1].startswith("first error: workloads.devices.LayoutError: layout NHWC: MXNet 1.9.1")
+    assert status["reasons"][1].startswith(
+        "first error: dlscale.workloads.devices.LayoutError: layout NHWC: MXNet 1.9.1"
+    )
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -263,7 +266,7 @@ def test_phases_of_a_real_gpu_trace_cover_each_iteration():
 def test_timeline_ops_count_fused_operations_on_a_real_horovod_timeline(tmp_path):
     """A phased 2-rank run in sequential mode allreduces all gradients as one group: Horovod's timeline
     holds one ALLREDUCE per tensor (each stamped apart), and one fused operation per iteration."""
-    from harness.timeline import horovod_spans, read_timeline
+    from dlscale.core.timeline import horovod_spans, read_timeline
 
     status, run_dir = run_once(tmp_path, "torch", 2, timing="phased", comm="sequential", iterations=3)
     assert status["status"] == "ok", status
@@ -276,7 +279,7 @@ def test_timeline_ops_count_fused_operations_on_a_real_horovod_timeline(tmp_path
 
 def test_jax_operations_take_their_phase_from_the_compiled_modules_metadata():
     """XLA's instruction names say nothing of the phase; the JAX path in each instruction's metadata
-    does (workloads/frameworks/jax/profile.py), and the analysis reads the renamed events."""
+    does (dlscale/workloads/frameworks/jax/profile.py), and the analysis reads the renamed events."""
     jax_profile = frameworks.module("jax", "profile")
     step = "jit(_step)/jit(main)/jit(shmap_body)"
     conv = "convolution(%a, %b), metadata={op_name=" + f'"{step}/'
@@ -315,8 +318,8 @@ def test_jax_operations_take_their_phase_from_the_compiled_modules_metadata():
 def test_a_jax_rank_slower_than_gloos_deadline_does_not_fail_the_run(tmp_path, timing):
     """Rank 1 made slow on purpose, 40 s before each program's first collective (XLA's gloo gives a
     peer 30 s): every rank waits at the coordination service's barrier instead, and the run is ok."""
-    from harness import config as cfg
-    from workloads.frameworks.jax.collectives import SLOW_RANK_ENV
+    from dlscale.runtime import config as cfg
+    from dlscale.workloads.frameworks.jax.collectives import SLOW_RANK_ENV
 
     launcher = cfg.load()["launcher"]
     launcher = {**launcher, "env": {**launcher.get("env", {}), SLOW_RANK_ENV: "1:40"}}

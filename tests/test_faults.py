@@ -17,9 +17,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness import config as cfg
-from harness import launch, paths
-from harness.vocabulary import ATTEMPT, LOG, STATUS, TIMELINE, records_name, trace_name
+from dlscale.core import paths
+from dlscale.core.vocabulary import ATTEMPT, LOG, STATUS, TIMELINE, records_name, trace_name
+from dlscale.runtime import config as cfg
+from dlscale.runtime import launch
 from tests.conftest import ENV_RECORD, ROOT, SNAKEMAKE, tiny_config, tiny_run
 
 # Iterations that keep a 2-rank tinynet run going for several seconds on 2 cores, long enough to
@@ -41,9 +42,9 @@ def processes(text):
 
 
 def run_rules(pid):
-    """The `python -m harness.rule run` processes below `pid` (not its analysis steps' processes,
+    """The `python -m dlscale.runtime.rule run` processes below `pid` (not its analysis steps' processes,
     nor another study's on the same machine)."""
-    from harness.rule import _rules_processes
+    from dlscale.runtime.rule import _rules_processes
 
     return [p for p in _rules_processes(pid) if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[3:4] == [b"run"]]
 
@@ -161,7 +162,7 @@ BROKEN = {
 
 
 def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_runs, tmp_path):
-    from analysis import comparisons, figures, metrics, tidy
+    from dlscale.analysis import comparisons, figures, metrics, tidy
 
     statuses = []
     for name, (timing, breaks, _) in BROKEN.items():
@@ -236,7 +237,7 @@ def test_killed_rank_fails_its_run_the_study_completes_and_retry_redoes_it(tmp_p
     assert (results / "figures" / "throughput.png").stat().st_size > 0 and (results / "report.md").is_file()
 
     retry = subprocess.run(
-        [sys.executable, "-m", "harness", "retry", "--configfile", str(path), "ranks_per_node=2", "--", "--nolock"],
+        [sys.executable, "-m", "dlscale", "retry", "--configfile", str(path), "ranks_per_node=2", "--", "--nolock"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -263,7 +264,7 @@ def test_killed_rank_fails_its_run_the_study_completes_and_retry_redoes_it(tmp_p
 
 def test_a_host_that_does_not_resolve_is_named_in_the_reason(tmp_path):
     """The run's reason, and a sweep's, carry what ssh said before the consequences (no records)."""
-    from analysis import comm, tidy
+    from dlscale.analysis import comm, tidy
 
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("dlscale-nohost.invalid slots=2\n")  # .invalid never resolves (RFC 6761)

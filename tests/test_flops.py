@@ -4,9 +4,9 @@ matrix-multiply rate, and model FLOP utilisation (MFU) in the summary."""
 import pandas as pd
 import pytest
 
-from analysis import metrics
-from harness import peak
-from workloads import flops
+from dlscale.analysis import metrics
+from dlscale.runtime import peak
+from dlscale.workloads import flops
 
 
 @pytest.mark.parametrize("model, gmacs", [("alexnet", 0.714), ("googlenet", 1.498), ("resnet50", 4.089)])

@@ -42,7 +42,7 @@ def gpu_spec(tmp_path, **over):
 @pytest.fixture(scope="module")
 def trainer(tmp_path_factory):
     pytest.importorskip("horovod.torch")
-    from workloads.frameworks.torch import trainer as torch_trainer
+    from dlscale.workloads.frameworks.torch import trainer as torch_trainer
 
     return torch_trainer.Trainer(gpu_spec(tmp_path_factory.mktemp("gpu")))
 
@@ -68,7 +68,7 @@ def test_sync_waits_for_the_compute_stream_and_not_for_other_streams(trainer):
 
 
 def test_h2d_copies_from_pinned_host_memory(trainer):
-    from workloads.batches import SyntheticData
+    from dlscale.workloads.batches import SyntheticData
 
     batch = SyntheticData(0, 0, 16, 32, 10, trainer.data_layout)(0)
     host = trainer.load(batch)
@@ -84,12 +84,12 @@ def test_h2d_copies_from_pinned_host_memory(trainer):
 @pytest.mark.parametrize("precision", ["fp32", "mixed"])
 def test_native_gpu_run_traces_cover_each_iteration(tmp_path, precision):
     pytest.importorskip("horovod.torch")
-    from analysis import trace
+    from dlscale.analysis import trace
 
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(gpu_spec(tmp_path, precision=precision)))
     subprocess.run(
-        [sys.executable, "-m", "workloads.train", str(spec_path)],
+        [sys.executable, "-m", "dlscale.workloads.train", str(spec_path)],
         cwd=ROOT,
         check=True,
         timeout=600,
@@ -125,7 +125,7 @@ def test_native_timing_queues_the_next_iteration_and_trains_as_a_loop_that_waits
         )
         (out / "spec.json").write_text(json.dumps(spec))
         subprocess.run(
-            [sys.executable, "-m", "workloads.train", str(out / "spec.json")],
+            [sys.executable, "-m", "dlscale.workloads.train", str(out / "spec.json")],
             cwd=ROOT,
             check=True,
             timeout=600,

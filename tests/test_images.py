@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness import images
-from workloads import frameworks
+from dlscale.workloads import frameworks, images
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import paths, rule
+from dlscale.core import paths
+from dlscale.runtime import rule
 from tests import steps_probe
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
 
@@ -45,7 +46,7 @@ def test_an_analysis_step_gets_its_files_as_snakemake_hands_them(tmp_path):
 # an analysis step running in one of its threads, the main thread waiting for it.
 PIPELINE = textwrap.dedent("""
     import threading, time
-    from harness import rule
+    from dlscale.runtime import rule
     rule.forward_signals()
     step = threading.Thread(target=rule.analysis_step, args=("stuck", time.sleep, 600), kwargs={"timeout_s": 900})
     step.start()
@@ -134,7 +135,7 @@ def test_a_stale_lock_is_explained_and_removed_by_one_command(tmp_path):
         while not (LOCKS.is_dir() and any(LOCKS.iterdir())) and time.time() < deadline:
             time.sleep(0.05)
         assert any(LOCKS.iterdir()), "snakemake never took its lock"
-        unlock = [sys.executable, "-m", "harness", "unlock"]
+        unlock = [sys.executable, "-m", "dlscale", "unlock"]
         alive = subprocess.run(unlock, cwd=ROOT, capture_output=True, text=True)
         assert alive.returncode == 1 and "its lock is not stale" in alive.stderr  # a live study keeps its lock
     finally:
@@ -152,7 +153,7 @@ def test_a_stale_lock_is_explained_and_removed_by_one_command(tmp_path):
     # `dlscale run` clears a stale lock itself, in one line, and goes on
     LOCKS.mkdir(parents=True, exist_ok=True)
     (LOCKS / "0.input.lock").write_text(str(path) + "\n")
-    dlscale_run = [sys.executable, "-m", "harness", "run", "--configfile", str(path)]
+    dlscale_run = [sys.executable, "-m", "dlscale", "run", "--configfile", str(path)]
     cleared = subprocess.run(dlscale_run, cwd=ROOT, capture_output=True, text=True)
     assert cleared.returncode == 0, cleared.stderr[-3000:]
     assert cleared.stdout.startswith("dlscale: removed a stale Snakemake lock (1 file(s)")

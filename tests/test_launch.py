@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from harness import checks, execution, launch, launchers, paths
-from harness.vocabulary import HOSTS_ENV
+from dlscale.core import paths
+from dlscale.core.vocabulary import HOSTS_ENV
+from dlscale.runtime import checks, execution, launch, launchers
 from tests.conftest import ENV_RECORD, tiny_config, tiny_run
 
 
@@ -33,7 +34,7 @@ def test_mpirun_argv_single_node_exact():
         "PYTHONPATH=/repo",
         "/env/bin/python",
         "-m",
-        "workloads.train",
+        "dlscale.workloads.train",
         "/r/spec.json",
     ]
 
@@ -44,7 +45,7 @@ def test_mpirun_argv_cluster_exact():
         ["node01", "node02", "node03"],
         4,
         launcher,
-        ["py", "-m", "workloads.train", "s.json"],
+        ["py", "-m", "dlscale.workloads.train", "s.json"],
         {"UCX_TLS": "rc,sm", "HOROVOD_FUSION_THRESHOLD": "0"},
     )
     assert argv == [
@@ -67,7 +68,7 @@ def test_mpirun_argv_cluster_exact():
         "ucx",
         "py",
         "-m",
-        "workloads.train",
+        "dlscale.workloads.train",
         "s.json",
     ]
 
@@ -84,7 +85,7 @@ def test_horovodrun_argv_exact():
         ["node01", "node02"],
         4,
         launcher,
-        ["py", "-m", "workloads.train", "s.json"],
+        ["py", "-m", "dlscale.workloads.train", "s.json"],
         {"UCX_TLS": "rc,sm", "OMP_NUM_THREADS": "2"},
     )
     assert argv == [
@@ -102,7 +103,7 @@ def test_horovodrun_argv_exact():
         "UCX_TLS=rc,sm",
         "py",
         "-m",
-        "workloads.train",
+        "dlscale.workloads.train",
         "s.json",
     ]
 
@@ -110,7 +111,7 @@ def test_horovodrun_argv_exact():
 def test_srun_argv_exact():
     launcher = {"name": "srun", "bind_to": "core", "mpi": "pmi2", "extra_args": ["--gpus-per-task=1"]}
     argv = launchers.srun_argv(
-        [None] * 4, 2, launcher, ["py", "-m", "workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8
+        [None] * 4, 2, launcher, ["py", "-m", "dlscale.workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8
     )
     assert argv == [
         "srun",
@@ -126,7 +127,7 @@ def test_srun_argv_exact():
         "UCX_TLS=rc,sm",
         "py",
         "-m",
-        "workloads.train",
+        "dlscale.workloads.train",
         "s.json",
     ]
     plain = launchers.srun_argv([None], 1, {"name": "srun"}, ["py"], {})

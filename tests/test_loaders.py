@@ -10,10 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from harness import images
+from dlscale.workloads import frameworks, images, loaders
+from dlscale.workloads.loaders import DataError, crop_box
 from tests.conftest import ROOT
-from workloads import frameworks, loaders
-from workloads.loaders import DataError, crop_box
 
 torch_loader = frameworks.module("torch", "loader")
 tf_loader = frameworks.module("tensorflow", "loader")
@@ -172,9 +171,10 @@ def image_config(tmp_path, **over):
 
 @pytest.mark.parametrize("framework", frameworks.NAMES)
 def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, framework):
-    from harness import config as cfg
-    from harness import launch, paths
-    from harness.records import parse_file
+    from dlscale.core import paths
+    from dlscale.core.records import parse_file
+    from dlscale.runtime import config as cfg
+    from dlscale.runtime import launch
     from tests.conftest import ENV_RECORD
 
     conf = image_config(tmp_path, timing=["phased"])
@@ -212,13 +212,13 @@ def test_a_run_started_by_hand_prepares_the_images_first(tmp_path):
 
     import yaml
 
-    from harness import config as cfg
+    from dlscale.runtime import config as cfg
 
     conf = image_config(tmp_path, framework=["torch"], ranks_per_node=[1])
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(conf))
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "launch", str(path), "model=tinynet"],
+        [sys.executable, "-m", "dlscale", "launch", str(path), "model=tinynet"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -3,10 +3,10 @@ import math
 import pandas as pd
 import pytest
 
-from analysis import comparisons, metrics
-from harness import samples
-from harness.vocabulary import PHASES
-from workloads import frameworks
+from dlscale.analysis import comparisons, metrics
+from dlscale.core import samples
+from dlscale.core.vocabulary import PHASES
+from dlscale.workloads import frameworks
 
 
 def test_mean_ci_known_values():
@@ -94,7 +94,7 @@ def test_failed_runs_are_counted_with_reasons():
 
 
 def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
-    from analysis import figures, tidy
+    from dlscale.analysis import figures, tidy
 
     empty = pd.DataFrame(columns=tidy.TIDY_COLUMNS)
     keys = dict(zip(metrics.RUN_KEYS, ["torch", "m", "overlap", "best", "native", 1, 1, 8, 0, 64, 10, 1, "fp32", 0]))
@@ -162,7 +162,7 @@ def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_
     assert ratios.loc["m", "verdict"] == "unresolved" and ratios.loc["m", "blocks_needed"] > 3
     assert ratios.loc["other", "verdict"] == "unresolved" and ratios.loc["other", "ratio"] == pytest.approx(1.0)
 
-    from analysis import report
+    from dlscale.analysis import report
 
     config = {"framework": ["torch", "mxnet", "jax"], "comm_library": ["horovod", "native"]}
     lines = "\n".join(report._library_lines(table, config))
@@ -192,7 +192,7 @@ def test_noisy_configurations_are_flagged():
 
 
 def test_figure_lines_never_merge_two_configurations():
-    from analysis import figures
+    from dlscale.analysis import figures
 
     rows = []
     for nodes, rpn in [(1, 1), (1, 2), (2, 1), (2, 2)]:
@@ -244,7 +244,7 @@ def test_loader_utilisation_is_training_demand_over_the_loaders_rate():
 def test_phase_figure_of_a_one_network_study_with_long_labels(tmp_path):
     """One network (one facet) and labels longer than the facet is wide: the legend must not squeeze
     the axes away (seaborn's add_legend made 'left cannot be >= right' of the emulated AlexNet study)."""
-    from analysis import figures
+    from dlscale.analysis import figures
 
     rows = [
         {
@@ -319,7 +319,7 @@ def test_a_planted_garbage_collection_is_kept_counted_and_shown_beside_the_media
 
 
 def test_the_report_says_how_it_meets_each_of_the_twelve_rules():
-    from analysis import report
+    from dlscale.analysis import report
 
     rows = []
     for rep, walls in enumerate([[0.1] * 9 + [0.5], [0.1] * 10, [0.1] * 10]):
@@ -352,7 +352,7 @@ def test_each_pair_of_frameworks_is_compared_by_a_ratio_with_its_interval():
     assert ratios.loc[("mxnet", "torch"), "ratio_independent"] == pytest.approx(0.10 / 0.20)  # harmonic means'
     assert ratios.loc[("mxnet", "torch"), "verdict"] == "b faster"
     assert ratios.loc[("tensorflow", "torch"), "verdict"] not in ("a faster", "b faster")
-    from analysis import report
+    from dlscale.analysis import report
 
     text = "\n".join(report._framework_lines(table))
     assert "## Framework comparisons" in text and "| mxnet (horovod) / torch (horovod) | m |" in text

@@ -5,10 +5,10 @@ import json
 import pandas as pd
 import pytest
 
-from analysis import model, prediction
-from harness import timeline
-from harness.allreduce import ring_time
-from harness.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES
+from dlscale.analysis import model, prediction
+from dlscale.core import timeline
+from dlscale.core.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES
+from dlscale.runtime.allreduce import ring_time
 
 BASE = {"io_s": 0.001, "h2d_s": 0.0, "forward_s": 0.1, "backward_s": 0.2, "update_s": 0.01}
 COMPUTE = 0.311
@@ -194,7 +194,7 @@ def test_schedule_refuses_what_is_not_a_number_instead_of_hanging(ready, sizes, 
 
 def test_model_error_is_split_by_communication_library():
     """model_error.json's medians per library, over the predicted runs of each."""
-    from analysis import prediction
+    from dlscale.analysis import prediction
 
     rows = [
         {"comm_library": lib, "ranks": 2, "error_iteration": e, "error_comm_total": 2 * e, "not_predicted": ""}
@@ -221,7 +221,7 @@ def test_model_error_is_split_by_communication_library():
 
 
 def test_extrapolation_figure_says_its_error_where_the_study_replayed():
-    from analysis import figures
+    from dlscale.analysis import figures
 
     replays = pd.DataFrame({"nodes": [4, 8, 16, 16], "error_extrapolated": [0.004, -0.014, -0.052, 0.01]})
     said = figures._checked(replays)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from workloads.registry import MODELS, build_model
+from dlscale.workloads.registry import MODELS, build_model
 
 # torchvision's figures at 1000 classes (see ../shared/STACK.md).
 REFERENCE = {"alexnet": 61_100_840, "googlenet": 6_624_904, "resnet50": 25_557_032}

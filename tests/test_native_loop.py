@@ -1,4 +1,4 @@
-"""Native timing's loop (workloads/train.py `native_loop`): the next iteration is queued before the
+"""Native timing's loop (dlscale/workloads/train.py `native_loop`): the next iteration is queued before the
 last one is waited for, at most `ahead` iterations, and each iteration's time runs from the previous
 one's end to its own.
 
@@ -17,10 +17,11 @@ import types
 
 import pytest
 
-from harness import launch, paths, samples
-from harness.records import parse_file
+from dlscale.core import paths, samples
+from dlscale.core.records import parse_file
+from dlscale.runtime import launch
+from dlscale.workloads import frameworks, train
 from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
-from workloads import frameworks, train
 
 TRACE = ROOT / "tests" / "data" / "trace-gpu-h100-torch-alexnet.json.gz"
 

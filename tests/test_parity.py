@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from workloads import frameworks
-from workloads.batches import SyntheticData
-from workloads.registry import build_model
+from dlscale.workloads import frameworks
+from dlscale.workloads.batches import SyntheticData
+from dlscale.workloads.registry import build_model
 
 reference = frameworks.module(frameworks.REFERENCE, "weights")
 tf_weights = frameworks.module("tensorflow", "weights")

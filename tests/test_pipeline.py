@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import steps
-from analysis.prediction import TOLERANCE
-from harness import paths
+from dlscale.analysis import steps
+from dlscale.analysis.prediction import TOLERANCE
+from dlscale.core import paths
+from dlscale.workloads.registry import build_model
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
-from workloads.registry import build_model
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +232,7 @@ def test_steps_in_threads_keep_their_logs_apart(tmp_path):
     import threading
     import time
 
-    from analysis import steps
+    from dlscale.analysis import steps
 
     profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
     assert profile["force-use-threads"] is True
@@ -255,7 +255,7 @@ def test_steps_in_threads_keep_their_logs_apart(tmp_path):
 def test_the_docs_example_is_current_in_form(study, tmp_path):
     """`dlscale example` on a fresh study gives the form (report sections, figures) of the committed
     docs/example: a change to the report that the example lacks fails here (numbers are not compared)."""
-    from harness import example
+    from dlscale.runtime import example
 
     _, _, results = study
     proc = subprocess.run(

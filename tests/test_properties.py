@@ -2,7 +2,7 @@
 
 A study is made on disk as the runs leave it (run folders with spec.json, every rank's records,
 native runs' traces, status.json as the launcher decides it from check_run) plus its allreduce
-sweeps, and then driven through analysis/steps.py as rules/analysis.smk and rules/allreduce.smk call
+sweeps, and then driven through dlscale/analysis/steps.py as rules/analysis.smk and rules/allreduce.smk call
 it: tables in, tables, figures and the report out. Hypothesis draws the shapes: any subset of the
 run matrix, failed and half-written runs, no sweep or a failed one, native runs with and without
 traces, zero and NaN phases, one repeat.
@@ -20,14 +20,15 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from analysis import comm, figures, metrics, model, prediction, steps, tidy
-from harness import allreduce, checks, launch, paths
-from harness import config as cfg
-from harness.records import Writer
-from harness.rule import Files
-from harness.vocabulary import PHASES, RUN_KEYS, SPEC, STATUS, records_name, trace_name
+from dlscale.analysis import comm, figures, metrics, model, prediction, steps, tidy
+from dlscale.core import paths
+from dlscale.core.records import Writer
+from dlscale.core.vocabulary import PHASES, RUN_KEYS, SPEC, STATUS, records_name, trace_name
+from dlscale.runtime import allreduce, checks, launch
+from dlscale.runtime import config as cfg
+from dlscale.runtime.rule import Files
+from dlscale.workloads import frameworks
 from tests.conftest import ENV_RECORD, tiny_config
-from workloads import frameworks
 
 ENUMS = {
     k: v["items"]["enum"]
@@ -175,7 +176,7 @@ def write_run(config, run, run_dir, fate, scale):
 
 
 def write_sweep(path, nodes, ranks_per_node, fate, alpha, beta):
-    """An allreduce sweep as harness/allreduce.py and launch.measure leave it (its sizes, then a
+    """An allreduce sweep as dlscale/runtime/allreduce.py and launch.measure leave it (its sizes, then a
     failure line where it failed)."""
     ranks, lines = nodes * ranks_per_node, []
     swept = allreduce.sizes(1 << 16)
@@ -251,7 +252,7 @@ def make_study(root, fates, sweep_fates, scales=None, alpha=2e-5, beta=1e-9, **d
 
 
 def named(**names):
-    """A rule's input or output as its step gets it (harness/rule.py `Files`): the list of paths, and
+    """A rule's input or output as its step gets it (dlscale/runtime/rule.py `Files`): the list of paths, and
     each name (a path or a list of paths) as an attribute."""
     names = {k: [str(p) for p in v] if isinstance(v, list) else str(v) for k, v in names.items()}
     return Files([p for v in names.values() for p in (v if isinstance(v, list) else [v])], names)

@@ -1,6 +1,6 @@
 import json
 
-from harness import records
+from dlscale.core import records
 
 
 def step(**over):

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import comm, model, replayed
-from harness import allreduce, emulate, launch, replay
-from harness.vocabulary import BASELINE_KEYS
+from dlscale.analysis import comm, model, replayed
+from dlscale.core.vocabulary import BASELINE_KEYS
+from dlscale.runtime import allreduce, emulate, launch, replay
 from tests.conftest import needs_emulation, tiny_config
 
 PHASES = {"io_s": 0.002, "h2d_s": 0.0, "forward_s": 0.03, "backward_s": 0.06, "update_s": 0.01}
@@ -146,7 +146,7 @@ def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
 def _tinynet_plans():
     """Plans with the real tinynet's gradient sizes (PyTorch, 1000 classes: 283 KB), in backward's order,
     and made-up phases."""
-    from workloads.registry import build_model
+    from dlscale.workloads.registry import build_model
 
     sizes = [p.numel() * 4 for p in build_model("torch", "tinynet", classes=1000, image_size=64).parameters()][::-1]
     ready = [PHASES["backward_s"] * (i + 1) / len(sizes) for i in range(len(sizes))]

@@ -1,4 +1,4 @@
-"""How many iterations a run measures (harness/samples.py): the median's distribution-free interval,
+"""How many iterations a run measures (dlscale/core/samples.py): the median's distribution-free interval,
 and the loop that stops at its target or at its bounds; a real 2-rank run whose ranks agree."""
 
 import math
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from harness import samples
+from dlscale.core import samples
 from tests.test_fairness import run_once
 
 
@@ -90,7 +90,7 @@ def test_one_rank_short_of_its_target_keeps_every_rank_measuring():
 
 def test_a_two_rank_run_measures_until_its_bound_on_both_ranks(tmp_path):
     """A target no CPU run meets: both ranks decide together (MPI) and stop at max_iterations."""
-    from harness.records import parse_file
+    from dlscale.core.records import parse_file
 
     status, run_dir = run_once(
         tmp_path, "torch", 2, iterations=4, samples={"target": 1e-6, "max_iterations": 14, "max_seconds": 600}

@@ -1,4 +1,4 @@
-"""The study's second pass (analysis/second_pass.py): repeats chosen by the first pass's data, bounded
+"""The study's second pass (dlscale/analysis/second_pass.py): repeats chosen by the first pass's data, bounded
 by repeats and by seconds; and a real Snakemake study that runs the repeats it plans."""
 
 import subprocess
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import second_pass
-from harness import config as cfg
-from harness import paths
-from harness.vocabulary import CONFIG_KEYS
+from dlscale.analysis import second_pass
+from dlscale.core import paths
+from dlscale.core.vocabulary import CONFIG_KEYS
+from dlscale.runtime import config as cfg
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config, tiny_run
 
 

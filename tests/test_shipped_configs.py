@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import figures
-from harness import config as cfg
-from harness import slurm
+from dlscale.analysis import figures
+from dlscale.runtime import config as cfg
+from dlscale.runtime import slurm
 from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 from tests.study import run_shrunk
 

@@ -76,8 +76,8 @@ def test_slurm_profile_dry_run_lists_jobs_with_their_resources(tmp_path):
 
 
 def test_the_slurm_cluster_config_names_every_emulated_node_with_its_address_and_cpus():
-    """What `dlscale slurm up` writes (harness/slurm.py), here without starting anything."""
-    from harness import emulate, slurm
+    """What `dlscale slurm up` writes (dlscale/runtime/slurm.py), here without starting anything."""
+    from dlscale.runtime import emulate, slurm
 
     cluster = emulate.Cluster("x", 3, None, 0, cpus=["0", "1", "0,1"])
     lines = slurm._node_lines(cluster, 4000).splitlines()

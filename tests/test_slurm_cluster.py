@@ -1,4 +1,4 @@
-"""The Slurm path for real, on the cluster `dlscale slurm up` makes here (harness/slurm.py): the
+"""The Slurm path for real, on the cluster `dlscale slurm up` makes here (dlscale/runtime/slurm.py): the
 shipped profile runs a study as Slurm jobs whose ranks srun starts through PMIx on emulated nodes,
 and the faults a cluster has (scancel, a drained node, a time limit, Ctrl-C) lose nothing measured
 and leave nothing running. Root only (daemons, namespaces); skipped elsewhere with the reason."""
@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from harness import emulate, slurm
+from dlscale.runtime import emulate, slurm
 from tests.conftest import ROOT
 from tests.test_slurm import _jobs
 
@@ -30,7 +30,7 @@ DOWN = ["slurm", "down"]
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "dlscale", *args], cwd=ROOT, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -274,7 +274,7 @@ def test_ctrl_c_to_snakemake_cancels_its_jobs(cluster, tmp_path):
     proc = _start(_snakemake(study, str(tmp_path / "results" / RUN / "status.json")))
     _wait("a training run's ranks running under Slurm", _running_run_job, proc=proc)
     proc.send_signal(signal.SIGINT)
-    # It exits within about a second (0.7-1.1 s measured). Before harness/rule.py ended the Slurm plugin's
+    # It exits within about a second (0.7-1.1 s measured). Before dlscale/runtime/rule.py ended the Slurm plugin's
     # status-check sleep at shutdown, it exited only when that sleep ran out: 31 s here (68 s when Ctrl-C
     # came 154 s into the run; the sleep grows to 180 s). A miss shows what snakemake last said.
     try:

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import execution, launch, launchers, paths
-from harness.records import PHASE_KEYS, parse_file
-from harness.vocabulary import HOSTS_ENV
+from dlscale.core import paths
+from dlscale.core.records import PHASE_KEYS, parse_file
+from dlscale.core.vocabulary import HOSTS_ENV
+from dlscale.runtime import execution, launch, launchers
+from dlscale.workloads import frameworks
 from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
-from workloads import frameworks
 
 FRAMEWORKS = frameworks.NAMES  # every registered framework
 # every framework with every communication library it runs
@@ -168,7 +169,7 @@ def test_timeout_kills_run_and_keeps_logs(tmp_path):
 
 def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
     """TensorFlow's AutoGraph writes a source file per converted function into the temporary folder
-    and removes it only at interpreter exit, which a rank skips (workloads.rank.leave): this run left
+    and removes it only at interpreter exit, which a rank skips (dlscale.workloads.rank.leave): this run left
     34 files in the node's temporary folder before. Each rank now works in a folder of its own there
     and removes it as it ends."""
     node_tmp = tmp_path / "node-tmp"
@@ -204,7 +205,7 @@ def test_a_killed_ranks_temporary_folder_is_removed_by_the_next_rank_on_the_node
     and leaves those of ranks still alive."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
     rank = "; ".join(
-        ["from workloads.rank import private_tmpdir", "import time", "print(private_tmpdir(), flush=True)"]
+        ["from dlscale.workloads.rank import private_tmpdir", "import time", "print(private_tmpdir(), flush=True)"]
         + ["time.sleep(600)"]
     )
     killed, alive = (
@@ -217,7 +218,7 @@ def test_a_killed_ranks_temporary_folder_is_removed_by_the_next_rank_on_the_node
         killed.wait()
         assert folders[0].is_dir()  # SIGKILL: nothing ran in the rank
         starting = subprocess.run(
-            [sys.executable, "-c", "from workloads.rank import private_tmpdir; private_tmpdir()"],
+            [sys.executable, "-c", "from dlscale.workloads.rank import private_tmpdir; private_tmpdir()"],
             env=env,
             capture_output=True,
             text=True,
@@ -254,7 +255,7 @@ def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name)
     status = launch.launch(conf, tiny_run(framework=framework), ENV_RECORD)
     assert status["status"] == "failed"
     reason = status["reasons"][1]
-    assert reason.startswith(f"first error: workloads.devices.DeviceError: device gpu: {name} "), reason
+    assert reason.startswith(f"first error: dlscale.workloads.devices.DeviceError: device gpu: {name} "), reason
     assert "sees no GPU" in reason and "cuda environment" in reason
 
 
@@ -264,7 +265,7 @@ def test_mixed_precision_needs_a_gpu(tmp_path):
     status = launch.launch(conf, run, ENV_RECORD)
     assert status["status"] == "failed"
     assert status["reasons"][1] == (
-        "first error: workloads.devices.DeviceError: precision mixed needs device gpu "
+        "first error: dlscale.workloads.devices.DeviceError: precision mixed needs device gpu "
         "(half-precision kernels and loss scaling are what mixed precision means on "
         "the GPUs the study compares)"
     )

@@ -1,0 +1,123 @@
+"""Allreduce sweeps -> one row per (nodes, ranks_per_node, path, bytes), and the ring model's fit.
+
+allreduce.csv: median and minimum time per size and path (`mpi`: MPI_Allreduce of host buffers,
+the network's reference; `horovod`: Horovod's own fused allreduce, the path gradients take), the
+spread of the repetitions (min and max over the median), algorithm and bus bandwidth (nccl-tests
+definitions, from the median) and the transport measured. allreduce_fit.csv: per (nodes,
+ranks_per_node, path) the fitted alpha (latency, s), beta (s/byte) and the bandwidth 1/beta, with
+the fit's median |relative error|; on the horovod row, `per_tensor_s`: what each tensor of a message
+adds, the median over the sizes both horovod paths swept of (T_horovod_tensors(m) - T_horovod(m)) /
+(MANY_PIECES - FUSED_PIECES); a sweep that failed is a row with its reason.
+"""
+
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from dlscale.runtime import allreduce
+
+SWEEP_COLUMNS = [
+    "nodes",
+    "ranks_per_node",
+    "ranks",
+    "path",
+    "bytes",
+    "repetitions",
+    "median_s",
+    "min_s",
+    "max_s",
+    "algbw_bytes_per_s",
+    "busbw_bytes_per_s",
+    "transport",
+]
+FIT_COLUMNS = [
+    "nodes",
+    "ranks_per_node",
+    "ranks",
+    "path",
+    "alpha_s",
+    "beta_s_per_byte",
+    "bandwidth_bytes_per_s",
+    "fit_median_rel_error",
+    "per_tensor_s",
+    "sizes",
+    "failure",
+]
+
+
+def read_sweep(path, nodes, ranks_per_node):
+    rows, failure = [], ""
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        rec = json.loads(line)
+        if rec.get("schema") != allreduce.SCHEMA:
+            raise ValueError(f"{path}:{number}: schema is {rec.get('schema')!r}, expected {allreduce.SCHEMA!r}")
+        if "failed" in rec:
+            failure = "; ".join(x for x in (rec["failed"], rec.get("error")) if x)
+            continue
+        algbw = rec["bytes"] / rec["median_s"]
+        transport = rec.get("transport", "mpi (host memory)")
+        rows.append(
+            {
+                "nodes": nodes,
+                "ranks_per_node": ranks_per_node,
+                "ranks": rec["ranks"],
+                # sweeps before the horovod path: one path, named by its transport
+                "path": rec.get("path", "horovod" if transport.startswith("horovod") else "mpi"),
+                "bytes": rec["bytes"],
+                "repetitions": len(rec["times_s"]),
+                "median_s": rec["median_s"],
+                "min_s": min(rec["times_s"]),
+                "max_s": max(rec["times_s"]),
+                "algbw_bytes_per_s": algbw,
+                "busbw_bytes_per_s": allreduce.bus_bandwidth(algbw, rec["ranks"]),
+                "transport": transport,
+            }
+        )
+    return rows, failure
+
+
+def tables(sweeps):
+    """sweeps: [(path, nodes, ranks_per_node)] -> (sweep table, fit table)."""
+    all_rows, fits = [], []
+    for file, nodes, rpn in sweeps:
+        rows, failure = read_sweep(file, nodes, rpn)
+        all_rows += rows
+        for path in sorted({r["path"] for r in rows}) or [""]:
+            mine = [r for r in rows if r["path"] == path]
+            fit = {
+                "nodes": nodes,
+                "ranks_per_node": rpn,
+                "ranks": nodes * rpn,
+                "path": path,
+                "sizes": len(mine),
+                "failure": failure,
+            }
+            if mine and not failure and nodes * rpn > 1:
+                alpha, beta, err = allreduce.fit_ring(
+                    [r["bytes"] for r in mine], [r["median_s"] for r in mine], nodes * rpn
+                )
+                fit.update(
+                    alpha_s=alpha,
+                    beta_s_per_byte=beta,
+                    fit_median_rel_error=err,
+                    bandwidth_bytes_per_s=1 / beta if beta > 0 else float("inf"),
+                )
+            many = [r for r in rows if r["path"] == f"{path}{allreduce.TENSORS_SUFFIX}"]
+            if many:  # horovod against horovod_tensors; a framework's own library likewise (jax, jax_tensors)
+                fit["per_tensor_s"] = per_tensor(mine, many)
+            fits.append(fit)
+    return pd.DataFrame(all_rows, columns=SWEEP_COLUMNS), pd.DataFrame(fits, columns=FIT_COLUMNS)
+
+
+def per_tensor(fused, many):
+    """Seconds each tensor of a message adds (sweep rows of the horovod and horovod_tensors paths),
+    or NaN where no size was swept on both."""
+    few = {r["bytes"]: r["median_s"] for r in fused}
+    extra = [
+        (r["median_s"] - few[r["bytes"]]) / (allreduce.MANY_PIECES - allreduce.FUSED_PIECES)
+        for r in many
+        if r["bytes"] in few
+    ]
+    return statistics.median(extra) if extra else float("nan")

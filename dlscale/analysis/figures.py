@@ -1,0 +1,465 @@
+"""Figures drawn with seaborn straight from the tables by column name.
+
+Every figure is faceted by network (`col="model"`), coloured by framework (`hue="framework"`), and
+styled by `setting`: the configuration keys other than framework and rank count (comm mode and library, layout,
+timing, and any batch, input, threads or precision that varies in the study, plus ranks per node
+where one rank count comes from two placements). A line is one framework x setting, so no point is
+ever two configurations. Each figure is written as PDF and PNG.
+"""
+
+import math
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from dlscale.core.vocabulary import BASELINE_KEYS, PHASES, seconds  # noqa: E402
+from dlscale.workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
+
+# The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
+FIGURES = ("throughput", "efficiency", "phases", "input", "comparisons")
+MODEL_FIGURES = ("model", "extrapolation", "replay")
+
+
+def model_figures(replays):
+    """The model's figures a study draws: the replay figure only where it replays (config `replay`)."""
+    return MODEL_FIGURES if replays else tuple(f for f in MODEL_FIGURES if f != "replay")
+
+
+FORMATS = ("pdf", "png")
+
+# Okabe and Ito's palette, distinct for colour-blind readers (seaborn's "colorblind" gives its 2nd and
+# 4th, orange and vermillion, to two frameworks that then look alike); black last.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, OKABE_ITO))
+# Each line's setting names its dimension: "library: native", not a bare word two keys share.
+LABELS = {"comm": "comm", "comm_library": "library", "layout": "layout", "timing": "timing"}
+PHASE_COLOURS = dict(zip(PHASES, sns.color_palette("muted", len(PHASES)).as_hex()))
+sns.set_theme(context="paper", style="whitegrid")
+
+
+def figure_paths(folder, names):
+    """The files of the named figures in `folder`, one per format."""
+    return [f"{folder}/{name}.{ext}" for name in names for ext in FORMATS]
+
+
+def _save(fig, paths, name):
+    """Write `fig` to those of the declared output `paths` that are the figure `name`."""
+    mine = [Path(p) for p in paths if Path(p).stem == name]
+    if not mine:
+        raise ValueError(f"no output path for figure {name!r} among {list(map(str, paths))}")
+    for path in mine:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return mine
+
+
+def _nothing(paths, name, why):
+    """A figure that says there is nothing to draw, and why."""
+    fig, ax = plt.subplots(figsize=(5, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, textwrap.fill(why, 60), ha="center", va="center")
+    return _save(fig, paths, name)
+
+
+def _share(value):
+    """A relative error as a percentage, or n/a (model_error.json's null)."""
+    return "n/a" if value is None or math.isnan(value) else f"{value:.1%}"
+
+
+def lines(summary):
+    """The summary with a `setting` column: for each framework, what tells its lines apart. A line is
+    one framework x setting and holds one configuration per rank count: where the same rank count
+    comes from two placements (1 node x 2 ranks and 2 nodes x 1 rank) ranks per node joins the
+    setting, and any of batch, input, classes, threads or precision that varies in the study is
+    named in it."""
+    # the library always (it differs by framework); the others where the study varies them
+    shown = ["comm_library"] + [
+        k for k in BASELINE_KEYS if k not in ("model", "framework", "comm_library") and summary[k].nunique() > 1
+    ]
+    out = summary.copy()
+    out["setting"] = [", ".join(f"{LABELS.get(k, k)}: {getattr(r, k)}" for k in shown) for r in summary.itertuples()]
+    line = ["model", "framework", "setting"]
+    split = out.duplicated(line + ["ranks"], keep=False).groupby([out[k] for k in line]).transform("any")
+    out.loc[split, "setting"] += out.loc[split, "ranks_per_node"].map(", ranks per node: {}".format)
+    return out.sort_values(["model", "framework", "setting", "ranks"])
+
+
+def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=None):
+    """Mean `column` against ranks, with the table's own 95% interval as the error bar; `why` says
+    why no successful configuration has one."""
+    ran = summary[summary["repeats_ok"] > 0]
+    ok = lines(ran.dropna(subset=[column]))
+    if ok.empty:
+        return _nothing(
+            paths,
+            name,
+            "no successful run (see summary.csv)"
+            if ran.empty
+            else why or f"no configuration has a value of {column} (see summary.csv)",
+        )
+    grid = sns.relplot(
+        data=ok,
+        kind="line",
+        x="ranks",
+        y=column,
+        col="model",
+        hue="framework",
+        style="setting",
+        units="setting",
+        estimator=None,
+        markers=True,
+        dashes=True,
+        palette=FRAMEWORK_COLOURS,
+        hue_order=[f for f in FRAMEWORKS if f in set(ok["framework"])],
+        height=3.2,
+        aspect=1.1,
+        facet_kws={"sharey": False},
+    )
+    _dress_line_axes(grid, ok, column, ideal)
+    grid.set_axis_labels("ranks", ylabel)
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle(title, y=1.03)
+    return _save(grid.figure, paths, name)
+
+
+def _dress_line_axes(grid, ok, column, ideal):
+    """On each facet of a line figure: every line's 95% interval as error bars (where the table has
+    one), the `ideal` as a dotted line, and ranks on a log-2 axis ticked at the ranks measured."""
+    ranks = sorted(ok["ranks"].unique())
+    for model, ax in grid.axes_dict.items():
+        for (fw, _), g in ok[ok["model"] == model].groupby(["framework", "setting"]):
+            if f"{column}_ci_lo" in g:
+                # an unbounded end (a rate whose time interval reaches zero) is left undrawn
+                yerr = [
+                    (g[column] - g[f"{column}_ci_lo"]).replace(math.inf, math.nan),
+                    (g[f"{column}_ci_hi"] - g[column]).replace(math.inf, math.nan),
+                ]
+                ax.errorbar(
+                    g["ranks"],
+                    g[column],
+                    yerr=yerr,
+                    fmt="none",
+                    ecolor=FRAMEWORK_COLOURS.get(fw),
+                    capsize=3,
+                    linewidth=0.8,
+                )
+        if ideal is not None:
+            ax.axhline(ideal, color="grey", linestyle=":", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ranks, labels=[str(r) for r in ranks])
+
+
+def throughput(summary, paths):
+    return _line_figure(
+        summary,
+        "throughput_img_per_s",
+        "images / s",
+        "Training throughput (mean and 95% CI over repeats)",
+        paths,
+        "throughput",
+    )
+
+
+def efficiency(summary, paths):
+    return _line_figure(
+        summary,
+        "efficiency",
+        "throughput(N) / (N x throughput(1))",
+        "Weak-scaling efficiency (95% CI on the log scale)",
+        paths,
+        "efficiency",
+        ideal=1.0,
+        why="no successful 1-rank run to compare with (see summary.csv)",
+    )
+
+
+def phases(summary, paths):
+    """Stacked mean phase times per iteration, one bar per configuration."""
+    ok = summary[summary["repeats_ok"] > 0]
+    if ok.empty:
+        return _nothing(paths, "phases", "no successful runs (see summary.csv)")
+    ok = lines(ok.dropna(subset=[seconds(p) for p in PHASES], how="all"))
+    if ok.empty:
+        return _nothing(
+            paths,
+            "phases",
+            "no configuration has phase times (a native run has them from its "
+            "traces only, and profile_iterations 0 traces none)",
+        )
+    ok["configuration"] = [f"{r.framework} {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
+    grid = _phase_bars(ok, _phases_long(ok))
+    grid.set_axis_labels("mean time per iteration (s)", "")
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle("Time per iteration by phase (native runs: from traces; comm = exposed)", y=1.02)
+    return _save(grid.figure, paths, "phases")
+
+
+def _phases_long(ok):
+    """The configurations' phase times in long form, one row per configuration x phase (a phase
+    without a time counts as none)."""
+    long = ok.melt(
+        id_vars=["model", "configuration"],
+        value_vars=[seconds(p) for p in PHASES],
+        var_name="phase",
+        value_name="seconds",
+    )
+    long["phase"] = long["phase"].str.removesuffix("_s")
+    long["seconds"] = long["seconds"].fillna(0.0)
+    return long
+
+
+def _phase_bars(ok, long):
+    """The phases figure's facets: one stacked bar per configuration, sized to its bars and labels,
+    with the phase legend beside them."""
+    bars = ok.groupby("model").size().max()
+    height = 0.28 * bars + 1.5
+    # each facet holds its own configuration labels beside 3 inches of bars
+    width = 3.0 + 0.075 * ok["configuration"].str.len().max()
+    grid = sns.FacetGrid(long, col="model", sharex=False, sharey=False, height=height, aspect=width / height)
+    # histplot stacks the last hue level first: reversed, the bars read io, h2d, ... left to right
+    grid.map_dataframe(
+        sns.histplot,
+        y="configuration",
+        weights="seconds",
+        hue="phase",
+        hue_order=list(PHASES)[::-1],
+        multiple="stack",
+        discrete=True,
+        shrink=0.8,
+        palette=PHASE_COLOURS,
+        linewidth=0,
+    )
+    # beside the facets, kept by the tight bounding box: seaborn's add_legend widens the figure by
+    # shrinking the axes, which long configuration labels in one facet leave no room for
+    grid.figure.legend(
+        handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLOURS.values()],
+        labels=list(PHASE_COLOURS),
+        title="phase",
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        frameon=False,
+    )
+    return grid
+
+
+def input_rate(summary, paths):
+    """Per rank: what the loader delivers alone against what training takes, by loader workers."""
+    if "loader_img_per_s" not in summary or summary["loader_img_per_s"].isna().all():
+        return _nothing(paths, "input", "synthetic data: no loader (data: {kind: images} reads JPEGs)")
+    ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"]))
+    ok["training"] = ok["throughput_img_per_s"] / ok["ranks"]
+    # a line runs over loader workers: its setting without them
+    ok["line"] = [
+        f"{r.ranks} rank(s), " + r.setting.replace(f", loader_workers {r.loader_workers}", "") for r in ok.itertuples()
+    ]
+    long = ok.melt(
+        id_vars=["model", "framework", "line", "loader_workers"],
+        value_vars=["loader_img_per_s", "training"],
+        var_name="rate",
+        value_name="images / s per rank",
+    )
+    long["rate"] = long["rate"].map({"loader_img_per_s": "loader alone", "training": "training"})
+    grid = sns.relplot(
+        data=long,
+        kind="line",
+        x="loader_workers",
+        y="images / s per rank",
+        col="model",
+        hue="framework",
+        style="rate",
+        units="line",
+        estimator=None,
+        markers=True,
+        palette=FRAMEWORK_COLOURS,
+        hue_order=[f for f in FRAMEWORKS if f in set(long["framework"])],
+        height=3.2,
+        aspect=1.1,
+        facet_kws={"sharey": False},
+    )
+    for ax in grid.axes.flat:
+        ax.set_yscale("log")
+        ax.set_xticks(sorted(long["loader_workers"].unique()))
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle("Input: the loader's own rate against training's demand (input-bound where they meet)", y=1.03)
+    return _save(grid.figure, paths, "input")
+
+
+def comparisons(pairs, paths):
+    """Each pair of frameworks in each configuration both ran (`pairs`: comparisons.csv, the summary
+    step's, its framework rows): throughput a / b, paired by block, with its 95% interval on a log-2
+    axis around 1, coloured by its Holm-adjusted verdict."""
+    pairs = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
+    if pairs.empty:
+        return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
+    pairs = pairs.sort_values(["model", "ranks", "a", "b"])
+    varying = [k for k in ("comm", "layout", "timing", "batch_size", "nodes") if pairs[k].nunique() > 1]
+    labels = [
+        ", ".join([r.model, f"{r.ranks} rank(s)"] + [f"{LABELS.get(k, k)}: {getattr(r, k)}" for k in varying])
+        + f": {r.a} ({r.a_library}) / {r.b} ({r.b_library})"
+        for r in pairs.itertuples()
+    ]
+    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.28 * len(pairs)))
+    y = list(range(len(pairs)))[::-1]
+    pairs = pairs.assign(
+        y=y,
+        lo=(pairs["ratio"] - pairs["ratio_ci_lo"]).clip(lower=0).fillna(0),
+        hi=(pairs["ratio_ci_hi"] - pairs["ratio"]).clip(lower=0).fillna(0),
+    )
+    shown = {"one faster": OKABE_ITO[5], "equal": OKABE_ITO[0], "unresolved": "grey"}
+    verdicts = pairs["verdict"].replace({"a faster": "one faster", "b faster": "one faster"})
+    for verdict, colour in shown.items():
+        part = pairs[verdicts == verdict]
+        if len(part):
+            ax.errorbar(part["ratio"], part["y"], xerr=[part["lo"], part["hi"]], fmt="o", color=colour, capsize=2,
+                        ms=4, label=f"verdict: {verdict}")  # fmt: skip
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvspan(0.95, 1.05, color=OKABE_ITO[0], alpha=0.1, linewidth=0)
+    ax.set_xscale("log", base=2)
+    ax.set_yticks(y, labels)
+    ax.set_xlabel("throughput ratio a / b, paired by block (95% interval; band: equal within ±5%)")
+    ax.set_title("Frameworks compared (verdicts Holm-adjusted over the study)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return _save(fig, paths, "comparisons")
+
+
+def draw_all(summary, pairs, paths):
+    """Every study figure; `pairs`: comparisons.csv (the summary step's framework pairs)."""
+    drawn = [p for draw in (throughput, efficiency, phases, input_rate) for p in draw(summary, paths)]
+    return drawn + comparisons(pairs, paths)
+
+
+def model_fit(table, error, paths):
+    """Predicted against measured iteration and communication time, one point per run."""
+    pred = table.dropna(subset=["predicted_iteration_s"])
+    if pred.empty:
+        return _nothing(paths, "model", f"nothing predicted: {error.get('reason') or 'no run with 2 or more ranks'}")
+    what = {"iteration_s": "iteration time", "comm_total_s": "communication time"}
+    key = {"iteration_s": "median_abs_error_iteration", "comm_total_s": "median_abs_error_comm_total"}
+    title = "{}: median |error| {} ({} runs)"
+    long = pd.concat(
+        [
+            pred.assign(
+                quantity=title.format(name, _share(error.get(key[m])), len(pred)),
+                measured=pred[m],
+                predicted=pred[f"predicted_{m}"],
+            )
+            for m, name in what.items()
+        ]
+    )
+    grid = sns.relplot(
+        data=long,
+        kind="scatter",
+        x="measured",
+        y="predicted",
+        col="quantity",
+        hue="framework",
+        style="model",
+        palette=FRAMEWORK_COLOURS,
+        height=3.6,
+        facet_kws={"sharex": False, "sharey": False},
+    )
+    for ax in grid.axes.flat:
+        lo, hi = ax.get_xlim()
+        lo, hi = min(lo, ax.get_ylim()[0]), max(hi, ax.get_ylim()[1])
+        ax.plot([lo, hi], [lo, hi], color="grey", linestyle=":")
+        ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="grey", alpha=0.15)
+    grid.set_axis_labels("measured (s)", "predicted (s)")
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle("Performance model against measurement (band: ±10%)", y=1.03)
+    return _save(grid.figure, paths, "model")
+
+
+def replay(table, error, paths):
+    """Replayed iteration time on N nodes beside the model's prediction (from the Horovod sweep on the
+    same nodes) and the extrapolation's (ring fit of the smallest multi-node sweep)."""
+    ok = table.dropna(subset=["iteration_s"])
+    if ok.empty:
+        why = "; ".join(sorted(set(table["failure"].dropna()) - {""})) or "no replay in this study (config key replay)"
+        return _nothing(paths, "replay", why[:120])
+    long = pd.concat(
+        [
+            ok.assign(source="replayed (measured)", seconds=ok["iteration_s"]),
+            ok.assign(source="model (sweep on these nodes)", seconds=ok["predicted_iteration_s"]),
+            ok.assign(source="extrapolation (ring fit)", seconds=ok["extrapolated_iteration_s"]),
+        ]
+    )
+    long["configuration"] = long["framework"] + " " + long["comm"]
+    grid = sns.relplot(
+        data=long,
+        kind="line",
+        x="nodes",
+        y="seconds",
+        hue="source",
+        style="source",
+        markers=True,
+        col="model",
+        row="configuration",
+        height=2.6,
+        aspect=1.3,
+        facet_kws={"sharey": False},
+    )
+    for ax in grid.axes.flat:
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+    grid.set_axis_labels("nodes (one rank each)", "iteration (s)")
+    grid.set_titles("{row_name}, {col_name}")
+    grid.figure.suptitle(
+        f"Replay against the model: median |error| {_share(error.get('median_abs_error_iteration'))}"
+        f" (extrapolation {_share(error.get('median_abs_error_extrapolated'))}), "
+        f"{error.get('replays', 0)} replays",
+        y=1.02,
+    )
+    return _save(grid.figure, paths, "replay")
+
+
+def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays=None):
+    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it);
+    `why` says why there is none where the table is empty. `replays` (replay.csv): the extrapolation's
+    measured error where the study replayed its traffic on more nodes, said under the title."""
+    if "overlap" in set(table["comm"]):
+        table = table[table["comm"] == "overlap"]
+    if table.empty:
+        return _nothing(paths, "extrapolation", f"nothing to extrapolate: {why}")
+    grid = sns.relplot(
+        data=table,
+        kind="line",
+        x="ranks",
+        y="predicted_efficiency",
+        col="model",
+        hue="link",
+        style="framework",
+        height=3.2,
+        aspect=1.1,
+    )
+    for ax in grid.axes.flat:
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, 1.05)
+    grid.set_axis_labels("ranks (one per node)", "predicted efficiency T(1) / T(N)")
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle(
+        "PREDICTION, not measured: performance model with this study's 1-rank phase times and assumed link parameters"
+        + _checked(replays),
+        y=1.04 if replays is None or not _checked(replays) else 1.09,
+        color="#b00000",
+    )
+    return _save(grid.figure, paths, "extrapolation")
+
+
+def _checked(replays):
+    """Under the extrapolation's title: its error against the replays, per node count."""
+    if replays is None or "error_extrapolated" not in replays:
+        return ""
+    ok = replays.dropna(subset=["error_extrapolated"])
+    if ok.empty:
+        return ""
+    errors = ok.groupby("nodes")["error_extrapolated"].agg(lambda e: e.loc[e.abs().idxmax()])
+    return "\nchecked on this study's cluster (its smallest multi-node sweep's ring fit against replays), error: " + (
+        ", ".join(f"{e:+.1%} at {n} nodes" for n, e in errors.items())
+    )

@@ -1,0 +1,362 @@
+"""Timing maths: pure functions over tidy tables and lists of times.
+
+Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x batch per step):
+- iteration time of a run's iteration = the slowest rank's wall time (synchronous SGD waits for it);
+- throughput_img_per_s = ranks x batch_size / mean iteration time over measured iterations;
+- speedup(N) = throughput(N) / throughput(1); efficiency(N) = throughput(N) / (N x throughput(1)),
+  against the 1-rank run of the same framework, model, comm mode and batch size;
+- summaries follow Hoefler and Belli's rules (SC15): costs (iteration and phase times) by the
+  arithmetic mean over the repeats' run means; the rate (throughput) by the harmonic mean, i.e.
+  ranks x batch / the mean iteration time (total images over total time), its interval the cost's
+  interval carried through that same map; each cost's two-sided 95% interval is Student-t only
+  where a Shapiro-Wilk test on the repeats (3 or more) does not reject normality at ALPHA, else a
+  percentile bootstrap of the mean (BOOTSTRAP resamples, seeded), and which one was used is in
+  `iteration_s_ci_method`; with 2 repeats normality cannot be tested and the interval is Student-t,
+  said so;
+- steady state: beyond the configured warm-up, a run's leading iterations above its steady level
+  (the second half's median + 3 robust standard deviations, `steady_start`; at most half the
+  measured ones) are dropped, counted in `unsteady_iterations`;
+- per run, beside the mean: the median and 95th percentile of the iteration time and the outlier
+  iterations (Tukey's far out: above the third quartile + 3 x the interquartile range, e.g. a
+  garbage collection), kept in every mean and counted (`outlier_iterations`);
+- a cost's t interval that reaches zero (few repeats, a wide spread) is made on the log scale
+  instead (mean x exp(+- t se/mean)), so no positive quantity gets a bound at or below zero, and no
+  rate an infinite one;
+- speedup and efficiency are ratios of two independent means (N-rank and 1-rank throughput over
+  their repeats): their interval is on the log scale, (a/b) exp(+- t se(log a/b)), with
+  se(log a/b)^2 = se_a^2/a^2 + se_b^2/b^2 (delta method) and min(n_a, n_b) - 1 degrees of freedom
+  (NaN with fewer than two repeats on either side): always positive;
+- comparisons between frameworks and libraries: dlscale/analysis/comparisons.py;
+- noise: per configuration the run-to-run coefficient of variation of the iteration time
+  (standard deviation over mean of the repeats' run means, `iteration_s_cv`); above NOISE_CV the
+  summary's `noise_warning` says so: the configuration's differences below that are noise.
+- precision: the iteration time's 95% interval relative to its mean (half-width over mean,
+  `iteration_s_ci_rel`), and the repeats that would bring it within PRECISION at the measured CV
+  (`repeats_needed`, the smallest n with t(0.975, n-1) CV / sqrt(n) <= PRECISION); a wider
+  interval is named in `noise_warning` too.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+# Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
+# allreduce time (comm_total) and the part of it overlapped with compute (overlap).
+from dlscale.core.samples import steady_start
+from dlscale.core.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
+
+NOISE_CV = 0.05
+PRECISION = 0.05
+ALPHA = 0.05  # the normality test's level
+BOOTSTRAP = 10000
+FAR_OUT = 3.0  # Tukey's fence for far-out values, in interquartile ranges above the third quartile
+
+
+def mean_ci(values, confidence=0.95):
+    """(mean, lower, upper) of the mean; the interval is NaN with fewer than two values."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if len(x) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, math.nan, math.nan
+    half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return mean, mean - half, mean + half
+
+
+def log_ci(x, confidence=0.95):
+    """(mean, lower, upper): the mean of positive values with the delta method's interval on the log
+    scale, mean x exp(+- t x se / mean): asymmetric, always positive."""
+    mean = float(np.mean(x))
+    half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * np.std(x, ddof=1) / math.sqrt(len(x)) / mean
+    return mean, mean * math.exp(-half), mean * math.exp(half)
+
+
+def interval(values, confidence=0.95, seed=0):
+    """(mean, lower, upper, method): the mean with a Student-t interval where a Shapiro-Wilk test
+    does not reject normality (3 or more values), else a percentile bootstrap interval of the mean."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if len(x) < 2:
+        return (float(x.mean()) if len(x) else math.nan), math.nan, math.nan, f"none ({len(x)} repeat)"
+    mean, lo, hi = mean_ci(x, confidence)
+    if lo <= 0 < mean:  # a positive cost's interval must stay positive: t on the log scale instead
+        return (*log_ci(x, confidence), "t on the log scale (the plain t interval reached 0)")
+    if len(x) < 3:
+        return mean, lo, hi, "t (2 repeats: normality untested)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # identical values: no test needed, and scipy says so
+        p = stats.shapiro(x).pvalue if np.ptp(x) > 0 else 1.0
+    if p >= ALPHA:
+        return mean, lo, hi, f"t (Shapiro-Wilk p={p:.2f})"
+    means = np.random.default_rng(seed).choice(x, (BOOTSTRAP, len(x))).mean(axis=1)
+    lo, hi = np.quantile(means, [0.5 - confidence / 2, 0.5 + confidence / 2])
+    return mean, float(lo), float(hi), f"bootstrap (Shapiro-Wilk p={p:.3f})"
+
+
+def harmonic_rate(work, cost_mean, cost_lo, cost_hi):
+    """(rate, lower, upper) of `work` per unit cost from the mean cost and its interval: the
+    harmonic mean of the per-run rates (total work over total time), never their arithmetic mean."""
+
+    def per(cost):  # a cost bound at zero time or below bounds no rate: unresolved (NaN), never infinite
+        return math.nan if cost is None or math.isnan(cost) or cost <= 0 else work / cost
+
+    return per(cost_mean), per(cost_hi), per(cost_lo)
+
+
+def outliers(times, fence=FAR_OUT):
+    """How many of `times` are far out: above the third quartile + `fence` interquartile ranges."""
+    q1, q3 = np.quantile(times, [0.25, 0.75])
+    return int((np.asarray(times) > q3 + fence * (q3 - q1)).sum())
+
+
+# run_metrics.csv, one row per run (`run_table`).
+RUN_METRICS_COLUMNS = (
+    RUN_KEYS
+    + ["iteration_s", "iteration_s_median", "iteration_s_p95", "outlier_iterations", "iterations"]
+    + ["unsteady_iterations", "ranks"]
+    + ["throughput_img_per_s"]
+    + [seconds(p) for p in PHASE_COLUMNS]
+)
+
+
+def run_table(tidy):
+    """One row per run: mean iteration time, throughput and mean phase times (measured iterations)."""
+    measured = tidy[~tidy["warmup"].astype(bool)]
+    if measured.empty:
+        return pd.DataFrame(columns=RUN_METRICS_COLUMNS)
+    # throughput from the measured iterations only: never the traced (profiled) ones
+    wall = measured[(measured["phase"] == "wall") & ~measured["profiled"].astype(bool)]
+    step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
+    # beyond the configured warm-up, the leading iterations above the run's steady level are dropped too
+    drop = step.groupby(RUN_KEYS, observed=True).transform(lambda t: steady_start(t.to_numpy()))
+    position = step.groupby(RUN_KEYS, observed=True).cumcount()
+    steady = drop.groupby(RUN_KEYS, observed=True).first().rename("unsteady_iterations").reset_index()
+    step = step[position >= drop]
+    runs = (
+        step.groupby(RUN_KEYS, observed=True)
+        .agg(
+            iteration_s="mean",
+            iteration_s_median="median",
+            iteration_s_p95=lambda t: t.quantile(0.95),
+            outlier_iterations=outliers,
+            iterations="count",
+        )
+        .reset_index()
+    )
+    runs = runs.merge(steady, on=RUN_KEYS, how="left")
+    ranks = runs["nodes"] * runs["ranks_per_node"]
+    runs["ranks"] = ranks
+    # an iteration recorded as taking no time has no rate (rather than an infinite one)
+    runs["throughput_img_per_s"] = (ranks * runs["batch_size"] / runs["iteration_s"]).where(runs["iteration_s"] > 0)
+    # phases: phased runs' measured iterations, native runs' traced iterations (from the traces)
+    phases = (
+        measured[measured["phase"].isin(PHASE_COLUMNS)]
+        .groupby(RUN_KEYS + ["phase"], observed=True)["seconds"]
+        .mean()
+        .unstack("phase")
+        .reindex(columns=list(PHASE_COLUMNS))
+    )
+    phases.columns = [seconds(p) for p in phases.columns]
+    return runs.merge(phases.reset_index(), on=RUN_KEYS, how="left").reindex(columns=RUN_METRICS_COLUMNS)
+
+
+def summarize(runs, status=None):
+    """One row per configuration (all keys but repeat): means and CIs over repeats, speedup, efficiency.
+
+    `status` (one row per run with a `status` and `reasons` column) adds counts of failed runs and
+    their reasons, also for configurations with no successful run.
+    """
+    summary = _configurations(runs)
+    summary["noise_warning"] = [
+        _noise_warning(cv, rel, need)
+        for cv, rel, need in zip(
+            summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0), summary["repeats_needed"]
+        )
+    ]
+    if status is not None and len(status):
+        summary = _add_failures(summary, status)
+        summary = add_loader(summary, status)
+        summary = add_samples(summary, status)
+    return add_scaling(summary)
+
+
+def _configurations(runs):
+    """One row per configuration of the successful runs: means and CIs over repeats, and the
+    iteration time's noise and precision."""
+    costs = ["iteration_s"] + [seconds(p) for p in PHASE_COLUMNS]
+    value_cols = ["iteration_s", "throughput_img_per_s"] + costs[1:]
+    rows = []
+    for key, group in runs.groupby(CONFIG_KEYS, observed=True):
+        row = dict(zip(CONFIG_KEYS, key))
+        row["ranks"] = int(group["ranks"].iloc[0])
+        row["repeats_ok"] = len(group)
+        for col in costs:
+            row[col], row[f"{col}_ci_lo"], row[f"{col}_ci_hi"], method = interval(group[col])
+            if col == "iteration_s":
+                row["iteration_s_ci_method"] = method
+        images = row["ranks"] * row["batch_size"]
+        rate = harmonic_rate(images, row["iteration_s"], row["iteration_s_ci_lo"], row["iteration_s_ci_hi"])
+        row["throughput_img_per_s"], row["throughput_img_per_s_ci_lo"], row["throughput_img_per_s_ci_hi"] = rate
+        row["throughput_se"] = row["throughput_img_per_s"] * _se(group["iteration_s"]) / row["iteration_s"]
+        row["iteration_s_median"] = float(group["iteration_s_median"].median())
+        row["outlier_iterations"] = int(group["outlier_iterations"].sum())
+        row["unsteady_iterations"] = int(group["unsteady_iterations"].sum())
+        row["iteration_s_cv"] = cv(group["iteration_s"])
+        row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
+        row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
+        rows.append(row)
+    return pd.DataFrame(
+        rows,
+        columns=CONFIG_KEYS
+        + ["ranks", "repeats_ok"]
+        + [c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")]
+        + ["iteration_s_ci_method", "iteration_s_median", "outlier_iterations", "unsteady_iterations"]
+        + ["throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"],
+    )
+
+
+def _noise_warning(cv, rel, need):
+    """What is wrong with a configuration's iteration time: run-to-run CV above NOISE_CV, a 95%
+    interval wider than PRECISION; empty where neither."""
+    return "; ".join(
+        (
+            [f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"]
+            if cv > NOISE_CV
+            else []
+        )
+        + (
+            [
+                f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
+                "repeats would bring it within"
+            ]
+            if rel > PRECISION
+            else []
+        )
+    )
+
+
+def _add_failures(summary, status):
+    """The summary with each configuration's failed runs counted and their reasons joined, adding a
+    row for each configuration that has no successful run."""
+    failed = status[status["status"] != "ok"]
+    fails = (
+        failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
+        .agg(repeats_failed=("status", "size"), failure_reasons=("reasons", lambda r: " | ".join(sorted(set(r)))))
+        .reset_index()
+    )
+    summary = summary.merge(fails, on=CONFIG_KEYS, how="outer")
+    summary["repeats_failed"] = summary["repeats_failed"].fillna(0).astype(int)
+    summary["repeats_ok"] = summary["repeats_ok"].fillna(0).astype(int)
+    summary["failure_reasons"] = summary["failure_reasons"].fillna("")
+    summary["ranks"] = summary["nodes"] * summary["ranks_per_node"]
+    return summary
+
+
+def add_mfu(summary, peak, flops):
+    """Model FLOP utilisation: each rank's useful FLOP rate (throughput per rank x training FLOPs per
+    image, flops.csv: dlscale/workloads/flops.py) over its framework's measured matrix-multiply rate with the
+    same threads and device (peak.csv: dlscale/runtime/peak.py): how far a framework is from the hardware,
+    not only from the others."""
+    keys = ["model", "image_size", "classes"]
+    work = flops[keys + ["train_flops"]].rename(columns={"train_flops": "train_flops_per_image"})
+    # a failed run known by its path alone (status.json unreadable) has no image size: no FLOPs
+    summary = summary.drop(columns=["train_flops_per_image"], errors="ignore").merge(work, on=keys, how="left")
+    summary["matmul_flops_s"] = summary["framework"].map(dict(zip(peak["framework"], peak["matmul_flops_s"])))
+    summary["mfu"] = (
+        summary["throughput_img_per_s"]
+        / summary["ranks"]
+        * summary["train_flops_per_image"]
+        / summary["matmul_flops_s"]
+    )
+    return summary
+
+
+def add_loader(summary, status):
+    """Image data: the loaders' own rate (`loader_img_per_s`, mean over ok runs of the slowest rank's)
+    and how much of it training uses, `loader_utilisation` = throughput per rank / loader rate: near
+    1 the step waits for its input (input-bound), far below 1 the loader keeps up with room to spare."""
+    if "loader_img_per_s" not in status:
+        return summary
+    ok = status[status["status"] == "ok"].assign(
+        loader_img_per_s=lambda d: pd.to_numeric(d["loader_img_per_s"], errors="coerce")
+    )
+    rate = ok.groupby(CONFIG_KEYS, observed=True)["loader_img_per_s"].mean().rename("loader_img_per_s").reset_index()
+    summary = summary.merge(rate, on=CONFIG_KEYS, how="left")
+    summary["loader_utilisation"] = summary["throughput_img_per_s"] / summary["ranks"] / summary["loader_img_per_s"]
+    return summary
+
+
+def add_samples(summary, status):
+    """Where runs measured towards a target (`samples`): how many ok runs of each configuration met it
+    (`runs_target_met`) and the widest of their median intervals (`median_ci_rel_max`)."""
+    if "samples_stopped_by" not in status or status["samples_target"].isna().all():
+        return summary
+    ok = status[status["status"] == "ok"].assign(
+        met=lambda d: d["samples_stopped_by"] == "target",
+        median_ci_rel=lambda d: pd.to_numeric(d["median_ci_rel"], errors="coerce"),
+    )
+    met = (
+        ok.groupby(CONFIG_KEYS, observed=True)
+        .agg(runs_target_met=("met", "sum"), median_ci_rel_max=("median_ci_rel", "max"))
+        .reset_index()
+    )
+    return summary.merge(met, on=CONFIG_KEYS, how="left")
+
+
+def _se(values):
+    x = np.asarray(values.dropna(), dtype=float)
+    return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) >= 2 else math.nan
+
+
+def repeats_needed(cv, target=PRECISION, most=1000):
+    """The fewest repeats (>= 2) whose 95% interval of the mean is within `target` of it at this CV."""
+    if cv is None or math.isnan(cv):
+        return math.nan
+    for n in range(2, most + 1):
+        if stats.t.ppf(0.975, n - 1) * cv / math.sqrt(n) <= target:
+            return n
+    return most
+
+
+def cv(values):
+    """Run-to-run coefficient of variation (NaN with fewer than two values)."""
+    x = np.asarray(values.dropna(), dtype=float)
+    return float(x.std(ddof=1) / x.mean()) if len(x) >= 2 and x.mean() > 0 else math.nan
+
+
+def ratio_ci(a, se_a, n_a, b, se_b, n_b, confidence=0.95):
+    """(a/b, lower, upper): the ratio of two independent positive means and its interval on the log
+    scale, a/b x exp(+- t x se(log a/b)), se(log a/b)^2 = (se_a/a)^2 + (se_b/b)^2 (delta method on
+    the logs): never negative, unlike a/b +- t x se(a/b)."""
+    ratio = a / b if b else math.nan
+    if min(n_a, n_b) < 2 or any(math.isnan(v) for v in (ratio, se_a, se_b)) or a <= 0 or b <= 0:
+        return ratio, math.nan, math.nan
+    half = stats.t.ppf(0.5 + confidence / 2, min(n_a, n_b) - 1) * math.sqrt((se_a / a) ** 2 + (se_b / b) ** 2)
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
+
+
+def add_scaling(summary):
+    """speedup and efficiency (with intervals) against the 1-rank configuration with the same
+    baseline keys."""
+    base = summary[summary["ranks"] == 1][
+        BASELINE_KEYS + ["throughput_img_per_s", "throughput_se", "repeats_ok"]
+    ].rename(columns={"throughput_img_per_s": "base_", "throughput_se": "base_se_", "repeats_ok": "base_n_"})
+    out = summary.merge(base, on=BASELINE_KEYS, how="left")
+    out["noise_warning"] = out["noise_warning"].fillna("")
+    cis = [
+        ratio_ci(r.throughput_img_per_s, r.throughput_se, r.repeats_ok, r.base_, r.base_se_, r.base_n_)
+        for r in out.itertuples()
+    ]
+    out["speedup"], out["speedup_ci_lo"], out["speedup_ci_hi"] = ([c[i] for c in cis] for i in range(3))
+    for col in ("", "_ci_lo", "_ci_hi"):
+        out[f"efficiency{col}"] = out[f"speedup{col}"] / out["ranks"]
+    one = out["ranks"] == 1  # against itself: exactly 1
+    out.loc[one, ["speedup_ci_lo", "speedup_ci_hi", "efficiency_ci_lo", "efficiency_ci_hi"]] = math.nan
+    for r in out[out["noise_warning"].fillna("") != ""].itertuples():
+        warnings.warn(
+            f"{r.framework} {r.model} {r.comm} {r.layout} {r.timing} {r.ranks} ranks: {r.noise_warning}", stacklevel=2
+        )
+    return out.drop(columns=["base_", "base_se_", "base_n_"]).sort_values(CONFIG_KEYS).reset_index(drop=True)

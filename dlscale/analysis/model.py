@@ -1,0 +1,149 @@
+"""Communication inside training, and a performance model of synchronous SGD that predicts it.
+
+Measured, per run (model.csv):
+- comm_total_s: all allreduce work of an iteration, overlapped or not. In `sequential` mode it is
+  the comm phase; in `overlap` mode it is the union of the intervals in which Horovod's timeline
+  (rank 0, measured iterations only) shows an allreduce executing, per measured iteration.
+- comm_exposed_s: what the step waits for, the comm phase; overlap_ratio = 1 - exposed / total.
+
+Model, for a run on N ranks, from the 1-rank run of the same framework, model, comm mode and
+batch (its io, h2d, forward, backward and update times) and the study's allreduce sweep on the
+same nodes and ranks, which gives the time T(m) of one allreduce of m bytes through Horovod, fused
+as Horovod fuses (`sweep_cost`: the measured medians, linear between sizes and beyond the largest;
+the alpha-beta ring fit where a sweep has too few sizes):
+- Gradient i (sizes from the run's records) is ready r_i seconds into backward: measured per
+  tensor in PyTorch, whose allreduces start from backward hooks; at the end of backward where the
+  framework starts communication after backward (TensorFlow, MXNet) and in sequential mode.
+- Horovod's background thread wakes every cycle (HOROVOD_CYCLE_TIME, 1 ms), fuses the gradients
+  ready by then into buffers of at most HOROVOD_FUSION_THRESHOLD bytes (128 MiB), and reduces the
+  buffers one after another, each of m bytes in k tensors taking T(m) + (k - FUSED_PIECES) c: the
+  sweep's T(m) moved FUSED_PIECES tensors per message, and c is the per-tensor cost from its
+  many-tensor path (dlscale/analysis/comm.py `per_tensor`).
+- Predicted iteration = io + h2d + forward + backward + update + exposed, where exposed is how
+  far the last allreduce ends after backward; comm_total is the sum of the buffers' times.
+The extrapolation applies the same model with the ring model T(m) = 2(N-1) alpha + 2(N-1)/N m beta
+for given link parameters instead of a measured sweep, and no per-tensor cost (it grows with the
+ranks in ways no link parameter gives).
+"""
+
+import math
+
+import numpy as np
+
+from dlscale.core.vocabulary import (
+    BACKWARD_S,
+    CYCLE_TIME_S,
+    FORWARD_S,
+    FUSION_THRESHOLD_BYTES,
+    H2D_S,
+    IO_S,
+    UPDATE_S,
+)
+from dlscale.runtime.allreduce import FUSED_PIECES, ring_time
+
+COMPUTE = [IO_S, H2D_S, FORWARD_S, BACKWARD_S, UPDATE_S]
+
+
+def fusion_buffers(sizes, threshold=FUSION_THRESHOLD_BYTES):
+    """(bytes, tensors) of each fused buffer Horovod makes from tensors ready together (in order)."""
+    buffers = []
+    for size in sizes:
+        if buffers and buffers[-1][0] + size <= threshold:
+            buffers[-1] = (buffers[-1][0] + size, buffers[-1][1] + 1)
+        else:
+            buffers.append((size, 1))
+    return buffers
+
+
+def sweep_cost(nbytes, times):
+    """T(m) from a sweep's (bytes, median seconds): linear between sizes, extended past both ends."""
+    m, t = np.asarray(nbytes, float), np.asarray(times, float)
+    order = np.argsort(m)
+    m, t = m[order], t[order]
+    if len(m) < 2:
+        raise ValueError("an allreduce sweep needs at least two sizes")
+    slope = (t[-1] - t[-2]) / (m[-1] - m[-2])
+
+    def cost(size):
+        return float(np.interp(size, m, t)) if size <= m[-1] else float(t[-1] + slope * (size - m[-1]))
+
+    return cost
+
+
+def ring_cost(ranks, alpha, beta):
+    return lambda size: ring_time(size, ranks, alpha, beta)
+
+
+def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
+    """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`;
+    cost(m) is the time of one allreduce of m bytes in FUSED_PIECES tensors (the sweep's), and each
+    tensor a buffer holds beyond those adds per_tensor seconds (fewer take it off). Every input must
+    be a finite number (a NaN compares false with everything: the loop would never advance)."""
+    problem = _not_schedulable(ready, sizes, cycle, per_tensor)
+    if problem:
+        raise ValueError(f"cannot schedule allreduces: {problem}")
+    order = sorted(range(len(sizes)), key=lambda i: ready[i])
+    t_cycle, t_free, busy, k = -cycle, 0.0, 0.0, 0
+    while k < len(order):
+        t_cycle = max(t_cycle + cycle, t_free)
+        first = ready[order[k]]
+        if first > t_cycle:  # sleep whole cycles until the next gradient is there
+            t_cycle += math.ceil((first - t_cycle) / cycle - 1e-9) * cycle
+            # rounding may leave the cycle a hair before it: it is there, and every pass takes one
+            t_cycle = max(t_cycle, first)
+        batch = []
+        while k < len(order) and ready[order[k]] <= t_cycle:
+            batch.append(sizes[order[k]])
+            k += 1
+        t_free = t_cycle
+        for nbytes, tensors in fusion_buffers(batch, threshold):
+            step = cost(nbytes) + (tensors - FUSED_PIECES) * per_tensor
+            if not math.isfinite(step):
+                raise ValueError(f"cannot schedule allreduces: an allreduce of {nbytes} bytes costs {step} s")
+            t_free += step
+            busy += step
+    return t_free, busy
+
+
+def _not_schedulable(ready, sizes, cycle, per_tensor):
+    """What makes `schedule`'s inputs unusable, or None."""
+    if len(ready) != len(sizes):
+        return f"{len(ready)} ready times for {len(sizes)} gradients"
+    for name, values in (("ready time", ready), ("gradient size", sizes), ("per-tensor cost", [per_tensor])):
+        bad = [v for v in values if not math.isfinite(v)]
+        if bad:
+            return f"{name} {bad[0]} is not a finite number"
+    if not (math.isfinite(cycle) and cycle > 0):
+        return f"cycle time {cycle} s is not a positive finite number"
+    return None
+
+
+def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
+    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where
+    one allreduce of m bytes takes cost(m), plus per_tensor for each tensor beyond FUSED_PIECES.
+
+    base: 1-rank phase means (COMPUTE keys); ready: seconds into backward at which each gradient
+    is ready, or None when communication starts after backward.
+    """
+    backward = base[BACKWARD_S]
+    compute = sum(base[k] for k in COMPUTE)
+    if ranks < 2:
+        return {"iteration_s": compute, "comm_total_s": 0.0, "comm_exposed_s": 0.0}
+    ready = [backward] * len(sizes) if ready is None else [min(r, backward) for r in ready]
+    end, busy = schedule(ready, sizes, cost, threshold, cycle, per_tensor)
+    exposed = max(0.0, end - backward)
+    return {"iteration_s": compute + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
+
+
+def relative_error(pred, meas):
+    return (pred - meas) / meas if meas else math.nan
+
+
+def error_parts(predicted_iteration, predicted_exposed, iteration, exposed):
+    """A predicted iteration's relative error split by where it comes from, each part a share of
+    the measured iteration, the two adding up to the error: (compute, exposed communication).
+    Compute is the iteration less its exposed communication (the model's is the 1-rank phases)."""
+    if not iteration:
+        return math.nan, math.nan
+    compute = ((predicted_iteration - predicted_exposed) - (iteration - exposed)) / iteration
+    return compute, (predicted_exposed - exposed) / iteration

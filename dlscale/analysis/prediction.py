@@ -1,0 +1,337 @@
+"""The performance model applied to a study (the model itself: dlscale/analysis/model.py): per run,
+measured against predicted (model.csv) and why a run has no prediction; the 1-rank baselines the
+model starts from; its error and the configurations off target with the measured reason
+(model_error.json); and the extrapolation to clusters not measured (extrapolation.csv)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dlscale.analysis.model import COMPUTE, error_parts, predict, relative_error, ring_cost, sweep_cost
+from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+from dlscale.core.vocabulary import (
+    COMM_S,
+    CYCLE_TIME_S,
+    FUSION_THRESHOLD_BYTES,
+    RUN_KEYS,
+)
+from dlscale.runtime.allreduce import TENSORS_SUFFIX
+from dlscale.workloads.frameworks import HOROVOD, sweep_path
+
+
+def tensor_details(tensors, run):
+    """Gradient sizes, readiness profile (or None) and fusion settings of one run, from the tables
+    (tensors.csv rows of the run, its runs.csv row)."""
+    mine = tensors.merge(pd.DataFrame([{k: run[k] for k in RUN_KEYS}]), on=RUN_KEYS).sort_values("tensor")
+    ready = mine["ready_s"]
+    return {
+        "sizes": mine["bytes"].astype(int).tolist(),
+        "ready": None if ready.isna().any() or not len(ready) else ready.tolist(),
+        "threshold": int(_setting(run, "fusion_threshold_bytes", FUSION_THRESHOLD_BYTES)),
+        "cycle": float(_setting(run, "cycle_time_s", CYCLE_TIME_S)),
+    }
+
+
+def _setting(run, key, default):
+    """A run's setting from its runs.csv row, or Horovod's default where the row has none."""
+    value = run.get(key)
+    return default if value is None or pd.isna(value) else value
+
+
+# The error a configuration may have before model_error.json says why it has more (issue 15's target).
+TOLERANCE = 0.05
+
+
+def off_target(table, keys):
+    """The configurations (keys; medians over their rows) whose predicted iteration is off by more
+    than TOLERANCE, each with the larger of its error parts as the measured reason."""
+    cols = [
+        "iteration_s",
+        "comm_exposed_s",
+        "predicted_iteration_s",
+        "predicted_comm_exposed_s",
+        "error_iteration",
+        "error_from_compute",
+        "error_from_exposed",
+    ]
+    ok = table.dropna(subset=["error_iteration"])
+    out = []
+    for key, group in ok.groupby(keys, sort=True):
+        m = group[cols].median()
+        if abs(m.error_iteration) <= TOLERANCE:
+            continue
+        compute = m.iteration_s - m.comm_exposed_s
+        if abs(m.error_from_compute) >= abs(m.error_from_exposed):
+            reason = (
+                f"compute ({m.error_from_compute:+.1%} of the iteration): {compute:.3g} s of compute "
+                f"per iteration measured, {m.predicted_iteration_s - m.predicted_comm_exposed_s:.3g} s "
+                f"predicted (the model computes at the 1-rank run's speed)"
+            )
+        else:
+            reason = (
+                f"exposed communication ({m.error_from_exposed:+.1%} of the iteration): "
+                f"{m.comm_exposed_s:.3g} s per iteration measured, {m.predicted_comm_exposed_s:.3g} s predicted"
+            )
+        out.append(
+            {
+                **{k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)},
+                "runs": len(group),
+                **{c: round(float(m[c]), 4) for c in cols[-3:]},
+                "reason": reason,
+            }
+        )
+    return out
+
+
+# Why a configuration's 1-rank runs give the model nothing to start from.
+NO_PHASES = "1-rank baseline has no phase times"
+
+
+NO_PHASES = "1-rank baseline has no phase times"
+NO_TRACES = f"{NO_PHASES} (native runs without traces: profile_iterations 0)"
+
+
+NO_TRACES = f"{NO_PHASES} (native runs without traces: profile_iterations 0)"
+ZERO_PHASES = "1-rank baseline's phase times add up to no time"
+
+
+ZERO_PHASES = "1-rank baseline's phase times add up to no time"
+# Why a run of the study has no prediction besides (model.csv `not_predicted`).
+BASELINE_ITSELF = "1 rank: the model's baseline"
+
+
+BASELINE_ITSELF = "1 rank: the model's baseline"
+NO_BASELINE = "no successful 1-rank run of this configuration"
+
+
+def baselines(table, tensors):
+    """Per MATCH key, from its 1-rank runs: mean compute phases (base) and the tensor_details; and
+    per MATCH key whose 1-rank runs have no usable phase times, why (these never reach the model:
+    a NaN phase would hang its schedule, a zero one divide by zero)."""
+    out, unusable = {}, {}
+    for key, group in table[table["ranks"] == 1].groupby(MATCH, observed=True):
+        base = group[COMPUTE].mean()
+        native = key[MATCH.index("timing")] == "native"
+        if base.isna().any():
+            unusable[key] = NO_TRACES if native else NO_PHASES
+            continue
+        if native:
+            # traced iterations run under the profiler: scale their phases to the measured iteration
+            base = base * group["iteration_s"].mean() / (base.sum() + group[COMM_S].mean())
+        if not (np.isfinite(base).all() and base.sum() > 0):
+            unusable[key] = ZERO_PHASES
+            continue
+        out[key] = {**tensor_details(tensors, group.iloc[0]), "base": base.to_dict()}
+    return out, unusable
+
+
+def study_baselines(runs, status, tensors):
+    """The study's successful runs (metrics.run_table joined with runs.csv), their `baselines` and
+    the configurations without one, with why."""
+    keys = MATCH + ["nodes", "ranks_per_node", "repeat"]
+    table = runs.merge(status[status["status"] == "ok"], on=keys, how="inner")
+    return (table, *baselines(table, tensors))
+
+
+def costs(sweep, fits):
+    """{(nodes, ranks_per_node, library): (T(m), per-tensor cost)} from the sweep table, else the
+    fit (allreduce*.csv). Library "horovod": Horovod's own allreduce where the sweep has it, MPI's
+    otherwise (sweeps made before the horovod path); the per-tensor cost from the horovod fit's
+    `per_tensor_s` (0 where the sweep has no horovod_tensors path, or where it came out below 0:
+    within the sweep's noise). A framework's own collectives (JAX): their own path, and its
+    per-tensor cost from its many-tensor path likewise. A sweep that failed gives none: the sizes
+    it measured before it failed stay in its table only."""
+    out = {}
+    failed = sweep_failures(fits)
+    # a boolean array: an empty list would select no columns rather than no rows
+    sweep = sweep[np.array([key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])], dtype=bool)]
+    paths = {*sweep["path"].dropna(), *fits["path"].dropna()}
+    own = sorted(p for p in paths - {"mpi", HOROVOD} if not p.endswith(TENSORS_SUFFIX))
+    for path in ("mpi", HOROVOD, *own):  # horovod after mpi: it wins
+        lib = path if path in own else HOROVOD
+        mine = fits[fits["path"].fillna("mpi") == path]
+        extra = {
+            (r.nodes, r.ranks_per_node): max(0.0, r.per_tensor_s)
+            for r in mine.itertuples()
+            if not pd.isna(getattr(r, "per_tensor_s", math.nan))
+        }
+        for r in mine.itertuples():
+            if not pd.isna(r.alpha_s):
+                key = (r.nodes, r.ranks_per_node)
+                out[(*key, lib)] = (ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte), extra.get(key, 0.0))
+        for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
+            if len(g) >= 2:
+                out[(nodes, rpn, lib)] = (sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0))
+    return out
+
+
+def library(run):
+    """The sweep path that times a run's gradients: Horovod's, or its framework's own library's."""
+    return sweep_path(run["framework"], run["comm_library"])
+
+
+def sweep_failures(fits):
+    """{(nodes, ranks_per_node): why} of the sweeps that failed (allreduce_fit.csv)."""
+    return {
+        (r.nodes, r.ranks_per_node): r.failure
+        for r in fits.fillna({"failure": ""}).itertuples()
+        if getattr(r, "failure", "")
+    }
+
+
+def not_predicted(run, bases, unusable, cost_by, failures):
+    """Why the model predicts no time for this run (a model.csv row's run), or "" when it does."""
+    key, place = tuple(run[k] for k in MATCH), (run["nodes"], run["ranks_per_node"])
+    if run["ranks"] < 2:
+        return BASELINE_ITSELF
+    if key in unusable:
+        return unusable[key]
+    if key not in bases:
+        return NO_BASELINE
+    if place in failures:
+        return f"allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node failed: {failures[place]}"
+    if (*place, library(run)) not in cost_by:
+        return (
+            f"no {library(run)} allreduce time measured on {place[0]} node(s) x {place[1]} rank(s) "
+            "per node (allreduce.csv)"
+        )
+    return ""
+
+
+def model_table(runs, status, tensors, sweep, fits):
+    """One row per successful run: measured and predicted iteration and communication times.
+
+    runs: metrics.run_table; status: runs.csv (gradient, fusion and timeline columns); tensors:
+    tensors.csv; sweep and
+    fits: allreduce.csv and allreduce_fit.csv. A run is predicted when its study has the matching
+    1-rank run with phase times and an allreduce sweep for its nodes and ranks per node; any other
+    says why not (`not_predicted`). Returns the table, the `baselines` and those without one.
+    """
+    table, bases, unusable = study_baselines(runs, status, tensors)
+    cost_by, failures = costs(sweep, fits), sweep_failures(fits)
+    rows = []
+    for r in table.to_dict("records"):
+        seq = r["comm"] == "sequential" or r["ranks"] == 1
+        if r["timing"] == "native":  # from the traces: all allreduce time, and the part during compute
+            total = r.get("comm_total_s", math.nan)
+            ratio = r.get("overlap_s", math.nan) / total if total and total > 0 else math.nan
+        else:
+            total = r[COMM_S] if seq else r.get("timeline_comm_s", math.nan)
+            ratio = 1 - r[COMM_S] / total if total and total > 0 else math.nan
+        row = {k: r.get(k) for k in COLUMNS[: COLUMNS.index("iteration_s")]}
+        row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r[COMM_S], overlap_ratio=ratio)
+        row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
+        if not row["not_predicted"]:
+            base = bases[tuple(r[k] for k in MATCH)]
+            cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r))]
+            p = predict(
+                base["base"],
+                base["sizes"],
+                None if seq else base["ready"],
+                r["ranks"],
+                cost[0],
+                base["threshold"],
+                base["cycle"],
+                cost[1],
+            )
+            row.update({f"predicted_{k}": v for k, v in p.items()})
+            row["error_iteration"] = relative_error(p["iteration_s"], r["iteration_s"])
+            row["error_comm_total"] = relative_error(p["comm_total_s"], total)
+            row["error_from_compute"], row["error_from_exposed"] = error_parts(
+                p["iteration_s"], p["comm_exposed_s"], r["iteration_s"], r[COMM_S]
+            )
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=COLUMNS), bases, unusable
+
+
+COLUMNS = MATCH + [
+    "nodes",
+    "ranks_per_node",
+    "ranks",
+    "repeat",
+    "grad_tensors",
+    "grad_bytes",
+    "link_rate_mbit",
+    "iteration_s",
+    "comm_total_s",
+    "comm_exposed_s",
+    "overlap_ratio",
+    "predicted_iteration_s",
+    "predicted_comm_total_s",
+    "predicted_comm_exposed_s",
+    "error_iteration",
+    "error_comm_total",
+    "error_from_compute",
+    "error_from_exposed",
+    "not_predicted",
+]
+
+
+def median_abs(values):
+    """The median |value| as a number, or None (JSON's null, not NaN) where there is none."""
+    m = values.abs().median()
+    return None if pd.isna(m) else float(m)
+
+
+def model_error(table):
+    """Median |relative error| of predicted iteration and communication time, over predicted runs,
+    and the configurations off by more than TOLERANCE with the reason measured (`off_target`);
+    runs of 2 or more ranks not predicted are counted by why (`not_predicted`), and where no run
+    was predicted `reason` says why. `by_library`: the same medians per communication library."""
+    pred = table.dropna(subset=["error_iteration"])
+    multi = table[table["ranks"] > 1]
+    missed = multi["not_predicted"].fillna("")
+    out = {
+        "runs": len(pred),
+        "median_abs_error_iteration": median_abs(pred["error_iteration"]),
+        "median_abs_error_comm_total": median_abs(pred["error_comm_total"]),
+        "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"]),
+        "not_predicted": {k: int(v) for k, v in missed[missed != ""].value_counts().sort_index().items()},
+        "by_library": {
+            lib: {
+                "runs": len(g),
+                "median_abs_error_iteration": median_abs(g["error_iteration"]),
+                "median_abs_error_comm_total": median_abs(g["error_comm_total"]),
+            }
+            for lib, g in pred.groupby("comm_library", sort=True)
+        },
+    }
+    if not len(pred):
+        out["reason"] = (
+            "no successful run"
+            if table.empty
+            else "no run with 2 or more ranks"
+            if multi.empty
+            else "; ".join(out["not_predicted"]) or "no predicted run has a measured time to compare"
+        )
+    return out
+
+
+def extrapolate(bases, links, max_ranks=1024):
+    """Predicted weak-scaling efficiency T(1)/T(N) for N = 2, 4, ... max_ranks over each link.
+
+    bases: from `baselines`; links: {name: {"gbit_s": bandwidth, "latency_us": alpha}}. The ring
+    spans all N ranks with the link as its slowest hop (one rank per node).
+    """
+    rows = []
+    for key, b in bases.items():
+        ident = dict(zip(MATCH, key))
+        single = sum(b["base"].values())
+        ready = None if ident["comm"] == "sequential" else b["ready"]
+        for name, link in links.items():
+            alpha, beta = link["latency_us"] * 1e-6, 8 / (link["gbit_s"] * 1e9)
+            n = 2
+            while n <= max_ranks:
+                p = predict(b["base"], b["sizes"], ready, n, ring_cost(n, alpha, beta), b["threshold"], b["cycle"])
+                rows.append(
+                    {
+                        **ident,
+                        "link": name,
+                        "ranks": n,
+                        "predicted_iteration_s": p["iteration_s"],
+                        "predicted_efficiency": single / p["iteration_s"],
+                    }
+                )
+                n *= 2
+    return pd.DataFrame(rows, columns=MATCH + ["link", "ranks", "predicted_iteration_s", "predicted_efficiency"])

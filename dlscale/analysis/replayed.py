@@ -1,0 +1,141 @@
+"""The replay's measurements (dlscale/runtime/replay.py: a study's gradient traffic on more nodes than it
+ran on) beside the model's two predictions of them (replay.csv)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dlscale.analysis.metrics import mean_ci
+from dlscale.analysis.model import (
+    error_parts,
+    predict,
+    relative_error,
+    ring_cost,
+)
+from dlscale.analysis.prediction import costs, median_abs, off_target
+from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+from dlscale.runtime import replay
+from dlscale.workloads.frameworks import HOROVOD
+
+# What a replay measured per plan and node count, and what the model and the extrapolation predict of it.
+MEASURED = ["nodes", "ranks", "iterations", "iteration_s", "iteration_ci95", "comm_exposed_s"]
+PREDICTED = [
+    "predicted_iteration_s",
+    "predicted_comm_exposed_s",
+    "error_iteration",
+    "error_from_compute",
+    "error_from_exposed",
+    "extrapolated_iteration_s",
+    "error_extrapolated",
+]
+REPLAY_COLUMNS = MATCH + MEASURED + PREDICTED + ["failure"]
+
+
+KEY = "plan"
+REPLAY_FIELDS = ("schema", "ranks", "iteration", "iteration_s", "exposed_s")
+
+
+def read_replay(path, nodes):
+    """A replay's output (dlscale.runtime.replay) -> one row per plan: the measured iteration (mean over
+    ranks and iterations: ranks are coupled only by their allreduces, so one rank's iteration may
+    hold another's wait and the mean is the rate at which all progress), its 95% interval relative
+    to the mean (over iterations of the rank mean), and the exposed communication; a replay that
+    failed is one row with its reason."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    for rec in lines:  # the plan's key: every field but the measurement's own
+        rec[KEY] = json.dumps({k: v for k, v in rec.items() if k not in REPLAY_FIELDS}, sort_keys=True)
+    for number, rec in enumerate(lines, start=1):
+        if rec.get("schema") != replay.SCHEMA:
+            raise ValueError(f"{path}:{number}: schema is {rec.get('schema')!r}, expected {replay.SCHEMA!r}")
+    failed = [r for r in lines if "failed" in r]
+    if failed:
+        return [{"nodes": nodes, "failure": "; ".join(x for x in (failed[0]["failed"], failed[0].get("error")) if x)}]
+    rows = []
+    for key, group in pd.DataFrame(lines).groupby(KEY, sort=False):
+        mean, low, _ = mean_ci(group["iteration_s"].map(np.mean))
+        rows.append(
+            {
+                KEY: key,
+                **json.loads(key),
+                "nodes": nodes,
+                "ranks": int(group["ranks"].iloc[0]),
+                "iterations": len(group),
+                "iteration_s": mean,
+                "iteration_ci95": (mean - low) / mean,
+                "comm_exposed_s": group["exposed_s"].map(np.mean).mean(),
+                "failure": "",
+            }
+        )
+    return rows
+
+
+# replayed.csv: what the replays measured, one row per plan and node count (a failed replay: one
+# row with its node count and reason).
+MEASURED_COLUMNS = [KEY] + MATCH + MEASURED + ["failure"]
+
+
+def measured(replays):
+    """replayed.csv from the replays' outputs, [(path, nodes)] (`read_replay`)."""
+    rows = [row for path, nodes in replays for row in read_replay(path, nodes)]
+    return pd.DataFrame(rows).reindex(columns=MEASURED_COLUMNS)
+
+
+def read_table(path):
+    """replayed.csv as the model reads it (a failure's reason stays text)."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+def replay_table(replays, plans, sweep, fits):
+    """Replayed iteration time beside two predictions of it, per plan and node count:
+    predicted_* from the Horovod sweep on the replay's own nodes (the model's check), extrapolated_*
+    from the ring fit of the study's smallest multi-node sweep (how the extrapolation predicts
+    clusters it has not measured). replays: replayed.csv (`measured`); plans: dlscale.runtime.replay plans."""
+    cost_by = costs(sweep, fits)
+    horovod = fits[(fits["path"].fillna("mpi") == "horovod") & fits["alpha_s"].notna()].sort_values("ranks")
+    ring = horovod.iloc[0] if len(horovod) else None
+    by_key = {json.dumps(p["key"], sort_keys=True): p for p in plans}
+    rows = []
+    for row in replays.to_dict("records"):
+        row["failure"] = row["failure"] if isinstance(row["failure"], str) else ""
+        row["nodes"] = int(row["nodes"])
+        plan = by_key.get(row.pop(KEY, None))
+        if plan and not row["failure"]:
+            row["ranks"] = int(row["ranks"])
+            row.update(_predicted(row, plan, cost_by.get((row["nodes"], 1, HOROVOD)), ring))
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=REPLAY_COLUMNS)
+
+
+def _predicted(row, plan, cost, ring):
+    """The model's prediction of one replayed row from the sweep on its nodes (`cost`, or None
+    where there is none), and the extrapolation's from the ring fit (`ring`, or None)."""
+    out = {}
+    args = (plan["phases"], plan["sizes"], plan["ready"], row["ranks"])
+    if cost is not None:
+        p = predict(*args, cost[0], plan["threshold"], plan["cycle"], cost[1])
+        out["predicted_iteration_s"], out["predicted_comm_exposed_s"] = p["iteration_s"], p["comm_exposed_s"]
+        out["error_iteration"] = relative_error(p["iteration_s"], row["iteration_s"])
+        out["error_from_compute"], out["error_from_exposed"] = error_parts(
+            p["iteration_s"], p["comm_exposed_s"], row["iteration_s"], row["comm_exposed_s"]
+        )
+    if ring is not None:
+        far = ring_cost(row["ranks"], ring.alpha_s, ring.beta_s_per_byte)
+        out["extrapolated_iteration_s"] = predict(*args, far, plan["threshold"], plan["cycle"])["iteration_s"]
+        out["error_extrapolated"] = relative_error(out["extrapolated_iteration_s"], row["iteration_s"])
+    return out
+
+
+def replay_error(table):
+    """Median |relative error| of the replayed iteration time, over replayed configurations."""
+    ok = table.dropna(subset=["error_iteration"])
+    worst = ok["iteration_ci95"].max()
+    return {
+        "replays": len(ok),
+        "nodes": sorted(int(n) for n in ok["nodes"].unique()),
+        "median_abs_error_iteration": median_abs(ok["error_iteration"]),
+        "median_abs_error_extrapolated": median_abs(ok["error_extrapolated"]),
+        "worst_iteration_ci95": None if pd.isna(worst) else float(worst),
+        "off_target": off_target(ok, MATCH + ["nodes"]),
+    }

@@ -1,0 +1,657 @@
+"""results/report.md: the study as a paper cites it. What was run and on what (config, hosts,
+environment, versions, the harness's commit), the summary as a Markdown table and as a LaTeX table
+(booktabs), the noise and failure warnings, the performance model's error, and the figures with
+their captions (report/*.rst, the same captions as `snakemake --report`)."""
+
+import importlib.metadata
+import json
+import math
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from dlscale.analysis import comparisons
+from dlscale.core import hardware
+from dlscale.core.paths import PACKAGE, SOURCE, WORKFLOW
+from dlscale.runtime.design import settings
+
+CAPTIONS = WORKFLOW / "report"
+# The environment's pins that run the pipeline and the analysis (not the measured software; the
+# linters, test runners and docs builder are left out of a study's report).
+TOOLING = ("snakemake", "pandas", "scipy", "matplotlib", "seaborn", "pillow", "mpi4py")
+STUDY_KEYS = (
+    "framework",
+    "model",
+    "comm",
+    "comm_library",
+    "layout",
+    "timing",
+    "nodes",
+    "ranks_per_node",
+    "batch_size",
+    "image_size",
+    "threads_per_rank",
+    "precision",
+    "device",
+    "warmup",
+    "iterations",
+    "profile_iterations",
+    "repeats",
+    "autotune",
+    "tf32",
+    "hostfile",
+    "emulate",
+)
+# The summary table's identity columns: shown only where they vary.
+IDENTITY = ("framework", "model", "comm", "comm_library", "layout", "timing", "ranks")
+COLUMNS = [
+    ("framework", "framework"),
+    ("model", "network"),
+    ("comm", "comm"),
+    ("comm_library", "library"),
+    ("layout", "layout"),
+    ("timing", "timing"),
+    ("ranks", "ranks"),
+    ("throughput_img_per_s", "img/s [95% CI]"),
+    ("speedup", "speedup [95% CI]"),
+    ("efficiency", "efficiency [95% CI]"),
+    ("iteration_s_cv", "CV"),
+    ("repeats_ok", "repeats"),
+]
+
+
+def _num(value, digits=3):
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}g}"
+
+
+def _with_ci(row, col, digits=3):
+    """A value and its 95% interval as "v [lo, hi]"; "[unresolved]" where repeats exist but no bound
+    could be had (a time interval reaching zero bounds no rate)."""
+    lo, hi = row.get(f"{col}_ci_lo"), row.get(f"{col}_ci_hi")
+    text = _num(row.get(col), digits)
+    if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)):
+        return f"{text} [{_num(lo, digits)}, {_num(hi, digits)}]"
+    return text + (" [unresolved]" if (row.get("repeats_ok") or 0) >= 2 and row.get("ranks") != 1 else "")
+
+
+def _shown(summary):
+    """COLUMNS less the identity columns that hold one value in every row (said once above the table)."""
+    ok = summary[summary["repeats_ok"] > 0]
+    return [(c, n) for c, n in COLUMNS if c not in IDENTITY or ok[c].astype(str).nunique() > 1]
+
+
+def constants(summary):
+    """The identity columns that hold one value in every configuration: "comm overlap, layout best"."""
+    ok = summary[summary["repeats_ok"] > 0]
+    return ", ".join(f"{n} {ok[c].iloc[0]}" for c, n in COLUMNS if c in IDENTITY and ok[c].astype(str).nunique() == 1)
+
+
+def table_rows(summary, columns=None):
+    """The summary's rows as text cells, in `columns` order (default: the varying ones, `_shown`)."""
+    columns = columns or _shown(summary)
+    out = []
+    for row in summary[summary["repeats_ok"] > 0].to_dict("records"):
+        cells = []
+        for col, _ in columns:
+            if col in ("throughput_img_per_s", "speedup", "efficiency"):
+                cells.append(_with_ci(row, col))
+            elif col == "iteration_s_cv":
+                cells.append("n/a" if pd.isna(row.get(col)) else f"{row[col]:.1%}")
+            else:
+                cells.append(str(row[col]))
+        out.append(cells)
+    return out
+
+
+def markdown_table(rows, columns=COLUMNS):
+    head = [name for _, name in columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def latex_table(rows, label="tab:dlscale", columns=COLUMNS):
+    def esc(text):
+        return (
+            text.replace("\\", r"\textbackslash{}")
+            .replace("_", r"\_")
+            .replace("%", r"\%")
+            .replace("&", r"\&")
+            .replace("#", r"\#")
+        )
+
+    head = " & ".join(esc(name) for _, name in columns) + r" \\"
+    body = "\n".join(" & ".join(esc(c) for c in r) + r" \\" for r in rows)
+    return (
+        f"\\begin{{table}}\n\\centering\n\\begin{{tabular}}{{{_align(columns)}}}\n"
+        f"\\toprule\n{head}\n\\midrule\n{body}\n\\bottomrule\n\\end{{tabular}}\n"
+        f"\\caption{{Throughput (harmonic mean over repeats, 95\\% interval: summary.csv's "
+        f"iteration\\_s\\_ci\\_method), speedup and efficiency "
+        f"against 1 rank (95\\% interval on the log scale), run-to-run coefficient of variation of the "
+        f"iteration time.}}\n\\label{{{label}}}\n\\end{{table}}"
+    )
+
+
+def _align(columns):
+    """LaTeX column alignment: text left, numbers right."""
+    return "".join("l" if c in IDENTITY and c != "ranks" else "r" for c, _ in columns)
+
+
+def commit():
+    """The checkout's git commit, or, for an installed package, its version."""
+    if not (SOURCE / ".git").exists():
+        return f"dlscale {importlib.metadata.version('dlscale')} (installed, not a checkout)"
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(PACKAGE), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
+        )
+        return out.stdout.strip() or "unknown (not a git checkout)"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (no git)"
+
+
+def caption(name):
+    path = CAPTIONS / f"{name}.rst"
+    return " ".join(path.read_text().split()) if path.exists() else ""
+
+
+def _table(head, rows):
+    """A Markdown table (cells already text; a `|` inside a cell is escaped)."""
+    esc = [[str(c).replace("|", "\\|") for c in r] for r in rows]
+    return "\n".join(
+        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in esc]
+    )
+
+
+def _pct(value):
+    return "n/a" if value is None or pd.isna(value) else f"{value:+.1%}"
+
+
+def _share(value):
+    """An absolute error as a percentage, or n/a (model_error.json's null: no run to take it over)."""
+    return "n/a" if value is None or pd.isna(value) else f"{value:.1%}"
+
+
+def _setting(row, keys):
+    return " ".join(
+        f"{row[k]}" if k in ("framework", "model", "comm", "comm_library", "layout", "timing") else f"{k}={row[k]}"
+        for k in keys
+        if k in row
+    )
+
+
+def noise_table(noisy):
+    """One row per configuration whose repeats vary more than the summary allows: its CV, interval,
+    the repeats it ran and those +-5% would need."""
+    varying = [(c, n) for c, n in COLUMNS if c in IDENTITY and noisy[c].astype(str).nunique() > 1] or [
+        ("framework", "framework"),
+        ("model", "network"),
+    ]
+    rows = [
+        [str(r[c]) for c, _ in varying]
+        + [
+            "n/a" if pd.isna(r.get("iteration_s_cv")) else f"{r['iteration_s_cv']:.1%}",
+            "n/a" if pd.isna(r.get("iteration_s_ci_rel")) else f"±{r['iteration_s_ci_rel']:.1%}",
+            f"{r['repeats_ok']}" + (f" ({r['second_pass']})" if isinstance(r.get("second_pass"), str) else ""),
+            "n/a" if pd.isna(r.get("repeats_needed")) else f"{int(r['repeats_needed'])}",
+        ]
+        for r in noisy.to_dict("records")
+    ]
+    return _table([n for _, n in varying] + ["CV", "95% CI of the mean", "repeats run", "repeats for ±5%"], rows)
+
+
+def model_tables(model, model_error):
+    """The performance model's error: per configuration the measured and predicted iteration time
+    (medians over its repeats), the error and, where it is off by more than the tolerance, the
+    measured reason; then the replays' (under `replay`). Returns Markdown lines."""
+    lines = []
+    if model_error.get("reason"):
+        lines += [f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
+    else:
+        lines += [
+            f"Median absolute error over {model_error['runs']} predicted runs: iteration time "
+            f"{_share(model_error['median_abs_error_iteration'])}, communication time "
+            f"{_share(model_error['median_abs_error_comm_total'])}.",
+            "",
+        ]
+        libraries = model_error.get("by_library", {})
+        if len(libraries) > 1:
+            lines += [
+                _table(
+                    ["library", "runs", "iteration error", "communication error"],
+                    [
+                        [lib, str(e["runs"]), _share(e["median_abs_error_iteration"])]
+                        + [_share(e["median_abs_error_comm_total"])]
+                        for lib, e in libraries.items()
+                    ],
+                ),
+                "",
+            ]
+        lines += [
+            _table(
+                ["configuration", "runs", "measured iteration (s)", "predicted (s)", "error", "reason"],
+                _model_rows(model, model_error),
+            ),
+            "",
+        ]
+    replay = model_error.get("replay")
+    if replay:
+        lines += _replay_lines(replay)
+    return lines
+
+
+def _model_rows(model, model_error):
+    """One row per predicted configuration: its runs, median measured and predicted iteration time,
+    the error, and why it is off target (or that it is within the tolerance)."""
+    from dlscale.analysis.prediction import TOLERANCE
+    from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+
+    keys = MATCH + ["nodes", "ranks_per_node"]
+    reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
+    rows = []
+    for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
+        m = g[["iteration_s", "predicted_iteration_s", "error_iteration"]].median()
+        why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
+        rows.append(
+            [
+                _setting(
+                    dict(zip(keys, key)),
+                    ["framework", "model", "comm", "comm_library", "layout", "timing", "nodes", "ranks_per_node"]
+                    + ["batch_size"],
+                ),
+                str(len(g)),
+                _num(m.iteration_s),
+                _num(m.predicted_iteration_s),
+                _pct(m.error_iteration),
+                why,
+            ]
+        )
+    return rows
+
+
+def _replay_lines(replay):
+    """The replays' error against the model and the extrapolation, and the replays off target."""
+    from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+
+    lines = [
+        f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
+        f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
+        f"{_share(replay.get('median_abs_error_extrapolated'))} over {replay.get('replays', 0)} "
+        "replayed configurations (replay.csv).",
+        "",
+    ]
+    off = replay.get("off_target", [])
+    if off:
+        lines += [
+            _table(
+                ["configuration", "error", "reason"],
+                [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]] for o in off],
+            ),
+            "",
+        ]
+    return lines
+
+
+def write(summary, runs, environment, model_error, figures, config, out_path, pairs, model=None, fits=None,
+          title=None):  # fmt: skip
+    """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
+    pairs: comparisons.csv (the summary step's comparisons); model: model.csv (per run, measured
+    and predicted); fits: allreduce_fit.csv (the measured link); title: the study's (config `title`
+    or its config file's name)."""
+    out_path = Path(out_path)
+    parts = _study_lines(config, runs, title) + _hardware_lines(runs, config, fits)
+    parts += _provenance_lines(environment, runs) + _results_lines(summary, runs)
+    parts += _rules_lines(summary, config, pairs)
+    parts += _framework_lines(pairs)
+    parts += _library_lines(pairs, config)
+    if model_error:
+        parts += ["## Performance model", ""] + model_tables(
+            model if model is not None else pd.DataFrame(), model_error
+        )
+    parts += _figure_lines(figures, out_path)
+    out_path.write_text("\n".join(parts) + "\n")
+    return out_path
+
+
+def _dates(runs):
+    """ "2026-11-26 14:02 to 14:25 UTC": when the study's runs started (runs.csv `started`)."""
+    started = sorted(t for t in runs.get("started", pd.Series(dtype=str)).fillna("").astype(str) if t)
+    if not started:
+        return "n/a (runs made before their start time was recorded)"
+    first, last = (t.replace("T", " ").removesuffix("Z")[:16] for t in (started[0], started[-1]))
+    return f"{first} to {last if last[:10] != first[:10] else last[11:]} UTC"
+
+
+def _study_lines(config, runs, title):
+    """The report's title, its date, and what was run: the varying keys, the constant ones once, the design."""
+    design = settings(config)
+    blocks = int(runs["repeat"].max()) + 1 if len(runs) else 0
+    varying = [k for k in STUDY_KEYS if isinstance(config.get(k), list) and len(config[k]) > 1]
+    fixed = [k for k in STUDY_KEYS if k in config and k not in varying]
+    return [
+        f"# {title or config.get('title') or 'dlscale study'}",
+        "",
+        f"Runs: {_dates(runs)}. Report made {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        "",
+        "## What was run",
+        "",
+        "- varied: " + ("; ".join(f"{k} {', '.join(map(str, config[k]))}" for k in varying) or "nothing"),
+        "- the same in every run: " + "; ".join(f"{k} {_plain(config[k])}" for k in fixed),
+        f"- design: {design['order']}"
+        + (
+            f", {blocks} blocks (repeats), each running every configuration once in a random order seeded by "
+            f"{design['seed']} (`order.csv`)"
+            if design["order"] == "blocked"
+            else " (Snakemake's own order)"
+        ),
+        f"- launcher: `{json.dumps(config.get('launcher', {}))}`",
+        "",
+    ]
+
+
+def _plain(value):
+    """A config value as text: a one-item list as its item."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _hardware_lines(runs, config, fits):
+    """Every host the runs ran on (runs.csv `hardware`), and the link between ranks with its measured rate."""
+    hosts = hardware.hosts(runs.get("hardware", pd.Series(dtype=str)))
+    lines = ["## Hardware", ""]
+    lines += [f"- `{name}`: {hardware.summary(h)}" for name, h in sorted(hosts.items())] or [
+        f"- hosts: {', '.join(_hosts(runs)) or 'n/a'} (their hardware was not recorded)"
+    ]
+    return lines + [f"- link: {_link(config, fits)}", ""]
+
+
+def _hosts(runs):
+    return sorted({h for hs in runs.get("hosts", pd.Series(dtype=str)).dropna() for h in str(hs).split(",") if h})
+
+
+def _link(config, fits):
+    """What joins the ranks, and the allreduce sweep's measured bandwidth (Horovod's path) per placement."""
+    emulate = config.get("emulate")
+    if emulate:
+        kind = (
+            f"emulated nodes on this host (network namespaces, veth pairs shaped to {emulate.get('rate_mbit')} "
+            f"Mbit/s, {emulate.get('delay_ms', 0)} ms delay)"
+        )
+    elif max(config.get("nodes", [1])) == 1:
+        kind = "one node: shared memory (MPI's on-node transport)"
+    else:
+        kind = f"the hostfile's hosts over the network MPI chooses (launcher {config.get('launcher', {}).get('name')})"
+    measured = []
+    if fits is not None and len(fits):
+        ok = fits[(fits["path"] == "horovod") & fits["alpha_s"].notna()]
+        measured = [f"{r.nodes} node(s) x {r.ranks_per_node} rank(s): {_rate(r)}" for r in ok.itertuples()]
+    if not measured:
+        return kind + "; no allreduce sweep measured it"
+    return kind + "; measured by the allreduce sweep (ring fit, `allreduce_fit.csv`): " + "; ".join(measured)
+
+
+def _rate(fit):
+    """A ring fit's bandwidth and latency as text (a fit with no per-byte cost is latency-bound)."""
+    bandwidth = fit.bandwidth_bytes_per_s
+    rate = f"{bandwidth * 8 / 1e9:.3g} Gbit/s" if 0 < bandwidth < math.inf else "no per-byte cost resolved"
+    return f"{rate}, {fit.alpha_s * 1e6:.3g} us per message"
+
+
+def _provenance_lines(environment, runs):
+    """The measured software (frameworks, Horovod, MPI, Python, from the runs themselves), then the
+    tooling that ran the pipeline, and the harness's commit."""
+    ok = runs[runs["status"] == "ok"] if len(runs) else runs
+    versions = {}
+    if len(ok) and "framework_version" in ok:
+        versions = ok.dropna(subset=["framework_version"]).groupby("framework")["framework_version"].first().to_dict()
+    python = ok["python_version"].dropna().iloc[0] if len(ok) and ok["python_version"].notna().any() else "n/a"
+    pins = environment.get("pins", {})
+    measured = [f"{fw} {v}" for fw, v in sorted(versions.items())]
+    measured += [
+        f"Horovod {environment.get('horovod', 'n/a')}",
+        f"MPI {environment.get('mpi', {}).get('version', 'n/a')}",
+    ]
+    measured += [f"Python {python}"] + ([f"numpy {pins['numpy']}"] if "numpy" in pins else [])
+    tooling = [f"{k} {v}" for k, v in pins.items() if k in TOOLING]
+    return [
+        "## Software",
+        "",
+        f"- measured: {', '.join(measured)} (each run's in `runs.csv`)",
+        f"- the pipeline and analysis: {', '.join(tooling) or 'n/a'}",
+        f"- environment `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}); dlscale commit "
+        f"`{commit()}`",
+    ]
+
+
+def _results_lines(summary, runs):
+    """The summary as Markdown and LaTeX tables (varying columns only), then the noisy configurations
+    and the failed runs."""
+    columns = _shown(summary) if (summary["repeats_ok"] > 0).any() else COLUMNS
+    rows = table_rows(summary, columns)
+    noisy = summary[summary.get("noise_warning", pd.Series(dtype=str)).fillna("") != ""]
+    failed = runs[runs["status"] != "ok"]
+    parts = ["", f"## Results ({len(runs) - len(failed)} of {len(runs)} runs ok)", ""]
+    if rows:
+        parts += [
+            f"In every row: {constants(summary) or 'nothing held fixed'}. Throughput in images/s over all ranks.",
+            "",
+            markdown_table(rows, columns),
+            "",
+            "As LaTeX (booktabs):",
+            "",
+            "```latex",
+            latex_table(rows, columns=columns),
+            "```",
+            "",
+        ]
+    else:
+        parts += ["Nothing to show: no successful run (the failed runs and why are below).", ""]
+    if len(noisy):
+        parts += [
+            "### Noise",
+            "",
+            "Configurations whose run-to-run coefficient of variation (CV) of the iteration time, or the 95% "
+            "interval of its mean, is above 5%: differences smaller than that between them are noise.",
+            "",
+            noise_table(noisy),
+            "",
+        ]
+    if len(failed):
+        parts += (
+            ["### Failed runs", ""]
+            + [
+                f"- {r.framework} {r.model} {r.comm} {r.comm_library} nodes={r.nodes} "
+                f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
+                for r in failed.itertuples()
+            ]
+            + [""]
+        )
+    return parts
+
+
+def _rules_lines(summary, config, pairs):
+    """How this study meets each of Hoefler and Belli's twelve rules for benchmarking parallel
+    systems (SC15), from its own settings and summary: the report's methods section."""
+    ok = summary[summary["repeats_ok"] > 0]
+    if ok.empty or "iteration_s_ci_method" not in ok:
+        return []
+    return (
+        ["### Methods: the twelve rules", "", "How this study meets Hoefler and Belli's rules (SC15):", ""]
+        + [f"{i}. {text}" for i, text in enumerate(_rules(ok, config, pairs), 1)]
+        + [""]
+    )
+
+
+def _rules(ok, config, pairs):
+    """The twelve rules' lines, in the paper's order, for the configurations `ok` that have a run and
+    the framework comparisons `pairs`."""
+    from dlscale.analysis.metrics import PRECISION
+    from dlscale.runtime.config import left_out
+
+    method = ok["iteration_s_ci_method"].fillna("")
+    boot, t = int(method.str.startswith("bootstrap").sum()), int(method.str.startswith("t ").sum())
+    tight = int((ok["iteration_s_ci_rel"] <= PRECISION).sum())
+    frameworks = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
+    resolved = comparisons.one_analysis(frameworks)
+    out = left_out(config) if "framework" in config else []
+    rules = [
+        "speedup and efficiency are against the 1-rank run of the same framework, network, comm, library "
+        "and batch (one parallel process, not the best serial code); its absolute throughput is the "
+        "`ranks` 1 row of the results table",
+        "the study runs every combination of its keys (What was run)"
+        + (
+            f"; left out: {', '.join(x['framework'] + ' with ' + x['comm_library'] for x in out)} (why: below)"
+            if out
+            else ""
+        )  # fmt: skip
+        + f"; each rank has {config.get('threads_per_rank', 'n/a')} thread(s)",
+        "costs (iteration, phase times) by the arithmetic mean over repeats; the throughput, a rate, by the "
+        "harmonic mean (ranks x batch / the mean iteration time), its interval the iteration time's carried over",
+        "speedup, efficiency and the pairwise ratios are ratios of the summarized rates, never summarized themselves",
+        f"nothing here is deterministic: every number has a 95% interval over {_repeats(ok, config)}; the mean "
+        f"iteration time's interval is within ±{PRECISION:.0%} of it in {tight} of {len(ok)} configurations",
+        f"normality is tested, not assumed: Student-t in {t} configuration(s) (Shapiro-Wilk did not reject it, "
+        f"or 2 repeats could not be tested), percentile bootstrap in {boot}, none in {len(ok) - t - boot} "
+        "(1 repeat); per configuration in `summary.csv` (`iteration_s_ci_method`)",
+        "frameworks are compared by their throughput ratio with its interval, paired within blocks (Framework "
+        f"comparisons), verdicts Holm-adjusted over all {len(pairs)} of the study's comparisons: {resolved} of "
+        f"{len(frameworks)} framework pairs resolved (one faster, or equal within ±5%)",
+        "beside the mean, each run's median and 95th percentile iteration time; far-out iterations (above the "
+        f"third quartile + 3 interquartile ranges): {int(ok['outlier_iterations'].fillna(0).sum())}, kept in "
+        "every mean (`run_metrics.csv`)",
+        "the varying factors and their levels are in What was run; the hosts in Hardware; the software and "
+        "its versions in Software, and every run's in `runs.csv`",
+        f"timing `{', '.join(config.get('timing', ['n/a']))}`: an iteration's time is the slowest rank's wall time "
+        f"(synchronous SGD waits for it). Warm-up iterations ({config.get('warmup', 'n/a')}) are excluded; "
+        f"{_measured(ok, config)}. Leading iterations not yet steady (above the run's second-half median + 3 "
+        f"robust standard deviations) are left out too: {int(ok['unsteady_iterations'].fillna(0).sum())} in all. "
+        "Phases come from traces (native timing) or from a wait after each phase (phased): docs/concepts/phases.md",
+        "upper bounds: each framework's matrix-multiply rate (`mfu` in `summary.csv`), ideal scaling in the "
+        "efficiency figure, and the performance model's prediction",
+        "figures plot each measured configuration with its 95% interval; lines join the rank counts of one "
+        "setting only (a trend in ranks), on a log-2 axis ticked where measured",
+    ]
+    return rules
+
+
+def _repeats(ok, config):
+    """How many repeats each configuration had, and what a second pass added."""
+    first, plan = config.get("repeats", "n/a"), config.get("second_pass")
+    if not plan or "repeats_planned" not in ok:
+        return f"{first} repeats"
+    more = int((ok["repeats_planned"] > first).sum())
+    return (
+        f"{first} repeats, then a second pass: where the interval was wider than +-{plan['target']:.0%}, the repeats "
+        f"the measured spread needed, at most {plan['max_repeats']} and {plan['max_seconds']:g} s of runs in all; "
+        f"{more} configuration(s) got more repeats (`second_pass` in `summary.csv`, `second_pass.csv`)"
+    )
+
+
+def _measured(ok, config):
+    """How many iterations each run measured, and, measured until enough, how many configurations met it."""
+    samples = config.get("samples")
+    if not samples:
+        return f"each run measures {config.get('iterations', 'n/a')} iterations"
+    met = int((ok["runs_target_met"] == ok["repeats_ok"]).sum()) if "runs_target_met" in ok else 0
+    return (
+        f"each run measures at least {config['iterations']} iterations, then goes on until its median iteration "
+        f"time's 95% interval is within ±{samples['target']:.0%} on every rank (at most {samples['max_iterations']} "
+        f"iterations or {samples['max_seconds']:g} s); every run met that in {met} of {len(ok)} configurations "
+        "(`runs_target_met` in `summary.csv`)"
+    )
+
+
+def _comparison_rows(pairs, dimension):
+    """comparisons.csv's rows of one dimension as report cells: both analyses side by side."""
+    rows = pairs[pairs["dimension"] == dimension] if len(pairs) else pairs
+    varying = [k for k in ("comm", "layout", "timing", "batch_size") if len(rows) and rows[k].nunique() > 1]
+    head = ["a / b", "network", "ranks"] + varying
+    head += ["paired ratio [95% CI]", "blocks", "verdict", "blocks needed", "independent ratio [95% CI]", "verdict"]
+    cells = []
+    for r in rows.to_dict("records"):
+        who = (
+            f"{r['a']} ({r['a_library']}) / {r['b']} ({r['b_library']})"
+            if dimension == "framework"
+            else f"{r['framework']}: {r['a']} / {r['b']}"
+        )
+        needed = r["blocks_needed"]
+        cells.append(
+            [who, r["model"], str(r["ranks"])]
+            + [str(r[k]) for k in varying]
+            + [_with_ci(r, "ratio"), str(r["blocks"]), r["verdict"] or "n/a"]
+            + [
+                ""
+                if pd.isna(needed)
+                else (f"> {comparisons.MOST_BLOCKS}" if needed > comparisons.MOST_BLOCKS else str(int(needed)))
+            ]  # fmt: skip
+            + [_with_ci(r, "ratio_independent"), r["verdict_independent"] or "n/a"]
+        )
+    return head, cells
+
+
+def _verdicts_sentence(pairs):
+    return (
+        "Paired: a block is one repeat index (every configuration ran once per block); the ratio is the geometric "
+        "mean of the blocks' own a / b throughput ratios, its interval Student-t on the log scale, so drift "
+        "shared by a block cancels. Independent: the ratio of the two harmonic-mean throughputs, its interval by "
+        "the delta method on the log scale. A verdict is `a faster` or `b faster` where the ratio's test against "
+        "1 rejects, `equal` where the ratio is shown inside 0.95-1.05 (two one-sided tests), else `unresolved`; "
+        f"both at a family-wise 5%, Holm-adjusted over all {len(pairs)} comparisons of the study (2 hypotheses "
+        "each). `blocks needed`: the blocks an unresolved pair would need at its measured mean and spread."
+    )
+
+
+def _framework_lines(pairs):
+    """Each pair of frameworks (each at its default library) in each configuration both ran
+    (comparisons.csv): both analyses, their verdicts and what an unresolved pair needs."""
+    head, cells = _comparison_rows(pairs, "framework")
+    if not cells:
+        return []
+    frameworks = pairs[pairs["dimension"] == "framework"]
+    return [
+        "## Framework comparisons",
+        "",
+        f"Resolved: {comparisons.one_analysis(frameworks)} of {len(frameworks)} pairs paired, "
+        f"{comparisons.one_analysis(frameworks, '_independent')} of {len(frameworks)} independent. "
+        + _verdicts_sentence(pairs),
+        "",
+        _table(head, cells),
+        "",
+    ]
+
+
+def _library_lines(pairs, config):
+    """The frameworks run through both libraries, native / horovod (comparisons.csv), and the
+    framework x library pairs the study asked for that were left out, with why."""
+    from dlscale.runtime.config import left_out
+
+    head, cells = _comparison_rows(pairs, "comm_library")
+    out = left_out(config)
+    if not cells and not out:
+        return []
+    parts = ["## Communication libraries", ""]
+    if cells:
+        parts += [
+            "Throughput through each framework's own library against Horovod's, same configuration (native / "
+            "horovod; both analyses as in Framework comparisons).",
+            "",
+            _table(head, cells),
+            "",
+        ]
+    if out:
+        parts += ["Left out before anything ran:", ""]
+        parts += [f"- {x['framework']} with {x['comm_library']}: {x['reason']}" for x in out] + [""]
+    return parts
+
+
+def _figure_lines(figures, out_path):
+    """The PNG figures, linked relative to the report's folder, each with its caption."""
+    parts = ["## Figures", ""]
+    for fig in figures:
+        fig = Path(fig)
+        if fig.suffix == ".png":
+            rel = fig.relative_to(out_path.parent) if fig.is_relative_to(out_path.parent) else fig
+            parts += [f"![{fig.stem}]({rel})", "", f"*{caption(fig.stem)}* (PDF: `{rel.with_suffix('.pdf')}`)", ""]
+    return parts

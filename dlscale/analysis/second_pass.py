@@ -1,0 +1,115 @@
+"""The study's second pass: more repeats where the first pass's were too few, chosen by the data.
+
+After every run of the first pass (`repeats` each), a configuration whose 95% interval of the mean
+iteration time (metrics.interval, as the summary computes it) is wider than `target` of the mean is
+given the repeats its measured run-to-run CV says bring it within (metrics.repeats_needed), bounded
+by `max_repeats` in all; all the added runs together are bounded by `max_seconds`, each run's cost
+estimated as its configuration's mean first-pass run time (`elapsed_s`). Where the time bound does
+not cover them all, configurations that the repeats bring within the target go first, the cheapest
+first (most configurations made precise per second); then the rest, which the bound on repeats
+leaves wide, get what time remains. One pass, planned once (a Snakemake checkpoint): the plan's
+table says per configuration what was found and why it got what it got.
+"""
+
+import math
+
+import pandas as pd
+
+from dlscale.analysis import metrics
+from dlscale.core.vocabulary import CONFIG_KEYS, MATRIX_KEYS
+
+# Per configuration: why it got the repeats it got.
+MET, ADDED, BY_REPEATS, BY_SECONDS, TOO_FEW = (
+    "within target",
+    "repeats added",
+    "repeats added up to max_repeats",
+    "max_seconds spent",
+    "fewer than 2 ok runs",
+)
+COLUMNS = CONFIG_KEYS + [
+    "repeats_first",
+    "iteration_s_ci_rel_first",
+    "repeats_needed",
+    "run_s",
+    "repeats_planned",
+    "second_pass",
+]
+
+
+def plan(run_metrics, runs, repeats, target, max_repeats, max_seconds):
+    """One row per configuration of the first pass (`runs`: runs.csv, every run with its status and
+    elapsed_s; `run_metrics`: its ok runs' iteration times): the repeats it gets in all and why."""
+    rows = [_first(key, runs, run_metrics, repeats, target, max_repeats) for key, runs in _by_config(runs)]
+    budget = float(max_seconds)
+    for row in sorted(rows, key=_priority(max_repeats)):
+        if row["second_pass"] != ADDED:
+            continue
+        want = row["repeats_planned"] - repeats
+        afford = min(want, int(budget // row["run_s"])) if row["run_s"] > 0 else want
+        row["repeats_planned"] = repeats + afford
+        budget -= afford * row["run_s"]
+        if afford < want:
+            row["second_pass"] = BY_SECONDS
+        elif row["repeats_needed"] > max_repeats:
+            row["second_pass"] = BY_REPEATS
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _by_config(runs):
+    return runs.groupby(CONFIG_KEYS, observed=True, dropna=False)
+
+
+def _first(key, runs, run_metrics, repeats, target, max_repeats):
+    """A configuration's first pass: its interval, the repeats it needs, and what it may get."""
+    row = dict(zip(CONFIG_KEYS, key))
+    ok = run_metrics.merge(runs[runs["status"] == "ok"][CONFIG_KEYS + ["repeat"]], on=CONFIG_KEYS + ["repeat"])
+    times = ok["iteration_s"].dropna()
+    mean, lo, _, _ = metrics.interval(times)
+    rel = (mean - lo) / mean if len(times) >= 2 and mean > 0 else math.nan
+    need = metrics.repeats_needed(metrics.cv(times), target)
+    row |= {
+        "repeats_first": repeats,
+        "iteration_s_ci_rel_first": rel,
+        "repeats_needed": need,
+        "run_s": float(pd.to_numeric(runs["elapsed_s"], errors="coerce").mean()),
+        "repeats_planned": repeats,
+    }
+    if len(times) < 2:
+        row["second_pass"] = TOO_FEW
+    elif rel <= target:
+        row["second_pass"] = MET
+    else:  # at least one more where the interval is wide (a bootstrap interval may be wider than t's formula)
+        row["repeats_planned"] = max(repeats, min(max(need, repeats + 1), max_repeats))
+        row["second_pass"] = ADDED if row["repeats_planned"] > repeats else BY_REPEATS
+    return row
+
+
+def _priority(max_repeats):
+    """Configurations the bound on repeats lets reach the target first, the cheapest to reach it first."""
+
+    def key(row):
+        return row["repeats_needed"] > max_repeats, (row["repeats_planned"] - row["repeats_first"]) * row["run_s"]
+
+    return key
+
+
+def added_runs(matrix, plan):
+    """The runs (identity dicts) the plan adds to the first pass's `matrix` (dlscale/runtime/config.py `matrix`)."""
+    planned = {_key(row): int(row["repeats_planned"]) for row in plan.to_dict("records")}
+    first = max((run["repeat"] for run in matrix), default=-1) + 1
+    return [
+        {**run, "repeat": repeat}
+        for run in matrix
+        if run["repeat"] == 0
+        for repeat in range(first, planned.get(_key(run), first))
+    ]
+
+
+def _key(row):
+    return tuple(str(row[k]) for k in MATRIX_KEYS)
+
+
+def add_plan(summary, plan):
+    """The summary with each configuration's first-pass interval, repeats planned and why."""
+    keep = ["iteration_s_ci_rel_first", "repeats_planned", "second_pass"]
+    return summary.merge(plan[CONFIG_KEYS + keep], on=CONFIG_KEYS, how="left")

@@ -1,0 +1,285 @@
+"""Per-rank records of all runs -> one tidy table, plus one row per run with status and provenance.
+
+tidy.csv: one row per run x rank x iteration x phase (phases io, h2d, forward, backward, comm,
+update, and `wall` for the iteration's wall time), column `seconds`; warm-up rows are kept and
+flagged. Phased runs' phases come from their records (`source` records). Native runs' records hold
+the wall time only; their traced iterations (flagged `profiled`) get the phases derived from each
+rank's trace (`source` trace, dlscale/analysis/trace.py), plus `comm_total` (all allreduce time) and
+`overlap` (allreduce time during compute). runs.csv: one row per run: status, reasons, the settings and versions
+it ran with, the
+gradients (tensors, bytes) and, from Horovod's timeline, the allreduce time and fused operations
+per measured iteration (timeline_comm_s, timeline_ops), and the fusion settings it ran with.
+tensors.csv: one row per successful run x gradient tensor (rank 0): its bytes and, where the
+framework reports it (PyTorch's backward hooks, overlap mode), the median time from the start of
+backward until it was complete (ready_s): what the performance model replays.
+A run folder in any state gives its row: one whose files cannot be read (no spec, missing or
+garbled records, a missing rank, an unreadable timeline or trace) is a failed row naming the file
+and what is wrong with it, and the rest of the study's tables are made. A failed run's records are
+left out of tidy.csv (its status row says why) but stay on disk.
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from dlscale.analysis import trace
+from dlscale.core import samples
+from dlscale.core.paths import run_from_path
+from dlscale.core.records import parse_file
+from dlscale.core.timeline import timeline_comm
+from dlscale.core.vocabulary import (
+    CYCLE_TIME_S,
+    FUSION_THRESHOLD_BYTES,
+    PHASES,
+    RUN_KEYS,
+    SPEC,
+    STATUS,
+    TIMELINE,
+    records_name,
+    seconds,
+    trace_name,
+)
+
+TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "profiled", "source", "phase", "seconds"]
+TENSOR_COLUMNS = RUN_KEYS + ["tensor", "bytes", "ready_s"]
+
+
+def _provenance_row(run_rec):
+    prov = run_rec["provenance"]
+    data = run_rec.get("data", {})
+    fw = prov.get("framework", {})
+    launch = prov.get("launch", {})
+    return {
+        # records before the fixed Description named the version by the framework's word
+        "framework_version": fw.get("version") or fw.get(fw.get("name", ""), ""),
+        "horovod_version": fw.get("horovod", ""),
+        "intra_op_threads": fw.get("intra_op_threads"),
+        "inter_op_threads": fw.get("inter_op_threads"),
+        "layout_used": fw.get("layout", ""),
+        "onednn": fw.get("onednn"),
+        "data": data.get("kind", "synthetic"),
+        "data_images": data.get("images"),
+        "data_skipped": data.get("skipped"),
+        "data_hash": data.get("content_hash"),
+        "autotune": fw.get("autotune"),
+        "tf32": fw.get("tf32"),
+        "device": fw.get("device", ""),
+        "python_version": prov.get("python", ""),
+        "mpi_version": launch.get("mpi", {}).get("version", ""),
+        "environment": launch.get("environment", ""),
+        "hosts": ",".join(launch.get("hosts", [])),
+        "link_rate_mbit": (launch.get("emulated") or {}).get("rate_mbit"),
+        "link_delay_ms": (launch.get("emulated") or {}).get("delay_ms"),
+        "comm_overlaps_backward": fw.get("comm_overlaps_backward"),
+        "comm_library_used": fw.get("extra", {}).get("comm_library", ""),
+        "grad_tensors": run_rec.get("gradients", {}).get("tensors"),
+        "grad_bytes": run_rec.get("gradients", {}).get("bytes"),
+        **_fusion(prov),
+        "command": " ".join(launch.get("argv", [])),
+    }
+
+
+def _fusion(prov):
+    """The run's fusion settings: what its own library reported (a native library's buckets), else
+    Horovod's from the rank's environment (its defaults where unset)."""
+    extra, environ = prov.get("framework", {}).get("extra", {}), prov.get("environ", {})
+    threshold = extra.get("fusion_threshold_bytes", environ.get("HOROVOD_FUSION_THRESHOLD", FUSION_THRESHOLD_BYTES))
+    cycle = extra.get("cycle_time_s", float(environ.get("HOROVOD_CYCLE_TIME", CYCLE_TIME_S * 1e3)) / 1e3)
+    return {"fusion_threshold_bytes": int(threshold), "cycle_time_s": float(cycle)}
+
+
+# runs.csv's columns, in every study: a study whose runs all failed before their first record still
+# has the provenance columns (empty) that later stages read (grad_bytes, fusion settings, hosts).
+RUNS_COLUMNS = (
+    RUN_KEYS
+    + ["status", "reasons", "elapsed_s", "run_dir"]
+    + list(_provenance_row({"provenance": {}}))
+    + list(samples.RECORDED)
+    + ["started", "hardware"]
+)
+
+
+class RunFilesError(ValueError):
+    """A run folder whose files cannot be read as a run's."""
+
+
+def _identity(status, status_path):
+    """The run's identity from its status.json, or failing that from its spec.json, or failing that
+    from its place in the results tree (which has the matrix keys only)."""
+    if all(k in status for k in RUN_KEYS):
+        return {k: status[k] for k in RUN_KEYS}
+    try:
+        spec = json.loads((Path(status_path).parent / SPEC).read_text())
+    except (OSError, ValueError):
+        spec = {}
+    if isinstance(spec, dict) and all(k in spec for k in RUN_KEYS):
+        return {k: spec[k] for k in RUN_KEYS}
+    return {k: status.get(k) for k in RUN_KEYS} | run_from_path(Path(status_path).parent)
+
+
+def read_run(status_path):
+    """(status row, tidy rows, tensor rows) of one run folder, whatever state it was left in."""
+    run_dir = Path(status_path).parent
+    try:
+        status = json.loads(Path(status_path).read_text())
+        reasons = status["reasons"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        status, reasons = {}, [f"{STATUS} unreadable: {exc}"]
+    row = {
+        **_identity(status, status_path),
+        "status": status.get("status", "failed"),
+        "reasons": "; ".join(reasons),
+        "elapsed_s": status.get("elapsed_s"),
+        "run_dir": str(run_dir),
+        "started": status.get("started", ""),
+    }
+    if not status:
+        row["status"] = "failed"
+        return row, [], []
+    try:
+        rows, tensors = _read_files(run_dir, row)
+    except RunFilesError as exc:
+        row.update(status="failed", reasons="; ".join(filter(None, [row["reasons"], str(exc)])))
+        return row, [], []
+    return row, rows, tensors
+
+
+def _read_files(run_dir, row):
+    """The tidy and tensor rows of a run folder's records, traces and timeline; adds provenance to
+    `row`. Raises RunFilesError naming the file that cannot be read (for an ok run) and why."""
+    spec, size = _read_spec(run_dir)
+    identity = {k: row[k] for k in RUN_KEYS}
+    ok = row["status"] == "ok"
+    rows, tensors = [], []
+    for rank in range(size):
+        records = _rank_records(run_dir, rank, ok)
+        if records is None:
+            continue
+        run_rec = next((r for r in records if r["kind"] == "run"), None)
+        _add_run_record(row, rank, run_rec)
+        if not ok:
+            continue
+        end_rec = next((r for r in records if r["kind"] == "end"), {})
+        if rank == 0 and run_rec:
+            tensors = _tensor_rows(identity, run_rec, end_rec)
+            row.update({k: end_rec.get(k) for k in samples.RECORDED})
+        if rank == 0 and (run_dir / TIMELINE).exists():
+            measured = sum(r["kind"] == "step" and not r["warmup"] and not r.get("profiled") for r in records)
+            row["timeline_comm_s"], row["timeline_ops"] = _readable(
+                TIMELINE, lambda n=measured: timeline_comm(run_dir / TIMELINE, n)
+            )
+        host = run_rec["host"] if run_rec else ""
+        rows += _record_rows(identity, rank, host, records)
+        if (run_dir / trace_name(rank)).exists():
+            rows += _trace_rows(identity, rank, host, run_dir)
+    return rows, tensors
+
+
+def _read_spec(run_dir):
+    """(spec, number of ranks) from the run folder's spec.json."""
+    if not (run_dir / SPEC).is_file():
+        raise RunFilesError(f"no {SPEC} in the run folder")
+    try:
+        spec = json.loads((run_dir / SPEC).read_text())
+        size = spec["nodes"] * spec["ranks_per_node"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RunFilesError(f"{SPEC} unreadable: {exc}") from None
+    return spec, size
+
+
+def _rank_records(run_dir, rank, ok):
+    """A rank's parsed records, or None where it has no records file (a failed run's rank may not);
+    for an ok run a missing or malformed file is a RunFilesError."""
+    path = run_dir / records_name(rank)
+    if not path.exists():
+        if ok:
+            raise RunFilesError(f"rank {rank} has no records ({path.name} is missing)")
+        return None
+    records, errors = parse_file(path)
+    if errors and ok:
+        raise RunFilesError(f"{len(errors)} malformed record line(s), first: {errors[0]}")
+    return records
+
+
+def _add_run_record(row, rank, run_rec):
+    """Add to the status `row` what a rank's run record tells: rank 0's provenance, and the loader's
+    rate (kept for a failed run too)."""
+    if rank == 0 and run_rec:
+        row.update(_provenance_row(run_rec))
+    host = (run_rec or {}).get("provenance", {}).get("hardware")
+    if host:  # every host's, by name: a JSON object in one cell
+        row["hardware"] = json.dumps({**json.loads(row.get("hardware") or "{}"), host["host"]: host}, sort_keys=True)
+    if run_rec and run_rec.get("data", {}).get("loader_img_per_s") is not None:
+        # the slowest rank's loader bounds the step
+        rate = run_rec["data"]["loader_img_per_s"]
+        row["loader_img_per_s"] = min(rate, row.get("loader_img_per_s") or rate)
+
+
+def _record_rows(identity, rank, host, records):
+    """Tidy rows from a rank's step records: each phase it holds, and the wall time."""
+    rows = []
+    for rec in records:
+        if rec["kind"] != "step":
+            continue
+        base = {
+            **identity,
+            "rank": rank,
+            "host": host,
+            "iteration": rec["iteration"],
+            "warmup": rec["warmup"],
+            "profiled": rec.get("profiled", False),
+            "source": "records",
+        }
+        for phase in [p for p in PHASES if seconds(p) in rec] + ["wall"]:
+            rows.append({**base, "phase": phase, "seconds": rec[seconds(phase)]})
+    return rows
+
+
+def _trace_rows(identity, rank, host, run_dir):
+    """Tidy rows of the phases derived from a rank's trace, one per traced iteration x phase."""
+    derived = _readable(trace_name(rank), lambda: trace.derive(*trace.read(run_dir / trace_name(rank))))
+    rows = []
+    for (_, iteration), phases in sorted(derived.items()):
+        base = {
+            **identity,
+            "rank": rank,
+            "host": host,
+            "iteration": iteration,
+            "warmup": False,
+            "profiled": True,
+            "source": "trace",
+        }
+        for phase in PHASES + trace.EXTRA:
+            rows.append({**base, "phase": phase, "seconds": phases[seconds(phase)]})
+    return rows
+
+
+def _readable(name, read):
+    """read(), or RunFilesError naming the file when its contents are not what they should be."""
+    try:
+        return read()
+    except Exception as exc:  # a corrupt JSON or gzip file fails in many ways; each is named
+        raise RunFilesError(f"{name} unreadable: {type(exc).__name__}: {exc}") from None
+
+
+def _tensor_rows(identity, run_rec, end_rec):
+    sizes = run_rec.get("gradients", {}).get("sizes", [])
+    overlaps = run_rec["provenance"].get("framework", {}).get("comm_overlaps_backward")
+    ready = end_rec.get("gradient_ready_s") if overlaps else None
+    if not ready or len(ready) != len(sizes):
+        ready = [None] * len(sizes)
+    return [{**identity, "tensor": i, "bytes": b, "ready_s": t} for i, (b, t) in enumerate(zip(sizes, ready))]
+
+
+def build(status_paths):
+    """(tidy, runs, tensors) DataFrames from the status.json of every run."""
+    status_rows, tidy_rows, tensor_rows = [], [], []
+    for path in status_paths:
+        row, rows, tensors = read_run(path)
+        status_rows.append(row)
+        tidy_rows += rows
+        tensor_rows += tensors
+    runs = pd.DataFrame(status_rows)
+    runs = runs.reindex(columns=RUNS_COLUMNS + [c for c in runs.columns if c not in RUNS_COLUMNS])
+    return (pd.DataFrame(tidy_rows, columns=TIDY_COLUMNS), runs, pd.DataFrame(tensor_rows, columns=TENSOR_COLUMNS))

@@ -1,0 +1,486 @@
+"""Command line: `dlscale <command>` (also `python -m dlscale <command>`).
+
+A study is a folder: its config/config.yaml (over the package's defaults), hostfiles, results and
+logs. STUDY is that folder (default: the working directory; the checkout is one).
+
+init STUDY [--from NAME]                  make a study folder: a commented config (the defaults, or
+                                          the shipped config NAME: emulated, slurm, gpu, ...) and hostfiles
+run [STUDY] [--configfile F]... [--config K=V]... [-- SNAKEMAKE ARGS...]
+                                          run the study: the packaged workflow, snakemake --cores all,
+                                          in STUDY (a stale lock a killed snakemake left is removed first)
+report [STUDY] [--configfile F]... [--config K=V]...
+                                          the study's report.md and Snakemake's report.html
+env build [--record FILE] [--link PATH]   build (once) or find the workload environment
+env path                                  print the environment's folder (exit 1 if not built)
+check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml and these
+                                          overlays make (as snakemake --configfile ... --config ...)
+launch [CONFIG...] KEY=VALUE...           run one run of that study by hand (framework=torch ...)
+unlock [STUDY] [--force]                  remove the lock a killed snakemake left (none running)
+example RESULTS [OUT]                     copy a finished study's report and figures to OUT (docs/example)
+compare STUDY... [-o DIR]                 finished studies (results folders) from several machines side by
+                                          side: DIR/compare.md and compare.csv
+retry [STUDY] [--configfile F]... [--config K=V]... [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
+                                          redo the study's failed runs (all, or those matching every
+                                          KEY=VALUE, e.g. framework=mxnet model=alexnet) and the
+                                          tables after them: snakemake --forcerun on their status.json
+emulate run --nodes N [--rate-mbit R] [--delay-ms D] [--congestion-control C] [--slots S] -- COMMAND...
+                                          make an emulated cluster, run COMMAND (e.g. mpirun ...)
+                                          in its node 0 with $DLSCALE_HOSTFILE, then remove it
+emulate up NAME --nodes N [...] [--hostfile FILE]   make a named emulated cluster and keep it
+emulate down NAME | --all                 remove emulated clusters and every process in them
+emulate list                              the emulated clusters that exist
+slurm up --nodes N [--rate-mbit R] [--delay-ms D]
+                                          a real Slurm cluster here (root): munge, slurmdbd, slurmctld,
+                                          one slurmd per emulated node; kept until `slurm down`
+slurm down                                remove it and everything running on it
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from dlscale.core import paths
+from dlscale.environment import build as env
+from dlscale.runtime import config as cfg
+from dlscale.runtime import dataset, emulate, example, launch, slurm
+from dlscale.runtime.execution import Interrupted, interruptible
+from dlscale.workloads import frameworks, images
+
+
+def cmd_env(args):
+
+    if args.action == "path":
+        path = env.env_dir()
+        if not env.is_complete(path):
+            print(f"no complete environment at {path}; run `python -m dlscale env build`", file=sys.stderr)
+            return 1
+        print(path)
+        return 0
+    path = env.build()
+    if args.link:
+        env.link(path, args.link)
+    if args.record:
+        Path(args.record).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path / env.RECORD, args.record)
+    print(path)
+    return 0
+
+
+def _study_name(configfiles, items):
+    first = cfg.STUDY_CONFIG if Path(cfg.STUDY_CONFIG).is_file() else str(cfg.DEFAULT_CONFIG)
+    return " + ".join([first, *configfiles] + ([f"--config {' '.join(items)}"] if items else []))
+
+
+def cmd_check_config(args):
+
+    conf = cfg.load(*args.configs, items=args.config)
+    print(f"{_study_name(args.configs, args.config)}: ok, {len(cfg.matrix(conf))} runs")
+    for out in cfg.left_out(conf):
+        print(f"left out: {out['framework']} with {out['comm_library']}: {out['reason']}")
+    for warning in cfg.warnings(conf):
+        print(f"warning: {warning}")
+    return 0
+
+
+def cmd_launch(args):
+
+    files = [a for a in args.set if "=" not in a]
+    conf = cfg.load(*files)
+    run = dict(cfg.matrix(conf)[0])
+    for item in (a for a in args.set if "=" in a):
+        key, _, value = item.partition("=")
+        if key not in run:
+            raise cfg.ConfigError(f"unknown run key {key!r}; known: {', '.join(run)}")
+        run[key] = int(value) if isinstance(run[key], int) else value
+    given = {a.partition("=")[0] for a in args.set if "=" in a}
+    if "comm_library" not in given:  # the chosen framework's first library in the study
+        run["comm_library"] = cfg.libraries(conf, run["framework"])[0]
+    why = frameworks.not_built(run["framework"], run["comm_library"])
+    if why:
+        raise cfg.ConfigError(f"run {run['framework']} with comm_library={run['comm_library']}: {why}")
+
+    record = env.load_record(env.build())
+    folder = cfg.dataset_folder(conf)
+
+    if folder and not (folder / images.MANIFEST).exists():  # as the pipeline's dataset rule would
+        print(f"preparing the training images in {folder} ...", file=sys.stderr)
+        dataset.prepare_rule(conf, record["python"], folder / images.MANIFEST, folder.parent / f"{folder.name}.log")
+    try:
+        with interruptible():
+            status = launch.launch(conf, run, record)
+    except Interrupted as exc:
+        print(f"run {exc}: its MPI job was stopped and the run left incomplete", file=sys.stderr)
+        return 128 + exc.signum
+    print(json.dumps(status, indent=2))
+    return 0 if status["status"] == "ok" else 1
+
+
+def _snakemake(args, *extra):
+    """The packaged workflow, snakemake --cores all, with the study's overlays and items, in the
+    study folder (the working directory: see `_enter`); returns its exit code."""
+    argv = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(paths.WORKFLOW / "Snakefile"),
+        "--workflow-profile",
+        str(paths.WORKFLOW / "profiles" / "default"),
+        "--cores",
+        "all",
+        *(["--configfile", *args.configfile] if args.configfile else []),
+        *(["--config", *args.config] if args.config else []),
+        *extra,
+    ]
+    return subprocess.run(argv).returncode
+
+
+def cmd_init(args):
+    """`dlscale init`: a study folder with its config (commented), the shipped hostfiles and the
+    cluster profiles; nothing of an existing study is overwritten."""
+    folder = Path(args.study)
+    config = folder / cfg.STUDY_CONFIG
+    if config.exists():
+        raise ValueError(f"{config} exists: {folder} is a study already; run it with `dlscale run {folder}`")
+    text = cfg.study_template(args.sources)
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text)
+    for part in ("hostfiles", "profiles"):
+        shutil.copytree(
+            paths.WORKFLOW / part, folder / part, dirs_exist_ok=True, ignore=shutil.ignore_patterns("default")
+        )
+    print(f"made the study {folder}: {config} ({', '.join(args.sources or ['the defaults'])}), hostfiles/, profiles/")
+    print(f"check it with `cd {folder} && dlscale check-config`, run it with `dlscale run {folder}`")
+    return 0
+
+
+def _enter(args):
+    """Work in the study folder, as Snakemake does: overlays named relative to where the command was
+    typed are resolved first, then the working directory becomes the study's."""
+    args.configfile = [str(Path(f).resolve()) for f in getattr(args, "configfile", [])]
+    folder = Path(args.study)
+    if not folder.is_dir():
+        raise ValueError(f"study folder {folder} does not exist; make one with `dlscale init {folder}`")
+    os.chdir(folder)
+
+
+def cmd_run(args):
+    cfg.load(*args.configfile, items=args.config)  # a bad key stops here, named, before snakemake starts
+    locks, running = _locks(Path.cwd())
+    if locks and not running:  # a killed snakemake's: the run would stop with a LockException
+        for lock in locks:
+            lock.unlink()
+        stale = f"{len(locks)} file(s); no snakemake runs in {Path.cwd()}"
+        print(f"dlscale: removed a stale Snakemake lock ({stale})", flush=True)
+    return _snakemake(args, *args.command)
+
+
+def _locks(folder):
+    """(Snakemake's lock files in `folder`, the pids of the snakemakes running there besides this process)."""
+    locks = sorted((folder / ".snakemake" / "locks").glob("*.lock"))
+    return locks, [pid for pid in _snakemakes_in(folder) if pid != os.getpid()] if locks else []
+
+
+def cmd_report(args):
+
+    conf = cfg.load(*args.configfile, items=args.config)
+    results = cfg.resolve(conf.get("results", "results"))
+    rc = _snakemake(args, str(results / paths.TABLES["report"]))
+    if rc == 0:
+        rc = _snakemake(args, "--report", str(results / paths.HTML_REPORT))
+    if rc == 0:
+        print(results / paths.TABLES["report"], results / paths.HTML_REPORT, sep="\n")
+    return rc
+
+
+def cmd_example(args):
+    """Copy a finished study's report, figures and main tables as the docs' example."""
+    for path in example.publish(args.results, args.out):
+        print(path)
+    return 0
+
+
+def cmd_compare(args):
+    """`dlscale compare`: the analysis's own program (dlscale/analysis/compare.py)."""
+    from dlscale.analysis import compare  # pandas and matplotlib: only this command pays their import
+
+    return compare.main([*args.studies, "--out", args.out])
+
+
+def cmd_retry(args):
+    import pandas as pd  # deferred: only retry reads a table
+
+    conf = cfg.load(*args.configfile, items=args.config)
+    wanted = dict(item.partition("=")[::2] for item in args.set)
+    unknown = set(wanted) - set(cfg.matrix(conf)[0])
+    if unknown:
+        raise cfg.ConfigError(f"unknown run key(s) {sorted(unknown)}; known: {', '.join(cfg.matrix(conf)[0])}")
+    results = cfg.resolve(conf.get("results", "results"))  # from the checkout, where snakemake runs
+    failed_in_table = set()
+    if (results / paths.TABLES["runs"]).is_file():
+        table = pd.read_csv(results / paths.TABLES["runs"], keep_default_na=False)
+        failed_in_table = {str(Path(d).resolve()) for d in table.loc[table["status"] != "ok", "run_dir"]}
+    redo = []
+    for run in cfg.matrix(conf):
+        if any(str(run[k]) != v for k, v in wanted.items()):
+            continue
+        path = results / paths.run_status(run)
+        try:
+            failed = json.loads(path.read_text())["status"] != "ok"
+        except (OSError, ValueError, KeyError):
+            continue  # not done yet: the next snakemake run does it anyway
+        if failed or str(path.parent.resolve()) in failed_in_table:
+            redo.append(str(path))
+    if not redo:
+        print("no failed runs" + (f" matching {' '.join(args.set)}" if args.set else ""))
+        return 0
+    print(f"redoing {len(redo)} failed run(s):", *redo, sep="\n  ")
+    return _snakemake(args, *args.command, "--forcerun", *redo)
+
+
+def _snakemakes_in(folder):
+    """Pids of running snakemake processes whose working folder is `folder` (from /proc)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if any(a.endswith(b"snakemake") for a in argv[:3]) and Path(os.readlink(proc / "cwd")) == folder:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def cmd_unlock(args):
+    """Snakemake locks the output folders while it runs and removes the lock as it ends; a snakemake
+    that was killed (SIGKILL, power loss, out of memory) leaves it, and the next run stops with a
+    LockException. The lock is stale only when no snakemake runs here, which this checks first."""
+    locks, running = _locks(Path.cwd())
+    if not locks:
+        print(f"no lock in {Path.cwd() / '.snakemake' / 'locks'}: nothing to do")
+        return 0
+    if running and not args.force:
+        print(
+            f"snakemake is running in {Path.cwd()} (pid {', '.join(map(str, running))}): its lock is not stale. "
+            "Wait for it or stop it (Ctrl-C), or pass --force if those processes are not this study's.",
+            file=sys.stderr,
+        )
+        return 1
+    held = sum(len(lock.read_text().splitlines()) for lock in locks)
+    for lock in locks:
+        lock.unlink()
+    print(
+        f"removed {len(locks)} stale lock file(s) over {held} path(s) left by a snakemake that did not end; "
+        "the next snakemake redoes whatever it left incomplete"
+    )
+    return 0
+
+
+def cmd_emulate(args):
+
+    if args.action == "list":
+        print("\n".join(emulate.clusters()))
+        return 0
+    if args.action == "down":
+        names = emulate.clusters() if args.all else [f"{emulate.PREFIX}-{args.name}"]
+        for name in names:
+            print(f"removed {name}: {' '.join(emulate.down(name)) or 'nothing was there'}")
+        return 0
+    if not args.nodes:
+        raise ValueError(f"emulate {args.action} needs --nodes")
+    if args.action == "up":
+        made = emulate.up(
+            args.nodes,
+            args.rate_mbit,
+            args.delay_ms,
+            name=f"{emulate.PREFIX}-{args.name}",
+            congestion_control=args.congestion_control,
+        )
+        text = made.hostfile(args.slots)
+        if args.hostfile:
+            Path(args.hostfile).write_text(text)
+        env = " ".join(f"{k}='{v}'" for k, v in made.launch_env().items())
+        print(
+            f"{text}# start jobs in node 0 with:\n{env} {' '.join(made.wrap(['mpirun', '...']))}\n"
+            f"# remove with: python -m dlscale emulate down {args.name}"
+        )
+        return 0
+    command = args.command
+    if not command:
+        raise ValueError("emulate run needs a command after --")
+    with emulate.cluster(args.nodes, args.rate_mbit, args.delay_ms, congestion_control=args.congestion_control) as made:
+        hostfile = Path(f"/tmp/{made.name}.hostfile")
+        hostfile.write_text(made.hostfile(args.slots))
+        env = {**os.environ, **made.launch_env(), "DLSCALE_HOSTFILE": str(hostfile)}
+        try:
+            return subprocess.run(made.wrap(command), env=env).returncode
+        finally:
+            hostfile.unlink()
+
+
+def cmd_slurm(args):
+
+    if args.action == "down":
+        stopped = slurm.down()
+        print(f"removed the Slurm cluster: {' '.join(stopped) or 'nothing was running'}")
+        return 0
+    if not args.nodes:
+        raise ValueError("slurm up needs --nodes")
+    slurm.up(args.nodes, args.rate_mbit, args.delay_ms)
+    sinfo = subprocess.run(["sinfo"], capture_output=True, text=True, env=slurm.environ()).stdout
+    print(f"{sinfo}# Slurm's commands find it through SLURM_CONF={slurm.CONF}\n# remove with: dlscale slurm down")
+    return 0
+
+
+def _study_options(parser):
+    parser.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an overlay on config/config.yaml (repeat for more, in order)",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="as snakemake --config (one item per --config)",
+    )
+
+
+def parser():
+    """The command line's parser (also what the docs' command-line reference is made from)."""
+    parser = argparse.ArgumentParser(
+        prog="dlscale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _init_command(sub)
+    for name, fn, text in (
+        ("run", cmd_run, "run the study (the packaged workflow, snakemake --cores all, in its folder)"),
+        ("report", cmd_report, "make the study's report.md and Snakemake's report.html"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        _study_folder(p)
+        _study_options(p)
+        p.set_defaults(fn=fn)
+    _env_command(sub)
+    _check_config_command(sub)
+    p = sub.add_parser("launch", help="run one run of a study by hand")
+    p.add_argument(
+        "set",
+        nargs="*",
+        metavar="CONFIG|KEY=VALUE",
+        help="overlays on config/config.yaml, and run keys differing from the first run",
+    )
+    p.set_defaults(fn=cmd_launch)
+    p = sub.add_parser("unlock", help="remove the lock a killed snakemake left behind")
+    _study_folder(p)
+    p.add_argument("--force", action="store_true", help="also when a snakemake process seems to run here")
+    p.set_defaults(fn=cmd_unlock)
+    p = sub.add_parser("retry", help="redo failed runs and the tables after them")
+    _study_options(p)
+    p.add_argument(
+        "set",
+        nargs="*",
+        metavar="[STUDY] KEY=VALUE",
+        help="the study folder (default: here), then only runs with these keys",
+    )
+    p.set_defaults(fn=cmd_retry, study=".")
+    p = sub.add_parser("compare", help="finished studies from several machines side by side")
+    p.add_argument("studies", nargs="+", help="their results folders; the first is the reference")
+    p.add_argument("-o", "--out", default="compare", help="where compare.md and compare.csv go (default: compare)")
+    p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("example", help="copy a finished study's report and figures as the docs' example")
+    p.add_argument("results", help="the study's results folder")
+    p.add_argument("out", nargs="?", default="docs/example", help="where (default docs/example, replaced)")
+    p.set_defaults(fn=cmd_example)
+    _emulate_command(sub)
+    return parser
+
+
+def _study_folder(parser):
+    parser.add_argument("study", nargs="?", default=".", metavar="STUDY", help="the study folder (default: here)")
+
+
+def _init_command(sub):
+    """`dlscale init`: make a study folder."""
+    p = sub.add_parser("init", help="make a study folder (config, hostfiles, profiles)")
+    p.add_argument("study", metavar="STUDY", help="the folder to make (or an empty one)")
+    p.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"start from this shipped config, over the defaults (repeat to layer several): {', '.join(cfg.shipped())}",
+    )
+    p.set_defaults(fn=cmd_init)
+
+
+def _env_command(sub):
+    """`dlscale env`: build or find the workload environment."""
+    p = sub.add_parser("env", help="build or find the workload environment")
+    p.add_argument("action", choices=["build", "path"])
+    p.add_argument("--record", help="copy the environment record (JSON) here")
+    p.add_argument(
+        "--link",
+        help="make this path the checkout's overlay on the environment (e.g. .venv): "
+        "the environment's packages and commands, this checkout installed editable",
+    )
+    p.set_defaults(fn=cmd_env)
+
+
+def _check_config_command(sub):
+    """`dlscale check-config`: validate a study config."""
+    p = sub.add_parser("check-config", help="validate a study config (config/config.yaml and overlays)")
+    p.add_argument("configs", nargs="*", metavar="CONFIG", help="overlays on config/config.yaml, in order")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="as snakemake --config (one item per --config)",
+    )
+    p.set_defaults(fn=cmd_check_config)
+
+
+def _emulate_command(sub):
+    """`dlscale emulate`: emulated multi-node clusters."""
+    p = sub.add_parser("emulate", help="emulated multi-node clusters (network namespaces)")
+    p.add_argument("action", choices=["run", "up", "down", "list"])
+    p.add_argument("name", nargs="?", default="cli", help="cluster name for up/down (default: cli)")
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--rate-mbit", type=float, help="link rate in Mbit/s (default: unshaped)")
+    p.add_argument("--delay-ms", type=float, default=0, help="one-way link delay (needs netem)")
+    p.add_argument("--congestion-control", default="cubic", help="TCP congestion control of the nodes (default: cubic)")
+    p.add_argument("--slots", type=int, default=1, help="slots per node in the hostfile")
+    p.add_argument("--hostfile", help="write the cluster's hostfile here (up)")
+    p.add_argument("--all", action="store_true", help="remove every emulated cluster (down)")
+    p.set_defaults(fn=cmd_emulate)
+    p = sub.add_parser("slurm", help="a real Slurm cluster on this machine, over an emulated one (root)")
+    p.add_argument("action", choices=["up", "down"])
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--rate-mbit", type=float, help="link rate in Mbit/s (default: unshaped)")
+    p.add_argument("--delay-ms", type=float, default=0, help="one-way link delay (needs netem)")
+    p.set_defaults(fn=cmd_slurm)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser().parse_args(argv[: len(argv) - len(command) - ("--" in argv)])
+    args.command = command
+    if args.fn is cmd_retry and args.set and "=" not in args.set[0]:
+        args.study, args.set = args.set[0], args.set[1:]
+    try:
+        if hasattr(args, "study") and args.fn is not cmd_init:
+            _enter(args)
+        return args.fn(args)
+    except (ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

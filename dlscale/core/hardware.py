@@ -1,0 +1,89 @@
+"""What a host is: CPU model, sockets, cores, memory and GPUs, read from Linux's /proc and from
+nvidia-smi where it exists. Each rank records its host's (dlscale/workloads/rank.py), so a study's report
+names the hardware of every host it ran on. Imports nothing of the project."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+GPU_QUERY = "name,memory.total,driver_version"
+
+
+def cpu(cpuinfo=None):
+    """{model, sockets, cores, logical_cpus} from /proc/cpuinfo's text (physical cores: distinct
+    (physical id, core id) pairs; a VM that lists none counts each logical CPU as a core)."""
+    text = cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo")
+    blocks = [dict(_fields(b)) for b in text.split("\n\n") if b.strip()]
+    models = [b.get("model name") or b.get("Model") or b.get("cpu model") for b in blocks]
+    sockets = {b.get("physical id") for b in blocks if "physical id" in b}
+    cores = {(b.get("physical id"), b.get("core id")) for b in blocks if "core id" in b}
+    return {
+        "cpu_model": next((m for m in models if m), "unknown"),
+        "sockets": len(sockets) or 1,
+        "cores": len(cores) or len(blocks) or os.cpu_count(),
+        "logical_cpus": len(blocks) or os.cpu_count(),
+    }
+
+
+def memory_gib(meminfo=None):
+    """MemTotal of /proc/meminfo's text, GiB (None where unreadable)."""
+    text = meminfo if meminfo is not None else _read("/proc/meminfo")
+    for key, value in _fields(text):
+        if key == "MemTotal":
+            return round(int(value.split()[0]) / 2**20, 1)
+    return None
+
+
+def gpus(query=None):
+    """[{name, memory, driver}] of nvidia-smi's CSV query (none without nvidia-smi)."""
+    if query is None:
+        if not shutil.which("nvidia-smi"):
+            return []
+        try:
+            out = subprocess.run(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        query = out.stdout if out.returncode == 0 else ""
+    rows = [[c.strip() for c in line.split(",")] for line in query.splitlines() if line.strip()]
+    return [{"name": r[0], "memory": r[1], "driver": r[2]} for r in rows if len(r) == 3]
+
+
+def describe():
+    """This host: its name, CPU, memory and GPUs."""
+    return {"host": socket.gethostname(), **cpu(), "memory_gib": memory_gib(), "gpus": gpus()}
+
+
+def hosts(cells):
+    """{host name: its description} from runs.csv's `hardware` cells (JSON objects; empty ones skipped)."""
+    found = {}
+    for cell in cells:
+        if isinstance(cell, str) and cell.strip():
+            found.update(json.loads(cell))
+    return found
+
+
+def summary(host):
+    """One line for a report: "Intel Xeon ... (1 socket, 2 cores, 2 logical CPUs), 23.4 GiB; GPU: ..."."""
+    gpu = "; ".join(f"{g['name']} ({g['memory']}, driver {g['driver']})" for g in host.get("gpus") or [])
+    sockets = host.get("sockets")
+    return (
+        f"{host.get('cpu_model', 'unknown CPU')} ({sockets} socket{'s' if sockets != 1 else ''}, "
+        f"{host.get('cores')} cores, {host.get('logical_cpus')} logical CPUs), "
+        f"{host.get('memory_gib')} GiB memory; GPU: {gpu or 'none'}"
+    )
+
+
+def _read(path):
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _fields(text):
+    """(key, value) of each "key : value" line."""
+    return [tuple(p.strip() for p in line.split(":", 1)) for line in text.splitlines() if ":" in line]

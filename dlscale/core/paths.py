@@ -1,0 +1,108 @@
+"""The results tree: where each of a study's outputs lives, relative to its results folder (and,
+for logs, its logs folder). The one owner of these paths: the rules, the launcher, the command line
+and the analysis take them from here.
+
+    runs/<run>/            a run's folder (status.json, spec.json, rank<R>.jsonl, ...)
+    allreduce/nodes<N>_rpn<R>.jsonl     an allreduce sweep
+    replay/plans.json, replay/nodes<N>.jsonl, .spec.json   the replay's plans and measurements
+    attempts/<the same>/<k>/   earlier attempts of a run, a sweep or a replay, kept when redone
+and the logs folder mirrors it: logs/runs/<run>.log, logs/allreduce/nodes<N>_rpn<R>.log, ...
+A path function given Snakemake wildcards (`"{nodes}"`) gives the rule's pattern.
+"""
+
+import re
+from pathlib import Path
+
+from dlscale.core.vocabulary import MATRIX_KEYS, STATUS
+
+PACKAGE = Path(__file__).resolve().parents[1]  # the installed dlscale (a checkout's, or site-packages')
+SOURCE = PACKAGE.parent  # on PYTHONPATH, a run's python (the workload environment's) imports this dlscale
+WORKFLOW = PACKAGE / "workflow"  # the Snakefile, rules, schema, shipped configs, report captions
+
+RUNS, ATTEMPTS, SWEEPS, REPLAYS = "runs", "attempts", "allreduce", "replay"
+REPLAY_PLANS = f"{REPLAYS}/plans.json"
+
+# A run's place under runs/ (and attempts/, logs/runs/): its identity, one folder level per word key.
+WORD_KEYS = ("framework", "model", "comm", "comm_library", "layout", "timing")
+RUN_PATTERN = (
+    "{framework}/{model}/{comm}/{comm_library}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
+    "lw{loader_workers}/repeat{repeat}"
+)
+
+
+def run_path(run):
+    """A run's identity as a path (runs/, attempts/ and logs/runs/ hold it)."""
+    return RUN_PATTERN.format(**run)
+
+
+def run_folder(run):
+    return f"{RUNS}/{run_path(run)}"
+
+
+def run_status(run):
+    return f"{run_folder(run)}/{STATUS}"
+
+
+def sweep(nodes, ranks_per_node):
+    """An allreduce sweep's name: add .jsonl for its output, .log for its log."""
+    return f"{SWEEPS}/nodes{nodes}_rpn{ranks_per_node}"
+
+
+def replay(nodes):
+    """A replay's name: add .jsonl and .spec.json for its outputs, .log for its log."""
+    return f"{REPLAYS}/nodes{nodes}"
+
+
+def attempts(name):
+    """Where the earlier attempts of a run (its run_path), a sweep or a replay are kept."""
+    return f"{ATTEMPTS}/{name}"
+
+
+def run_files(config, run):
+    """(run folder, log file, attempts folder) of one run of the study `config`."""
+    results, logs = Path(config.get("results", "results")), Path(config.get("logs", "logs"))
+    return results / run_folder(run), logs / f"{run_folder(run)}.log", results / attempts(run_path(run))
+
+
+def run_from_path(run_dir):
+    """The run identity a run folder's place in the results tree gives (its last path parts)."""
+    names = re.findall(r"\{(\w+)\}", RUN_PATTERN)
+    pattern = re.escape(RUN_PATTERN)
+    for name in names:
+        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>[^/]+)")
+    found = re.search(pattern + "$", Path(run_dir).as_posix())
+    if not found:
+        raise ValueError(f"{run_dir} is not a run folder ({RUN_PATTERN})")
+    return run_from_wildcards(found.groupdict())
+
+
+def run_from_wildcards(wildcards):
+    """A run identity from the results tree's wildcards (counts become ints)."""
+    return {k: (str(wildcards[k]) if k in WORD_KEYS else int(wildcards[k])) for k in MATRIX_KEYS + ("repeat",)}
+
+
+# The study's tables and the files made from them, directly under the results folder, by the name
+# the rules and the analysis give each.
+TABLES = {
+    "tidy": "tidy.csv",
+    "runs": "runs.csv",
+    "second_pass": "second_pass.csv",
+    "tensors": "tensors.csv",
+    "run_metrics": "run_metrics.csv",
+    "peak": "peak.csv",
+    "flops": "flops.csv",
+    "summary": "summary.csv",
+    "comparisons": "comparisons.csv",
+    "order": "order.csv",
+    "allreduce": "allreduce.csv",
+    "allreduce_fit": "allreduce_fit.csv",
+    "model": "model.csv",
+    "replayed": "replayed.csv",
+    "replay": "replay.csv",
+    "model_error": "model_error.json",
+    "gradients": "gradients.csv",
+    "extrapolation": "extrapolation.csv",
+    "report": "report.md",
+}
+FIGURES = "figures"
+HTML_REPORT = "report.html"  # snakemake --report's

@@ -1,0 +1,93 @@
+"""Per-rank timing records: one JSON object per line, a fixed versioned set of keys.
+
+The writer (in every workload) and the parser (in the pipeline) share the constants below. A rank's
+file holds one ``run`` record (identity and provenance), one ``step`` record per iteration
+(warm-up included, flagged; native timing's traced iterations flagged `profiled`) and, if the rank
+finished, one ``end`` record. A step record of a phased run holds every phase's seconds; one of a
+native run holds the wall time only (its phases come from the trace). A malformed line is an
+error naming the file and line; nothing is dropped silently.
+"""
+
+import json
+import math
+import time
+
+from dlscale.core.vocabulary import PHASE_SECONDS, RUN_KEYS
+
+SCHEMA = "dlscale.record/3"  # 3: runs have a comm_library
+
+PHASE_KEYS = PHASE_SECONDS
+
+IDENTITY = tuple(RUN_KEYS)
+
+REQUIRED = {
+    "run": IDENTITY + ("rank", "size", "local_rank", "host", "provenance"),
+    "step": ("rank", "iteration", "warmup", "profiled", "wall_s", "loss"),
+    "end": ("rank", "iterations", "checksum", "elapsed_s"),
+}
+
+
+class RecordError(ValueError):
+    pass
+
+
+class Writer:
+    """Appends records to one rank's file, one flushed line each, so a crash loses nothing written."""
+
+    def __init__(self, path):
+        self._fh = open(path, "w")
+
+    def write(self, kind, **fields):
+        fields = {"schema": SCHEMA, "kind": kind, "time": time.time(), **fields}
+        self._fh.write(json.dumps(fields) + "\n")
+        self._fh.flush()
+
+    def close(self):
+        self._fh.close()
+
+
+def validate(rec):
+    """Return the problem with one decoded record, or None."""
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    if rec.get("schema") != SCHEMA:
+        return f"schema is {rec.get('schema')!r}, expected {SCHEMA!r}"
+    kind = rec.get("kind")
+    if kind not in REQUIRED:
+        return f"unknown kind {kind!r} (known: {', '.join(REQUIRED)})"
+    missing = [k for k in REQUIRED[kind] if k not in rec]
+    if missing:
+        return f"{kind} record lacks {', '.join(missing)}"
+    if kind == "step":
+        present = [k for k in PHASE_KEYS if k in rec]
+        if present and len(present) != len(PHASE_KEYS):
+            return f"step record has {', '.join(present)} but lacks {', '.join(k for k in PHASE_KEYS if k not in rec)}"
+        for key in present + ["wall_s"]:
+            value = rec[key]
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                return f"{key} is {value!r}, expected a finite non-negative number of seconds"
+    return None
+
+
+def parse_lines(lines, source="<records>"):
+    """Parse JSON lines. Returns (records, errors); each error is 'source:line: problem'."""
+    records, errors = [], []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{source}:{number}: not valid JSON ({exc.msg})")
+            continue
+        problem = validate(rec)
+        if problem:
+            errors.append(f"{source}:{number}: {problem}")
+        else:
+            records.append(rec)
+    return records, errors
+
+
+def parse_file(path):
+    with open(path, errors="replace") as fh:  # bytes that are not UTF-8 become malformed lines, named
+        return parse_lines(fh, source=str(path))

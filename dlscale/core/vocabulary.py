@@ -1,0 +1,70 @@
+"""The study's shared words, each defined once: what identifies a run and a configuration, the SGD
+phases and the files of a run folder. Every layer above imports them from here (the frameworks'
+list is the registry's, dlscale/workloads/frameworks/__init__.py)."""
+
+# A config's study dimensions: one run per combination (and repeat).
+MATRIX_KEYS = (
+    "framework",
+    "model",
+    "comm",
+    "comm_library",
+    "layout",
+    "timing",
+    "nodes",
+    "ranks_per_node",
+    "batch_size",
+    "loader_workers",
+)
+# What identifies a run: each is a config key, a record field and a table column.
+RUN_KEYS = [
+    *MATRIX_KEYS,
+    # settings that a study holds fixed, and the repeat
+    "image_size",
+    "classes",
+    "threads_per_rank",
+    "precision",
+    "repeat",
+]
+# A configuration: a run without its repeat.
+CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
+# A configuration's 1-rank baseline (for speedup, efficiency and the performance model) shares these.
+BASELINE_KEYS = [k for k in CONFIG_KEYS if k not in ("nodes", "ranks_per_node")]
+
+# The SGD phases of an iteration, and the communication columns native runs' traces add.
+IO, H2D, FORWARD, BACKWARD, COMM, UPDATE = PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
+COMM_TOTAL, OVERLAP = "comm_total", "overlap"
+PHASE_COLUMNS = PHASES + (COMM_TOTAL, OVERLAP)
+
+
+def seconds(phase):
+    """A phase's column in the records and the per-iteration tables (seconds)."""
+    return f"{phase}_s"
+
+
+PHASE_SECONDS = tuple(seconds(p) for p in PHASES)  # the phases' columns in a step record
+IO_S, H2D_S, FORWARD_S, BACKWARD_S, COMM_S, UPDATE_S = PHASE_SECONDS
+
+# Horovod's defaults for tensor fusion (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME), which the
+# tables record per run and the performance model replays.
+FUSION_THRESHOLD_BYTES = 128 * 1024 * 1024
+CYCLE_TIME_S = 1e-3
+
+# The files of a run folder.
+# The job's hosts, rank 0's first, in every rank's environment (mpirun; under srun Slurm places the
+# ranks): what a library that meets at rank 0 connects to (JAX's coordination service).
+HOSTS_ENV = "DLSCALE_HOSTS"
+SPEC = "spec.json"
+STATUS = "status.json"
+# The same outcome, kept with the attempt when the run is redone (Snakemake deletes status.json first);
+# an interrupted run writes this one only.
+ATTEMPT = "attempt.json"
+LOG = "launch.log"  # a copy of the run's log (mpirun and every rank's output), kept with the attempt
+TIMELINE = "timeline.json"  # Horovod's timeline of a phased run's measured iterations (rank 0)
+
+
+def records_name(rank):
+    return f"rank{rank}.jsonl"
+
+
+def trace_name(rank):
+    return f"trace_rank{rank}.json"

@@ -1,0 +1,455 @@
+"""Build (once) and find the Python environment the workloads, pipeline and tests run in.
+
+The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
+``~/.cache/dlscale/envs``), in a folder named by a hash of `dlscale.environment.recipe.content()`, the
+interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
+a change of pins, edits or MPI builds a new one. ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
+variant (CUDA framework builds, Horovod with NCCL; see `dlscale.environment.recipe`) in a folder of
+its own. A folder only counts once its ``COMPLETE`` marker
+exists, which is written last, after `horovodrun --check-build` has shown every framework and MPI;
+a half-built folder is removed and built again. A lock keeps two builders apart.
+
+This module uses only the standard library: it runs under the system Python before the
+environment exists.
+"""
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from dlscale.core import paths
+from dlscale.environment import recipe
+
+MARKER = "COMPLETE"
+RECORD = "environment.json"
+REQUIRED_BUILD_FEATURES = {
+    "cpu": ["TensorFlow", "PyTorch", "MXNet", "MPI"],
+    "cuda": ["TensorFlow", "PyTorch", "MXNet", "MPI", "NCCL"],
+}
+VARIANT_VAR = "DLSCALE_ENV_VARIANT"
+
+
+class EnvError(RuntimeError):
+    pass
+
+
+def env_root():
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlscale" / "envs"
+    return Path(os.environ.get("DLSCALE_ENV_ROOT", default))
+
+
+def find_mpi():
+    """The MPI compiler wrapper and launcher on PATH, with the launcher's version line."""
+    missing = [tool for tool in ("mpicc", "mpicxx", "mpirun") if shutil.which(tool) is None]
+    if missing:
+        raise EnvError(
+            f"MPI not found: {', '.join(missing)} not on PATH. On a cluster, load the site's MPI "
+            "module first; on Debian/Ubuntu install it with "
+            "`apt-get install openmpi-bin libopenmpi-dev` (the bootstrap script does this as root)."
+        )
+    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+    version = out.strip().splitlines()[0] if out.strip() else "unknown"
+    return {"mpirun": shutil.which("mpirun"), "mpicc": shutil.which("mpicc"), "version": version}
+
+
+def variant():
+    """The environment variant: `cpu` (default) or `cuda`, from $DLSCALE_ENV_VARIANT."""
+    name = os.environ.get(VARIANT_VAR, "cpu")
+    if name not in recipe.VARIANTS:
+        raise EnvError(f"{VARIANT_VAR}={name!r}: the environment variants are {', '.join(recipe.VARIANTS)}")
+    return name
+
+
+def _nvcc_facts(nvcc):
+    """(toolkit root, release) as nvcc itself reports them; a wrapper script on PATH reports the
+    toolkit it runs."""
+    try:
+        version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+        dry = subprocess.run(
+            [nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    top = re.search(r"^#\$ TOP=(.+)$", dry, re.M)
+    release = re.search(r"release (\d+\.\d+)", version)
+    return (Path(top.group(1).strip()).resolve() if top else None), (release.group(1) if release else None)
+
+
+def find_cuda_home():
+    """The CUDA toolkit Horovod's GPU build compiles with ($HOROVOD_CUDA_HOME, $CUDA_HOME, the nvcc
+    on PATH, /usr/local/cuda): its root folder, checked to hold nvcc and the runtime headers and to
+    be the CUDA release PyTorch's wheel was built with; otherwise an EnvError saying what to load."""
+    candidates = [
+        os.environ.get("HOROVOD_CUDA_HOME"),
+        os.environ.get("CUDA_HOME"),
+        shutil.which("nvcc"),
+        "/usr/local/cuda",
+    ]
+    for candidate in filter(None, candidates):
+        nvcc = Path(candidate) if Path(candidate).name == "nvcc" else Path(candidate) / "bin" / "nvcc"
+        if not nvcc.exists():
+            continue
+        home, release = _nvcc_facts(nvcc)
+        if home is None or not any(home.glob("**/include/cuda_runtime.h")):
+            continue
+        if release is None or release.split(".")[0] != recipe.CUDA_TOOLKIT_MAJOR:
+            raise EnvError(
+                f"the CUDA toolkit in {home} is release {release}, and the cuda environment's PyTorch "
+                f"is built with CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x, whose headers Horovod's GPU "
+                f"build compiles against: load a CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x toolkit "
+                "(or point $HOROVOD_CUDA_HOME at one)"
+            )
+        return home
+    raise EnvError(
+        "the cuda environment builds Horovod's GPU operations with nvcc, and no CUDA toolkit with "
+        "nvcc and its headers was found ($HOROVOD_CUDA_HOME, $CUDA_HOME, PATH, /usr/local/cuda): "
+        f"load the site's CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x module first"
+    )
+
+
+def env_key(mpi, variant="cpu"):
+    content = {
+        "recipe": recipe.content(variant),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "mpi": mpi["version"],
+        "mpicc": mpi["mpicc"],
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def env_dir(mpi=None, variant_name=None):
+    name = variant_name or variant()
+    tag = "" if name == "cpu" else f"{name}-"
+    return env_root() / f"py{sys.version_info.major}{sys.version_info.minor}-{tag}{env_key(mpi or find_mpi(), name)}"
+
+
+def is_complete(path):
+    return (Path(path) / MARKER).is_file() and (Path(path) / "bin" / "python").exists()
+
+
+def _run(argv, log, env=None, cwd=None):
+    log.write(f"$ {' '.join(map(str, argv))}\n")
+    log.flush()
+    proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    if proc.returncode != 0:
+        raise EnvError(f"command failed ({proc.returncode}): {' '.join(map(str, argv))}; see {log.name}")
+
+
+def apply_edits(src, edits=recipe.HOROVOD_EDITS):
+    """Apply the recipe's source edits in order; each old text must occur exactly once."""
+    for rel, old, new in edits:
+        path = Path(src) / rel
+        text = path.read_text()
+        count = text.count(old)
+        if count != 1:
+            raise EnvError(f"Horovod edit expected exactly one {old!r} in {rel}, found {count}")
+        path.write_text(text.replace(old, new))
+
+
+def check_build(python, variant_name="cpu", environ=None):
+    """`horovodrun --check-build` output, and the required features it does not list as built."""
+    out = subprocess.run(
+        [str(Path(python).parent / "horovodrun"), "--check-build"], capture_output=True, text=True, env=environ
+    ).stdout
+    built = set(re.findall(r"\[X\]\s+(\S+)", out))
+    return out, [f for f in REQUIRED_BUILD_FEATURES[variant_name] if f not in built]
+
+
+def nccl_build_env(site):
+    """Build settings for Horovod against the NCCL of the nvidia-nccl wheel, which ships only
+    libnccl.so.2: a libnccl.so link is added so that the build's library search finds it."""
+    home = Path(site) / "nvidia" / "nccl"
+    lib = home / "lib" / "libnccl.so"
+    if not lib.exists():
+        lib.symlink_to("libnccl.so.2")
+    return {
+        "HOROVOD_NCCL_HOME": str(home),
+        "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [str(home / "lib"), os.environ.get("LD_LIBRARY_PATH")])),
+    }
+
+
+def driver_stub(directory, library):
+    """For a build on a machine without the NVIDIA driver (a login node, this project's machines):
+    mxnet-cu117's libmxnet.so links the driver (libcuda.so.1) directly, so `import mxnet`, which
+    Horovod's build and check-build do, fails there. This makes, in `directory`, a libcuda.so.1
+    whose driver functions (those `library` asks for) all return CUDA_ERROR_NO_DEVICE, and returns
+    `directory` for LD_LIBRARY_PATH, for the build and its check only; runs use the node's driver.
+    Returns None where the driver is present."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return None
+    except OSError:
+        pass
+    undefined = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    names = sorted(set(re.findall(r"^\s+U (cu[A-Z]\w*)(?:@\S*)?$", undefined, re.M)))
+    source = Path(directory) / "libcuda_stub.c"
+    source.write_text("".join(f"int {name}(void) {{ return 100; }}\n" for name in names))
+    subprocess.run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            str(Path(directory) / "libcuda.so.1"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return Path(directory)
+
+
+def _build(path, mpi, log, variant_name="cpu"):
+    py = path / "bin" / "python"
+    cuda = {}
+    if variant_name == "cuda":
+        home = str(find_cuda_home())  # fail before downloading GBs
+        # Horovod's CMake reads HOROVOD_CUDA_HOME; its PyTorch part asks torch.utils.cpp_extension,
+        # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
+        cuda.update(HOROVOD_CUDA_HOME=home, CUDA_HOME=home)
+    site = _install_packages(path, py, log, variant_name)
+    with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
+        if variant_name == "cuda":
+            cuda.update(_cuda_build_env(tmp, site, log))
+        src = _horovod_source(py, tmp, log, variant_name)
+        build_env = _horovod_build_env(path, py, site, cuda, variant_name)
+        _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)], log, env=build_env)
+        out, missing = check_build(py, variant_name, build_env)
+    log.write(out)
+    if missing:
+        raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")
+    _write_record(path, py, mpi, variant_name, out)
+
+
+def _install_packages(path, py, log, variant_name):
+    """Make the venv at `path` and install the pinned packages Horovod is built against, with the
+    variant's sitecustomize; returns the venv's site-packages folder."""
+    _run([sys.executable, "-m", "venv", str(path)], log)
+    _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
+    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name), f"cmake=={recipe.BUILD_PINS['cmake']}"], log)
+    if variant_name == "cuda":  # the NCCL on disk must be PyTorch's (see recipe.NCCL_WHEEL)
+        nccl = f"{recipe.NCCL_WHEEL}=={recipe.CUDA_EXTRA_PINS[recipe.NCCL_WHEEL]}"
+        _run([py, "-m", "pip", "install", "--force-reinstall", "--no-deps", nccl], log)
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(site, "sitecustomize.py").write_text(recipe.sitecustomize(variant_name))
+    return site
+
+
+def _cuda_build_env(tmp, site, log):
+    """The GPU build's NCCL settings and, on a machine without the NVIDIA driver, the driver stub
+    (made in `tmp`) ahead on LD_LIBRARY_PATH."""
+    env = nccl_build_env(site)
+    stub = driver_stub(tmp, Path(site) / "mxnet" / "libmxnet.so")
+    if stub:
+        log.write(f"no NVIDIA driver here: building with the driver stub {stub}/libcuda.so.1\n")
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), env["LD_LIBRARY_PATH"]])
+    return env
+
+
+def _horovod_source(py, tmp, log, variant_name):
+    """Horovod's source release downloaded and unpacked in `tmp`, with the recipe's edits applied;
+    returns its folder."""
+    _run(
+        [
+            py,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"horovod=={recipe.HOROVOD_VERSION}",
+            "-d",
+            tmp,
+        ],
+        log,
+    )
+    sdist = next(Path(tmp).glob("horovod-*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp, filter="data")
+    src = Path(tmp) / f"horovod-{recipe.HOROVOD_VERSION}"
+    apply_edits(src, recipe.horovod_edits(variant_name))
+    return src
+
+
+def _horovod_build_env(path, py, site, cuda, variant_name):
+    """The environment variables Horovod's build runs with: the recipe's, the CUDA ones in `cuda`,
+    the headers TensorFlow's own include folder lacks, parallel make, and the venv's bin on PATH."""
+    tf_include = (
+        subprocess.run(
+            [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    cpath = [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
+    if variant_name == "cuda":
+        # MXNet's headers include cuBLAS and cuRAND headers, which a minimal CUDA toolkit lacks:
+        # those of PyTorch's CUDA 13 library wheels, the toolkit's release, are there.
+        cpath.append(str(Path(site) / "nvidia" / "cu13" / "include"))
+    if os.environ.get("CPATH"):
+        cpath.append(os.environ["CPATH"])
+    return {
+        **os.environ,
+        **recipe.horovod_build_env(variant_name),
+        **cuda,
+        "CPATH": os.pathsep.join(cpath),
+        "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
+        "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
+
+
+def _write_record(path, py, mpi, variant_name, check_build_out):
+    """The environment's record (environment.json): where it is, what it was built from, and what
+    `horovodrun --check-build` said."""
+    record = {
+        "path": str(path),
+        "python": str(py),
+        "key": path.name,
+        "variant": variant_name,
+        "pins": recipe.all_pins(variant_name),
+        "horovod": recipe.HOROVOD_VERSION,
+        "mpi": mpi,
+        "check_build": check_build_out,
+    }
+    (path / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+
+@contextlib.contextmanager
+def _locked(lockfile):
+    lockfile.parent.mkdir(parents=True, exist_ok=True)
+    with open(lockfile, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def build(quiet=False):
+    """Return the path of a complete environment, building it first if there is none."""
+    mpi, variant_name = find_mpi(), variant()
+    path = env_dir(mpi, variant_name)
+    if is_complete(path):
+        return path
+    with _locked(path.with_name(path.name + ".lock")):
+        if is_complete(path):
+            return path
+        if path.exists():
+            shutil.rmtree(path)  # a half-made environment from an interrupted build
+        log_path = path.with_name(path.name + ".build.log")
+        if not quiet:
+            print(
+                f"building the workload environment in {path} (log: {log_path}); this takes about 10-15 minutes once",
+                file=sys.stderr,
+            )
+        with open(log_path, "w") as log:
+            try:
+                _build(path, mpi, log, variant_name)
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)
+                raise
+        (path / MARKER).write_text("ok\n")
+    return path
+
+
+def record_rule(python, record_path, log_path):
+    """The pipeline's `environment` rule: build (once) or find the environment with `python` and copy
+    its record to `record_path`, the build's output in `log_path`. No shell: the results and logs
+    folders may hold spaces or quotes."""
+    with open(log_path, "w") as log:
+        subprocess.run(
+            [python, "-m", "dlscale", "env", "build", "--record", str(record_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=True,
+        )
+
+
+def load_record(path):
+    return json.loads((Path(path) / RECORD).read_text())
+
+
+OVERLAY_MARK = "dlscale-environment.pth"
+
+
+def link(path, link_path):
+    """Make `link_path` (`.venv` in the checkout) this checkout's own small venv on top of the shared
+    environment `path`: the environment's packages through a .pth file, this checkout installed
+    editable (its `dlscale` command; no test or rule edits sys.path), and the environment's commands
+    (snakemake, pytest, mkdocs, ...) as scripts run by the overlay's python. The environment is
+    shared by every clone on the machine; each clone's overlay points at that clone."""
+    link_path, path = Path(link_path), Path(path)
+    if link_path.is_symlink():
+        link_path.unlink()  # the layout before the overlay: a link to the environment itself
+    elif link_path.exists() and not list(link_path.glob(f"lib/python*/site-packages/{OVERLAY_MARK}")):
+        raise EnvError(f"{link_path} exists and is not this project's environment overlay; remove it")
+    else:
+        shutil.rmtree(link_path, ignore_errors=True)
+    env_python = path / "bin" / "python"
+    base = subprocess.run(
+        [str(env_python), "-c", "import sys; print(sys._base_executable)"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    subprocess.run([base, "-m", "venv", "--without-pip", str(link_path)], check=True)
+    site_of = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    shared = subprocess.run([str(env_python), "-c", site_of], check=True, capture_output=True, text=True).stdout.strip()
+    python = link_path.resolve() / "bin" / "python"
+    own = subprocess.run([str(python), "-c", site_of], check=True, capture_output=True, text=True).stdout.strip()
+    # addsitedir (not a plain path line) also reads the environment's own .pth files
+    (Path(own) / OVERLAY_MARK).write_text(f"import site; site.addsitedir({shared!r})\n")
+    _commands(path / "bin", link_path.resolve() / "bin", python)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--editable",
+            str(paths.SOURCE),  # the checkout
+        ],
+        check=True,
+        cwd=paths.SOURCE,
+    )
+
+
+def _commands(env_bin, own_bin, python):
+    """The environment's commands in the overlay: Python scripts re-pointed at the overlay's python
+    (so they see this checkout), other programs linked."""
+    for script in sorted(env_bin.iterdir()):
+        target = own_bin / script.name
+        if target.exists() or script.name.startswith(("python", "activate", "Activate")):
+            continue
+        head = script.read_bytes()[:200] if script.is_file() else b""
+        if head.startswith(b"#!" + str(env_bin).encode()):
+            text = script.read_text().split("\n", 1)
+            target.write_text(f"#!{python}\n{text[1] if len(text) > 1 else ''}")
+            target.chmod(0o755)
+        elif script.is_file() and os.access(script, os.X_OK):
+            target.symlink_to(script.resolve())

@@ -1,0 +1,362 @@
+"""The one place where the workload environment is pinned.
+
+Everything that decides what the environment contains lives here: the Python package pins, the
+Horovod version, the source edits Horovod 0.28.1 needs for the current frameworks, and the build
+settings. `dlscale.environment.build` hashes this content; a change here builds a new environment beside the
+old one instead of patching it. The pins are recorded with every result (see
+`dlscale/workloads/rank.py` `provenance`, and the environment record, `environment.json`).
+"""
+
+# Frameworks and their shared numpy. numpy 1.26.4 satisfies all four: TensorFlow 2.21 needs
+# numpy>=1.26, MXNet 1.9.1 needs numpy<2 (plus the `numpy.bool` shim below), and JAX 0.6.2 is the
+# last JAX that takes numpy 1.26 (0.7 on need numpy>=2). One environment with JAX 0.6.2 rather than
+# a current JAX in an environment of its own: bench/jax_environment.py measures both
+# (bench/results/jax-environment.csv) and docs/methods/jax.md says why.
+FRAMEWORK_PINS = {
+    "torch": "2.13.0",
+    "tensorflow-cpu": "2.21.0",
+    "mxnet": "1.9.1",
+    "jax": "0.6.2",
+    "jaxlib": "0.6.2",
+    # Flax's linen layers for the networks, Optax's SGD with momentum: the releases that take JAX 0.6.2.
+    "flax": "0.10.7",
+    "optax": "0.2.5",
+    "numpy": "1.26.4",
+}
+
+# Everything else in the environment: MPI bindings, the pipeline and the analysis. These live in
+# the same environment so that one interpreter runs workloads, pipeline and tests.
+TOOL_PINS = {
+    "mpi4py": "4.1.2",
+    "snakemake": "9.27.1",
+    # pandas < 3: the newest Slurm executor plugin that accepts numpy 1.26 (2.6.1) wants pandas < 3.
+    "pandas": "2.3.3",
+    "matplotlib": "3.11.2",
+    "seaborn": "0.13.2",
+    # JPEG coding of the training set made here (dlscale/workloads/images.py): its libjpeg fixes the files' bytes.
+    "pillow": "13.0.0",
+    "scipy": "1.17.1",
+    "jsonschema": "4.26.0",
+    "pyyaml": "6.0.3",
+    "pytest": "9.2.0",
+    # Property-based tests of the analysis (tests/test_properties.py) and a time limit on every test
+    # that could hang (pytest-timeout).
+    "hypothesis": "6.170.15",
+    "pytest-timeout": "2.4.0",
+    # The documentation site (docs/, mkdocs build --strict) and the lint and format checks CI runs.
+    "mkdocs": "1.6.1",
+    "mkdocs-material": "9.8.1",
+    "ruff": "0.17.5",
+    "snakefmt": "2.1.0",
+    "black": "26.10.1",
+    # Snakemake's Slurm executor (profiles/slurm) and the job-step executor it runs inside each job.
+    "snakemake-executor-plugin-slurm": "2.6.1",
+    "snakemake-executor-plugin-slurm-jobstep": "0.6.1",
+    # Horovod's own build and run requirements, pinned so that pip does not pick them.
+    "cloudpickle": "3.1.2",
+    "cffi": "2.1.1",
+    "setuptools": "84.2.1",
+    "wheel": "0.48.0",
+}
+
+# Tools that build the environment (pip itself, and cmake for Horovod's build).
+BUILD_PINS = {"pip": "24.3.1", "cmake": "3.31.6"}
+
+HOROVOD_VERSION = "0.28.1"
+
+# Horovod's build switches: every framework and MPI, no Gloo (the harness launches with MPI).
+HOROVOD_BUILD_ENV = {
+    "HOROVOD_WITH_PYTORCH": "1",
+    "HOROVOD_WITH_TENSORFLOW": "1",
+    "HOROVOD_WITH_MXNET": "1",
+    "HOROVOD_WITH_MPI": "1",
+    "HOROVOD_WITHOUT_GLOO": "1",
+    "HOROVOD_CPU_OPERATIONS": "MPI",
+}
+
+# The CUDA variant (DLSCALE_ENV_VARIANT=cuda, for GPU clusters): GPU builds of the three
+# frameworks from PyPI, and Horovod built with NCCL for GPU collectives. What each build supports,
+# as read from the wheels (November 2026; not yet run on a GPU by this project):
+# - torch 2.13.0 from PyPI is the CUDA 13.0 build: compute capability 7.5-12.0 (T4, A100, H100,
+#   B200), NVIDIA driver >= 580.
+# - tensorflow[and-cuda] 2.21.0: CUDA 12.5+ libraries from PyPI; kernels for sm_60-sm_89, H100
+#   (sm_90) through PTX compiled at start-up.
+# - mxnet-cu117 1.9.1, the last CUDA build of MXNet: kernels for sm_50, 60, 70, 80, 86 and no PTX,
+#   so it runs on V100/A100-class GPUs but not on H100 or newer: there its runs fail (MXNet
+#   reports that no kernel image is available), they do not fall back to the CPU.
+CUDA_FRAMEWORK_PINS = {
+    "torch": "2.13.0",
+    "tensorflow[and-cuda]": "2.21.0",
+    "mxnet-cu117": "1.9.1",
+    "numpy": "1.26.4",
+}
+# Horovod's GPU build compiles its PyTorch extension against the CUDA headers of the toolkit it
+# finds, so that toolkit must be the release PyTorch's wheel was built with (CUDA 13).
+CUDA_TOOLKIT_MAJOR = "13"
+# NCCL for Horovod's build and run: the one PyTorch's wheel requires (nvidia-nccl-cu13, the same
+# version). TensorFlow's and-cuda extra requires nvidia-nccl-cu12 too, and the cu12 and cu13 NCCL
+# wheels write the same file (nvidia/nccl/lib/libnccl.so.2): whichever pip installs last wins (seen:
+# a newer cu12 NCCL replaced PyTorch's). So both are pinned to one NCCL version, and the builder
+# reinstalls PyTorch's (NCCL_WHEEL) after everything else, so that the file on disk is always it.
+NCCL_WHEEL = "nvidia-nccl-cu13"
+# mxnet-cu117 links CUDA 11 libraries by name (libcudart.so.11.0, libcublas.so.11, libcudnn.so.8,
+# ...) and ships none of them; these wheels provide them (CUDA 11.8, which 11.7 builds run on).
+# They install beside TensorFlow's CUDA 12 libraries under different file names.
+MXNET_CUDA11_PINS = {
+    "nvidia-cuda-runtime-cu11": "11.8.89",
+    "nvidia-cublas-cu11": "11.11.3.6",
+    "nvidia-cudnn-cu11": "8.9.6.50",
+    "nvidia-cufft-cu11": "10.9.0.58",
+    "nvidia-curand-cu11": "10.3.0.86",
+    "nvidia-cusolver-cu11": "11.4.1.48",
+    "nvidia-cusparse-cu11": "11.7.5.86",
+    "nvidia-cuda-nvrtc-cu11": "11.8.89",
+    "nvidia-nvtx-cu11": "11.8.86",
+}
+CUDA_EXTRA_PINS = {NCCL_WHEEL: "2.29.7", "nvidia-nccl-cu12": "2.29.7", **MXNET_CUDA11_PINS}
+# Pins the cuda variant asks for with `===` (exactly this version string): PyPI's torch 2.13.0 is
+# the CUDA build, and `==` would also take a local CPU build `2.13.0+cpu` that a site's pip
+# configuration offers (find-links), as it does on this project's machines.
+CUDA_EXACT_PINS = ("torch",)
+CUDA_HOROVOD_BUILD_ENV = {**HOROVOD_BUILD_ENV, "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_LINK": "SHARED"}
+VARIANTS = ("cpu", "cuda")
+
+# Source edits to the Horovod sdist, as (file, old text, new text). Each old text must occur
+# exactly once, otherwise the build stops: a silent no-op edit would build a broken Horovod.
+HOROVOD_EDITS = [
+    # torch >= 2.1 headers need C++17; Horovod compiles its torch extension as C++14.
+    ("horovod/torch/CMakeLists.txt", "    set(CMAKE_CXX_STANDARD 14)", "    set(CMAKE_CXX_STANDARD 17)"),
+    # MXNet's target sees TensorFlow's abseil headers when both are built: C++17 everywhere.
+    ("CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
+    # TF >= 2.19 moved xla_builder.h.
+    (
+        "horovod/tensorflow/xla_mpi_ops.cc",
+        '#include "tensorflow/compiler/xla/client/xla_builder.h"',
+        '#include "tensorflow/compiler/xla/hlo/builder/xla_builder.h"\n#include "absl/status/statusor.h"',
+    ),
+    # ::xla::StatusOr no longer exists; absl::StatusOr replaces it (two occurrences, two edits).
+    (
+        "horovod/tensorflow/xla_mpi_ops.cc",
+        "  ::xla::StatusOr<::xla::XlaOp> BuildAllreduceCustomCall(",
+        "  ::absl::StatusOr<::xla::XlaOp> BuildAllreduceCustomCall(",
+    ),
+    (
+        "horovod/tensorflow/xla_mpi_ops.cc",
+        "::xla::StatusOr<::xla::XlaOp> HVDAllreduceOp::BuildAllreduceCustomCall(",
+        "::absl::StatusOr<::xla::XlaOp> HVDAllreduceOp::BuildAllreduceCustomCall(",
+    ),
+    # Timelines on every rank, not only the coordinator, when HOROVOD_TIMELINE=DYNAMIC: each rank
+    # calls hvd.start_timeline with a file of its own, so every rank's allreduces are on record
+    # (native-timing traces). A fixed HOROVOD_TIMELINE file stays the coordinator's alone.
+    (
+        "horovod/common/operations.cc",
+        "  if (timeline_env) {\n    if (is_coordinator) {\n",
+        '  if (timeline_env) {\n    if (is_coordinator || std::string(timeline_env) == "DYNAMIC") {\n',
+    ),
+    (
+        "horovod/common/operations.cc",
+        "  if (is_coordinator) {\n    horovod_global.timeline.Initialize(\n",
+        "  if (true) {  // dlscale: every rank (DYNAMIC)\n    horovod_global.timeline.Initialize(\n",
+    ),
+    (
+        "horovod/common/operations.cc",
+        '  if (is_coordinator) {\n    horovod_global.timeline.SetPendingTimelineFile(std::string(""));\n',
+        '  if (true) {  // dlscale: every rank (DYNAMIC)\n    horovod_global.timeline.SetPendingTimelineFile(std::string(""));\n',  # noqa: E501 (a patch's exact text)
+    ),
+    # The timeline's writer thread spins (sched_yield) for the whole run once a timeline exists,
+    # also while no file is open (HOROVOD_TIMELINE=DYNAMIC): on a node whose cores all compute, that
+    # takes CPU from training. It sleeps 1 ms when it has nothing to write instead (events carry the
+    # time they were enqueued, so writing later changes no timestamp).
+    (
+        "horovod/common/timeline.cc",
+        "    // Allow scheduler to schedule other work for this core.\n    std::this_thread::yield();\n",
+        "    // dlscale: sleep while there is nothing to write instead of spinning.\n"
+        "    if (record_queue_.empty()) {\n"
+        "      std::this_thread::sleep_for(std::chrono::milliseconds(1));\n"
+        "    } else {\n"
+        "      std::this_thread::yield();\n"
+        "    }\n",
+    ),
+    # horovod.mxnet hands a broadcast (and alltoall) its name as a reference into the operation's
+    # parameters, which the completion callback deletes. Once the tensor is queued, Horovod's thread
+    # can finish the operation and delete them before EnqueueTensorBroadcast's trace log reads the
+    # name (logging.h streams every level): a rank whose engine thread is preempted there crashes in
+    # memcpy ("Segmentation fault: 11" during broadcast_parameters; seen twice in CI, 2-rank MXNet).
+    # A temporary copy lives until the call returns. Four call sites: broadcast and alltoall, of host
+    # tensors and (CUDA builds) of GPU tensors staged on the host.
+    (
+        "horovod/mxnet/mpi_ops.cc",
+        "          ready_event_lists[0], ops_param->op_names[0], device, callbacks[0],\n",
+        "          ready_event_lists[0], std::string(ops_param->op_names[0]), device, callbacks[0],\n",
+    ),
+    (
+        "horovod/mxnet/mpi_ops.cc",
+        "\n          ops_param->op_names[0], device, callbacks[0], process_set_id);",
+        "\n          std::string(ops_param->op_names[0]), device, callbacks[0], process_set_id);",
+    ),
+    (
+        "horovod/mxnet/mpi_ops.cc",
+        "ready_event_lists[0], ops_param->op_names[0],\n",
+        "ready_event_lists[0], std::string(ops_param->op_names[0]),\n",
+    ),
+    (
+        "horovod/mxnet/mpi_ops.cc",
+        "\n        ops_param->op_names[0], device, callbacks[0], process_set_id);",
+        "\n        std::string(ops_param->op_names[0]), device, callbacks[0], process_set_id);",
+    ),
+]
+
+# Source edits for the cuda variant's GPU operations (applied after HOROVOD_EDITS). Horovod's
+# TensorFlow ops take the CUDA stream of a TF device context through
+# stream_executor::gpu::AsGpuStreamValue, which TensorFlow 2.21 no longer exports (the library
+# loads, then fails on the undefined symbol); the stream's platform handle is that CUDA stream.
+CUDA_HOROVOD_EDITS = [
+    (
+        "horovod/tensorflow/mpi_ops.cc",
+        """// Forward declaration of AsGpuStreamValue
+namespace stream_executor {
+namespace gpu {
+GpuStreamHandle AsGpuStreamValue(Stream* stream);
+} // namespace stream_executor
+} // namespace gpu
+""",
+        "",
+    ),
+    (
+        "horovod/tensorflow/mpi_ops.cc",
+        """#include "tensorflow/stream_executor/stream.h"
+#endif // TENSORFLOW_VERSION >= 2011000000
+""",
+        """#include "tensorflow/stream_executor/stream.h"
+#endif // TENSORFLOW_VERSION >= 2011000000
+namespace stream_executor {
+namespace gpu {
+inline GpuStreamHandle AsGpuStreamValue(Stream* stream) {
+  return static_cast<GpuStreamHandle>(stream->platform_specific_handle().stream);
+}
+} // namespace gpu
+} // namespace stream_executor
+""",
+    ),
+]
+
+
+def horovod_edits(variant="cpu"):
+    return HOROVOD_EDITS + (CUDA_HOROVOD_EDITS if variant == "cuda" else [])
+
+
+# Header folders inside the TensorFlow wheel that its own headers include but that are not on
+# the default include path (relative to tensorflow's include directory).
+TF_EXTRA_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]
+
+# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24. This sitecustomize installs an
+# import hook that restores the alias just before mxnet is first imported (and only then), so
+# every process of the environment (Horovod's build included) can import mxnet.
+SITECUSTOMIZE = '''\
+"""Installed by dlscale's environment builder: numpy.bool shim for MXNet 1.9.1."""
+import importlib.abc
+import sys
+
+
+class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "mxnet":
+            sys.meta_path.remove(self)
+            import numpy
+
+            if "bool" not in numpy.__dict__:
+                numpy.bool = bool
+        return None
+
+
+sys.meta_path.insert(0, _MxnetNumpyShim())
+'''
+
+# The cuda variant's sitecustomize also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11
+# wheels, which are not on the library path) just before mxnet is imported, dependencies first, so
+# that the loader finds them by name when libmxnet.so asks, and the environment's NCCL, which
+# libmxnet.so links too (PyTorch loads it for itself, MXNet alone does not). libcuda.so.1 (the driver) is not among
+# them: it comes from the GPU node's NVIDIA driver.
+MXNET_CUDA11_LIBS = [
+    "libcudart.so.11.0",
+    "libcublasLt.so.11",
+    "libcublas.so.11",
+    "libnvrtc.so.11.2",
+    "libnvrtc-builtins.so.11.8",
+    "libcufft.so.10",
+    "libcurand.so.10",
+    "libcusparse.so.11",
+    "libcusolver.so.11",
+    "libcudnn_ops_infer.so.8",
+    "libcudnn_ops_train.so.8",
+    "libcudnn_cnn_infer.so.8",
+    "libcudnn_cnn_train.so.8",
+    "libcudnn_adv_infer.so.8",
+    "libcudnn_adv_train.so.8",
+    "libcudnn.so.8",
+    "libnvToolsExt.so.1",
+    "libnccl.so.2",
+]
+CUDA_SITECUSTOMIZE = f"""
+
+class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
+    # Stays in sys.meta_path (removing it while the import system walks the list would skip the
+    # numpy shim after it) and loads once.
+    loaded = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "mxnet" and not self.loaded:
+            self.loaded = True
+            import ctypes
+            import glob
+            import os
+
+            site = os.path.dirname(os.path.abspath(__file__))
+            for soname in {MXNET_CUDA11_LIBS!r}:
+                for lib in glob.glob(os.path.join(site, "nvidia", "*", "lib", soname)):
+                    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        return None
+
+
+sys.meta_path.insert(0, _MxnetCuda11Libraries())
+"""
+
+
+def sitecustomize(variant="cpu"):
+    return SITECUSTOMIZE + (CUDA_SITECUSTOMIZE if variant == "cuda" else "")
+
+
+# The modules whose versions are recorded with every result.
+VERSIONED_MODULES = ["torch", "tensorflow", "mxnet", "numpy", "horovod", "mpi4py"]
+
+
+def all_pins(variant="cpu"):
+    """Every pinned Python package of a variant, frameworks first."""
+    if variant == "cuda":
+        return {**CUDA_FRAMEWORK_PINS, **CUDA_EXTRA_PINS, **TOOL_PINS}
+    return {**FRAMEWORK_PINS, **TOOL_PINS}
+
+
+def requirements(variant="cpu"):
+    """The pip requirement strings of a variant's pins."""
+    exact = CUDA_EXACT_PINS if variant == "cuda" else ()
+    return [f"{name}{'===' if name in exact else '=='}{version}" for name, version in all_pins(variant).items()]
+
+
+def horovod_build_env(variant="cpu"):
+    return CUDA_HOROVOD_BUILD_ENV if variant == "cuda" else HOROVOD_BUILD_ENV
+
+
+def content(variant="cpu"):
+    """Everything that decides the environment's content, as plain data (hashed by dlscale.environment.build)."""
+    return {
+        "variant": variant,
+        "pins": all_pins(variant),
+        **({"exact_pins": CUDA_EXACT_PINS} if variant == "cuda" else {}),
+        "build_pins": BUILD_PINS,
+        "horovod": HOROVOD_VERSION,
+        "horovod_build_env": horovod_build_env(variant),
+        "horovod_edits": horovod_edits(variant),
+        "tf_extra_includes": TF_EXTRA_INCLUDES,
+        "sitecustomize": sitecustomize(variant),
+    }

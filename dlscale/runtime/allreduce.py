@@ -1,0 +1,221 @@
+"""Allreduce sweep (run under mpirun with mpi4py) and its analysis.
+
+`python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b]`: every rank allreduces
+float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
+after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
+the slowest rank's time of each repetition. Three paths on the CPU, one after the other:
+- `mpi`: host buffers reduced by MPI_Allreduce (mpi4py), the network's reference;
+- `horovod`: the path gradients take. Horovod's PyTorch allreduce, in place and averaging like
+  its DistributedOptimizer, of FUSED_PIECES tensors submitted together, which Horovod's
+  background thread negotiates, copies into its fusion buffer, reduces as one MPI allreduce and
+  copies back. The time includes the wait for the thread's next cycle (at most
+  HOROVOD_CYCLE_TIME). The Horovod core (negotiation, fusion, MPI calls) is the same C++ code
+  for PyTorch, TensorFlow and MXNet; only the hand-over of the framework's tensors differs.
+- `horovod_tensors`: the same with MANY_PIECES tensors per message, from MANY_PIECES x 4 bytes to
+  PER_TENSOR_MAX_BYTES: Horovod negotiates, schedules and copies each tensor apart, so a message of
+  many tensors costs more than one of few of the same bytes. The difference per extra tensor is the
+  per-tensor cost (dlscale/analysis/comm.py) the model adds for every tensor a fused buffer holds beyond
+  FUSED_PIECES (networks hand Horovod 16-173 gradient tensors, the fused path 4).
+- one path per framework the study runs through its own library (`--native`), from its package's
+  `sweep` part: `torch` (PyTorch's process group, gloo), `jax` (JAX's pmean in a jitted
+  shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
+  MANY_PIECES (their per-tensor cost).
+With `--device gpu` only the horovod path runs, on CUDA tensors of the rank's GPU (its local
+rank), which in the cuda environment Horovod reduces with NCCL.
+
+Bandwidths follow nccl-tests: algorithm bandwidth = bytes / time; bus bandwidth for allreduce =
+algbw x 2(n-1)/n. The latency-bandwidth (alpha-beta) model of ring allreduce on n ranks,
+T(m) = 2(n-1) alpha + 2(n-1)/n m beta, is fitted by least squares on relative error (so small and
+large messages weigh alike); its fit error is the median absolute relative error over sizes.
+"""
+
+import functools
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from dlscale.workloads import frameworks
+
+SCHEMA = "dlscale.allreduce/1"
+MIB = 1 << 20
+PATHS = ("mpi", "horovod", "horovod_tensors")
+# Tensors per message on the horovod path, fused by Horovod into one buffer of the message's size.
+FUSED_PIECES = 4
+# Tensors per message on the horovod_tensors path (GoogLeNet hands Horovod 173, ResNet-50 161), and
+# its largest message: beyond it the per-byte cost, the same on both paths, swamps the per-tensor one.
+MANY_PIECES = 128
+PER_TENSOR_MAX_BYTES = MIB
+# The many-tensor path of a library is its path's name with this suffix (horovod_tensors, jax_tensors).
+TENSORS_SUFFIX = "_tensors"
+
+
+class SweepError(RuntimeError):
+    pass
+
+
+def sizes(max_bytes=256 * MIB, min_bytes=4, factor=4):
+    out, size = [], min_bytes
+    while size <= max_bytes:
+        out.append(size)
+        size *= factor
+    if out[-1] != max_bytes:
+        out.append(max_bytes)
+    return out
+
+
+def enough(times, budget_s=2.0, least=5, most=50):
+    """Whether a size has been repeated enough: at least `least` times, then until `budget_s` of
+    allreduce time or `most` repetitions. Every rank decides from the same times (the slowest
+    rank's), so all stop together, on a fast network and a slow one alike."""
+    return len(times) >= most or (len(times) >= least and sum(times) >= budget_s)
+
+
+def bus_bandwidth(algbw, ranks):
+    return algbw * 2 * (ranks - 1) / ranks
+
+
+def ring_time(nbytes, ranks, alpha_s, beta_s_per_byte):
+    return 2 * (ranks - 1) * alpha_s + 2 * (ranks - 1) / ranks * nbytes * beta_s_per_byte
+
+
+def fit_ring(nbytes, times, ranks):
+    """Weighted least-squares alpha (s) and beta (s/byte) of the ring model, and the median |rel. error|.
+    Each size weighs as if its time's variance grew with the time (weights 1/t: residuals over sqrt(t)):
+    a fit of relative errors let the many small sizes, whose times are Horovod's cycle, set beta
+    (measured: 22% below the link's on a 500 Mbit/s emulated cluster, and the extrapolation from it
+    20-24% low), and a fit of absolute errors lets the largest size set alpha."""
+    if ranks < 2:
+        raise ValueError("the ring model needs at least 2 ranks")
+    m, t = np.asarray(nbytes, float), np.asarray(times, float)
+    weight = 1 / np.sqrt(t)
+    design = np.column_stack([np.full_like(m, 2 * (ranks - 1)), 2 * (ranks - 1) / ranks * m]) * weight[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, t * weight, rcond=None)
+    pred = ring_time(m, ranks, alpha, beta)
+    return float(alpha), float(beta), float(np.median(np.abs(pred - t) / t))
+
+
+def host_allreduce(comm):
+    """MPI allreduce of host buffers: for a size, a callable that runs one and returns element 0."""
+    from mpi4py import MPI
+
+    def prepare(nbytes):
+        send = np.ones(nbytes // 4, dtype=np.float32)
+        recv = np.empty_like(send)
+
+        def run():
+            comm.Allreduce(send, recv, op=MPI.SUM)
+            return recv[0]
+
+        return run
+
+    return prepare, "mpi (host memory)"
+
+
+def _instrument():
+    """The Horovod binding the sweep hands its tensors through (dlscale/workloads/frameworks/__init__.py)."""
+    return frameworks.module(frameworks.REFERENCE, "instrument")
+
+
+def horovod_allreduce(comm, tensors=FUSED_PIECES):
+    """Horovod's allreduce of host tensors, `tensors` per message, in place and averaged."""
+    return _instrument().fused(comm, tensors)
+
+
+def horovod_tensors_allreduce(comm):
+    return horovod_allreduce(comm, MANY_PIECES)
+
+
+def gpu_allreduce(comm):
+    """Horovod's allreduce of CUDA tensors on the local rank's GPU."""
+    instrument = _instrument()
+    try:
+        return instrument.on_gpu(comm)
+    except instrument.NoDevice as e:
+        raise SweepError(str(e)) from None
+
+
+def _own_paths(native):
+    """The paths of the frameworks the study runs through their own library (`native`; their
+    package's `sweep` part), averaging like their gradients: (path, maker, tensors per message), a
+    message of FUSED_PIECES tensors and one of MANY_PIECES (its per-tensor cost, as horovod_tensors
+    measures Horovod's)."""
+    own = [frameworks.module(name, "sweep") for name in frameworks.with_part("sweep") if name in native]
+    return [(f"{m.PATH}{suffix}", m.allreduce, pieces) for m in own for suffix, pieces in OWN_MESSAGES]
+
+
+OWN_MESSAGES = (("", FUSED_PIECES), (TENSORS_SUFFIX, MANY_PIECES))
+
+
+def _paths(device, n, max_bytes, native=()):
+    """(path, maker, expected element 0, sizes) of every path the sweep runs on `device` for a study
+    that runs the frameworks `native` through their own libraries."""
+    if device == "gpu":
+        return [("horovod", gpu_allreduce, n, sizes(max_bytes))]
+    few = [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
+    return [
+        ("mpi", host_allreduce, n, sizes(max_bytes)),
+        ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
+        ("horovod_tensors", horovod_tensors_allreduce, 1, few),
+    ] + [
+        (path, functools.partial(make, tensors=pieces), 1, sizes(max_bytes) if pieces == FUSED_PIECES else few)
+        for path, make, pieces in _own_paths(native)
+    ]
+
+
+def _repeated(comm, run):
+    """The slowest rank's time of each repetition (after two warm-ups), and the last result."""
+    from mpi4py import MPI
+
+    times, warmup = [], 2
+    while not enough(times):
+        comm.Barrier()
+        start = time.perf_counter()
+        result = run()
+        elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+        if warmup:
+            warmup -= 1
+        else:
+            times.append(elapsed)
+    return times, result
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    argv = sys.argv[1:] if argv is None else argv
+    out = argv[0]
+    max_bytes = int(argv[argv.index("--max-bytes") + 1]) if "--max-bytes" in argv else 256 * MIB
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
+    native = argv[argv.index("--native") + 1].split(",") if "--native" in argv else []
+    comm = MPI.COMM_WORLD
+    rank, n = comm.Get_rank(), comm.Get_size()
+    fh = open(out, "w") if rank == 0 else None
+    for path, make, expected, swept in _paths(device, n, max_bytes, native):
+        allreduce, transport = make(comm)
+        for nbytes in swept:
+            times, result = _repeated(comm, allreduce(nbytes))
+            if result != expected:
+                raise SweepError(f"{path} allreduce of {nbytes} bytes gave {result}, expected {expected}")
+            if fh:
+                row = {
+                    "schema": SCHEMA,
+                    "path": path,
+                    "bytes": nbytes,
+                    "ranks": n,
+                    "host": MPI.Get_processor_name(),
+                    "mpi": MPI.Get_library_version().splitlines()[0],
+                    "transport": transport,
+                    "times_s": times,
+                    "median_s": statistics.median(times),
+                }
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+    if fh:
+        fh.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""Study configuration: schema validation, hostfiles, and the run matrix.
+
+`validate(config)` is called before the workflow graph is built. Every problem is one
+`ConfigError` whose message starts with the key it is about.
+"""
+
+import itertools
+from pathlib import Path
+
+import jsonschema
+import yaml
+from snakemake.utils import update_config
+
+from dlscale.core.paths import WORKFLOW
+from dlscale.core.vocabulary import MATRIX_KEYS  # the run's folders in the results tree, in this order
+from dlscale.workloads import frameworks
+
+SCHEMA_PATH = WORKFLOW / "config" / "schema.yaml"
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _key_path(error):
+    parts = [f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(error.absolute_path)]
+    return f"'{''.join(parts)}'" if parts else "(top level)"
+
+
+def validate_schema(config):
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message))
+    if errors:
+        e = errors[0]
+        if e.validator == "additionalProperties":
+            known = ", ".join(sorted(e.schema.get("properties", {})))
+            raise ConfigError(f"config key {_key_path(e)}: {e.message} (known keys: {known})")
+        if e.validator == "required":
+            raise ConfigError(f"config key {_key_path(e)}: {e.message}")
+        raise ConfigError(f"config key {_key_path(e)}: {e.message}")
+
+
+def resolve(path, base=None):
+    """`path` from the config: relative to the study folder (the working directory, as Snakemake's)."""
+    path = Path(path)
+    return path if path.is_absolute() else (base or Path.cwd()) / path
+
+
+def validate(config):
+    """Schema, then the checks a schema cannot express: the device suits the precision and the
+    environment, the hostfile exists and is big enough, or, for an emulated cluster, this machine
+    can make one."""
+    validate_schema(config)
+    check_matrix(config)
+    check_device(config)
+    check_data(config)
+    check_replay(config)
+    if config.get("emulate"):
+        from dlscale.runtime import emulate
+
+        ok, why = emulate.available()
+        if not ok:
+            raise ConfigError(f"config key 'emulate': {why}")
+        wanted = config["emulate"].get("congestion_control", emulate.CONGESTION_CONTROL)
+        have = emulate.congestion_controls()
+        if wanted not in have:
+            raise ConfigError(
+                f"config key 'emulate.congestion_control': {wanted!r} is not in this kernel (it has {', '.join(have)})"
+            )
+        if max(config["nodes"] + replay_nodes(config)) > emulate.MAX_NODES:
+            raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
+        if config["launcher"]["name"] != "mpirun":
+            raise ConfigError(
+                "config key 'launcher.name': an emulated cluster is started with mpirun "
+                f"(its remote-launch agent), not {config['launcher']['name']}"
+            )
+        if config["launcher"].get("bind_to", "none") != "none":
+            raise ConfigError(
+                "config key 'launcher.bind_to': must be none on an emulated cluster (each "
+                "emulated node already runs on CPUs of its own; mpirun would bind across them)"
+            )
+        return config
+    if config["launcher"]["name"] == "srun":
+        return config  # Slurm places the ranks; the hostfile is not read
+    hostfile = resolve(config["hostfile"])
+    from dlscale.runtime.hosts import parse_hostfile, select_hosts
+
+    hosts = parse_hostfile(hostfile)
+    for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):
+        select_hosts(hosts, nodes, rpn, hostfile=config["hostfile"])
+    for nodes in replay_nodes(config):
+        select_hosts(hosts, nodes, 1, hostfile=config["hostfile"])
+    return config
+
+
+def replay_nodes(config):
+    """The node counts the study's gradient traffic is replayed on (dlscale/runtime/replay.py), or []."""
+    return list(config.get("replay", {}).get("nodes", []))
+
+
+def check_replay(config):
+    """A replay needs the 1-rank runs it replays: 1 node with 1 rank per node, and its models."""
+    if not config.get("replay"):
+        return
+    if 1 not in config["nodes"] or 1 not in config["ranks_per_node"]:
+        raise ConfigError(
+            "config key 'replay': replays the study's 1-rank runs, so 'nodes' and 'ranks_per_node' must both include 1"
+        )
+    missing = sorted(set(config["replay"]["models"]) - set(config["model"]))
+    if missing:
+        raise ConfigError(
+            f"config key 'replay.models': {', '.join(missing)} not in the study's models ({', '.join(config['model'])})"
+        )
+
+
+def check_device(config):
+    """A config that contradicts itself stops here. A GPU study where the environment or the machine
+    has no GPU is not refused: its runs fail, each saying why, and every table is still made (see
+    `warnings`, which check-config and the Snakefile print)."""
+    if config.get("precision") == "mixed" and config.get("device", "cpu") != "gpu":
+        raise ConfigError(
+            "config key 'precision': mixed needs device gpu (float16 compute and loss scaling "
+            "are what mixed precision means on the GPUs the study compares)"
+        )
+
+
+def warnings(config):
+    """What will make runs fail though the config is valid, said before anything runs."""
+    from dlscale.environment import build as env
+
+    out = []
+    if config.get("device", "cpu") == "gpu" and env.variant() != "cuda":
+        out.append(
+            f"config key 'device': gpu runs need the cuda environment (GPU builds of the frameworks, "
+            f"Horovod with NCCL), and {env.VARIANT_VAR} selects the {env.variant()} one: every run will "
+            f"fail for want of a GPU; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake"
+        )
+    return out
+
+
+def check_data(config):
+    """Loader workers suit the data (none for synthetic tensors), a user's folder exists, and every
+    rank can have TFRecord shards of its own."""
+    data, workers = config["data"], config["loader_workers"]
+    if data["kind"] == "synthetic":
+        if workers != [0]:
+            raise ConfigError(
+                "config key 'loader_workers': synthetic data has no loader; use [0] (or data: {kind: images})"
+            )
+        return
+    if 0 in workers:
+        raise ConfigError("config key 'loader_workers': image data needs at least 1 loader worker per rank")
+    if data.get("path") and not resolve(data["path"]).is_dir():
+        raise ConfigError(
+            f"config key 'data.path': {data['path']} is not a folder (expected an ImageNet-style "
+            "<path>/<class>/<image>.jpg tree)"
+        )
+    ranks = max(config["nodes"]) * max(config["ranks_per_node"])
+    if data.get("shards", DATA_SHARDS) < ranks:
+        raise ConfigError(
+            f"config key 'data.shards': {data.get('shards', DATA_SHARDS)} TFRecord shards for up to "
+            f"{ranks} ranks; each rank reads whole shards, so give at least {ranks}"
+        )
+
+
+DATA_SHARDS = 8
+
+
+def dataset_folder(config):
+    """Where the study's prepared image set lives (None for synthetic data): one folder per recipe
+    (generated: count, classes, seed) or per folder of the user's, under the cache (default data/),
+    shared by every study that asks for the same images."""
+    data = config["data"]
+    if data["kind"] == "synthetic":
+        return None
+    cache = resolve(data.get("cache", "data"))
+    if data.get("path"):
+        import hashlib
+
+        source = str(resolve(data["path"]).resolve())
+        key = f"tree-{Path(source).name}-{hashlib.sha256(source.encode()).hexdigest()[:12]}"
+    else:
+        key = f"generated-n{data.get('images', 1000)}-c{config['classes']}-s{config['seed']}"
+    return cache / f"{key}-shards{data.get('shards', DATA_SHARDS)}-{data.get('on_corrupt', 'fail')}"
+
+
+# The defaults the package ships (the Snakefile's first `configfile:`); a study folder's own config
+# (dlscale init writes it) is read over them, and every `--configfile` over that.
+DEFAULT_CONFIG = WORKFLOW / "config" / "config.yaml"
+STUDY_CONFIG = "config/config.yaml"  # relative to the study folder
+
+
+def study_config():
+    """The study folder's own config (None where it has none, or where it is the defaults: the
+    checkout's config/ is the package's)."""
+    own = Path(STUDY_CONFIG)
+    if own.is_file() and not own.resolve().samefile(DEFAULT_CONFIG):
+        return own
+    return None
+
+
+def shipped():
+    """The configs the package ships, by name (`default` is the defaults): what `dlscale init --from`
+    starts a study from."""
+    found = {p.stem: p for p in sorted(DEFAULT_CONFIG.parent.glob("*.yaml")) if p != SCHEMA_PATH}
+    return {"default": found.pop(DEFAULT_CONFIG.stem), **found}
+
+
+def study_template(sources):
+    """A study folder's config/config.yaml: the defaults (every key, commented), or the shipped
+    configs `sources` over them (one: its own text and comments; several: merged in order)."""
+    known = shipped()
+    unknown = [s for s in sources if s not in known]
+    if unknown:
+        raise ConfigError(f"no shipped config {', '.join(unknown)}; shipped: {', '.join(known)}")
+    if not sources:
+        head = "# This study's config: the package's defaults, every key. Change what this study needs;"
+        return f"{head}\n# a key removed takes its default (docs/reference/config.md).\n\n" + DEFAULT_CONFIG.read_text()
+    head = f"# This study's config: {' + '.join(sources)} (shipped configs) over the package's defaults;\n"
+    head += "# a key not here takes its default (docs/reference/config.md).\n\n"
+    if len(sources) == 1:
+        return head + known[sources[0]].read_text()
+    merged = {}
+    for name in sources:
+        update_config(merged, _read(known[name]))
+    return head + yaml.safe_dump(merged, sort_keys=False)
+
+
+def _read(path):
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    config = yaml.safe_load(path.read_text())
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path} does not hold a mapping of keys")
+    return config
+
+
+def layered(configfiles=(), items=()):
+    """The config Snakemake builds for `snakemake --configfile F... --config KEY=VALUE...`:
+    the package's defaults, the study folder's config/config.yaml, then each file in order, then
+    the items, each merged key by key into the one before (nested mappings merged, not replaced).
+    Merged and parsed by Snakemake's own functions, so that `retry`, `check-config` and `launch` see the
+    study the pipeline runs."""
+    from snakemake.cli import parse_config  # deferred: half a second to import, and only the CLI merges items
+
+    config = _read(DEFAULT_CONFIG)
+    for path in [study_config(), *configfiles] if study_config() else configfiles:
+        update_config(config, _read(path))
+    try:
+        update_config(config, parse_config(list(items)))
+    except ValueError as exc:
+        raise ConfigError(f"--config {' '.join(items)}: {exc}") from None
+    return config
+
+
+def load(*configfiles, items=()):
+    """The validated study config of these overlays and `--config` items (see `layered`)."""
+    return validate(layered(configfiles, items))
+
+
+def libraries(config, framework):
+    """The communication libraries the study asks of `framework`: its `comm_library` list, or,
+    without the key, the framework's default (Horovod; JAX's own collectives)."""
+    return config.get("comm_library") or [frameworks.default_library(framework)]
+
+
+def left_out(config):
+    """The framework x library pairs the study asks for that a framework does not run, each with
+    why ([{framework, comm_library, reason}]): left out of the matrix, listed in the report."""
+    return [
+        {"framework": fw, "comm_library": lib, "reason": frameworks.not_built(fw, lib)}
+        for fw in config["framework"]
+        for lib in libraries(config, fw)
+        if frameworks.not_built(fw, lib)
+    ]
+
+
+def matrix(config):
+    """Every run of the study, as identity dicts (matrix keys plus the repeat index), less the
+    framework x library pairs no framework runs (`left_out`)."""
+    skip = {(x["framework"], x["comm_library"]) for x in left_out(config)}
+    runs = []
+    for fw in config["framework"]:
+        values = {**config, "framework": [fw], "comm_library": libraries(config, fw)}
+        for combo in itertools.product(*(values[k] for k in MATRIX_KEYS), range(config["repeats"])):
+            run = dict(zip(MATRIX_KEYS + ("repeat",), combo))
+            if (fw, run["comm_library"]) not in skip:
+                runs.append(run)
+    return runs
+
+
+def native(config):
+    """The frameworks the study runs through their own library (whose allreduce the sweep times)."""
+    return [
+        fw
+        for fw in config["framework"]
+        if frameworks.NATIVE in libraries(config, fw) and not frameworks.not_built(fw, frameworks.NATIVE)
+    ]
+
+
+def check_matrix(config):
+    """A study whose every framework x library pair is left out would run nothing."""
+    if not matrix(config):
+        why = "; ".join(f"{x['framework']} {x['comm_library']}: {x['reason']}" for x in left_out(config))
+        raise ConfigError(f"config key 'comm_library': no framework runs the libraries asked for ({why})")
+
+
+# Settings every run's result depends on besides its identity: a change re-runs the study.
+RUN_SETTINGS = (
+    "data",
+    "image_size",
+    "classes",
+    "threads_per_rank",
+    "precision",
+    "device",
+    "warmup",
+    "iterations",
+    "samples",
+    "profile_iterations",
+    "autotune",
+    "tf32",
+    "lr",
+    "momentum",
+    "seed",
+    "hostfile",
+    "launcher",
+    "emulate",
+)
+
+
+def run_settings(config):
+    return {k: config.get(k) for k in RUN_SETTINGS}
+
+
+def title(config, configfiles):
+    """The study's title for its report: the config's `title`, else the name of the first config file
+        given besides the defaults and the study folder's own, else the study folder's name (the defaults
+    alone: "the default study")."""
+    if config.get("title"):
+        return config["title"]
+    read = {DEFAULT_CONFIG.resolve(), Path(STUDY_CONFIG).resolve()}
+    given = [Path(f) for f in configfiles if Path(f).resolve() not in read]
+    if given:
+        return f"dlscale: {given[0].stem}"
+    return f"dlscale: {Path.cwd().name}" if study_config() else "dlscale: the default study"

@@ -1,0 +1,45 @@
+"""The pipeline's `dataset` rule: the study's training images made (or converted from the user's
+tree) by dlscale/workloads/images.py in the workload environment, in a process of its own."""
+
+import os
+from pathlib import Path
+
+from dlscale.core.paths import SOURCE
+from dlscale.runtime.config import DATA_SHARDS, resolve
+from dlscale.runtime.execution import execute
+from dlscale.workloads import images
+
+
+def prepare_rule(config, python, manifest, log):
+    """The pipeline's `dataset` rule: `prepare` for the study's data, in a process of its own (it
+    loads TensorFlow and MXNet for the converters), its output in the rule's log. A file that stops
+    it (on_corrupt: fail) is named in the error."""
+    data = config["data"]
+    argv = [
+        python,
+        "-m",
+        images.__name__,
+        "prepare",
+        str(Path(manifest).parent),
+        "--images",
+        str(data.get("images", 1000)),
+        "--classes",
+        str(config["classes"]),
+        "--seed",
+        str(config["seed"]),
+        "--shards",
+        str(data.get("shards", DATA_SHARDS)),
+        "--on-corrupt",
+        data.get("on_corrupt", "fail"),
+    ]
+    if data.get("path"):
+        argv += ["--tree", str(resolve(data["path"]))]
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    Path(log).write_text("")
+    rc, _ = execute(argv, log, None, {**os.environ, "PYTHONPATH": str(SOURCE), "TF_CPP_MIN_LOG_LEVEL": "2"})
+    if rc:
+        lines = Path(log).read_text(errors="replace").splitlines()
+        errors = [ln for ln in lines if "Error" in ln.split(":", 1)[0]]
+        raise RuntimeError(
+            f"preparing the training images failed: {(errors or lines or ['no output'])[-1]} (log: {log})"
+        )

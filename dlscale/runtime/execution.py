@@ -1,0 +1,180 @@
+"""Running one MPI job of the study: its hosts (the hostfile's, Slurm's, or an emulated cluster's),
+its launcher's argv, and the process itself, in a group of its own that is killed whole on timeout."""
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from dlscale.core.vocabulary import HOSTS_ENV
+from dlscale.runtime import config as cfg
+from dlscale.runtime import emulate
+from dlscale.runtime.hosts import parse_hostfile, select_hosts
+from dlscale.runtime.launchers import LAUNCHERS, mpirun_argv
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def job(config, nodes, ranks_per_node, command, env):
+    """One MPI job of the study, every rank running `command` in the rank environment `env`: yields
+    (hosts, launcher argv, process environment or None, emulated cluster or None). The launcher is
+    `launcher.name`: mpirun, horovodrun or srun (Slurm places
+    the ranks; the hostfile is not read).
+
+    Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the config, the nodes of an
+    emulated cluster made for this job (mpirun then runs in its node 0) and removed afterwards;
+    emulated node i runs on CPUs of its own (emulate.node_cpus over the study's largest node count).
+    """
+    launcher = config["launcher"]
+    emulated = config.get("emulate")
+    argv_of = LAUNCHERS[launcher["name"]]
+    options = {"cpus_per_task": config["threads_per_rank"], "as_root": os.geteuid() == 0}
+    if launcher["name"] == "srun":
+        if not shutil.which("srun"):
+            raise LaunchError(
+                "launcher srun: no srun on PATH (run the study inside a Slurm allocation, or use the Slurm profile)"
+            )
+        yield (
+            slurm_hosts(),
+            argv_of([None] * nodes, ranks_per_node, launcher, command, env, **options),
+            None,
+            None,
+        )
+        return
+    if not emulated:
+        hosts = select_hosts(
+            parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node, hostfile=config["hostfile"]
+        )
+        env = {**env, HOSTS_ENV: ",".join(hosts)}
+        yield hosts, argv_of(hosts, ranks_per_node, launcher, command, env, **options), None, None
+        return
+    # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
+    cpus = emulate.node_cpus(max(*config["nodes"], nodes))[:nodes]
+    with emulate.cluster(
+        nodes,
+        emulated["rate_mbit"],
+        emulated.get("delay_ms", 0),
+        cpus,
+        emulated.get("congestion_control", emulate.CONGESTION_CONTROL),
+    ) as cluster:
+        env = {**env, HOSTS_ENV: ",".join(cluster.hosts)}
+        argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env, **options)
+        yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
+
+
+def slurm_hosts():
+    """The Slurm job's nodes by name, after its id ("slurm job 12", "dlslurm-n0", ...), as recorded.
+    Snakemake's job step keeps SLURM_JOB_ID but not the node list: that is asked of Slurm."""
+    job = os.environ.get("SLURM_JOB_ID", "?")
+    names = os.environ.get("SLURM_JOB_NODELIST") or _slurm_out("squeue", "-h", "-j", job, "-o", "%N")
+    return [f"slurm job {job}", *(_slurm_out("scontrol", "show", "hostnames", names).split() if names else [])]
+
+
+def _slurm_out(*argv):
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def job_failure(rc, timed_out, timeout_s, launcher="mpirun"):
+    """Why a finished MPI job failed, or None."""
+    if timed_out:
+        return f"timed out after {timeout_s} s; job killed"
+    if rc != 0:
+        return f"{launcher} exited with code {rc}"
+    return None
+
+
+class Interrupted(BaseException):
+    """A signal (SIGTERM, SIGINT, SIGHUP) asked this process to stop. A BaseException, so that no
+    `except Exception` swallows it on the way out of the MPI job and the emulated cluster."""
+
+    def __init__(self, signum):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+GRACE_S = 3  # after SIGTERM, this long before SIGKILL: a stopped job is gone within 10 s
+
+
+@contextlib.contextmanager
+def interruptible():
+    """In the main thread: SIGTERM, SIGINT and SIGHUP raise `Interrupted`, so that the MPI job in
+    flight is stopped whole (`execute`) and an emulated cluster torn down (`job`) on the way out."""
+
+    def raise_interrupted(signum, _frame):
+        for sig in STOP_SIGNALS:  # a second signal (Ctrl-C and the pipeline's own) must not cut the cleanup short
+            signal.signal(sig, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, raise_interrupted) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def die_with_parent(parent_pid):
+    """Have the kernel send this process SIGTERM when the thread that started it dies (Linux), so
+    that a killed pipeline never leaves its MPI job running. Exits if that parent is already gone."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        raise Interrupted(signal.SIGTERM)
+
+
+def session_members(sid):
+    """Pids of the processes in session `sid` (from /proc): mpirun puts each local rank in a process
+    group of its own, but they stay in the session the job was started in."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                members.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return members
+
+
+def _kill_session(sid, sig):
+    for pid in session_members(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _stop(proc):
+    """Stop the job: SIGTERM to every process of its session (mpirun passes it on to remote ranks),
+    then after GRACE_S SIGKILL to whatever is left of it."""
+    _kill_session(proc.pid, signal.SIGTERM)
+    deadline = time.time() + GRACE_S
+    while (proc.poll() is None or session_members(proc.pid)) and time.time() < deadline:
+        time.sleep(0.1)
+    _kill_session(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def execute(argv, log_path, timeout_s, env=None):
+    """Run argv in a new process group; stop the whole group on timeout, or when this process is
+    interrupted (then `Interrupted` propagates). Returns (rc, timed_out)."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            return proc.returncode, True
+        except BaseException:
+            _stop(proc)
+            raise
+        _kill_session(proc.pid, signal.SIGKILL)  # ranks left behind by an mpirun that was killed
+        return rc, False

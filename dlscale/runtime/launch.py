@@ -1,0 +1,340 @@
+"""Launch one run (or allreduce sweep) as one MPI job, keep its logs, and record whether it ran right.
+
+A run's spec and rank environment are made here; the job's argv comes from dlscale/runtime/launchers.py
+(`launcher.name` picks one), its process from dlscale/runtime/execution.py (own process group, time
+limit, killed whole), and its correctness from dlscale/runtime/checks.py (missing ranks, missing phases,
+non-finite loss, ranks whose weights disagree after training). The outcome, good or bad, is
+written to ``status.json`` (and to ``attempt.json``, which stays with the attempt when the run is
+redone: Snakemake deletes status.json first); a failed run never stops the study. An interrupted
+run writes attempt.json only, so that it counts as not done. Redoing a run or sweep first moves its
+earlier files and log to a new folder under the attempts folder: nothing measured is deleted.
+"""
+
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+from dlscale.core import paths
+from dlscale.core.records import IDENTITY
+from dlscale.core.vocabulary import ATTEMPT, LOG, RUN_KEYS, SPEC, STATUS
+from dlscale.runtime import config as cfg
+from dlscale.runtime import emulate
+from dlscale.runtime.checks import check_run, first_error
+from dlscale.runtime.execution import Interrupted, LaunchError, execute, job, job_failure
+
+WORKLOAD = ["-m", "dlscale.workloads.train"]
+
+
+def thread_env(threads):
+    """Compute threads of one rank, for every framework: OpenMP/MKL pools (PyTorch, MXNet, oneDNN)
+    and MXNet's engine workers; PyTorch and TensorFlow also set their pools in the workload."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "MXNET_CPU_WORKER_NTHREADS": str(threads)}
+
+
+def workload_command(python, spec_path):
+    """The program every rank of a training run executes."""
+    return [str(python), *WORKLOAD, str(spec_path)]
+
+
+def run_spec(config, run, out_dir):
+    """The complete description of one run handed to every rank (spec.json)."""
+    spec = {k: config[k] for k in IDENTITY if k in config}
+    spec.update(run)
+    spec.update(
+        {
+            k: config[k]
+            for k in (
+                "warmup",
+                "iterations",
+                "profile_iterations",
+                "autotune",
+                "tf32",
+                "lr",
+                "momentum",
+                "seed",
+                "device",
+            )
+        }
+    )
+    if config.get("samples"):
+        spec["samples"] = config["samples"]
+    folder = cfg.dataset_folder(config)
+    spec["data"] = {**config["data"], "folder": str(folder)} if folder else dict(config["data"])
+    spec["out_dir"] = str(out_dir)
+    return spec
+
+
+def math_env(autotune, tf32):
+    """The same math libraries, cuDNN autotuning and TF32 setting for every framework, where it is an
+    environment variable (TensorFlow's and MXNet's autotuning; NVIDIA's TF32 override reaches MXNet's
+    cuBLAS and cuDNN calls); PyTorch and TensorFlow also set their own switches from the spec.
+    oneDNN: PyTorch and MXNet always run their CPU convolutions in it; TensorFlow turns it on by
+    default only on CPUs with AVX-512 VNNI/BF16 or AMX, and without it ResNet-50 trains 2.8x slower
+    on an AVX2 machine (README, fairness), so it is asked for explicitly."""
+    env = {
+        "TF_ENABLE_ONEDNN_OPTS": "1",
+        "TF_CUDNN_USE_AUTOTUNE": str(int(autotune)),
+        "MXNET_CUDNN_AUTOTUNE_DEFAULT": str(int(autotune)),
+    }
+    if not tf32:
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+    return env
+
+
+def rank_env(config):
+    # HOROVOD_TIMELINE=DYNAMIC lets ranks record Horovod's timeline over chosen iterations only.
+    env = {
+        **thread_env(config["threads_per_rank"]),
+        **math_env(config.get("autotune", True), config.get("tf32", False)),
+        "PYTHONPATH": str(paths.SOURCE),
+        "HOROVOD_TIMELINE": "DYNAMIC",
+    }
+    env.update({k: str(v) for k, v in config["launcher"].get("env", {}).items()})
+    return env
+
+
+def _write_json(path, obj):
+    """Write whole or not at all (a signal mid-write leaves no half file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def _fresh_log(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+
+
+def _new_attempt(attempts_root):
+    """A new, empty-named folder under attempts_root for an earlier attempt's files."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    dest, n = Path(attempts_root) / stamp, 1
+    while dest.exists():
+        n += 1
+        dest = Path(attempts_root) / f"{stamp}-{n}"
+    return dest
+
+
+def _keep_previous(run_dir, attempts_root):
+    """Move an earlier attempt's folder (with its launch.log) to a new attempts folder, its
+    attempt.json becoming status.json there; leave run_dir empty. Nothing is deleted."""
+    if run_dir.exists() and any(run_dir.iterdir()):
+        dest = _new_attempt(attempts_root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(run_dir), str(dest))
+        if (dest / ATTEMPT).exists():
+            (dest / ATTEMPT).replace(dest / STATUS)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+@dataclasses.dataclass
+class Plan:
+    """One run resolved from the study's config before its job starts: where its files go, what its
+    ranks are told (spec.json) and run, in what environment, for how long."""
+
+    run: dict
+    run_dir: Path
+    log: Path
+    attempts: Path
+    spec: dict
+    command: list
+    rank_env: dict
+    timeout_s: float
+    traced: bool  # native timing with traced iterations: every rank must leave a trace
+
+
+def plan(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
+    """The run's Plan. The pipeline's rule passes its declared status file and log, and where an
+    earlier attempt's files go; by hand (`python -m dlscale launch`) they are the config's
+    (`paths.run_files`)."""
+    if status_path is None:
+        run_dir, log_path, attempts_root = paths.run_files(config, run)
+    else:
+        run_dir, log_path, attempts_root = Path(status_path).parent, Path(log_path), Path(attempts_root)
+    return Plan(
+        run=run,
+        run_dir=run_dir,
+        log=log_path,
+        attempts=attempts_root,
+        spec=run_spec(config, run, run_dir.resolve()),
+        command=workload_command(env_record["python"], (run_dir / SPEC).resolve()),
+        rank_env=rank_env(config),
+        timeout_s=config["run_timeout_s"],
+        traced=run["timing"] == "native" and config["profile_iterations"] > 0,
+    )
+
+
+def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
+    """Run one study run end to end (its `plan`, then its job) and write its status.json. Returns
+    the status dict."""
+    p = plan(config, run, env_record, status_path, log_path, attempts_root)
+    _keep_previous(p.run_dir, p.attempts)
+    _fresh_log(p.log)
+    started = time.time()
+    argv, rc, failure = _run_job(config, p, env_record, started)
+    problems, _ = check_run(p.run_dir, run["nodes"] * run["ranks_per_node"], traced=p.traced)
+    if failure:
+        problems.insert(0, failure)
+    status = {
+        **_identity(p),
+        "status": "failed" if problems else "ok",
+        "reasons": problems,
+        "returncode": rc,
+        "elapsed_s": round(time.time() - started, 3),
+        # when it started (UTC): the report's dates, and the order the runs really took
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)) + f"{started % 1:.3f}"[1:] + "Z",
+        "argv": argv,
+        "log": str(p.log),
+    }
+    if problems:
+        text = p.log.read_text(errors="replace")
+        error = first_error(text)
+        if error:
+            problems.insert(1 if failure else 0, f"first error: {error}")
+        status["log_tail"] = text.splitlines()[-20:]
+    _write_json(p.run_dir / ATTEMPT, status)
+    _write_json(p.run_dir / STATUS, status)
+    return status
+
+
+def _identity(p):
+    """The run's identity as its status records it (every run key, from its spec)."""
+    return {**{k: p.spec[k] for k in RUN_KEYS}, **p.run}
+
+
+def _run_job(config, p, env_record, started):
+    """Run the plan's MPI job, its spec.json written once the job's hosts and argv are known, and keep
+    its log in the run folder. Returns (argv, returncode, failure), failure None where the job ran
+    to its end; an interrupted job writes attempt.json and is raised on."""
+    run = p.run
+    try:
+        with job(config, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as job_:
+            hosts, argv, proc_env, cluster = job_
+            p.spec["launch"] = _launch_facts(env_record, hosts, argv, cluster)
+            (p.run_dir / SPEC).write_text(json.dumps(p.spec, indent=2) + "\n")
+            rc, timed_out = execute(argv, p.log, p.timeout_s, proc_env)
+        failure = job_failure(rc, timed_out, p.timeout_s, config["launcher"]["name"])
+    except emulate.EmulationError as exc:
+        argv, rc, failure = [], None, f"emulated cluster: {exc}"
+    except LaunchError as exc:
+        argv, rc, failure = [], None, str(exc)
+    except Interrupted as exc:
+        status = {
+            **_identity(p),
+            "status": "interrupted",
+            "reasons": [str(exc)],
+            "elapsed_s": round(time.time() - started, 3),
+            "log": str(p.log),
+        }
+        _write_json(p.run_dir / ATTEMPT, status)
+        raise
+    finally:
+        shutil.copyfile(p.log, p.run_dir / LOG)  # the declared log goes when Snakemake redoes the run
+    return argv, rc, failure
+
+
+def _launch_facts(env_record, hosts, argv, cluster):
+    """How the run was launched (spec.json's `launch`): the job's argv and hosts, the environment it
+    ran in, and the emulated cluster where there was one."""
+    return {
+        "argv": argv,
+        "hosts": hosts,
+        "mpi": env_record.get("mpi", {}),
+        "pins": env_record.get("pins", {}),
+        "environment": env_record.get("key"),
+        "emulated": cluster.describe() if cluster else None,
+    }
+
+
+def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root):
+    """Run the allreduce sweep (dlscale.runtime.allreduce) on the run's hosts and ranks (`measure`)."""
+    from dlscale.runtime import allreduce
+
+    measure(
+        config,
+        nodes,
+        ranks_per_node,
+        env_record,
+        out_path,
+        log_path,
+        attempts_root,
+        "dlscale.runtime.allreduce",
+        [
+            "--max-bytes",
+            str(config["allreduce_max_bytes"]),
+            "--device",
+            config.get("device", "cpu"),
+            "--native",
+            ",".join(cfg.native(config)),
+        ],
+        allreduce.SCHEMA,
+    )
+
+
+def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path, log_path, attempts_root):
+    """Replay the study's 1-rank runs' gradient traffic (dlscale.runtime.replay) on `nodes` nodes, one rank
+    each (`measure`), from the spec it writes to spec_path (the replay settings and the plans)."""
+    from dlscale.runtime import replay
+
+    spec_path = Path(spec_path)
+    _write_json(spec_path, {**config["replay"], "plans": json.loads(Path(plans_path).read_text())})
+    measure(
+        config,
+        nodes,
+        1,
+        env_record,
+        out_path,
+        log_path,
+        attempts_root,
+        "dlscale.runtime.replay",
+        [str(spec_path.resolve())],
+        replay.SCHEMA,
+    )
+
+
+def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, module, args, schema):
+    """Run `python -m module OUT args` on the study's hosts and ranks (a sweep or a replay).
+
+    One that fails ends `out_path` with one line saying why, after the lines it wrote before it
+    failed (a sweep's sizes measured before a timeout stay), so the study goes on. Every output and
+    log is also copied to a new folder under attempts_root, where they stay when the step is redone
+    (Snakemake deletes a rule's output and log before it runs the rule again).
+    """
+    out_path, log_path = Path(out_path), Path(log_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.unlink(missing_ok=True)  # only this job's lines, never an earlier one's
+    _fresh_log(log_path)
+    command = [env_record["python"], "-m", module, str(out_path.resolve()), *args]
+    try:
+        try:
+            with job(config, nodes, ranks_per_node, command, rank_env(config)) as (_, argv, proc_env, _cluster):
+                rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
+            failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
+        except emulate.EmulationError as exc:
+            failure = f"emulated cluster: {exc}"
+        except LaunchError as exc:
+            failure = str(exc)
+        if failure:
+            error = first_error(log_path.read_text(errors="replace"))
+            done = out_path.read_text() if out_path.exists() else ""
+            out_path.write_text(
+                done[: done.rfind("\n") + 1]  # a line cut by the kill is not a record
+                + json.dumps(
+                    {
+                        "schema": schema,
+                        "failed": failure,
+                        "error": error,
+                        "nodes": nodes,
+                        "ranks_per_node": ranks_per_node,
+                    }
+                )
+                + "\n"
+            )
+    finally:
+        dest = _new_attempt(attempts_root)
+        dest.mkdir(parents=True)
+        for path in (out_path, log_path):
+            if path.exists():
+                shutil.copyfile(path, dest / path.name)

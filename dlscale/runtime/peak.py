@@ -1,0 +1,169 @@
+"""The machine's matrix-multiply rate as each framework reaches it: the denominator of model FLOP
+utilisation (MFU).
+
+Per framework (its package's probe.py), in a process of its own with a rank's threads (`threads_per_rank`) and device: a
+square matrix multiply (float32; float16 for mixed precision) of size N, timed REPEATS times after
+WARMUP, waiting for the result each time; the rate is 2 N^3 / the median time. CPU: N = 2048;
+GPU: N = 8192 (large enough for the BLAS kernels' full speed).
+
+    python -m dlscale.runtime.peak OUT.csv --framework torch tensorflow mxnet --threads 1 [--device cpu|gpu]
+        [--precision fp32|mixed]
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dlscale.core.paths import SOURCE
+from dlscale.workloads import frameworks
+
+WARMUP, REPEATS = 3, 10
+SIZE = {"cpu": 2048, "gpu": 8192}
+
+
+def _timed(run):
+    for _ in range(WARMUP):
+        run()
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times)
+
+
+def measure(framework, threads, device, precision):
+    """(median, fastest, slowest) seconds of one N x N multiply in `framework` (its probe.py)."""
+    probe = frameworks.module(framework, "probe")
+    return _timed(probe.matmul(SIZE[device], threads, device, precision == "mixed"))
+
+
+def _arguments(argv):
+    ap = argparse.ArgumentParser(
+        prog="python -m dlscale.runtime.peak", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("out", nargs="?")
+    ap.add_argument("--framework", nargs="+", default=list(frameworks.NAMES), choices=frameworks.NAMES)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "mixed"], default="fp32")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def _environment(threads, device):
+    """A probe process's environment: a rank's threads, and no GPU for a CPU peak."""
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "MXNET_CPU_WORKER_NTHREADS": str(threads),
+        "TF_ENABLE_ONEDNN_OPTS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": str(SOURCE),
+    }
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def _probe(framework, args, env):
+    """One framework's row of the table, measured in a process of its own."""
+    n = SIZE[args.device]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dlscale.runtime.peak",
+        "--one",
+        "--framework",
+        framework,
+        "--threads",
+        str(args.threads),
+    ]
+    cmd += ["--device", args.device, "--precision", args.precision]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    row = {
+        "framework": framework,
+        "device": args.device,
+        "precision": args.precision,
+        "threads": args.threads,
+        "n": n,
+        "matmul_flops_s": math.nan,
+        "matmul_flops_s_min": math.nan,
+        "matmul_flops_s_max": math.nan,
+        "repeats": 0,
+        "failure": "",
+    }
+    if proc.returncode or not lines:
+        # a framework that cannot use the device (a GPU study where there is none) has no peak,
+        # and its MFU is left empty; its runs fail on their own, saying why
+        row["failure"] = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        print(f"{framework}: no matrix-multiply rate ({args.device}): {row['failure']}", flush=True)
+        return row
+    t = json.loads(lines[-1])
+    row.update(
+        matmul_flops_s=2 * n**3 / t["median_s"],
+        matmul_flops_s_min=2 * n**3 / t["max_s"],
+        matmul_flops_s_max=2 * n**3 / t["min_s"],
+        repeats=REPEATS,
+    )
+    print(
+        f"{framework}: {row['matmul_flops_s'] / 1e9:.1f} GFLOP/s ({args.device}, {args.precision}, "
+        f"{args.threads} thread(s), n={n})",
+        flush=True,
+    )
+    return row
+
+
+def main(argv=None):
+    args = _arguments(argv)
+    if args.one:
+        median, fastest, slowest = measure(args.framework[0], args.threads, args.device, args.precision)
+        print(json.dumps({"median_s": median, "min_s": fastest, "max_s": slowest}))
+        return 0
+    env = _environment(args.threads, args.device)
+    rows = [_probe(framework, args, env) for framework in args.framework]
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return 0
+
+
+def rule_settings(config):
+    """The config values the peak measurement depends on."""
+    return {
+        "framework": list(config["framework"]),
+        "threads_per_rank": config["threads_per_rank"],
+        "device": config.get("device", "cpu"),
+        "precision": config.get("precision", "fp32"),
+    }
+
+
+def rule(settings, python, out_path, log_path):
+    """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
+    device (`main`), in a process of its own. `settings` (`rule_settings`): every config value it
+    reads, which the rule declares as its params so that a change to one remakes peak.csv."""
+    from dlscale.runtime.execution import execute
+
+    argv = [python, "-m", "dlscale.runtime.peak", str(Path(out_path).resolve()), "--framework", *settings["framework"]]
+    argv += ["--threads", str(settings["threads_per_rank"]), "--device", settings["device"]]
+    argv += ["--precision", settings["precision"]]
+    Path(log_path).write_text("")
+    rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(SOURCE)})
+    if rc:
+        raise RuntimeError(f"measuring the matrix-multiply peak failed (log: {log_path})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Replay: a study's gradient traffic on more nodes than it ran on, without its compute.
+
+`python -m dlscale.runtime.replay OUT.jsonl SPEC.json` under mpirun (SPEC: iterations, warmup, plans):
+for each plan (one 1-rank configuration of the study: its phase times, its gradients' sizes and the
+time into backward at which each is ready, or none where communication starts after backward),
+every rank runs `warmup` + `iterations` iterations that wait where the 1-rank run computed and hand
+gradients of the measured sizes to real Horovod allreduces (through the reference framework's
+binding, PyTorch's: host tensors, in place, averaged, like DistributedOptimizer) in the measured
+order:
+
+    sleep io + h2d + forward; at each gradient's ready time submit its allreduce; sleep to the end
+    of backward; wait for every allreduce; sleep update.
+
+The ranks do not compute, so a machine that could not train 16 ranks at once can replay them: what
+is measured is Horovod's scheduling, fusion and negotiation and the network, the parts the
+performance model predicts beyond the nodes a study can afford. Rank 0 writes one JSON line per
+measured iteration with every rank's iteration time and exposed communication (the wait after
+backward).
+"""
+
+import json
+import sys
+import time
+
+from dlscale.core.vocabulary import BACKWARD_S, FORWARD_S, H2D_S, IO_S, UPDATE_S
+
+SCHEMA = "dlscale.replay/1"
+PHASES_BEFORE = (IO_S, H2D_S, FORWARD_S)
+
+
+class ReplayError(ValueError):
+    pass
+
+
+def plans(bases, models, comms=None):
+    """Plans from the model's 1-rank baselines (dlscale.analysis.prediction.baselines): {MATCH key: details} ->
+    [plan], for the listed models (and comm modes)."""
+    from dlscale.core.vocabulary import BASELINE_KEYS
+    from dlscale.workloads import frameworks
+
+    out = []
+    for key, b in sorted(bases.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        ident = dict(zip(BASELINE_KEYS, key))
+        if ident["model"] not in models or (comms and ident["comm"] not in comms):
+            continue
+        if ident["comm_library"] != frameworks.HOROVOD:  # replayed through Horovod only
+            continue
+        ready = None if ident["comm"] == "sequential" else b["ready"]
+        out.append(
+            {
+                "key": {k: (v.item() if hasattr(v, "item") else v) for k, v in ident.items()},
+                "phases": {k: float(v) for k, v in b["base"].items()},
+                "sizes": [int(m) for m in b["sizes"]],
+                "ready": None if ready is None else [float(r) for r in ready],
+                "threshold": int(b["threshold"]),
+                "cycle": float(b["cycle"]),
+            }
+        )
+    return out
+
+
+def check_plan(plan):
+    sizes, ready = plan["sizes"], plan["ready"]
+    if not sizes or any(m <= 0 or m % 4 for m in sizes):
+        raise ReplayError(f"replay plan {plan['key']}: gradient sizes must be positive multiples of 4 bytes")
+    if ready is not None and len(ready) != len(sizes):
+        raise ReplayError(f"replay plan {plan['key']}: {len(ready)} ready times for {len(sizes)} gradients")
+    if any(plan["phases"].get(k, -1) < 0 for k in PHASES_BEFORE + (BACKWARD_S, UPDATE_S)):
+        raise ReplayError(f"replay plan {plan['key']}: phase times missing or negative: {plan['phases']}")
+
+
+def _sleep_until(deadline):
+    left = deadline - time.perf_counter()
+    if left > 0:
+        time.sleep(left)
+
+
+def replay(plan, hvd, ones, iterations, warmup):
+    """This rank's (iteration s, exposed communication s) per measured iteration of one plan."""
+    phases, sizes = plan["phases"], plan["sizes"]
+    backward = phases[BACKWARD_S]
+    ready = [backward] * len(sizes) if plan["ready"] is None else [min(r, backward) for r in plan["ready"]]
+    order = sorted(range(len(sizes)), key=lambda i: ready[i])
+    grads = [ones(m // 4) for m in sizes]
+    out = []
+    for it in range(warmup + iterations):
+        start = time.perf_counter()
+        _sleep_until(start + sum(phases[k] for k in PHASES_BEFORE))
+        backward_start = time.perf_counter()
+        handles = []
+        for i in order:
+            _sleep_until(backward_start + ready[i])
+            handles.append(hvd.allreduce_async_(grads[i], op=hvd.Average, name=f"grad.{i}"))
+        _sleep_until(backward_start + backward)
+        backward_end = time.perf_counter()
+        for handle in handles:
+            hvd.synchronize(handle)
+        comm_end = time.perf_counter()
+        _sleep_until(comm_end + phases[UPDATE_S])
+        if it >= warmup:
+            out.append((time.perf_counter() - start, comm_end - backward_end))
+    if any(float(g[0]) != 1.0 for g in grads):
+        raise ReplayError(f"replay plan {plan['key']}: an averaged gradient of ones is not one")
+    return out
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from dlscale.workloads import frameworks
+
+    argv = sys.argv[1:] if argv is None else argv
+    spec = json.loads(open(argv[1]).read())
+    comm = MPI.COMM_WORLD
+    instrument = frameworks.module(frameworks.REFERENCE, "instrument")
+    hvd = instrument.start(comm, threads=1)
+    fh = open(argv[0], "w") if hvd.rank() == 0 else None
+    for plan in spec["plans"]:
+        check_plan(plan)
+        mine = replay(plan, hvd, instrument.ones, spec["iterations"], spec["warmup"])
+        every = comm.gather(mine, root=0)
+        if fh:
+            for i in range(len(mine)):
+                fh.write(
+                    json.dumps(
+                        {
+                            "schema": SCHEMA,
+                            **plan["key"],
+                            "ranks": hvd.size(),
+                            "iteration": i,
+                            "iteration_s": [r[i][0] for r in every],
+                            "exposed_s": [r[i][1] for r in every],
+                        }
+                    )
+                    + "\n"
+                )
+            fh.flush()
+    if fh:
+        fh.close()
+
+
+if __name__ == "__main__":
+    main()

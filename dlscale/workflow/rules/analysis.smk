@@ -1,0 +1,173 @@
+# Records -> tidy table and run table -> summary -> figures; with the allreduce fit -> model.
+
+
+# With `second_pass`, a checkpoint plans more repeats from the first pass (dlscale/analysis/second_pass.py); the
+# tables read the runs it adds too.
+if SECOND_PASS:
+
+    localrules:
+        second_pass,
+
+    checkpoint second_pass:
+        input:
+            RUNS,
+        output:
+            TABLE["second_pass"],
+        log:
+            f"{LOGS}/second_pass.log",
+        params:
+            settings=json.dumps(SECOND_PASS, sort_keys=True),
+        run:
+            step("second_pass", steps.write_second_pass, list(input), output[0], config["repeats"], SECOND_PASS, log[0])
+
+
+rule tidy:
+    input:
+        study_runs,
+    output:
+        tidy=TABLE["tidy"],
+        runs=TABLE["runs"],
+        tensors=TABLE["tensors"],
+    log:
+        f"{LOGS}/tidy.log",
+    run:
+        step("tidy", steps.write_tables, list(input), output.tidy, output.runs, output.tensors, log[0])
+
+
+rule run_metrics:
+    input:
+        TABLE["tidy"],
+    output:
+        TABLE["run_metrics"],
+    log:
+        f"{LOGS}/run_metrics.log",
+    run:
+        step("run_metrics", steps.write_run_metrics, input[0], output[0], log[0])
+
+
+rule peak:
+    input:
+        env=ENV_RECORD,
+    output:
+        TABLE["peak"],
+    log:
+        f"{LOGS}/peak.log",
+    threads: workflow.cores
+    resources:
+        cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
+    params:
+        python=sys.executable,
+        # every config value the measurement reads: a change remakes the peak table (and MFU with it)
+        settings=peak.rule_settings(config),
+    run:
+        step("peak", peak.rule, params.settings, params.python, output[0], log[0])
+
+
+rule flops:
+    input:
+        env=ENV_RECORD,
+    output:
+        TABLE["flops"],
+    log:
+        f"{LOGS}/flops.log",
+    params:
+        models=config["model"],
+        image_size=config["image_size"],
+        classes=config["classes"],
+    run:
+        step("flops", steps.write_flops, params.models, params.image_size, params.classes, output[0], log[0])
+
+
+rule summary:
+    input:
+        run_metrics=TABLE["run_metrics"],
+        runs=TABLE["runs"],
+        peak=TABLE["peak"],
+        flops=TABLE["flops"],
+        plan=[TABLE["second_pass"]] if SECOND_PASS else [],
+    output:
+        summary=report(TABLE["summary"], caption="../report/summary.rst", category="Tables"),
+        comparisons=TABLE["comparisons"],
+    log:
+        f"{LOGS}/summary.log",
+    run:
+        step(
+            "summary",
+            steps.write_summary,
+            input.run_metrics,
+            input.runs,
+            output.summary,
+            output.comparisons,
+            log[0],
+            input.peak,
+            input.flops,
+            *input.plan,
+        )
+
+
+rule figures:
+    input:
+        summary=TABLE["summary"],
+        comparisons=TABLE["comparisons"],
+    output:
+        reported(FIGURES, "Figures"),
+    log:
+        f"{LOGS}/figures.log",
+    run:
+        step("figures", steps.write_figures, input.summary, input.comparisons, list(output), log[0])
+
+
+# Every study has the replays' table, empty without `replay`.
+rule replay_tables:
+    input:
+        list(REPLAYS),
+    output:
+        TABLE["replayed"],
+    log:
+        f"{LOGS}/replay_tables.log",
+    run:
+        step("replay_tables", steps.write_replayed, REPLAYS, output[0], log[0])
+
+
+rule model:
+    input:
+        run_metrics=TABLE["run_metrics"],
+        runs=TABLE["runs"],
+        tensors=TABLE["tensors"],
+        sweep=TABLE["allreduce"],
+        fit=TABLE["allreduce_fit"],
+        replayed=TABLE["replayed"],
+        plans=[REPLAY_PLANS] if REPLAYS else [],
+    output:
+        table=TABLE["model"],
+        replay=TABLE["replay"],
+        error=TABLE["model_error"],
+        gradients=TABLE["gradients"],
+        extrapolation=TABLE["extrapolation"],
+        figures=reported(MODEL_FIGURES, "Performance model"),
+    log:
+        f"{LOGS}/model.log",
+    params:
+        extrapolate=json.dumps(config["extrapolate"], sort_keys=True),
+    run:
+        step("model", steps.write_model, files(input), files(output), config["extrapolate"], log[0])
+
+
+rule paper_report:
+    input:
+        summary=TABLE["summary"],
+        comparisons=TABLE["comparisons"],
+        runs=TABLE["runs"],
+        environment=ENV_RECORD,
+        error=TABLE["model_error"],
+        model=TABLE["model"],
+        fit=TABLE["allreduce_fit"],
+        figures=FIGURES + MODEL_FIGURES,
+    output:
+        TABLE["report"],
+    log:
+        f"{LOGS}/report.log",
+    params:
+        title=TITLE,
+    run:
+        step("paper_report", steps.write_report, files(input), files(output), config, params.title, log[0])

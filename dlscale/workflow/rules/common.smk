@@ -1,0 +1,67 @@
+# Names shared by the rule files.
+import json
+import sys
+from pathlib import Path
+
+from dlscale.runtime import config as cfg
+from dlscale.runtime import design
+from dlscale.core import paths
+from dlscale.core.vocabulary import STATUS
+from dlscale.workloads import images
+from dlscale.runtime import dataset
+from dlscale.environment import build as env
+from dlscale.runtime import peak
+from dlscale.runtime import rule as rule_process
+from dlscale.analysis import figures, second_pass, steps
+
+RESULTS = config.get("results", "results")
+LOGS = config.get("logs", "logs")
+ENV_RECORD = f"{RESULTS}/{env.RECORD}"
+TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
+DATASET = cfg.dataset_folder(config)
+DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
+RUNS = [f"{RESULTS}/{paths.run_status(run)}" for run in cfg.matrix(config)]
+SECOND_PASS = config.get("second_pass")
+DESIGN = design.settings(config)
+TITLE = cfg.title(config, workflow.configfiles)
+# One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks, and per
+# node count replayed (one rank per node).
+SWEEPS = {
+    f"{RESULTS}/{paths.sweep(n, r)}.jsonl": (n, r)
+    for n, r in [(n, r) for n in config["nodes"] for r in config["ranks_per_node"]]
+    + [(n, 1) for n in cfg.replay_nodes(config)]
+    if n * r > 1
+}
+REPLAY_PLANS = f"{RESULTS}/{paths.REPLAY_PLANS}"
+REPLAYS = {f"{RESULTS}/{paths.replay(n)}.jsonl": n for n in cfg.replay_nodes(config)}
+FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.FIGURES)
+MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.model_figures(REPLAYS))
+
+
+def step(rule_name, function, *args):
+    """An analysis step in a process of its own, stopped by a signal and after step_timeout_s
+    (dlscale/runtime/rule.py `analysis_step`)."""
+    rule_process.analysis_step(rule_name, function, *args, timeout_s=config["step_timeout_s"])
+
+
+files = rule_process.files
+
+
+def study_runs(wildcards):
+    """The first pass's runs and, with a second pass, the runs its plan (a checkpoint) adds."""
+    if not SECOND_PASS:
+        return RUNS
+    import pandas as pd
+
+    plan = pd.read_csv(checkpoints.second_pass.get().output[0])
+    return RUNS + [f"{RESULTS}/{paths.run_status(run)}" for run in second_pass.added_runs(cfg.matrix(config), plan)]
+
+
+def reported(paths, category):
+    """The PNG ones of `paths` registered for `snakemake --report`, captioned by report/<name>.rst."""
+
+    def captioned(path):
+        # (a line may not start with `report(`: Snakemake's parser would take it for the report keyword)
+        return report(path, caption=f"../report/{Path(path).stem}.rst", category=category)
+
+    return [captioned(p) if p.endswith(".png") else p for p in paths]

@@ -1,0 +1,51 @@
+# One MPI job per run. A run that fails (crash, lost rank, timeout, wrong results) is recorded as
+# failed in its status.json with its logs kept; the study goes on. Runs take every core so that
+# no two measurements overlap.
+
+
+wildcard_constraints:
+    framework="[a-z0-9]+",
+    model="[a-z0-9]+",
+    comm="[a-z]+",
+    comm_library="[a-z]+",
+    layout="[A-Za-z]+",
+    timing="[a-z]+",
+    nodes=r"\d+",
+    ranks_per_node=r"\d+",
+    batch_size=r"\d+",
+    loader_workers=r"\d+",
+    repeat=r"\d+",
+
+
+rule run:
+    input:
+        env=ENV_RECORD,
+        hostfile=config["hostfile"],
+        data=[DATA_MANIFEST] if DATASET else [],
+    output:
+        f"{RESULTS}/{paths.RUNS}/{paths.RUN_PATTERN}/{STATUS}",
+    log:
+        f"{LOGS}/{paths.RUNS}/{paths.RUN_PATTERN}.log",
+    # the design's order (dlscale/runtime/design.py): blocks first to last, each in its seeded random order
+    priority: lambda w: design.priority(paths.run_from_wildcards(w), DESIGN)
+    threads: workflow.cores
+    resources:
+        cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
+    params:
+        settings=json.dumps(cfg.run_settings(config), sort_keys=True),
+        attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.run_path(paths.run_from_wildcards(w)))}",
+    run:
+        rule_process.run_rule(config, wildcards, input, output, log, params)
+
+
+# The order the design gives the first pass's runs, for the report and the reader.
+rule order:
+    output:
+        TABLE["order"],
+    log:
+        f"{LOGS}/order.log",
+    params:
+        design=json.dumps(DESIGN, sort_keys=True),
+        runs=len(RUNS),
+    run:
+        step("order", steps.write_order, cfg.matrix(config), DESIGN, output[0], log[0])

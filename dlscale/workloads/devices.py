@@ -1,0 +1,68 @@
+"""Device and precision checks shared by the trainers: a run asked to use a GPU that its framework
+cannot use fails with the reason; it never falls back to the CPU."""
+
+import os
+import subprocess
+
+from dlscale.workloads import frameworks
+
+
+class DeviceError(RuntimeError):
+    pass
+
+
+def check_precision(spec):
+    if spec["precision"] == "mixed" and spec.get("device", "cpu") != "gpu":
+        raise DeviceError(
+            "precision mixed needs device gpu (half-precision kernels and loss scaling "
+            "are what mixed precision means on the GPUs the study compares)"
+        )
+
+
+def gpu_for_rank(framework, version, count, local_rank, build):
+    """The GPU index of this rank (its local rank), or a DeviceError saying why there is none."""
+    if count == 0:
+        raise DeviceError(
+            f"device gpu: {framework} {version} sees no GPU ({build}); run device gpu "
+            "studies on GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)"
+        )
+    if local_rank >= count:
+        raise DeviceError(
+            f"device gpu: local rank {local_rank} but {framework} sees {count} GPU(s) on this "
+            "node; ranks_per_node must not exceed the GPUs per node"
+        )
+    return local_rank
+
+
+def nvidia_smi_name(index):
+    """The name of GPU `index` as this process numbers it (through $CUDA_VISIBLE_DEVICES), from
+    nvidia-smi, for frameworks that do not report it (MXNet); None when nvidia-smi cannot say."""
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    physical = visible[index].strip() if index < len(visible) else str(index)
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", physical],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+class LayoutError(ValueError):
+    pass
+
+
+def resolve_layout(framework, asked):
+    """The layout a run uses: `best` becomes the one the framework's own performance guidance
+    recommends (its BEST_LAYOUT; bench/layout.py repeats the measurement); a forced layout the
+    framework cannot run is a LayoutError saying why (its LAYOUT_NOTE)."""
+    declared = frameworks.get(framework)
+    layout = declared.BEST_LAYOUT if asked == "best" else asked
+    if layout not in declared.LAYOUTS:
+        raise LayoutError(f"layout {asked}: {declared.LAYOUT_NOTE}")
+    return layout

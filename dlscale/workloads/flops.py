@@ -1,0 +1,37 @@
+"""Floating-point work per image of each network, counted from its definition.
+
+Convention (stated with every number it produces):
+- one multiply-add is 2 FLOPs;
+- only convolutions and fully connected layers are counted (their multiply-adds: output elements x
+  input channels per group x kernel area, and output features x input features); batch norm,
+  activations, pooling, additions and the loss are left out (well under 1% of these networks' work);
+- a training step costs 3x the forward pass: backward computes the gradients of the inputs and of
+  the weights, each about as costly as the forward.
+The networks are the same in all three frameworks (tests/test_parity.py), so they are counted once,
+on the reference framework's definition (PyTorch's: dlscale/workloads/frameworks/torch/flops.py), at the
+study's input size. At 224x224 the forward multiply-adds are torchvision's published figures
+(AlexNet 0.714 G, GoogLeNet 1.498 G, ResNet-50 4.089 G; tested).
+"""
+
+from functools import cache
+
+from dlscale.workloads import frameworks
+
+CONVENTION = "2 FLOPs per multiply-add; conv and linear layers only; training = 3 x forward"
+
+
+COLUMNS = ["model", "image_size", "classes", "forward_macs", "train_flops"]
+
+
+def table(models, image_size, classes):
+    """flops.csv: one row per network of a study at its input size and classes (`per_image`)."""
+    return [
+        {"model": m, "image_size": image_size, "classes": classes, **per_image(m, image_size, classes)} for m in models
+    ]
+
+
+@cache
+def per_image(model, image_size, classes=1000):
+    """{"forward_macs", "train_flops"} of one image through `model` at image_size x image_size."""
+    forward = frameworks.module(frameworks.REFERENCE, "flops").forward_macs(model, image_size, classes)
+    return {"forward_macs": forward, "train_flops": 3 * 2 * forward}

@@ -1,0 +1,83 @@
+"""The framework registry: every framework the study compares is one package here,
+`dlscale/workloads/frameworks/<name>/`, and this is the one list of them.
+
+A framework's package holds everything that is particular to it. Its `__init__.py` declares what
+the rest of the study asks of it without importing the framework itself (so the pipeline, the
+configuration checks and the analysis can read it in an environment without the framework):
+  NAME, LABEL             its word in configs, tables and paths; its name in messages
+  MODULES                 the Python modules it is (what names it in code: tests/test_architecture.py)
+  LAYOUTS, BEST_LAYOUT    the layouts its models run, and the one its developers recommend
+  LAYOUT_NOTE             why it runs no other layout (None where it runs both)
+  LOADER                  its input pipeline, as a run record describes it
+  TRACE_RULES, trace_rest how its profiler's events map to the SGD phases (dlscale/analysis/trace.py)
+  LIBRARIES               the communication libraries its gradients can go through (`horovod`,
+                          `native`), its default first; NATIVE names its own, NOT_BUILT says why
+                          one it lacks is not built
+and its modules do the work, importing the framework:
+  trainer.py   the Trainer (dlscale/workloads/trainer.py's contract)      models.py  its networks
+  loader.py    stream(): its own input pipeline over a prepared dataset
+  probe.py     matmul(): the matrix-multiply peak (dlscale/runtime/peak.py)
+  weights.py   weights copied from the reference framework's network (tests/test_parity.py)
+  data.py      (where it reads a format of its own) write(): the dataset in that format
+  flops.py, instrument.py  (REFERENCE only) multiply-adds per image; Horovod's allreduce of tensors
+Adding a framework is one new package, its word in NAMES and in config/schema.yaml's `framework`
+enumeration (tests/test_architecture.py checks the two agree).
+"""
+
+import importlib
+import importlib.util
+
+NAMES = ("torch", "tensorflow", "mxnet", "jax")
+# The framework whose network definitions are the reference: the others' weights are copied from
+# it to prove the networks identical, the FLOPs per image are counted on it, and its Horovod
+# binding is the instrument of the allreduce sweep and of the replay (Horovod's core is the same
+# under every binding).
+REFERENCE = "torch"
+# The communication libraries a study compares (its `comm_library` dimension): Horovod, the same
+# C++ core under every binding, and each framework's own data-parallel path.
+HOROVOD, NATIVE = LIBRARIES = ("horovod", "native")
+
+
+class UnknownFramework(KeyError):
+    def __str__(self):
+        return f"unknown framework {self.args[0]!r}; known: {', '.join(NAMES)}"
+
+
+def get(name):
+    """The framework's declarations (its package, which imports no framework)."""
+    if name not in NAMES:
+        raise UnknownFramework(name)
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def module(name, part):
+    """One of the framework's working modules (`trainer`, `models`, `loader`, ...), imported now."""
+    get(name)
+    return importlib.import_module(f"{__name__}.{name}.{part}")
+
+
+def default_library(name):
+    """The library a study without a `comm_library` key runs the framework with."""
+    return get(name).LIBRARIES[0]
+
+
+def not_built(name, library):
+    """Why the framework does not run through `library` ("" when it does)."""
+    declared = get(name)
+    if library in declared.LIBRARIES:
+        return ""
+    return declared.NOT_BUILT.get(library, f"{declared.LABEL} has no {library} path in this tool")
+
+
+def sweep_path(name, library):
+    """The allreduce sweep's path that times the gradients' communication of `name` through
+    `library`: Horovod's (the same core under every binding), or the framework's own (its package's
+    name, from its `sweep` part)."""
+    if not_built(name, library):
+        raise ValueError(not_built(name, library))
+    return HOROVOD if library == HOROVOD else name
+
+
+def with_part(part):
+    """The frameworks that have the working module `part` (e.g. a dataset format of their own)."""
+    return [n for n in NAMES if importlib.util.find_spec(f"{__name__}.{n}.{part}") is not None]

@@ -1,0 +1,47 @@
+"""JAX: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
+
+from dlscale.core.vocabulary import BACKWARD, FORWARD, UPDATE
+
+NAME = "jax"
+LABEL = "JAX"
+MODULES = ("jax", "jaxlib", "flax", "optax")
+
+# NHWC, XLA's natural layout on the CPU and the one Flax's layers are written in.
+LAYOUTS = ("NHWC",)
+BEST_LAYOUT = "NHWC"
+LAYOUT_NOTE = (
+    "Flax's convolutions take NHWC (XLA chooses the layout it computes in), and the JAX models are written NHWC"
+)
+
+# JAX's gradients take JAX's own collectives: the allreduce sweep measures them on a path of this
+# name (sweep.py), and the model predicts JAX runs from it.
+LIBRARIES = ("native",)
+NATIVE = "jax.distributed + XLA's collectives (gloo on the CPU, NCCL on GPUs)"
+NOT_BUILT = {"horovod": "Horovod has no JAX binding"}
+
+LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
+
+
+# The profile's operations carry their phase in their names (profile.py renames them from the
+# compiled module's metadata); the gradients' mean is JAX's own collective, so it is communication
+# here, not in a Horovod timeline.
+def xla_flags(threads):
+    """XLA_FLAGS for `threads` compute threads per rank on the CPU (set before JAX starts its
+    backend), added to any the user set: the trainer's, the probe's and the bare loop's alike."""
+    import os
+
+    ours = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if threads == 1 else ""
+    return " ".join(f for f in (os.environ.get("XLA_FLAGS", ""), ours) if f)
+
+
+TRACE_RULES = [
+    ("prefix", "xla:forward/", FORWARD),
+    ("prefix", "xla:backward/", BACKWARD),
+    ("prefix", "xla:update/", UPDATE),
+    ("prefix", "xla:comm/", "comm"),
+]
+
+
+def trace_rest(event):
+    """Anything else (dispatch, the runtime's own spans) is not an operation."""
+    return None

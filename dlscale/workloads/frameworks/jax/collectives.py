@@ -1,0 +1,103 @@
+"""JAX's own multi-process collectives, set up from the launcher's ranks (Horovod has no JAX binding).
+
+Every rank calls `jax.distributed.initialize` with rank 0's address and a port it chose, both from
+the launcher (dlscale/workloads/rendezvous.py: nothing for the user to type). The collectives themselves
+are XLA's: gloo over TCP on the CPU, NCCL on GPUs. One rank initializes nothing.
+"""
+
+import functools
+import os
+import time
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+
+from dlscale.workloads import rendezvous
+
+AXIS = "ranks"
+# XLA's gloo gives a peer 30 s to join a collective's first use, and a rank still compiling (a slow
+# node, a big network, a cold compilation cache: rank 1 compiles its step in every run) misses it.
+# So every rank waits at a barrier of JAX's coordination service before a program's first
+# collective; that wait ends when all ranks arrive, or when the run's own time limit
+# (`run_timeout_s`, enforced by the launcher) ends the job: the barrier's own bound is only a backstop.
+BARRIER_TIMEOUT_S = 24 * 3600
+# Tests make one rank slow on purpose: "<rank>:<seconds>" sleeps that rank before each barrier.
+SLOW_RANK_ENV = "DLSCALE_SLOW_RANK"
+_joined = False  # this process has joined jax.distributed (it can only once)
+CPU_COLLECTIVES = "gloo"
+
+
+def initialize(rank, size, first_host):
+    """Join this rank to the job's JAX processes (size > 1, once per process); a mesh of one device
+    per rank."""
+    global _joined
+    if size > 1 and not _joined:
+        jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
+        address, port = rendezvous.coordinator(first_host)
+        _gloo_on(rendezvous.own_address(first_host) if rank else address)
+        jax.distributed.initialize(f"{address}:{port}", num_processes=size, process_id=rank)
+        _joined = True
+    return Mesh(np.array(jax.devices()[: max(size, 1)]).reshape(-1), (AXIS,))
+
+
+def _gloo_on(address):
+    """XLA's gloo offers its peers the address its host name resolves to (loopback inside an
+    emulated node), and JAX makes it with no way to say otherwise: its maker, which JAX calls once
+    as it starts the CPU backend, gets this rank's own address and interface."""
+    from jax._src.lib import xla_client
+
+    make = xla_client._xla.make_gloo_tcp_collectives
+    interface = rendezvous.interface(address)
+    if interface and not getattr(make, "dlscale", False):
+        bound = functools.partial(make, hostname=address, interface=interface)
+        bound.dlscale = True
+        xla_client._xla.make_gloo_tcp_collectives = bound
+
+
+def barrier(name, rank, size):
+    """Wait until every rank reaches `name` (JAX's coordination service, not a gloo collective)."""
+    if size == 1:
+        return
+    slow, _, seconds = os.environ.get(SLOW_RANK_ENV, "").partition(":")
+    if slow and int(slow) == rank:
+        time.sleep(float(seconds))
+    from jax._src import distributed
+
+    distributed.global_state.client.wait_at_barrier(f"dlscale:{name}", BARRIER_TIMEOUT_S * 1000)
+
+
+def from_rank0(make, key, rank, size):
+    """`make(key)`'s arrays made on rank 0 and sent to every rank (the initial weights, as Horovod's
+    broadcast from rank 0 does). Jitted: Flax's initializers run op by op otherwise (24 s for
+    GoogLeNet on one thread), and compiled they are loaded from the compilation cache by later runs;
+    only rank 0 runs it (JAX writes and shares that cache from process 0 alone), the others know
+    the arrays' shapes and take rank 0's values."""
+    if size == 1:
+        return jax.jit(make)(key)
+    if rank == 0:
+        made = jax.jit(make)(key)
+    else:
+        made = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(make, key))
+    barrier("initial weights", rank, size)  # rank 0 may compile them for long (a cold cache)
+    return jax.device_put(jax.tree.map(np.asarray, multihost_utils.broadcast_one_to_all(made)), jax.local_devices()[0])
+
+
+def describe(size):
+    """The communication library a run used, recorded with its results."""
+    if size == 1:
+        return "none (one rank)"
+    backend = jax.default_backend()
+    return f"jax.distributed + XLA collectives ({'NCCL' if backend == 'gpu' else CPU_COLLECTIVES})"
+
+
+def global_array(mesh, local, spec):
+    """This rank's numpy (or jax) data as its part of a global array over `mesh` (spec: P(AXIS) for
+    a rank's batch, P() for what every rank holds alike)."""
+    return multihost_utils.host_local_array_to_global_array(local, mesh, spec)
+
+
+def local_part(mesh, array, spec):
+    """This rank's part of a global array, as a single-device array."""
+    return multihost_utils.global_array_to_host_local_array(array, mesh, spec)

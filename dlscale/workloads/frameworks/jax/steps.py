@@ -1,0 +1,142 @@
+"""The JAX trainer's jitted functions: the whole step (native timing) and its four phases (phased).
+
+Two forms of the same training state. Native: global arrays over the mesh (one device per rank),
+the weights and optimizer state replicated (P()), the batch and the batch-norm statistics each
+rank's own (P(AXIS), the statistics with a leading axis of one per rank), one `shard_map`ped step.
+Phased: each rank's own single-device arrays, forward/backward/update jitted on them alone and the
+gradients' mean a jitted collective of its own over the gradients as each rank's part (leading axis
+of one) of global arrays, assembled without a copy. `to_native` / `to_local` move the state between
+the two; the trainer keeps whichever form its last call needed.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.experimental.shard_map import shard_map
+from jax.flatten_util import ravel_pytree
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from dlscale.workloads.frameworks.jax import collectives
+from dlscale.workloads.frameworks.jax.collectives import AXIS, global_array, local_part
+from dlscale.workloads.frameworks.jax.profile import COMM_SCOPE, UPDATE_SCOPE
+
+
+def _stack(tree):
+    return jax.tree.map(lambda a: a[None], tree)
+
+
+def _unstack(tree):
+    return jax.tree.map(lambda a: a[0], tree)
+
+
+class Steps:
+    def __init__(self, model, optimizer, mesh, size, overlap, rank=0):
+        self.model, self.optimizer, self.mesh, self.size, self.overlap = model, optimizer, mesh, size, overlap
+        self.rank = rank
+        self.forward = jax.jit(self._forward, static_argnums=5)
+        self.backward = jax.jit(lambda vjp: _stack(vjp(jnp.ones((), jnp.float32))[0]))
+        self.update = jax.jit(self._update)
+        spec = P(AXIS)
+        mean = shard_map(self._mean_over_ranks, mesh=mesh, in_specs=spec, out_specs=spec, check_rep=False)
+        self._mean = jax.jit(mean)
+        replicated = P()
+        self._compiled = self._mean_compiled = None
+        self.step = jax.jit(
+            shard_map(
+                self._step,
+                mesh=mesh,
+                in_specs=(replicated, spec, replicated, replicated, spec, spec),
+                out_specs=(replicated, spec, replicated, replicated, spec),
+                check_rep=False,
+            ),
+            donate_argnums=(0, 1, 2, 3),
+        )
+
+    # -- the network and its loss ------------------------------------------------------------------
+
+    def _loss(self, params, stats, x, y, key):
+        variables = {"params": params, "batch_stats": stats}
+        logits, mutated = self.model.apply(variables, x, train=True, rngs={"dropout": key}, mutable=["batch_stats"])
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+        return loss, mutated.get("batch_stats", stats)
+
+    def _mean_over_ranks(self, grads):
+        """The gradients' mean over the ranks: one collective per gradient (overlap: each may start
+        as soon as its gradient exists), or all gradients first and one collective of them all."""
+        with jax.named_scope(COMM_SCOPE):
+            if self.overlap:
+                return lax.pmean(grads, AXIS)  # one collective of many operands, each free to start early
+            flat, unravel = ravel_pytree(lax.optimization_barrier(grads))
+            return unravel(lax.pmean(flat, AXIS))
+
+    def _apply(self, grads, opt_state, params):
+        with jax.named_scope(UPDATE_SCOPE):
+            updates, opt_state = self.optimizer.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state
+
+    # -- phased: each a jitted function of its own --------------------------------------------------
+
+    def _forward(self, params, stats, x, y, key, rank):
+        key, drop = jax.random.split(key)
+        drop = jax.random.fold_in(drop, rank)  # each rank its own dropout masks
+        loss, vjp, new_stats = jax.vjp(lambda p: self._loss(p, stats, x, y, drop), params, has_aux=True)
+        return loss, vjp, new_stats, key
+
+    def mean(self, grads):
+        """Phased comm: the rank's gradients (leading axis of one) as its parts of global arrays."""
+        sharding = NamedSharding(self.mesh, P(AXIS))
+
+        def assemble(g):
+            return jax.make_array_from_single_device_arrays((self.size, *g.shape[1:]), sharding, [g])
+
+        parts = jax.tree.map(assemble, grads)
+        if self._mean_compiled is None:  # compiled on every rank before its first collective runs
+            self._mean_compiled = self._mean.lower(parts).compile()
+            collectives.barrier("phased mean compiled", self.rank, self.size)
+        averaged = self._mean_compiled(parts)
+        return jax.tree.map(lambda a: a.addressable_data(0), averaged)
+
+    def _update(self, params, opt_state, grads):
+        return self._apply(_unstack(grads), opt_state, params)
+
+    # -- native: the whole step ---------------------------------------------------------------------
+
+    def _step(self, params, stats, opt_state, key, x, y):
+        key, drop = jax.random.split(key)
+        drop = jax.random.fold_in(drop, lax.axis_index(AXIS))  # each rank its own dropout masks
+        (loss, stats), grads = jax.value_and_grad(self._loss, has_aux=True)(params, _unstack(stats), x, y, drop)
+        if self.size > 1:
+            grads = self._mean_over_ranks(grads)
+        params, opt_state = self._apply(grads, opt_state, params)
+        return params, _stack(stats), opt_state, key, loss[None]
+
+    def native(self, *args):
+        """The whole step, compiled once for these arguments' shapes (kept: its text names the
+        operations in traces, and asking jit for it again would compile it again)."""
+        if self._compiled is None:  # compiled on every rank before its first collective runs
+            self._compiled = self.step.lower(*args).compile()
+            collectives.barrier("native step compiled", self.rank, self.size)
+        return self._compiled
+
+    def to_native(self, params, stats, opt_state, key):
+        replicated = functools.partial(global_array, self.mesh, spec=P())
+        stats = global_array(self.mesh, _stack(stats), P(AXIS))
+        return replicated(params), stats, replicated(opt_state), replicated(key)
+
+    def to_local(self, params, stats, opt_state, key):
+        replicated = functools.partial(local_part, self.mesh, spec=P())
+        stats = _unstack(local_part(self.mesh, stats, P(AXIS)))
+        return replicated(params), stats, replicated(opt_state), replicated(key)
+
+    def batch(self, x, y):
+        return global_array(self.mesh, (x, y), P(AXIS))
+
+    @staticmethod
+    def ordered(params):
+        """The weights in PyTorch's definition order (layers by name; kernel before bias, scale before bias)."""
+        order = {"kernel": 0, "scale": 0, "bias": 1}
+        return [params[layer][k] for layer in sorted(params) for k in sorted(params[layer], key=order.get)]

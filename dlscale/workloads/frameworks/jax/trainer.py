@@ -1,0 +1,223 @@
+"""JAX data-parallel training through JAX's own collectives (collectives.py), one method per SGD phase.
+
+JAX dispatches asynchronously, on the CPU too: a phase launches its jitted function and returns;
+`sync` (`block_until_ready` on what was launched last) is the one wait, as in the other trainers.
+Native timing (`step`): one jitted function per iteration, forward, backward, the gradients' mean
+over the ranks and the update, as JAX's own data-parallel examples write it (`shard_map` over a
+mesh with one device per rank; the batch is each rank's part of a global batch, the weights the
+same on every rank), so XLA schedules the collectives among the computation. On a GPU the loop
+queues the next step before it waits for the last one's loss (`ahead` = 1), as a bare JAX loop keeps
+dispatch ahead of the device. On the CPU it does not (`ahead` = 0): the step donates its state to
+the next, and a CPU dispatch that takes donated buffers runs the step before it returns (measured,
+jax 0.6.2: the dispatch took the step's whole time, the wait none), so a step queued ahead ran inside
+the previous one's time and the last measured iteration recorded none (0.001 s of 0.4 s in every
+JAX run of the 2026-11-26 default study, its mean 1/11 low).
+Phased timing: forward (`jax.vjp`, keeping what backward needs), backward (the vjp), comm (the
+mean over the ranks, a jitted collective of its own) and update as four jitted functions, with
+the loop's waits between them.
+comm = "overlap": one mean per gradient, which XLA may start as soon as that gradient exists;
+comm = "sequential": all gradients first (an optimization barrier), then one mean of them all.
+One rank communicates nothing in either mode. Batch-norm running statistics stay each rank's own,
+as under Horovod. The update is Optax's SGD with momentum (m = mu m + g; w -= lr m, PyTorch's
+definition). Weights start equal on every rank: every rank initializes from the same seed (JAX's
+random numbers are the same on every machine). Threads: XLA's CPU compute runs on one thread per
+rank when threads_per_rank is 1 (XLA_FLAGS, set before JAX starts its backend, recorded).
+"""
+
+import os
+from pathlib import Path
+
+import flax
+import jax
+import jaxlib
+import numpy as np
+import optax
+from mpi4py import MPI
+
+from dlscale.workloads import rendezvous, trainer
+from dlscale.workloads.devices import DeviceError, check_precision, gpu_for_rank, resolve_layout
+from dlscale.workloads.frameworks.jax import LABEL, NAME, collectives, profile, steps, xla_flags
+from dlscale.workloads.registry import build_model
+
+
+def _compilation_cache():
+    """JAX's persistent compilation cache, as its users on a cluster keep one: a run's step is
+    compiled once per network, batch, ranks and settings, and a repeat, or a later study, loads it
+    (XLA's compilation of a GoogLeNet step took 27 s of a 71 s run on 2 cores). Only warm-up, which
+    is not measured, changes. $JAX_COMPILATION_CACHE_DIR where set, else under the user's cache."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlscale" / "jax-compilation"
+    folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") or str(default)
+    jax.config.update("jax_compilation_cache_dir", folder)
+    return folder
+
+
+class Trainer(trainer.Trainer):
+    name = NAME
+
+    def __init__(self, spec):
+        self.layout = resolve_layout(self.name, spec["layout"])
+        os.environ["XLA_FLAGS"] = xla_flags(spec["threads_per_rank"])
+        self.threads = spec["threads_per_rank"]
+        check_precision(spec)
+        if spec["precision"] != "fp32":
+            raise DeviceError("precision mixed: the JAX trainer runs fp32 only (mixed precision is not built for JAX)")
+        self.compilation_cache = _compilation_cache()
+        self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()
+        self.gpu = spec.get("device", "cpu") == "gpu"
+        self.ahead = 1 if self.gpu else 0  # (the module's docstring: CPU dispatch of a donating step is not queued)
+        self.mesh = collectives.initialize(self.rank, self.size, rendezvous.first_host())
+        self._check_device()
+        self.overlap = spec["comm"] == "overlap"
+        self.lr, self.mu = spec["lr"], spec["momentum"]
+        self._build(spec)
+        self.pending = self.grads = self.vjp = None
+        self.profile_dir, self.compiled = None, {}
+
+    def _check_device(self):
+        if self.gpu:
+            count = len([d for d in jax.local_devices() if d.platform == "gpu"])
+            gpu_for_rank(LABEL, jax.__version__, count, self.local_rank, "a CPU-only jaxlib")
+        elif jax.default_backend() != "cpu":
+            raise DeviceError(f"device cpu: JAX's default backend is {jax.default_backend()}; set JAX_PLATFORMS=cpu")
+
+    def _build(self, spec):
+        self.model = build_model(NAME, spec["model"], spec["classes"], spec["image_size"])
+        size = spec["image_size"]
+        key = jax.random.PRNGKey(spec["seed"])
+        image = np.zeros((1, size, size, 3), np.float32)
+        variables = collectives.from_rank0(lambda k: self.model.init(k, image, train=False), key, self.rank, self.size)
+        self.params, self.stats = variables["params"], variables.get("batch_stats", {})
+        self.optimizer = optax.sgd(self.lr, momentum=self.mu)
+        self.opt_state = self.optimizer.init(self.params)
+        self.steps = steps.Steps(self.model, self.optimizer, self.mesh, self.size, self.overlap, self.rank)
+        self.form = "local"  # or "native" (steps.py: the state's two forms)
+        self.key = key  # the dropout masks' key, the same on every rank (each folds in its own rank)
+
+    def _in_form(self, form):
+        """The state in the form the next call takes (moved once, when the timing changes)."""
+        if self.form != form:
+            move = self.steps.to_native if form == "native" else self.steps.to_local
+            self.params, self.stats, self.opt_state, self.key = move(self.params, self.stats, self.opt_state, self.key)
+            self.form = form
+
+    def describe(self):
+        return trainer.Description(
+            name=NAME,
+            version=jax.__version__,
+            horovod="not used (JAX's own collectives)",
+            comm_overlaps_backward=self.overlap and self.size > 1,
+            layout=self.layout,
+            device=str(jax.local_devices()[0]),
+            gpu_name=jax.local_devices()[0].device_kind if self.gpu else None,
+            cuda=any(d.platform == "gpu" for d in jax.devices()),
+            autotune=None,  # XLA picks its GPU algorithms itself (autotuning at compile time)
+            tf32=jax.config.jax_default_matmul_precision not in (None, "highest", "float32"),
+            onednn=False,  # XLA's CPU backend compiles its own kernels (Eigen for convolutions)
+            precision="fp32",
+            intra_op_threads=self.threads,
+            inter_op_threads=None,
+            extra={
+                "jaxlib": jaxlib.__version__,
+                "flax": flax.__version__,
+                "optax": optax.__version__,
+                "comm_library": collectives.describe(self.size),
+                "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                "compilation_cache": self.compilation_cache,
+                "compiled": "jax.jit: forward, backward, comm, update (phased); the whole step (native)",
+            },
+        )
+
+    def gradient_sizes(self):
+        return [int(a.size) * a.dtype.itemsize for a in self.steps.ordered(self.params)]
+
+    def sync(self):
+        if self.pending is not None:
+            jax.block_until_ready(self.pending)
+
+    def load(self, batch):
+        x, y = batch
+        return np.asarray(x, np.float32), np.asarray(y, np.int32)
+
+    def h2d(self, host):
+        device = jax.local_devices()[0]
+        self.pending = tuple(jax.device_put(t, device) for t in host)
+        return self.pending
+
+    def forward(self, batch):
+        self._in_form("local")
+        loss, self.vjp, self.stats, self.key = self.steps.forward(self.params, self.stats, *batch, self.key, self.rank)
+        self.pending = loss
+        return loss
+
+    def backward(self, loss):
+        self.grads = self.steps.backward(self.vjp)
+        self.vjp, self.pending = None, self.grads
+
+    def comm(self):
+        if self.size > 1:
+            self.grads = self.steps.mean(self.grads)
+            self.pending = self.grads
+
+    def update(self):
+        self.params, self.opt_state = self.steps.update(self.params, self.opt_state, self.grads)
+        self.grads, self.pending = None, self.params
+
+    def step(self, fetch):
+        with self.span("dlscale:io"):
+            host = self.load(fetch())
+        with self.span("dlscale:h2d"):
+            dev = self.h2d(host)
+        self._in_form("native")
+        args = (self.params, self.stats, self.opt_state, self.key, *self.steps.batch(*dev))
+        step = self.steps.native(*args)
+        if self.profiling and not self.compiled:  # the compiled step's text names its operations' phases
+            text = step.as_text()
+            self.compiled[profile.module_name(text)] = text
+        self.params, self.stats, self.opt_state, self.key, loss = step(*args)
+        self.pending = (loss, self.params)
+        return loss
+
+    def finish(self, handle):
+        # the step's outputs are ready together; its parameters were donated to the next step
+        jax.block_until_ready(handle)
+        return self.loss_value(handle)
+
+    def loss_value(self, loss):
+        return float(np.asarray(loss.addressable_data(0)).reshape(-1)[0])  # native: this rank's of all ranks'
+
+    def _weights(self):
+        """This rank's weights as numpy arrays, in PyTorch's order, in either form."""
+        return [np.array(a.addressable_data(0)) for a in self.steps.ordered(self.params)]
+
+    def checksum(self):
+        return float(sum(np.sum(a, dtype=np.float64) for a in self._weights()))
+
+    def state(self):
+        return self._weights()
+
+    def profile_start(self, folder):
+        self.profile_dir, self.compiled = folder / "jax", {}
+        options = jax.profiler.ProfileOptions()
+        options.host_tracer_level = 2  # XLA's CPU runtime records each operation it runs
+        options.python_tracer_level = 0
+        jax.profiler.start_trace(str(self.profile_dir), create_perfetto_trace=True, profiler_options=options)
+
+    def annotate(self, name):
+        return jax.profiler.TraceAnnotation(name)
+
+    def profile_stop(self):
+        jax.profiler.stop_trace()
+        return profile.events(self.profile_dir, self.compiled)
+
+    def start_timeline(self, path):
+        """No Horovod: JAX's collectives are in its own profiler's trace."""
+
+    def stop_timeline(self):
+        pass
+
+    def shutdown(self):
+        """Leave JAX's coordination service, then MPI (which only named the ranks; mpirun counts a rank
+        that exits without finalizing MPI as failed)."""
+        if self.size > 1:
+            jax.distributed.shutdown()
+        MPI.Finalize()

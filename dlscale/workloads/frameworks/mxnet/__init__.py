@@ -1,0 +1,39 @@
+"""MXNet: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
+
+from dlscale.core.vocabulary import BACKWARD, UPDATE
+
+NAME = "mxnet"
+LABEL = "MXNet"
+MODULES = ("mxnet",)
+
+# NCHW: its CPU convolutions (MKLDNN) take NCHW, and the Gluon models are written NCHW.
+LAYOUTS = ("NCHW",)
+BEST_LAYOUT = "NCHW"
+LAYOUT_NOTE = "MXNet 1.9.1's CPU convolutions (MKLDNN) run NCHW, and the MXNet models are written NCHW"
+
+# Horovod only: MXNet's own distributed training is a parameter server (kvstore dist_sync) with a
+# launcher of its own (scheduler, server and worker processes), not a collective all-reduce
+# started by mpirun or srun; it is not built (docs/methods/libraries.md).
+LIBRARIES = ("horovod",)
+NATIVE = None
+NOT_BUILT = {
+    "native": "MXNet's own distributed path is a parameter server (kvstore dist_sync) with its own launcher, not built"
+}
+
+LOADER = "mx.io.ImageRecordIter, preprocess threads, OpenCV decode"
+
+# Bulked operators are one event, their names joined by commas.
+TRACE_RULES = [
+    ("contains", "_backward_", BACKWARD),
+    ("contains", "sgd_", UPDATE),
+    ("prefix", "horovod", "ignore"),
+    ("prefix", "DeleteVariable", "ignore"),
+    ("prefix", "WaitForVar", "ignore"),
+    ("prefix", "WaitForAll", "ignore"),
+]
+
+
+def trace_rest(event):
+    """Any other operation: placed by its position in the iteration (forward before the first
+    backward operation, update after the last)."""
+    return "compute"

@@ -1,0 +1,64 @@
+"""MXNet's input pipeline over a prepared dataset (the shared recipe: dlscale/workloads/loaders.py)."""
+
+from dlscale.workloads.frameworks.mxnet.data import FORMAT
+from dlscale.workloads.loaders import AREA, ASPECT, MEAN, PREFETCH, STD
+
+
+def record_iter(dataset, rank, size, batch_size, image_size, workers, seed, augment=True):
+    import mxnet as mx
+
+    common = dict(
+        path_imgrec=str(dataset.form(FORMAT)[0]),
+        path_imgidx=str(dataset.form(FORMAT)[1]),
+        data_shape=(3, image_size, image_size),
+        batch_size=batch_size,
+        part_index=rank,
+        num_parts=size,
+        preprocess_threads=workers,
+        prefetch_buffer=PREFETCH,
+        seed=seed,
+        inter_method=3,
+        round_batch=True,
+        mean_r=MEAN[0],
+        mean_g=MEAN[1],
+        mean_b=MEAN[2],
+        std_r=STD[0],
+        std_g=STD[1],
+        std_b=STD[2],
+        verbose=False,
+    )
+    if augment:
+        return mx.io.ImageRecordIter(
+            shuffle=True,
+            random_resized_crop=True,
+            min_random_area=AREA[0],
+            max_random_area=AREA[1],
+            min_aspect_ratio=ASPECT[0],
+            max_aspect_ratio=ASPECT[1],
+            rand_mirror=True,
+            **common,
+        )
+    return mx.io.ImageRecordIter(shuffle=False, resize=image_size, **common)
+
+
+class Batches:
+    """ImageRecordIter as an endless stream of (data, label) NDArrays (it ends at each epoch)."""
+
+    def __init__(self, it):
+        self.it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            batch = self.it.next()
+        except StopIteration:
+            self.it.reset()
+            batch = self.it.next()
+        return batch.data[0], batch.label[0]
+
+
+def stream(dataset, rank, size, batch_size, image_size, workers, seed, pin=False):
+    """The rank's endless stream of (images, labels) batches (ImageRecordIter places them itself)."""
+    return Batches(record_iter(dataset, rank, size, batch_size, image_size, workers, seed))

@@ -1,0 +1,59 @@
+"""TensorFlow: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
+
+from dlscale.core.vocabulary import BACKWARD, FORWARD, UPDATE
+
+NAME = "tensorflow"
+LABEL = "TensorFlow"
+MODULES = ("tensorflow", "keras")
+
+# NHWC, Keras's default; on GPUs Grappler's layout optimizer converts convolutions to the layout
+# cuDNN runs fastest.
+LAYOUTS = ("NHWC",)
+BEST_LAYOUT = "NHWC"
+LAYOUT_NOTE = (
+    "TensorFlow's CPU convolutions run NHWC only, and on GPUs its layout optimizer already "
+    "converts NHWC convolutions to what cuDNN runs fastest; the TensorFlow models are NHWC"
+)
+
+# Horovod or TensorFlow's own MultiWorkerMirroredStrategy (its collective all-reduce).
+LIBRARIES = ("horovod", "native")
+NATIVE = "tf.distribute.MultiWorkerMirroredStrategy, collective all-reduce (ring over gRPC on the CPU, NCCL on GPUs)"
+NOT_BUILT = {}
+
+LOADER = "tf.data TFRecordDataset, parallel map (private thread pool), decode_and_crop_jpeg"
+
+# Operation names are scope/node:OpType; the trainer names its scopes with these.
+UPDATE_SCOPE, ALLREDUCE_SCOPE = UPDATE, "allreduce"  # the update scope is named after its phase
+TRACE_RULES = [
+    ("prefix", "gradient_tape/", BACKWARD),
+    ("prefix", f"{UPDATE_SCOPE}/", UPDATE),
+    # Horovod's ops are the enqueue only: the allreduce is in Horovod's timeline
+    ("contains", "HorovodAllreduce", "ignore"),
+    ("contains", "HorovodGroupedAllreduce", "ignore"),
+    # the strategy's (comm_library native): the collective all-reduce of each pack (on the collective
+    # executor's threads, spanning the transfer) and its packing and averaging (concat, split, mean)
+    ("prefix", f"{ALLREDUCE_SCOPE}/", "comm"),
+]
+
+# Host events that are executor, function-call or iterator spans, not operations.
+_SPANS = (
+    "Executor",
+    "FunctionRun",
+    "EagerExecute",
+    "EagerLocalExecute",
+    "EagerKernelExecute",
+    "Iterator",
+    "ThreadpoolListener",
+    "KernelAndDeviceFunc",
+    "CollectiveExecutor",  # the collective runtime's own spans around its ops
+    "BaseCollectiveExecutor",
+    "CollectiveOpV2Kernel",
+    "$",
+)
+
+
+def trace_rest(event):
+    """One compiled graph: any other operation (`node_name:OpType`) is the forward pass (the
+    model's and the loss's), wherever the executor ran it (some gradient-shape work runs early)."""
+    name = event.get("name", "")
+    return FORWARD if ":" in name and not name.startswith(_SPANS) else None

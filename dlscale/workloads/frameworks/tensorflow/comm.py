@@ -1,0 +1,147 @@
+"""How TensorFlow's gradients are averaged over the ranks: through Horovod, or through TensorFlow's
+own MultiWorkerMirroredStrategy (the `comm_library` setting). The trainer asks both the same things.
+
+horovod: `hvd.init()` names the ranks; overlap issues one allreduce per gradient (Horovod
+negotiates, fuses and reduces them concurrently), sequential one grouped allreduce.
+native: MPI names the ranks and carries every rank's address and a free port on it
+(dlscale/workloads/rendezvous.py), from which each rank's TF_CONFIG is written; the strategy then starts
+its gRPC server and meets its peers. It must exist before any TensorFlow operation runs (collective
+ops are configured at start-up), so `start()` comes right after the threads and devices are set.
+Gradients stay plain tensors of the trainer's own variables: inside the compiled functions each
+rank's gradients enter the strategy's replica context and are averaged by its collective
+all-reduce (`all_reduce`, ring on the CPU, NCCL on GPUs), in packs: overlap, packs of PACK_BYTES,
+each of which the executor may start once its gradients exist (with 2 or more inter-op threads;
+with one it runs them after backward, measured); sequential, one pack of all gradients.
+One rank communicates nothing under both.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from dlscale.workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, NATIVE
+
+# The native overlap's pack size (DistributedDataParallel's bucket size, so that both frameworks'
+# own libraries fuse alike); recorded as the run's fusion threshold.
+PACK_BYTES = 25 * 1024 * 1024
+NO_CYCLE_S = 1e-6  # packs start when their gradients exist: no cycle (dlscale/analysis/model.py steps by this)
+
+
+class Horovod:
+    name = "horovod"
+
+    def __init__(self):
+        import horovod.tensorflow as hvd
+
+        hvd.init()
+        self.hvd = hvd
+        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+
+    def start(self):
+        """Nothing to start: Horovod's background thread runs since init."""
+
+    def broadcast(self, variables):
+        self.hvd.broadcast_variables(variables, root_rank=0)
+
+    def allreduce(self, grads, overlap):
+        hvd = self.hvd
+        if overlap:
+            return [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
+        return hvd.grouped_allreduce(grads, op=hvd.Average)
+
+    def overlaps_backward(self, overlap):
+        return False  # Horovod has no per-gradient hook for TensorFlow: allreduces start after backward
+
+    def describe(self, overlap, grad_bytes):
+        import horovod
+
+        return horovod.__version__, {"comm_library": f"Horovod {horovod.__version__}"}
+
+
+class Native:
+    name = "native"
+
+    def __init__(self):
+        from dlscale.workloads import rendezvous
+
+        self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()
+        self.workers = rendezvous.peers(rendezvous.first_host()) if self.size > 1 else []
+        self.strategy = None
+
+    def start(self):
+        """The strategy, before any TensorFlow operation: a rank that cannot start its server or
+        meet its peers stops the whole job, saying why (its peers would wait for it for ever)."""
+        if self.size == 1:
+            return
+        os.environ["TF_CONFIG"] = json.dumps(
+            {"cluster": {"worker": self.workers}, "task": {"type": "worker", "index": self.rank}}
+        )
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.AUTO
+        )
+        try:
+            self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        except Exception as exc:
+            from mpi4py import MPI
+
+            print(
+                f"rank {self.rank} of {self.size}: TensorFlow's collective worker at {self.workers[self.rank]} "
+                f"could not start or meet its peers {self.workers}: {exc}",
+                flush=True,
+            )
+            MPI.COMM_WORLD.Abort(1)
+        self.device = self.strategy.extended.worker_devices[0]
+
+    def _reduce(self, tensors, op, pack_bytes):
+        options = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=pack_bytes)
+
+        def replica(*values):
+            with tf.device(self.device):  # the function's arguments carry no device of their own
+                values = [tf.identity(v) for v in values]
+            return tf.distribute.get_replica_context().all_reduce(op, values, options=options)
+
+        return list(self.strategy.run(replica, args=tuple(tensors)))
+
+    def broadcast(self, variables):
+        """Rank 0's values of the floating-point variables, to every rank (a sum with zeros from the
+        others); the rest (random-number state) is equal already, from the same seed on every rank."""
+        floats = [v for v in variables if v.dtype.is_floating]
+
+        @tf.function
+        def from_rank0():
+            mine = [v if self.rank == 0 else tf.zeros_like(v) for v in floats]
+            with tf.name_scope(ALLREDUCE_SCOPE):
+                return self._reduce(mine, tf.distribute.ReduceOp.SUM, 0)
+
+        if self.size > 1:
+            for v, value in zip(floats, from_rank0()):
+                v.assign(value)
+
+    def allreduce(self, grads, overlap):
+        return self._reduce(list(grads), tf.distribute.ReduceOp.MEAN, PACK_BYTES if overlap else 0)
+
+    def overlaps_backward(self, overlap):
+        return overlap and tf.config.threading.get_inter_op_parallelism_threads() > 1
+
+    def describe(self, overlap, grad_bytes):
+        return "not used (tf.distribute)", {
+            "comm_library": NATIVE if self.size > 1 else "none (one rank)",
+            "fusion_threshold_bytes": PACK_BYTES if overlap else grad_bytes,
+            "cycle_time_s": NO_CYCLE_S,
+        }
+
+    def start_timeline(self, path):
+        """No Horovod: the collectives are in TensorFlow's own profiler's trace."""
+
+    def stop_timeline(self):
+        pass
+
+    def shutdown(self):
+        from mpi4py import MPI
+
+        MPI.COMM_WORLD.Barrier()  # no rank leaves while a peer may still be in a collective
+        MPI.Finalize()
+
+
+LIBRARIES = {"horovod": Horovod, "native": Native}

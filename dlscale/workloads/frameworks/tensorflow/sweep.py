@@ -1,0 +1,46 @@
+"""TensorFlow's own allreduce for the allreduce sweep (dlscale/runtime/allreduce.py): the path a native run's
+gradients take (comm.py's Native: MultiWorkerMirroredStrategy's collective all-reduce).
+
+A message of `tensors` float32 buffers per rank is averaged by the very code the trainer averages
+its gradients with (`Native.allreduce`, in a compiled function, one pack: the sequential step's),
+so its cost per byte and per tensor is the library's as the runs use it. The strategy is made once
+per process, before any TensorFlow operation (its collectives need that), and serves both
+messages (few tensors and many).
+"""
+
+import functools
+
+import tensorflow as tf
+
+from dlscale.workloads.frameworks.tensorflow import NAME, NATIVE, comm
+
+PATH = NAME  # frameworks.sweep_path
+
+
+@functools.cache
+def _library():
+    tf.config.threading.set_intra_op_parallelism_threads(1)  # the sweep times the network, not compute
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    net = comm.Native()
+    net.start()
+    return net
+
+
+def allreduce(mpi, tensors):
+    """For a size, a callable that runs one averaging allreduce and returns element 0 (1.0)."""
+    net = _library()
+
+    def prepare(nbytes):
+        count = nbytes // 4
+        pieces = min(tensors, count)
+        lengths = [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]
+        bufs = [tf.ones([n]) for n in lengths]
+        mean = tf.function(lambda *b: net.allreduce(b, overlap=False)[0][0])
+        mean(*bufs)  # traced here, not in the timed runs
+
+        def run():
+            return float(mean(*bufs).numpy())
+
+        return run
+
+    return prepare, f"{NATIVE}, {tensors} tensors per message"

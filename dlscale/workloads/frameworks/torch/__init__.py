@@ -1,0 +1,44 @@
+"""PyTorch: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
+
+from dlscale.core.vocabulary import BACKWARD, UPDATE
+
+NAME = "torch"
+LABEL = "PyTorch"
+MODULES = ("torch",)
+
+# channels_last (NHWC) for convolutional networks, on the CPU (oneDNN's blocked kernels; measured
+# ResNet-50 1.57x, GoogLeNet 1.43x: bench/layout.py) and on GPUs (cuDNN's NHWC Tensor Core kernels).
+LAYOUTS = ("NCHW", "NHWC")
+BEST_LAYOUT = "NHWC"
+LAYOUT_NOTE = None
+
+# Horovod (the study's reference path) or PyTorch's own DistributedDataParallel.
+LIBRARIES = ("horovod", "native")
+NATIVE = "torch.distributed DistributedDataParallel (gloo on the CPU, NCCL on GPUs)"
+NOT_BUILT = {}
+
+LOADER = "torch.utils.data.DataLoader, worker processes, Pillow decode"
+
+# (test, text, class), first match wins; "ignore" drops containers (dlscale/analysis/trace.py).
+TRACE_RULES = [
+    ("prefix", "autograd::engine::evaluate_function", BACKWARD),
+    ("prefix", "Optimizer.step", UPDATE),
+    ("prefix", "Optimizer.zero_grad", UPDATE),
+    ("prefix", "ProfilerStep", "ignore"),
+    ("prefix", "cuda", "ignore"),  # runtime API calls (cudaLaunchKernel, ...) on the host
+    # PyTorch's own library (comm_library native): the process group's collectives (on gloo's
+    # worker threads, spanning the transfer; on the GPU NCCL's kernels), their enqueue, and DDP's
+    # reducer work on the rank's thread (dividing by the ranks, copying buckets back to gradients)
+    ("prefix", "DistributedDataParallel.forward", "ignore"),  # a container of the forward pass
+    ("prefix", "gloo:", "comm"),
+    ("prefix", "nccl:", "comm"),
+    ("prefix", "c10d::", "comm"),
+    ("prefix", "torch::distributed::reducer", "comm"),
+    ("prefix", "torch.distributed.ddp.reducer", "comm"),
+]
+
+
+def trace_rest(event):
+    """Any other operation: placed by its position in the iteration (forward before the first
+    backward operation, update after the last)."""
+    return "compute"

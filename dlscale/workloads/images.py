@@ -1,0 +1,343 @@
+"""A training set made here, shaped like ImageNet's: deterministic JPEG photographs-alike in an
+ImageFolder tree, and the same images in each framework's own record format.
+
+Content. Each image is a "dead leaves" picture (opaque discs of power-law distributed radii, each
+with its own colour and a smooth shading, drawn over one another: the classic model of natural
+images' occlusion and scale statistics) with a 1/f ("pink") luminance texture on top and sensor-like
+noise, so that its power spectrum falls like a photograph's and JPEG has edges, texture and flat
+areas to code: decoding costs what it costs on photographs, not on flat colour or white noise.
+
+Shape. Sizes follow ImageNet's training set (most images 500x375 or 375x500, a mean near 400x350):
+the short side is drawn from a log-normal around 333 pixels, the aspect from {4:3, 3:4, 1:1, 3:2,
+2:3, 16:9}, and the JPEG quality from 90-97 (Flickr-era photographs); the texture's strength is set
+so the mean file is about 110 KB, as ImageNet's is (40 images: 111 KB, 0.25 s each to make here).
+Image i of class c is made from (seed, i) alone, so the tree is the same on
+every machine with the same Pillow (its libjpeg codes the files); `content_hash` says so.
+
+    python -m dlscale.workloads.images make DIR [--images N] [--classes C] [--seed S]   (ImageFolder tree)
+    python -m dlscale.workloads.images tfrecord DIR OUT [--shards K]                    (tf.data's format)
+    python -m dlscale.workloads.images recordio DIR OUT                                 (MXNet's .rec + .idx)
+(one command per framework with a format of its own: its package's data.py, COMMAND)
+    python -m dlscale.workloads.images prepare OUT [--tree DIR] [--on-corrupt skip|fail] (all of it, checked)
+
+The converters read any ImageNet-style tree (DIR/<class>/<image>.jpg|jpeg|JPEG|png): the user's own
+data too. They store each file's bytes as they are (no re-encoding) with its class index, classes
+numbered in sorted order of their folder names, as torchvision's ImageFolder does.
+"""
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dlscale.workloads import frameworks
+
+EXTENSIONS = (".jpg", ".jpeg", ".png")
+SHORT_SIDE_MEDIAN = 333
+ASPECTS = (4 / 3, 3 / 4, 1.0, 3 / 2, 2 / 3, 16 / 9)
+ASPECT_WEIGHTS = (0.55, 0.2, 0.08, 0.08, 0.04, 0.05)
+QUALITY = (90, 97)
+TEXTURE = 40.0  # amplitude (standard deviation) of the 1/f texture, in 8-bit levels
+NOISE = 3.0  # sensor-like noise, in 8-bit levels: with TEXTURE, sets the mean file near 110 KB
+
+
+def _pink(rng, h, w):
+    """A 1/f-amplitude (power 1/f^2) noise field, zero mean and unit standard deviation."""
+    fy = np.fft.fftfreq(h)[:, None]
+    fx = np.fft.rfftfreq(w)[None, :]
+    f = np.sqrt(fx**2 + fy**2)
+    f[0, 0] = 1.0
+    spectrum = (rng.standard_normal(f.shape) + 1j * rng.standard_normal(f.shape)) / f
+    spectrum[0, 0] = 0
+    field = np.fft.irfft2(spectrum, s=(h, w))
+    return field / field.std()
+
+
+def _dead_leaves(rng, h, w, r_min=6.0, most=3000):
+    """Dead leaves, drawn front to back: discs of radius r with density ~ r^-3 (scale invariance),
+    each showing only where no nearer disc lies, until the picture is covered."""
+    img = np.zeros((h, w, 3), np.float32)
+    free = np.ones((h, w), bool)
+    r_max = 0.5 * max(h, w)
+    radii = (r_min**-2 - rng.uniform(size=most) * (r_min**-2 - r_max**-2)) ** -0.5  # inverse CDF
+    for k, r in enumerate(radii):
+        cy, cx = rng.uniform(0, h), rng.uniform(0, w)
+        y0, y1 = int(max(cy - r, 0)), int(min(cy + r + 1, h))
+        x0, x1 = int(max(cx - r, 0)), int(min(cx + r + 1, w))
+        dy, dx = np.ogrid[y0:y1, x0:x1]
+        dy, dx = dy - cy, dx - cx
+        show = (dy**2 + dx**2 <= r * r) & free[y0:y1, x0:x1]
+        if not show.any():
+            continue
+        colour = rng.uniform(20, 235) + rng.normal(0, 25, 3)  # a grey level and a little colour
+        shade = 1.0 + 0.3 * (dy * rng.normal() + dx * rng.normal()) / (r + 1)  # a light gradient
+        img[y0:y1, x0:x1][show] = colour[None, :] * np.broadcast_to(shade, show.shape)[show][:, None]
+        free[y0:y1, x0:x1] &= ~show
+        if k % 256 == 255 and not free.any():
+            break
+    img[free] = img[~free].mean(axis=0) if (~free).any() else 128.0
+    return img
+
+
+def size_of(rng):
+    """(width, height) drawn like an ImageNet training image's."""
+    short = int(np.clip(rng.lognormal(np.log(SHORT_SIDE_MEDIAN), 0.15), 160, 800))
+    aspect = rng.choice(ASPECTS, p=ASPECT_WEIGHTS)
+    return (int(round(short * aspect)), short) if aspect >= 1 else (short, int(round(short / aspect)))
+
+
+def image(seed, index):
+    """(JPEG bytes, (width, height), quality) of image `index`, made from (seed, index) alone."""
+    from PIL import Image
+
+    rng = np.random.default_rng([seed, index])
+    w, h = size_of(rng)
+    img = _dead_leaves(rng, h, w)
+    img += TEXTURE * _pink(rng, h, w)[:, :, None] * rng.uniform(0.6, 1.4, 3)[None, None, :]
+    img += rng.normal(0, NOISE, img.shape)  # sensor noise
+    quality = int(rng.integers(QUALITY[0], QUALITY[1] + 1))
+    out = io.BytesIO()
+    Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(out, "JPEG", quality=quality)
+    return out.getvalue(), (w, h), quality
+
+
+def class_name(c):
+    return f"c{c:04d}"
+
+
+def _write(job):
+    folder, seed, i, classes = job
+    data, _, _ = image(seed, i)
+    (folder / class_name(i % classes) / f"{i:08d}.JPEG").write_bytes(data)
+
+
+def make(folder, images, classes, seed=0, processes=None):
+    """The ImageFolder tree DIR/<class>/<index>.JPEG: image i belongs to class i mod classes (a
+    folder per class that has images). Made by `processes` processes (default: one per core); image
+    i depends on (seed, i) alone, so the tree is the same however many make it."""
+    import multiprocessing
+
+    folder = Path(folder)
+    for c in range(min(images, classes)):
+        (folder / class_name(c)).mkdir(parents=True, exist_ok=True)
+    jobs = [(folder, seed, i, classes) for i in range(images)]
+    with multiprocessing.get_context("spawn").Pool(processes or os.cpu_count()) as pool:
+        for _ in pool.imap_unordered(_write, jobs, chunksize=8):
+            pass
+    return folder
+
+
+def samples(folder):
+    """[(path, class index)] of an ImageNet-style tree, classes in sorted order of their names."""
+    folder = Path(folder)
+    classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    if not classes:
+        raise ValueError(f"{folder}: no class folders (expected {folder}/<class>/<image>.jpg)")
+    out = [
+        (p, label)
+        for label, name in enumerate(classes)
+        for p in sorted((folder / name).iterdir())
+        if p.suffix.lower() in EXTENSIONS
+    ]
+    if not out:
+        raise ValueError(f"{folder}: no images ({', '.join(EXTENSIONS)}) in its class folders")
+    return out
+
+
+def content_hash(folder):
+    """SHA-256 over the tree's relative paths and bytes, in sorted order."""
+    digest = hashlib.sha256()
+    for path, _ in samples(folder):
+        digest.update(str(path.relative_to(folder)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def listed(source):
+    """[(path, label)]: a tree's samples, or the list itself."""
+    return samples(source) if isinstance(source, (str, Path)) else list(source)
+
+
+class DataError(RuntimeError):
+    """A training image that cannot be used, named."""
+
+
+MANIFEST = "manifest.json"
+ON_CORRUPT = ("skip", "fail")
+
+
+class Dataset:
+    """A prepared dataset (`prepare`): the images every loader reads, in three forms."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        path = self.folder / MANIFEST
+        if not path.exists():
+            raise FileNotFoundError(
+                f"{self.folder}: no {MANIFEST}; prepare it with python -m dlscale.workloads.images prepare"
+            )
+        self.manifest = json.loads(path.read_text())
+        self.files = [self._path(f) for f, _ in self.manifest["files"]]
+        self.labels = [label for _, label in self.manifest["files"]]
+
+    def _path(self, f):
+        return Path(f) if Path(f).is_absolute() else self.folder / f
+
+    def form(self, key):
+        """The files of one framework's own format (its data.py's FORMAT), in order."""
+        if key not in self.manifest:
+            raise DataError(f"{self.folder}: {MANIFEST} lists no {key}; prepare the dataset again")
+        return [self._path(f) for f in self.manifest[key]]
+
+    def describe(self):
+        """What a run's record says of its data."""
+        m = self.manifest
+        return {
+            "kind": "images",
+            "folder": str(self.folder),
+            "source": m["source"],
+            "content_hash": m["content_hash"],
+            "images": len(self.files),
+            "classes": len(m["classes"]),
+            "skipped": len(m["skipped"]),
+            "skipped_files": [s["file"] for s in m["skipped"]],
+            "converted": len(m["converted"]),
+            "forms": {f.FORMAT: len(self.manifest.get(f.FORMAT, [])) for f in formats()},
+        }
+
+
+def check(path, out_dir):
+    """Decode one file whole (Pillow). Returns the path every loader reads: the file itself when it is
+    an RGB or greyscale JPEG, else an RGB JPEG made from it under out_dir (PNG, CMYK: TensorFlow's
+    JPEG decoder and MXNet's records take JPEG). Raises DataError naming the file if it cannot be
+    decoded (corrupt, truncated)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            img.load()
+            if img.format == "JPEG" and img.mode in ("RGB", "L"):
+                return path
+            out = out_dir / f"{path.parent.name}_{path.stem}.JPEG"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            img.convert("RGB").save(out, "JPEG", quality=95)
+            return out
+    except (OSError, ValueError, SyntaxError) as e:
+        raise DataError(f"{path}: not a usable image: {e}") from e
+
+
+def formats():
+    """Every framework's own dataset format (the data.py of its package), in the registry's order."""
+    return [frameworks.module(name, "data") for name in frameworks.with_part("data")]
+
+
+def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corrupt="fail"):
+    """Make (or take, `tree`: the user's ImageNet-style folder) the training set, check that every
+    file decodes, and write it in every framework's own format beside OUT/manifest.json. A file that
+    does not decode is skipped and listed in the manifest (`on_corrupt: skip`) or stops the
+    preparation with its name (`fail`). Returns the Dataset."""
+    if on_corrupt not in ON_CORRUPT:
+        raise ValueError(f"on_corrupt {on_corrupt!r}: one of {', '.join(ON_CORRUPT)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)
+    if tree is None:
+        tree, source = (
+            make(out / "tree", images, classes, seed),
+            {"generated": {"images": images, "classes": classes, "seed": seed}},
+        )
+    else:
+        tree, source = Path(tree).resolve(), {"path": str(Path(tree).resolve())}
+    names = sorted(p.name for p in tree.iterdir() if p.is_dir())
+    if len(names) > classes:
+        raise DataError(
+            f"{tree}: {len(names)} class folders, but the networks have {classes} outputs "
+            "(set the study's `classes` to at least the number of folders)"
+        )
+    kept, skipped, converted = _checked(tree, out, on_corrupt)
+
+    def rel(p):
+        return str(p.relative_to(out)) if p.is_relative_to(out) else str(p)
+
+    manifest = {
+        "source": source,
+        "content_hash": content_hash(tree),
+        "classes": names,
+        "files": [[rel(p), label] for p, label in kept],
+        "skipped": skipped,
+        "converted": converted,
+    }
+    for form in formats():
+        manifest[form.FORMAT] = [rel(p) for p in form.write(kept, out / form.FOLDER, shards)]
+    tmp = out / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset
+    return Dataset(out)
+
+
+def _checked(tree, out, on_corrupt):
+    """(kept [(path, label)], skipped, converted): every file of the tree decoded whole (`check`)."""
+    found = samples(tree)
+    kept, skipped, converted = [], [], []
+    for path, label in found:
+        try:
+            used = check(path, out / "converted")
+        except DataError as e:
+            if on_corrupt == "fail":
+                raise
+            skipped.append({"file": str(path), "error": str(e)})
+            continue
+        if used != path:
+            converted.append({"file": str(path), "as": str(used.relative_to(out))})
+        kept.append((used, label))
+    if not kept:
+        raise DataError(f"{tree}: none of its {len(found)} images decodes")
+    return kept, skipped, converted
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        prog="python -m dlscale.workloads.images",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = ap.add_subparsers(dest="action", required=True)
+    p = sub.add_parser("make")
+    p.add_argument("dir")
+    p.add_argument("--images", type=int, default=1000)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    for form in formats():
+        p = sub.add_parser(form.COMMAND, help=form.__doc__.split("\n\n")[0].replace("\n", " "))
+        p.add_argument("dir")
+        p.add_argument("out")
+        if form.SHARDED:
+            p.add_argument("--shards", type=int, default=8)
+    p = sub.add_parser("prepare", help="make (or take, --tree) the set, check every file, write all three forms")
+    p.add_argument("out")
+    p.add_argument("--tree", help="an ImageNet-style folder of your own (default: make one)")
+    p.add_argument("--images", type=int, default=1000)
+    p.add_argument("--classes", type=int, default=1000, help="the networks' outputs (labels must be fewer)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--on-corrupt", choices=ON_CORRUPT, default="fail")
+    args = ap.parse_args(argv)
+    if args.action == "prepare":
+        d = prepare(args.out, args.tree, args.images, args.classes, args.seed, args.shards, args.on_corrupt)
+        print(json.dumps(d.describe(), indent=1))
+    elif args.action == "make":
+        make(args.dir, args.images, args.classes, args.seed)
+        print(f"{args.dir}: {args.images} images, {args.classes} classes, sha256 {content_hash(args.dir)}")
+    else:
+        form = next(f for f in formats() if f.COMMAND == args.action)
+        print(*form.write(args.dir, args.out, getattr(args, "shards", None)), sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Model registry: one definition per network per framework, looked up by name.
+
+A framework's networks are in its package's models.py (dlscale/workloads/frameworks/<name>/), imported
+when first asked for, so looking up a PyTorch model never imports TensorFlow.
+"""
+
+from dlscale.workloads import frameworks
+
+MODELS = ("alexnet", "googlenet", "resnet50", "tinynet")
+
+_REGISTRY = {}
+
+
+def register(framework, name):
+    def decorate(fn):
+        _REGISTRY[(framework, name)] = fn
+        return fn
+
+    return decorate
+
+
+def build_model(framework, name, classes, image_size=224):
+    """The network `name` in `framework` (TensorFlow builds for a fixed input size)."""
+    frameworks.module(framework, "models")  # registers them
+    known = sorted(n for f, n in _REGISTRY if f == framework)
+    if (framework, name) not in _REGISTRY:
+        raise KeyError(f"unknown model {name!r} for {framework}; known: {', '.join(known)}")
+    return _REGISTRY[(framework, name)](classes=classes, image_size=image_size)

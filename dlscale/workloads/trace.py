@@ -1,0 +1,133 @@
+"""One Chrome trace per rank from three clocks: the loop's, the framework profiler's, Horovod's.
+
+A native run's traced iterations leave, per rank: the loop's own start and end of each iteration
+(time.perf_counter), the framework's profiler events (its own clock, with one annotation per
+iteration named ITERATION + number) and this rank's Horovod timeline (microseconds since the
+timeline's start, whose wall-clock time the file states). `write` puts all three on one clock,
+microseconds of Unix time:
+- the loop's clock through one (time.time, perf_counter) pair read together (`Clock`);
+- the framework's clock through its iteration annotations: the offset is the median, over the
+  traced iterations, of annotation start minus the loop's start of the same iteration (each pair
+  is taken a few microseconds apart, around the same call);
+- Horovod's clock through `start_time_since_epoch_in_micros` in its file.
+The result is Chrome trace JSON (`{"traceEvents": [...]}`, "X" events; opens in Perfetto and
+chrome://tracing): pid is the rank; cat is "dlscale" (the loop's iterations), "framework" or
+"horovod"; every event keeps its source name. dlscale/analysis/trace.py derives the phases from it.
+"""
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlscale.core.timeline import horovod_spans, read_timeline
+
+ITERATION = "dlscale:iteration"
+HOROVOD_TID = "horovod"
+
+
+@dataclass
+class Clock:
+    unix_s: float
+    perf_s: float
+
+    @classmethod
+    def now(cls):
+        perf = time.perf_counter()
+        unix = time.time()
+        return cls(unix, (perf + time.perf_counter()) / 2)
+
+    def us(self, perf_s):
+        """perf_counter seconds -> Unix microseconds."""
+        return (self.unix_s + perf_s - self.perf_s) * 1e6
+
+
+def framework_offset(events, spans, clock):
+    """Microseconds to add to the framework's timestamps to get Unix microseconds."""
+    starts = {}
+    for e in events:
+        if e["name"].startswith(ITERATION):
+            it = int(e["name"][len(ITERATION) :])
+            starts.setdefault(it, e["ts"])
+    pairs = [clock.us(spans[it][0]) - ts for it, ts in starts.items() if it in spans]
+    if not pairs:
+        raise ValueError(
+            "the framework's trace holds none of the loop's iteration annotations; its clock cannot be aligned"
+        )
+    return statistics.median(pairs)
+
+
+def merge(framework, rank, clock, spans, events, timeline_path):
+    """The rank's Chrome trace as a dict (see the module's docstring)."""
+    offset = framework_offset(events, spans, clock)
+    out = _loop_events(rank, clock, spans) + _framework_events(rank, events, offset)
+    # Horovod opens the file when the timeline starts and writes its header with the first event:
+    # an empty file is a timeline with no collective operation in it (one rank).
+    recorded = Path(timeline_path).exists()
+    hvd = _horovod_events(rank, timeline_path) if recorded else []
+    out += hvd
+    meta = {
+        "framework": framework,
+        "rank": rank,
+        "clock": "Unix microseconds",
+        "framework_offset_us": offset,
+        "horovod_timeline": str(timeline_path) if recorded else None,
+        "horovod_events": len(hvd),
+    }
+    return {"traceEvents": sorted(out, key=lambda e: e["ts"]), "displayTimeUnit": "ms", "otherData": meta}
+
+
+def _loop_events(rank, clock, spans):
+    """The loop's own iterations, on the Unix clock."""
+    return [
+        {
+            "name": "iteration",
+            "cat": "dlscale",
+            "ph": "X",
+            "pid": rank,
+            "tid": "loop",
+            "ts": clock.us(start),
+            "dur": (end - start) * 1e6,
+            "args": {"iteration": it},
+        }
+        for it, (start, end, _loss) in sorted(spans.items())
+    ]
+
+
+def _framework_events(rank, events, offset):
+    """The framework profiler's events (less the iteration annotations), moved onto the Unix clock by
+    `offset`; each keeps its own category as `source_cat`."""
+    return [
+        {
+            **e,
+            "cat": "framework",
+            "pid": rank,
+            "ts": e["ts"] + offset,
+            "args": {**e.get("args", {}), "source_cat": e.get("cat", "")},
+        }
+        for e in events
+        if not e["name"].startswith(ITERATION)
+    ]
+
+
+def _horovod_events(rank, timeline_path):
+    """The rank's Horovod timeline spans, on the Unix clock through the timeline's stated start."""
+    zero, hvd_events = read_timeline(timeline_path)
+    return [
+        {
+            "name": activity,
+            "cat": "horovod",
+            "ph": "X",
+            "pid": rank,
+            "tid": HOROVOD_TID,
+            "ts": zero + start,
+            "dur": end - start,
+            "args": {"tensor": tensor},
+        }
+        for activity, tensor, start, end in horovod_spans(hvd_events)
+    ]
+
+
+def write(path, framework, rank, clock, spans, events, timeline_path):
+    Path(path).write_text(json.dumps(merge(framework, rank, clock, spans, events, timeline_path)))

@@ -1,0 +1,278 @@
+"""One rank of a training run: `python -m dlscale.workloads.train SPEC.json` (started by mpirun).
+
+The loop is the same for every framework; a framework supplies a Trainer (dlscale/workloads/trainer.py)
+with one method per SGD phase, its own whole `step()`, and a `sync()` that waits for its device
+and engine. Two timings (the spec's `timing`):
+- phased: each phase is timed between two syncs, so a phase's time is the work it launched, not
+  work queued by an earlier one (the original study's method; it stops TensorFlow and MXNet from
+  overlapping allreduce with backward).
+- native: the framework's own step, the next iteration queued before the previous one is waited for
+  where the framework allows it (`native_loop`); the record holds the wall time only.
+  Then `profile_iterations` more iterations run under the framework's profiler and Horovod's
+  timeline (every rank); the loop wraps each in an annotation and merges the three sources into
+  one Chrome trace per rank, ``trace_rank<R>.json`` (dlscale/workloads/trace.py), from which the analysis
+  derives the phases. Traced iterations are flagged `profiled` and never count for throughput.
+Every iteration, warm-up included (flagged), becomes one record line in ``rank<R>.jsonl``.
+
+The run record also holds the gradients' sizes (for the performance model). Where the framework
+reports when each gradient is complete (PyTorch's backward hooks), the end record holds the median
+time of each, in seconds from the start of backward (`gradient_ready_s`). With more than one rank
+and HOROVOD_TIMELINE=DYNAMIC (set by the launcher), phased runs have rank 0 record Horovod's timeline
+of the measured iterations only, in ``timeline.json``.
+"""
+
+import collections
+import itertools
+import json
+import math
+import os
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dlscale.core import samples
+from dlscale.core.records import IDENTITY, Writer
+from dlscale.core.vocabulary import (
+    BACKWARD_S,
+    COMM_S,
+    FORWARD_S,
+    H2D_S,
+    IO_S,
+    TIMELINE,
+    UPDATE_S,
+    records_name,
+    trace_name,
+)
+from dlscale.workloads import frameworks, rendezvous, trace
+from dlscale.workloads.batches import open_data
+from dlscale.workloads.rank import leave, private_tmpdir, provenance
+
+
+def load_trainer(spec):
+    try:
+        trainer = frameworks.module(spec["framework"], "trainer")
+    except frameworks.UnknownFramework as e:
+        raise SystemExit(str(e)) from None
+    return trainer.Trainer(spec)
+
+
+def timed_step(trainer, fetch):
+    """Run one SGD iteration on the batch `fetch()` returns; return (phase seconds, start time, loss
+    handle). io is the wait for the batch and its copy into the framework's staging buffers."""
+    now = time.perf_counter
+    start = now()
+    host = trainer.load(fetch())
+    trainer.sync()
+    t_io = now()
+    dev = trainer.h2d(host)
+    trainer.sync()
+    t_h2d = now()
+    loss = trainer.forward(dev)
+    trainer.sync()
+    t_fwd = now()
+    trainer.backward(loss)
+    trainer.sync()
+    t_bwd = now()
+    trainer.comm()
+    trainer.sync()
+    t_comm = now()
+    trainer.update()
+    trainer.sync()
+    end = now()
+    phases = {
+        IO_S: t_io - start,
+        H2D_S: t_h2d - t_io,
+        FORWARD_S: t_fwd - t_h2d,
+        BACKWARD_S: t_bwd - t_fwd,
+        COMM_S: t_comm - t_bwd,
+        UPDATE_S: end - t_comm,
+    }
+    return phases, start, loss
+
+
+def native_step(trainer, fetch):
+    """One iteration as the framework runs it fastest, one wait at the end; (start, loss handle)."""
+    start = time.perf_counter()
+    loss = trainer.step(fetch)
+    trainer.sync()
+    return start, loss
+
+
+def profile(trainer, data, first, count, out):
+    """Run `count` iterations from `first` on under the framework's profiler and Horovod's timeline
+    (this rank's own file), each wrapped in an annotation; merge everything into this rank's Chrome
+    trace. Returns {iteration: (start, end, loss)} on the loop's perf_counter clock."""
+    folder = out / f"profile_rank{trainer.rank}"
+    folder.mkdir(exist_ok=True)
+    timeline = folder / "horovod_timeline.json"
+    trainer.start_timeline(timeline)
+    trainer.profile_start(folder)
+    trainer.profiling = True
+    clock = trace.Clock.now()
+    spans = {}
+    for it in range(first, first + count):
+        with trainer.annotate(f"{trace.ITERATION}{it}"):
+            start, loss = native_step(trainer, lambda it=it: data(it))
+            end = time.perf_counter()
+        spans[it] = (start, end, trainer.loss_value(loss))
+    trainer.profiling = False
+    events = trainer.profile_stop()
+    trainer.stop_timeline()
+    if trainer.size > 1:  # one rank communicates nothing, and its timeline stays empty
+        _settled(timeline)
+    trace.write(out / trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events, timeline)
+    return spans
+
+
+def _settled(path, timeout_s=5.0):
+    """Wait until Horovod's writer thread has written all of `path` (its size stops changing)."""
+    last, deadline = -1, time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        size = path.stat().st_size if path.exists() else -1
+        if size == last and size > 0:
+            return
+        last = size
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    scratch = private_tmpdir()
+    try:
+        train(argv, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def train(argv, scratch):
+    spec = json.loads(Path(argv[0]).read_text())
+    if spec["timing"] == "native" and spec.get("profile_iterations"):
+        # Horovod reads it at init; the launchers set it, a rank started by hand needs it too
+        os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
+    trainer = load_trainer(spec)
+    out = Path(spec["out_dir"])
+    writer = Writer(out / records_name(trainer.rank))
+    sizes = trainer.gradient_sizes()
+    data, described = open_data(trainer, spec)
+    writer.write(
+        "run",
+        **{k: spec[k] for k in IDENTITY},
+        rank=trainer.rank,
+        size=trainer.size,
+        local_rank=trainer.local_rank,
+        host=os.environ.get("DLSCALE_NODE") or socket.gethostname(),
+        gradients={"tensors": len(sizes), "bytes": sum(sizes), "sizes": sizes},
+        data=described,
+        provenance=provenance(trainer, spec),
+    )
+    started = time.perf_counter()
+    ready, times, enough = measured(trainer, data, writer, spec, out)
+    total = spec["warmup"] + len(times)
+    profiled = spec.get("profile_iterations", 0) if spec["timing"] == "native" else 0
+    if profiled:
+        for it, (start, end, loss) in profile(trainer, data, total, profiled, out).items():
+            writer.write("step", **_step(trainer, it, False, True, {}, end - start, loss))
+    ready = [r for r in ready if r is not None]
+    extra = {"gradient_ready_s": np.median(ready, axis=0).tolist()} if ready else {}
+    writer.write(
+        "end",
+        rank=trainer.rank,
+        iterations=total + profiled,
+        checksum=trainer.checksum(),
+        elapsed_s=time.perf_counter() - started,
+        **enough.record(times),
+        **extra,
+    )
+    writer.close()
+    leave(data, trainer, scratch)
+
+
+def measured(trainer, data, writer, spec, out):
+    """Warm-up and measured iterations, one record each, until enough are measured (dlscale/core/samples.py);
+    returns (the measured iterations' gradient ready times (None where the framework reports none),
+    their times, the samples' decision)."""
+    enough = samples.Enough(spec["iterations"], spec.get("samples"), agree(trainer))
+    if spec["timing"] == "native":
+        return native_loop(trainer, data, writer, spec["warmup"], enough)
+    warmup = spec["warmup"]
+    # Phased runs: Horovod's timeline (written by rank 0) covers the measured iterations only.
+    timeline = trainer.size > 1 and trainer.rank == 0 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
+    ready, times = [], []
+    for it in itertools.count():
+        if timeline and it == warmup:
+            trainer.start_timeline(out / TIMELINE)
+        phases, start, loss = timed_step(trainer, lambda it=it: data(it))
+        if it >= warmup:
+            ready.append(trainer.gradient_ready())
+        loss = trainer.loss_value(loss)
+        # The iteration's wall time is taken apart from the phases and includes the loop's own
+        # work (loss read-back), so that phases summing to it shows the timing misses nothing.
+        wall = time.perf_counter() - start
+        writer.write("step", **_step(trainer, it, it < warmup, False, phases, wall, loss))
+        if it >= warmup:
+            times.append(wall)
+        if enough.due(len(times)) and enough.stop(times):
+            break
+    if timeline:
+        trainer.stop_timeline()
+    return ready, times, enough
+
+
+def native_loop(trainer, data, writer, warmup, enough):
+    """Native timing: iteration i+1 is queued (batch staged, work launched) before iteration i is
+    finished, `trainer.ahead` iterations at most, so the device never idles while the host stages
+    the next batch. An iteration's time runs from the previous iteration's end (the moment `finish`
+    returned for it) to its own: the times sum to the loop's elapsed time, the loop's own work
+    (records, loss read-back) included, except a decision on the samples taken with nothing in flight.
+    None is queued past the most the samples allow; one already queued when the loop decides to stop
+    earlier is finished and counts as measured."""
+    pending, ready, times = collections.deque(), [], []
+    last, it, stopping, limit = time.perf_counter(), 0, False, warmup + enough.most
+    while it < limit and not stopping or pending:
+        if it < limit and not stopping:
+            loss = trainer.step(lambda it=it: data(it))
+            pending.append((it, trainer.queued(loss)))
+            it += 1
+        while pending and (len(pending) > trainer.ahead or stopping or it == limit):
+            done, handle = pending.popleft()
+            loss = trainer.finish(handle)
+            end = time.perf_counter()
+            if done >= warmup:
+                ready.append(trainer.gradient_ready())
+                times.append(end - last)
+            writer.write("step", **_step(trainer, done, done < warmup, False, {}, end - last, loss))
+            last = end
+            if not stopping and enough.due(len(times)):
+                stopping = enough.stop(times)
+                if not pending:  # the decision is in no iteration's time
+                    last = time.perf_counter()
+    return ready, times, enough
+
+
+def agree(trainer):
+    """The ranks' joint decision on their samples: (all met, any bounded), through MPI (every rank of a
+    multi-rank run is an MPI rank)."""
+    if trainer.size == 1:
+        return None
+    return rendezvous.agree
+
+
+def _step(trainer, iteration, warmup, profiled, phases, wall, loss):
+    """One iteration's record (a loss that is not finite is kept as its text)."""
+    return dict(
+        rank=trainer.rank,
+        iteration=iteration,
+        warmup=warmup,
+        profiled=profiled,
+        **phases,
+        wall_s=wall,
+        loss=loss if math.isfinite(loss) else str(loss),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,0 @@
-"""The workload environment builder, apart from the study's runtime (harness/): the pinned
-frameworks, Horovod compiled with the harness's source edits, and the record of what was built.
-recipe.py says what goes in (its content is hashed into the environment's folder name), build.py
-builds and finds it (`python -m harness env build`), gpunode.py builds Horovod alone on a GPU node
-that has its own PyTorch."""

@@ -1,8 +1,10 @@
-"""The import direction the architecture page describes: the runtime (harness, workloads) and the
-environment builder sit below the analysis and never import from it; the analysis may import them."""
+"""The package's layers (dlscale/__init__.py): a module imports only its own layer and those below
+it, and imports the project's modules at its top, except where it defers a heavy import and says so.
+Then one owner for each fact: a framework's name, a phase, a results path."""
 
 import ast
 
+import pytest
 import yaml
 
 from dlscale.core import paths
@@ -11,31 +13,77 @@ from dlscale.workloads import frameworks
 from dlscale.workloads.registry import MODELS
 from tests.conftest import ROOT
 
-BELOW = ("harness", "workloads", "environment")
+PACKAGE = ROOT / "dlscale"
+LAYERS = ("core", "environment", "workloads", "runtime", "analysis", "cli", "__main__")  # bottom to top
 
 
-def imported_modules(path):
-    for node in ast.walk(ast.parse(path.read_text())):
+def _layer(module):
+    """The layer of a dlscale module (None for the package itself and for modules outside it)."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if parts[0] == "dlscale" and len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def _module(path, root):
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _project_imports(tree):
+    """(line, module, whether in a function) of each import of a dlscale module."""
+    functions = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+    inner = {id(n) for f in functions for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        names = []
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
+            names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            yield node.module
+            names = [f"{node.module}.{a.name}" if node.module == "dlscale" else node.module for a in node.names]
+        for name in names:
+            if name == "dlscale" or name.startswith("dlscale."):
+                yield node.lineno, name, id(node) in inner
 
 
-def test_the_runtime_never_imports_the_analysis():
-    upward = [
-        f"{path.relative_to(ROOT)}: {name}"
-        for folder in BELOW
-        for path in sorted((ROOT / folder).rglob("*.py"))
-        for name in imported_modules(path)
-        if name == "analysis" or name.startswith("analysis.")
-    ]
-    assert not upward, "imports from dlscale/analysis/ below it:\n" + "\n".join(upward)
+def layer_violations(root):
+    """Upward imports, and imports inside a function without a comment saying why, under `root`."""
+    found = []
+    for path in sorted((root / "dlscale").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        me = _layer(_module(path, root))
+        for lineno, name, inner in _project_imports(ast.parse(path.read_text())):
+            where = f"{path.relative_to(root)}:{lineno}"
+            if me is not None and _layer(name) is not None and _layer(name) > me:
+                found.append(f"{where}: {LAYERS[me]} imports {name} ({LAYERS[_layer(name)]}, above it)")
+            elif inner and "#" not in lines[lineno - 1] and "#" not in lines[lineno - 2]:
+                found.append(f"{where}: {name} imported in a function without saying why")
+    return found
+
+
+def test_layers_run_one_way():
+    found = layer_violations(ROOT)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "module, source",
+    [
+        ("core/vocabulary.py", "from dlscale.runtime import config\n"),  # a planted upward import
+        ("workloads/trainer.py", "def f():\n    from dlscale.core import paths\n"),  # inside, unexplained
+    ],
+)
+def test_the_layer_test_fails_on_a_planted_import(tmp_path, module, source):
+    planted = tmp_path / "dlscale" / module
+    planted.parent.mkdir(parents=True)
+    planted.write_text(source)
+    assert len(layer_violations(tmp_path)) == 1
+
+
+def test_each_layer_is_a_folder_of_the_package():
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == {*LAYERS[:-2]}, folders
 
 
 # --- one owner for each fact -------------------------------------------------------------------
 
-SCANNED = ("harness", "workloads", "analysis", "environment", "rules", "Snakefile", "bench")
+SCANNED = ("dlscale", "Snakefile", "bench")
 
 
 def _words(name):
@@ -48,6 +96,7 @@ def _sources():
     for entry in SCANNED:
         path = ROOT / entry
         yield from [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".py", ".smk"))
+    yield PACKAGE / "workflow" / "Snakefile"
 
 
 def _names_in(path, words, imports=True):
@@ -75,16 +124,16 @@ def _imports(node):
 # their packages and builds Horovod against them (it runs before any framework can be imported, and
 # its recipe is hashed as one file), and bench/ holds each framework's bare training loop, written
 # apart from the harness on purpose, and the benchmarks that run them.
-BY_DESIGN = ("environment", "bench")
+BY_DESIGN = (PACKAGE / "environment", ROOT / "bench")
 
 
 def test_only_a_frameworks_own_package_names_it():
-    registry = ROOT / "workloads" / "frameworks" / "__init__.py"
+    registry = PACKAGE / "workloads" / "frameworks" / "__init__.py"
     stray = []
     for name in frameworks.NAMES:
-        own = ROOT / "workloads" / "frameworks" / name
+        own = PACKAGE / "workloads" / "frameworks" / name
         for path in _sources():
-            if path == registry or path.is_relative_to(own) or path.relative_to(ROOT).parts[0] in BY_DESIGN:
+            if path == registry or path.is_relative_to(own) or any(path.is_relative_to(d) for d in BY_DESIGN):
                 continue
             if found := _names_in(path, _words(name)):
                 stray.append(f"{path.relative_to(ROOT)}: {', '.join(sorted(found))}")
@@ -95,7 +144,7 @@ def test_only_the_vocabulary_spells_a_phase():
     """Phase names and their seconds columns (`overlap` and `comm` are also the comm setting's
     words, so they are left out of the search)."""
     words = {p for p in PHASES if p != "comm"} | {seconds(p) for p in PHASES} | {"comm_total"}
-    vocabulary = ROOT / "harness" / "vocabulary.py"
+    vocabulary = PACKAGE / "core" / "vocabulary.py"
     stray = [
         f"{path.relative_to(ROOT)}: {', '.join(sorted(found))}"
         for path in _sources()
@@ -126,7 +175,7 @@ def test_no_function_over_50_lines_outside_tests_and_bench():
 
 
 def test_the_schema_names_the_registered_frameworks_and_models():
-    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    schema = yaml.safe_load((PACKAGE / "workflow" / "config" / "schema.yaml").read_text())
     assert _enum(schema, "framework") == list(frameworks.NAMES)
     assert _enum(schema, "model") == list(MODELS)
 
@@ -156,7 +205,7 @@ def _typed_paths(path):
 
 
 def test_only_the_results_tree_spells_a_results_path():
-    owner = ROOT / "harness" / "paths.py"
+    owner = PACKAGE / "core" / "paths.py"
     stray = [
         f"{path.relative_to(ROOT)}: {', '.join(sorted(found))}"
         for path in _sources()

@@ -13,8 +13,12 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.analysis import comparisons
+from dlscale.analysis.metrics import PRECISION
+from dlscale.analysis.prediction import TOLERANCE
 from dlscale.core import hardware
 from dlscale.core.paths import PACKAGE, SOURCE, WORKFLOW
+from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+from dlscale.runtime.config import left_out
 from dlscale.runtime.design import settings
 
 CAPTIONS = WORKFLOW / "report"
@@ -244,8 +248,6 @@ def model_tables(model, model_error):
 def _model_rows(model, model_error):
     """One row per predicted configuration: its runs, median measured and predicted iteration time,
     the error, and why it is off target (or that it is within the tolerance)."""
-    from dlscale.analysis.prediction import TOLERANCE
-    from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 
     keys = MATCH + ["nodes", "ranks_per_node"]
     reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
@@ -272,7 +274,6 @@ def _model_rows(model, model_error):
 
 def _replay_lines(replay):
     """The replays' error against the model and the extrapolation, and the replays off target."""
-    from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 
     lines = [
         f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
@@ -487,8 +488,6 @@ def _rules_lines(summary, config, pairs):
 def _rules(ok, config, pairs):
     """The twelve rules' lines, in the paper's order, for the configurations `ok` that have a run and
     the framework comparisons `pairs`."""
-    from dlscale.analysis.metrics import PRECISION
-    from dlscale.runtime.config import left_out
 
     method = ok["iteration_s_ci_method"].fillna("")
     boot, t = int(method.str.startswith("bootstrap").sum()), int(method.str.startswith("t ").sum())
@@ -625,7 +624,6 @@ def _framework_lines(pairs):
 def _library_lines(pairs, config):
     """The frameworks run through both libraries, native / horovod (comparisons.csv), and the
     framework x library pairs the study asked for that were left out, with why."""
-    from dlscale.runtime.config import left_out
 
     head, cells = _comparison_rows(pairs, "comm_library")
     out = left_out(config)

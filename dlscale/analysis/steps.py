@@ -14,6 +14,7 @@ import pandas as pd
 from dlscale.analysis import comm, comparisons, figures, metrics, prediction, replayed, report, second_pass, tidy
 from dlscale.core.vocabulary import RUN_KEYS
 from dlscale.runtime import design, replay
+from dlscale.workloads import flops
 
 # Snakemake runs the rules' steps in threads of its own process (profiles/default); the standard
 # output, the warning filters and pyplot's figures are the process's, so steps run one at a time.
@@ -91,7 +92,6 @@ def write_order(runs, settings, out_path, log_path):
 
 def write_flops(models, image_size, classes, out_path, log_path):
     """flops.csv: the training FLOPs per image of each of the study's networks (dlscale/workloads/flops.py)."""
-    from dlscale.workloads import flops
 
     with logged(log_path):
         table = pd.DataFrame(flops.table(models, image_size, classes), columns=flops.COLUMNS)

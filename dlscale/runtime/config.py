@@ -11,15 +11,15 @@ import jsonschema
 import yaml
 from snakemake.utils import update_config
 
+from dlscale.core.errors import ConfigError
 from dlscale.core.paths import WORKFLOW
 from dlscale.core.vocabulary import MATRIX_KEYS  # the run's folders in the results tree, in this order
+from dlscale.environment import build as env
+from dlscale.runtime import emulate
+from dlscale.runtime.hosts import parse_hostfile, select_hosts
 from dlscale.workloads import frameworks
 
 SCHEMA_PATH = WORKFLOW / "config" / "schema.yaml"
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def _key_path(error):
@@ -57,8 +57,6 @@ def validate(config):
     check_data(config)
     check_replay(config)
     if config.get("emulate"):
-        from dlscale.runtime import emulate
-
         ok, why = emulate.available()
         if not ok:
             raise ConfigError(f"config key 'emulate': {why}")
@@ -84,8 +82,6 @@ def validate(config):
     if config["launcher"]["name"] == "srun":
         return config  # Slurm places the ranks; the hostfile is not read
     hostfile = resolve(config["hostfile"])
-    from dlscale.runtime.hosts import parse_hostfile, select_hosts
-
     hosts = parse_hostfile(hostfile)
     for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):
         select_hosts(hosts, nodes, rpn, hostfile=config["hostfile"])
@@ -127,7 +123,6 @@ def check_device(config):
 
 def warnings(config):
     """What will make runs fail though the config is valid, said before anything runs."""
-    from dlscale.environment import build as env
 
     out = []
     if config.get("device", "cpu") == "gpu" and env.variant() != "cuda":

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from dlscale.runtime.config import ConfigError
+from dlscale.core.errors import ConfigError
 
 
 def parse_hostfile(path):

@@ -19,8 +19,8 @@ from pathlib import Path
 from dlscale.core import paths
 from dlscale.core.records import IDENTITY
 from dlscale.core.vocabulary import ATTEMPT, LOG, RUN_KEYS, SPEC, STATUS
+from dlscale.runtime import allreduce, emulate, replay
 from dlscale.runtime import config as cfg
-from dlscale.runtime import emulate
 from dlscale.runtime.checks import check_run, first_error
 from dlscale.runtime.execution import Interrupted, LaunchError, execute, job, job_failure
 
@@ -250,7 +250,6 @@ def _launch_facts(env_record, hosts, argv, cluster):
 
 def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root):
     """Run the allreduce sweep (dlscale.runtime.allreduce) on the run's hosts and ranks (`measure`)."""
-    from dlscale.runtime import allreduce
 
     measure(
         config,
@@ -276,7 +275,6 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
 def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path, log_path, attempts_root):
     """Replay the study's 1-rank runs' gradient traffic (dlscale.runtime.replay) on `nodes` nodes, one rank
     each (`measure`), from the spec it writes to spec_path (the replay settings and the plans)."""
-    from dlscale.runtime import replay
 
     spec_path = Path(spec_path)
     _write_json(spec_path, {**config["replay"], "plans": json.loads(Path(plans_path).read_text())})

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from dlscale.core.paths import SOURCE
+from dlscale.runtime.execution import execute
 from dlscale.workloads import frameworks
 
 WARMUP, REPEATS = 3, 10
@@ -154,7 +155,6 @@ def rule(settings, python, out_path, log_path):
     """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
     device (`main`), in a process of its own. `settings` (`rule_settings`): every config value it
     reads, which the rule declares as its params so that a change to one remakes peak.csv."""
-    from dlscale.runtime.execution import execute
 
     argv = [python, "-m", "dlscale.runtime.peak", str(Path(out_path).resolve()), "--framework", *settings["framework"]]
     argv += ["--threads", str(settings["threads_per_rank"]), "--device", settings["device"]]

@@ -22,7 +22,8 @@ import json
 import sys
 import time
 
-from dlscale.core.vocabulary import BACKWARD_S, FORWARD_S, H2D_S, IO_S, UPDATE_S
+from dlscale.core.vocabulary import BACKWARD_S, BASELINE_KEYS, FORWARD_S, H2D_S, IO_S, UPDATE_S
+from dlscale.workloads import frameworks
 
 SCHEMA = "dlscale.replay/1"
 PHASES_BEFORE = (IO_S, H2D_S, FORWARD_S)
@@ -35,8 +36,6 @@ class ReplayError(ValueError):
 def plans(bases, models, comms=None):
     """Plans from the model's 1-rank baselines (dlscale.analysis.prediction.baselines): {MATCH key: details} ->
     [plan], for the listed models (and comm modes)."""
-    from dlscale.core.vocabulary import BASELINE_KEYS
-    from dlscale.workloads import frameworks
 
     out = []
     for key, b in sorted(bases.items(), key=lambda kv: tuple(map(str, kv[0]))):
@@ -106,8 +105,6 @@ def replay(plan, hvd, ones, iterations, warmup):
 
 def main(argv=None):
     from mpi4py import MPI
-
-    from dlscale.workloads import frameworks
 
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(open(argv[1]).read())

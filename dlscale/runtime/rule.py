@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from dlscale.core import paths
+from dlscale.runtime import launch
 from dlscale.runtime.execution import GRACE_S, STOP_SIGNALS, Interrupted, die_with_parent, interruptible
 
 MODULE = "dlscale.runtime.rule"
@@ -105,13 +106,11 @@ def _call(target, args):
 
 
 def _run(config, run, env_record, status, log, attempts):
-    from dlscale.runtime import launch
 
     launch.launch(config, run, json.loads(Path(env_record).read_text()), status, log, attempts)
 
 
 def _sweep(config, nodes, ranks_per_node, env_record, output, log, attempts):
-    from dlscale.runtime import launch
 
     launch.sweep_allreduce(
         config, nodes, ranks_per_node, json.loads(Path(env_record).read_text()), output, log, attempts
@@ -119,7 +118,6 @@ def _sweep(config, nodes, ranks_per_node, env_record, output, log, attempts):
 
 
 def _replay(config, nodes, plans, env_record, output, spec, log, attempts):
-    from dlscale.runtime import launch
 
     launch.replay_gradients(config, nodes, plans, json.loads(Path(env_record).read_text()), output, spec, log, attempts)
 

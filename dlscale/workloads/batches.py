@@ -5,7 +5,8 @@ import time
 
 import numpy as np
 
-from dlscale.workloads import frameworks
+from dlscale.workloads import frameworks, loaders
+from dlscale.workloads.images import Dataset
 
 POOL = 4  # distinct synthetic batches per rank, used in turn
 
@@ -66,8 +67,6 @@ def open_data(trainer, spec):
         return SyntheticData(
             spec["seed"], trainer.rank, spec["batch_size"], spec["image_size"], spec["classes"], trainer.data_layout
         ), {"kind": "synthetic"}
-    from dlscale.workloads import loaders
-    from dlscale.workloads.images import Dataset
 
     dataset = Dataset(data["folder"])
     workers = spec["loader_workers"]

@@ -20,6 +20,7 @@ import os
 
 import tensorflow as tf
 
+from dlscale.workloads import rendezvous
 from dlscale.workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, NATIVE
 
 # The native overlap's pack size (DistributedDataParallel's bucket size, so that both frameworks'
@@ -63,7 +64,6 @@ class Native:
     name = "native"
 
     def __init__(self):
-        from dlscale.workloads import rendezvous
 
         self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()
         self.workers = rendezvous.peers(rendezvous.first_host()) if self.size > 1 else []

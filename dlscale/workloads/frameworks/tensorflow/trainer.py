@@ -35,6 +35,7 @@ from tensorflow.python.util import _pywrap_util_port  # IsMklEnabled: are oneDNN
 from dlscale.workloads import trainer
 from dlscale.workloads.devices import check_precision, gpu_for_rank, resolve_layout
 from dlscale.workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, LABEL, NAME, UPDATE_SCOPE, comm
+from dlscale.workloads.frameworks.tensorflow.xplane import host_events
 from dlscale.workloads.registry import build_model
 
 
@@ -210,7 +211,6 @@ class Trainer(trainer.Trainer):
         return tf.profiler.experimental.Trace(name)
 
     def profile_stop(self):
-        from dlscale.workloads.frameworks.tensorflow.xplane import host_events
 
         tf.profiler.experimental.stop()
         return host_events(self.profile_dir)

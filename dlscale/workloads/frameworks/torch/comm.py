@@ -21,6 +21,7 @@ import os
 
 import torch
 
+from dlscale.workloads import rendezvous
 from dlscale.workloads.frameworks.torch import NATIVE
 
 # DistributedDataParallel's bucket size (its default), recorded as the run's fusion threshold.
@@ -98,8 +99,6 @@ class Native:
 
     def __init__(self, gpu):
         import torch.distributed as dist
-
-        from dlscale.workloads import rendezvous
 
         self.dist = dist
         self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()

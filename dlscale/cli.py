@@ -163,8 +163,9 @@ def _enter(args):
     typed are resolved first, then the working directory becomes the study's."""
     args.configfile = [str(Path(f).resolve()) for f in getattr(args, "configfile", [])]
     folder = Path(args.study)
-    if not folder.is_dir():
-        raise ValueError(f"study folder {folder} does not exist; make one with `dlscale init {folder}`")
+    if not (folder / cfg.STUDY_CONFIG).is_file() and args.fn is not cmd_unlock:
+        why = f"no {cfg.STUDY_CONFIG}"
+        raise ValueError(f"{folder.resolve()} is not a study folder ({why}): make one with `dlscale init`")
     os.chdir(folder)
 
 

@@ -12,7 +12,7 @@ from dlscale.cli import main
 from tests.conftest import ROOT
 
 DLSCALE = Path(sys.executable).parent / "dlscale"
-SUBCOMMANDS = ["run", "report", "env", "check-config", "launch", "unlock", "retry", "emulate"]
+SUBCOMMANDS = ["init", "run", "report", "env", "check-config", "launch", "unlock", "retry", "emulate"]
 
 
 def dlscale(*args, **kwargs):
@@ -21,9 +21,9 @@ def dlscale(*args, **kwargs):
 
 def test_the_environment_installs_the_checkout_and_its_command():
     assert DLSCALE.is_file(), f"{DLSCALE}: run ./bootstrap.sh (it installs this checkout into .venv)"
-    import dlscale
+    import dlscale as package
 
-    assert Path(dlscale.__file__).resolve().parent.parent == ROOT  # this checkout, editable
+    assert Path(package.__file__).resolve().parent.parent == ROOT  # this checkout, editable
     proc = dlscale("--help")
     assert proc.returncode == 0 and proc.stdout.startswith("usage: dlscale")
     for name in SUBCOMMANDS:
@@ -43,13 +43,20 @@ def test_python_m_dlscale_is_the_same_command():
     assert proc.returncode == 0 and proc.stdout == dlscale("unlock", "--help").stdout
 
 
-def test_run_starts_the_pipeline_in_the_checkout_from_anywhere(tmp_path):
-    overlay = tmp_path / "mine.yaml"
+def test_run_starts_the_pipeline_in_the_study_folder_it_names_from_anywhere(tmp_path):
+    overlay = tmp_path / "mine.yaml"  # named relative to where the command is typed
     overlay.write_text(yaml.safe_dump({"framework": ["torch"], "results": str(tmp_path / "results")}))
-    proc = dlscale("run", "--configfile", "mine.yaml", "--config", "repeats=1", "--", "--dry-run", cwd=tmp_path)
+    proc = dlscale("run", str(ROOT), "--configfile", "mine.yaml", "--config", "repeats=1", "--", "-n", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "This was a dry-run" in proc.stdout and str(tmp_path / "results") in proc.stdout
+    assert f"Working directory: {ROOT}" in proc.stdout
     assert "tensorflow" not in proc.stdout  # the overlay was read
+
+
+def test_a_folder_that_is_not_a_study_is_refused_naming_init(tmp_path):
+    for command in (["run"], ["run", str(tmp_path)], ["report", str(tmp_path)], ["retry", str(tmp_path)]):
+        proc = dlscale(*command, cwd=tmp_path)
+        assert proc.returncode == 2 and "is not a study folder" in proc.stderr and "dlscale init" in proc.stderr
 
 
 def test_run_and_report_stop_on_a_bad_config_naming_the_key(tmp_path, capsys):
@@ -65,9 +72,7 @@ def test_the_overlay_is_remade_and_a_folder_it_did_not_make_is_left_alone(tmp_pa
     overlay = tmp_path / "venv"
     build.link(env, overlay)
     build.link(env, overlay)  # again: remade in place
-    proc = subprocess.run(
-        [str(overlay / "bin" / "dlscale"), "check-config"], cwd=tmp_path, capture_output=True, text=True
-    )
+    proc = subprocess.run([str(overlay / "bin" / "dlscale"), "check-config"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and ": ok, " in proc.stdout, proc.stderr
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -145,7 +145,7 @@ def _align(columns):
 def commit():
     """The checkout's git commit, or, for an installed package, its version."""
     if not (SOURCE / ".git").exists():
-        return f"dlscale {importlib.metadata.version('dlscale')} (installed, not a checkout)"
+        return f"none: dlscale {importlib.metadata.version('dlscale')} installed, not a checkout"
     try:
         out = subprocess.run(
             ["git", "-C", str(PACKAGE), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10

@@ -396,12 +396,13 @@ def load_record(path):
 OVERLAY_MARK = "dlscale-environment.pth"
 
 
-def link(path, link_path):
+def link(path, link_path, wheel=None):
     """Make `link_path` (`.venv` in the checkout) this checkout's own small venv on top of the shared
     environment `path`: the environment's packages through a .pth file, this checkout installed
     editable (its `dlscale` command; no test or rule edits sys.path), and the environment's commands
     (snakemake, pytest, mkdocs, ...) as scripts run by the overlay's python. The environment is
-    shared by every clone on the machine; each clone's overlay points at that clone."""
+    shared by every clone on the machine; each clone's overlay points at that clone. With `wheel` (a
+    built dlscale wheel) the overlay installs that instead, as a user's would (tests/test_package.py)."""
     link_path, path = Path(link_path), Path(path)
     if link_path.is_symlink():
         link_path.unlink()  # the layout before the overlay: a link to the environment itself
@@ -431,8 +432,7 @@ def link(path, link_path):
             "--no-deps",
             "--no-build-isolation",
             "--no-index",
-            "--editable",
-            str(paths.SOURCE),  # the checkout
+            *(["--editable", str(paths.SOURCE)] if wheel is None else [str(wheel)]),  # the checkout, or the wheel
         ],
         check=True,
         cwd=paths.SOURCE,

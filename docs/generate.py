@@ -5,7 +5,7 @@ is committed and nothing can drift:
   <!-- generated: outputs -->    what lands where (dlscale/analysis/columns.py OUTPUTS)
   <!-- generated: columns -->    every table's columns, in the code's order, with dlscale/analysis/columns.py's words
   <!-- generated: cli -->        the help of the command line's argparse parser and of each subcommand
-  <!-- generated: captions -->   the figures' captions (report/*.rst, also those of snakemake --report)
+  <!-- generated: captions -->   the figures' captions (dlscale/workflow/report/*.rst, also snakemake --report's)
   <!-- table: bench/results/X.csv -->   a committed measurement, with its date, machine and command
                                        (bench/results/X.meta.yaml)
 
@@ -170,7 +170,7 @@ def cli_reference(parser=None):
 # --- captions -----------------------------------------------------------------------------------
 
 
-def captions(folder=ROOT / "report"):
+def captions(folder=ROOT / "dlscale" / "workflow" / "report"):
     """The figures' captions in the order a report shows the figures, then the other captions."""
     from dlscale.analysis.figures import FIGURES, MODEL_FIGURES
 

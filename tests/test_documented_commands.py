@@ -103,10 +103,19 @@ COMMANDS = {
         (
             "needs a finished default study (12 minutes and more); tests/test_pipeline.py runs it on a fresh tiny "
             "study and checks the committed example has that report's form",
-            "{PY} -c \"from harness import example; assert example.form_of('docs/example')[1]\"",
+            "{PY} -c \"from dlscale.runtime import example; assert example.form_of('docs/example')[1]\"",
         ),
     ),
     f"{DLSCALE} emulate down demo": ("run", {}),
+    f"{DLSCALE} init ~/studies/workstation --from emulated": ("run", {"~/studies": "{folder}/studies"}),
+    f"{DLSCALE} run ~/studies/workstation": (
+        "manual",
+        (
+            "a whole study (12 minutes and more); tests/test_package.py runs a shrunk one in a folder of its own from "
+            "the installed wheel; here a fresh folder's run is planned",
+            f'd=$(mktemp -d) && {DLSCALE} init "$d/w" && {DLSCALE} run "$d/w" -- -n | grep -q "This was a dry-run"',
+        ),
+    ),
     "./bootstrap.sh": ("run", {}),
     "cp config/slurm.yaml my-cluster.yaml": ("run", {"config/": f"{ROOT}/config/"}),
     "$EDITOR profiles/slurm/config.yaml": (
@@ -123,7 +132,7 @@ COMMANDS = {
         "manual",
         (
             "sets SLURM_CONF for the shell; checked against where `slurm up` writes it",
-            "{PY} -c \"from harness import slurm; assert str(slurm.CONF) == '/run/dlscale-slurm/slurm.conf'\"",
+            "{PY} -c \"from dlscale.runtime import slurm; assert str(slurm.CONF) == '/run/dlscale-slurm/slurm.conf'\"",
         ),
     ),
     ".venv/bin/snakemake --profile profiles/slurm --configfile config/slurm.yaml config/slurm-emulated.yaml": (
@@ -135,7 +144,8 @@ COMMANDS = {
         "manual",
         (
             "sets the variant for the shell; checked with the cuda variant's recipe",
-            "DLSCALE_ENV_VARIANT=cuda {PY} -c \"from environment import build; assert build.variant() == 'cuda'\"",
+            "DLSCALE_ENV_VARIANT=cuda {PY} -c "
+            "\"from dlscale.environment import build; assert build.variant() == 'cuda'\"",
         ),
     ),
     ".venv/bin/snakemake --cores all --configfile config/gpu.yaml": ("study", None),

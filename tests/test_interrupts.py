@@ -118,7 +118,11 @@ def test_the_pipeline_stops_naming_the_step_past_its_time_limit(tmp_path):
     )
     assert stopped, proc.stderr[-3000:]
     # whichever analysis step Snakemake started first (the rules' `step("name", ...)` calls)
-    steps = set(re.findall(r'step\("(\w+)"', "".join(p.read_text() for p in (ROOT / "rules").glob("*.smk"))))
+    steps = set(
+        re.findall(
+            r'step\("(\w+)"', "".join(p.read_text() for p in (ROOT / "dlscale" / "workflow" / "rules").glob("*.smk"))
+        )
+    )
     assert {"tidy", "peak", "flops"} <= steps and stopped.group(1) in steps, stopped.group(1)
     assert not (Path(conf["results"]) / paths.TABLES["summary"]).exists()
 

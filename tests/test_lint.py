@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ROOT
 
 BIN = Path(sys.executable).parent
-WORKFLOW = ["Snakefile", "rules/"]
+WORKFLOW = ["Snakefile", "dlscale/workflow/Snakefile", "dlscale/workflow/rules/"]
 
 
 @pytest.mark.parametrize(

@@ -86,21 +86,9 @@ def off_target(table, keys):
 
 # Why a configuration's 1-rank runs give the model nothing to start from.
 NO_PHASES = "1-rank baseline has no phase times"
-
-
-NO_PHASES = "1-rank baseline has no phase times"
 NO_TRACES = f"{NO_PHASES} (native runs without traces: profile_iterations 0)"
-
-
-NO_TRACES = f"{NO_PHASES} (native runs without traces: profile_iterations 0)"
-ZERO_PHASES = "1-rank baseline's phase times add up to no time"
-
-
 ZERO_PHASES = "1-rank baseline's phase times add up to no time"
 # Why a run of the study has no prediction besides (model.csv `not_predicted`).
-BASELINE_ITSELF = "1 rank: the model's baseline"
-
-
 BASELINE_ITSELF = "1 rank: the model's baseline"
 NO_BASELINE = "no successful 1-rank run of this configuration"
 

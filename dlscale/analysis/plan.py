@@ -1,0 +1,268 @@
+"""The buyer's question (`dlscale plan STUDY`): what candidate hardware would give, predicted by the
+performance model (dlscale/analysis/model.py) from a finished study's measured 1-device phases,
+gradient sizes and allreduce sweep.
+
+A candidate is N devices per node x M nodes, its devices as fast as the study's (or a stated compute
+factor faster, or as fast as a second study measured them), its link the study's measured sweep at
+that placement or a stated one (bandwidth and latency: the ring model). Every prediction carries the
+model's measured error on the study it came from, and says which of its inputs were measured and
+which assumed. Without a candidates file, the candidates are the placements the study swept."""
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from dlscale.analysis import prediction
+from dlscale.analysis.model import predict, ring_cost
+from dlscale.core.errors import ConfigError
+from dlscale.core.paths import TABLES
+from dlscale.core.vocabulary import BASELINE_KEYS
+
+# What the work is, whoever runs it: a device study's baseline stands in for this study's when these
+# agree (threads per rank are the device's, not the work's).
+WORK = [k for k in BASELINE_KEYS if k != "threads_per_rank"]
+FIELDS = {"name", "nodes", "devices_per_node", "link", "compute_factor", "device_study", "price"}
+MEASURED = "measured"
+COLUMNS = WORK + [
+    "candidate",
+    "nodes",
+    "devices_per_node",
+    "devices",
+    "predicted_iteration_s",
+    "predicted_img_per_s",
+    "predicted_efficiency",
+    "img_per_s_per_price",
+    "model_error",
+    "model_error_from",
+    "compute_from",
+    "link_from",
+]
+
+
+def load(folder):
+    """A finished study's tables the model needs, by name; a missing one is named."""
+    folder = Path(folder)
+    needed = ("run_metrics", "runs", "tensors", "allreduce", "allreduce_fit", "model")
+    missing = [TABLES[n] for n in needed if not (folder / TABLES[n]).is_file()]
+    if missing:
+        raise ValueError(f"{folder}: no {', '.join(missing)} (not a finished study's results folder)")
+    status = pd.read_csv(folder / TABLES["runs"], keep_default_na=False, na_values=[""])
+    table, bases, _ = prediction.study_baselines(
+        pd.read_csv(folder / TABLES["run_metrics"]), status, pd.read_csv(folder / TABLES["tensors"])
+    )
+    sweep, fits = pd.read_csv(folder / TABLES["allreduce"]), pd.read_csv(folder / TABLES["allreduce_fit"])
+    model = pd.read_csv(folder / TABLES["model"], keep_default_na=False, na_values=[""])
+    name = folder.name if folder.name != "results" else folder.resolve().parent.name
+    return {"name": name, "bases": bases, "costs": prediction.costs(sweep, fits), "model": model, "runs": table}
+
+
+def read_candidates(path, study):
+    """(links, candidates) from a YAML file ({links: {name: {gbit_s, latency_us}}, candidates: [...]}),
+    each candidate checked and completed with its defaults; without a file, the study's swept placements."""
+    if path is None:
+        placements = sorted({(n, r) for n, r, _ in study["costs"]})
+        return {}, [
+            _candidate({"name": f"{n} node(s) x {r}", "nodes": n, "devices_per_node": r}, {}) for n, r in placements
+        ]
+    spec = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(spec, dict) or not isinstance(spec.get("candidates"), list) or not spec["candidates"]:
+        raise ConfigError(f"{path}: needs `candidates:`, a list of candidates (docs/guides/hardware.md)")
+    links = spec.get("links") or {}
+    for name, link in links.items():
+        if not (isinstance(link, dict) and _positive(link.get("gbit_s")) and _number(link.get("latency_us"))):
+            raise ConfigError(f"{path}: link {name!r} needs gbit_s > 0 and latency_us >= 0")
+    return links, [_candidate(c, links, path) for c in spec["candidates"]]
+
+
+def _positive(x):
+    return isinstance(x, int | float) and math.isfinite(x) and x > 0
+
+
+def _number(x):
+    return isinstance(x, int | float) and math.isfinite(x) and x >= 0
+
+
+def _candidate(c, links, path="candidates"):
+    """One candidate with its defaults, or a ConfigError naming what is wrong with it."""
+    where = f"{path}: candidate {c.get('name', '?')!r}" if isinstance(c, dict) else f"{path}: candidate {c!r}"
+    if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+        raise ConfigError(f"{where}: needs a `name`")
+    if set(c) - FIELDS:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(set(c) - FIELDS)}; known: {sorted(FIELDS)}")
+    out = {"nodes": 1, "devices_per_node": 1, "link": MEASURED, "compute_factor": 1.0, "price": None, **c}
+    for key in ("nodes", "devices_per_node"):
+        if not (isinstance(out[key], int) and out[key] >= 1):
+            raise ConfigError(f"{where}: {key} must be a whole number >= 1")
+    if not _positive(out["compute_factor"]) or (out["price"] is not None and not _positive(out["price"])):
+        raise ConfigError(f"{where}: compute_factor and price must be numbers > 0")
+    if "device_study" in c and "compute_factor" in c:
+        raise ConfigError(f"{where}: give device_study or compute_factor, not both")
+    if out["link"] != MEASURED and out["link"] not in links:
+        raise ConfigError(f"{where}: link {out['link']!r} is neither `measured` nor one of `links`")
+    return out
+
+
+def predict_candidate(study, candidate, links, device=None):
+    """One row per configuration the study has a 1-device baseline of: the candidate's predicted
+    iteration, throughput and efficiency, its inputs' sources and the model's error. A configuration
+    the candidate cannot be predicted for (no sweep at its placement, no device baseline) is skipped."""
+    rows = []
+    for key, base in study["bases"].items():
+        ident = dict(zip(BASELINE_KEYS, key))
+        compute = _compute(study, candidate, base, ident, device)
+        cost = _link(study, candidate, ident, links)
+        if compute is None or cost is None:
+            continue
+        (phases, compute_from), (cost_fn, per_tensor, link_from) = compute, cost
+        ranks = candidate["nodes"] * candidate["devices_per_node"]
+        ready = None if ident["comm"] == "sequential" else base["ready"]
+        p = predict(phases, base["sizes"], ready, ranks, cost_fn, base["threshold"], base["cycle"], per_tensor)
+        rate = ranks * ident["batch_size"] / p["iteration_s"]
+        error, error_from = model_error(study, ident)
+        rows.append(
+            {
+                **{k: ident[k] for k in WORK},
+                "candidate": candidate["name"],
+                "nodes": candidate["nodes"],
+                "devices_per_node": candidate["devices_per_node"],
+                "devices": ranks,
+                "predicted_iteration_s": p["iteration_s"],
+                "predicted_img_per_s": rate,
+                "predicted_efficiency": sum(phases.values()) / p["iteration_s"],
+                "img_per_s_per_price": rate / candidate["price"] if candidate["price"] else math.nan,
+                "model_error": error,
+                "model_error_from": error_from,
+                "compute_from": compute_from,
+                "link_from": link_from,
+            }
+        )
+    return rows
+
+
+def _compute(study, candidate, base, ident, device):
+    """(1-device phases, where they come from) for the candidate's device, or None."""
+    if device is None:
+        factor = candidate["compute_factor"]
+        phases = {k: v / factor for k, v in base["base"].items()}
+        if factor == 1:
+            return phases, f"measured: {study['name']}'s 1-rank runs"
+        return phases, f"assumed: {study['name']}'s 1-rank phases / {factor:g} (every phase, data I/O included)"
+    for key, other in device["bases"].items():
+        if all(dict(zip(BASELINE_KEYS, key))[k] == ident[k] for k in WORK):
+            threads = dict(zip(BASELINE_KEYS, key))["threads_per_rank"]
+            return dict(other["base"]), f"measured: {device['name']}'s 1-rank runs ({threads} thread(s) per rank)"
+    return None
+
+
+def _link(study, candidate, ident, links):
+    """(T(m), per-tensor cost, where it comes from) of the candidate's allreduce, or None."""
+    nodes, per_node = candidate["nodes"], candidate["devices_per_node"]
+    if nodes * per_node == 1:
+        return (lambda m: 0.0), 0.0, "none: one device"
+    if candidate["link"] == MEASURED:
+        found = study["costs"].get((nodes, per_node, prediction.library(ident)))
+        if found is None:
+            return None
+        where = f"measured: {study['name']}'s allreduce sweep on {nodes} node(s) x {per_node}"
+        return found[0], found[1], where
+    link = links[candidate["link"]]
+    alpha, beta = link["latency_us"] * 1e-6, 8 / (link["gbit_s"] * 1e9)
+    stated = f"stated: {candidate['link']} ({link['gbit_s']:g} Gbit/s, {link['latency_us']:g} us), ring model"
+    return ring_cost(nodes * per_node, alpha, beta), 0.0, stated
+
+
+def model_error(study, ident):
+    """The model's median |relative error| of iteration time on the study: over this configuration's
+    predicted runs where it has some, else over all of the study's; and what it is over."""
+    table = study["model"].dropna(subset=["error_iteration"])
+    mine = table
+    for k in WORK:
+        if k in table:
+            mine = mine[mine[k].astype(str) == str(ident[k])]
+    if len(mine):
+        return float(mine["error_iteration"].abs().median()), f"{len(mine)} predicted run(s) of this configuration"
+    if len(table):
+        return float(table["error_iteration"].abs().median()), f"all {len(table)} predicted runs of the study"
+    return math.nan, "none: the study has no run of 2 or more ranks to check the model on"
+
+
+def plan(folder, candidates_path=None):
+    """The plan table of a finished study (results folder) and a candidates file (or none)."""
+    study = load(folder)
+    links, candidates = read_candidates(candidates_path, study)
+    devices = {}
+    rows = []
+    for c in candidates:
+        if "device_study" in c:
+            source = Path(c["device_study"])
+            if not source.is_absolute() and candidates_path:
+                source = Path(candidates_path).parent / source
+            devices.setdefault(c["device_study"], load(source))
+        rows += predict_candidate(study, c, links, devices.get(c.get("device_study")))
+    if not rows:
+        raise ValueError(
+            f"{folder}: no configuration could be predicted for any candidate (no 1-rank runs with phases?)"
+        )
+    return pd.DataFrame(rows, columns=COLUMNS), study
+
+
+def report(table, study, out_path):
+    """plan.md: per framework and network, the candidates by predicted throughput, with the model's
+    error and every input's source."""
+    lines = [f"# dlscale plan: {study['name']}", "", "Predicted by the performance model from the study's measured "
+             "1-device phases, gradient sizes and allreduce sweep; each row says which inputs were measured and "
+             "which assumed, and the model's measured error on the study.", ""]  # fmt: skip
+    for (fw, model), g in table.groupby(["framework", "model"], sort=True):
+        g = g.sort_values("predicted_img_per_s", ascending=False)
+        best = g.iloc[0]
+        lines += [f"## {model} in {fw}", "", _answer(g, best), ""]
+        lines += ["| candidate | devices | img/s | efficiency | img/s per price | model error | compute | link |"]
+        lines += ["| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in g.itertuples():
+            per_price = "" if pd.isna(r.img_per_s_per_price) else f"{r.img_per_s_per_price:.3g}"
+            lines.append(
+                f"| {r.candidate} | {r.nodes} x {r.devices_per_node} | {r.predicted_img_per_s:.3g} | "
+                f"{r.predicted_efficiency:.2f} | {per_price} | {_error(r)} | {r.compute_from} | {r.link_from} |"
+            )
+        lines.append("")
+    Path(out_path).write_text("\n".join(lines))
+
+
+def _answer(g, best):
+    others = g.iloc[1:]
+    if others.empty:
+        return f"{best.candidate}: {best.predicted_img_per_s:.3g} img/s predicted."
+    second = others.iloc[0]
+    ratio = best.predicted_img_per_s / second.predicted_img_per_s
+    verdict = "within the 5% the model is checked to" if ratio < 1.05 else f"{ratio:.2f}x"
+    return (
+        f"{best.candidate} gives {best.predicted_img_per_s:.3g} img/s, {second.candidate} "
+        f"{second.predicted_img_per_s:.3g} img/s ({verdict}; the model's error here: {_error(best)})."
+    )
+
+
+def _error(r):
+    return "n/a" if pd.isna(r.model_error) else f"{r.model_error:.1%} ({r.model_error_from})"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="dlscale plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("study", help="a finished study's results folder")
+    parser.add_argument("--candidates", help="a YAML file of candidate hardware (docs/guides/hardware.md)")
+    parser.add_argument("-o", "--out", default="plan", help="where plan.md and plan.csv go (default: plan)")
+    args = parser.parse_args(argv)
+    try:
+        table, study = plan(args.study, args.candidates)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "plan.csv", index=False)
+    report(table, study, out / "plan.md")
+    print(out / "plan.md", out / "plan.csv", sep="\n")
+    return 0

@@ -45,10 +45,10 @@ from pathlib import Path
 
 from dlscale.core import paths
 from dlscale.environment import build as env
-from dlscale.runtime import config as cfg
-from dlscale.runtime import dataset, emulate, example, launch, slurm
-from dlscale.runtime.execution import Interrupted, interruptible
-from dlscale.workloads import frameworks, images
+
+# `dlscale env build` runs on a bare python, before the environment that holds the runtime's packages
+# (jsonschema, snakemake, numpy) exists (./bootstrap.sh, or a wheel installed into a site's python):
+# the other commands import the runtime when they run ("bare python" below).
 
 
 def cmd_env(args):
@@ -71,11 +71,14 @@ def cmd_env(args):
 
 
 def _study_name(configfiles, items):
+    from dlscale.runtime import config as cfg  # bare python
+
     first = cfg.STUDY_CONFIG if Path(cfg.STUDY_CONFIG).is_file() else str(cfg.DEFAULT_CONFIG)
     return " + ".join([first, *configfiles] + ([f"--config {' '.join(items)}"] if items else []))
 
 
 def cmd_check_config(args):
+    from dlscale.runtime import config as cfg  # bare python
 
     conf = cfg.load(*args.configs, items=args.config)
     print(f"{_study_name(args.configs, args.config)}: ok, {len(cfg.matrix(conf))} runs")
@@ -87,6 +90,10 @@ def cmd_check_config(args):
 
 
 def cmd_launch(args):
+    from dlscale.runtime import config as cfg  # bare python
+    from dlscale.runtime import dataset, launch  # bare python
+    from dlscale.runtime.execution import Interrupted, interruptible  # bare python
+    from dlscale.workloads import frameworks, images  # bare python
 
     files = [a for a in args.set if "=" not in a]
     conf = cfg.load(*files)
@@ -142,6 +149,8 @@ def _snakemake(args, *extra):
 def cmd_init(args):
     """`dlscale init`: a study folder with its config (commented), the shipped hostfiles and the
     cluster profiles; nothing of an existing study is overwritten."""
+    from dlscale.runtime import config as cfg  # bare python
+
     folder = Path(args.study)
     config = folder / cfg.STUDY_CONFIG
     if config.exists():
@@ -161,6 +170,8 @@ def cmd_init(args):
 def _enter(args):
     """Work in the study folder, as Snakemake does: overlays named relative to where the command was
     typed are resolved first, then the working directory becomes the study's."""
+    from dlscale.runtime import config as cfg  # bare python
+
     args.configfile = [str(Path(f).resolve()) for f in getattr(args, "configfile", [])]
     folder = Path(args.study)
     if not (folder / cfg.STUDY_CONFIG).is_file() and args.fn is not cmd_unlock:
@@ -170,6 +181,8 @@ def _enter(args):
 
 
 def cmd_run(args):
+    from dlscale.runtime import config as cfg  # bare python
+
     cfg.load(*args.configfile, items=args.config)  # a bad key stops here, named, before snakemake starts
     locks, running = _locks(Path.cwd())
     if locks and not running:  # a killed snakemake's: the run would stop with a LockException
@@ -187,6 +200,7 @@ def _locks(folder):
 
 
 def cmd_report(args):
+    from dlscale.runtime import config as cfg  # bare python
 
     conf = cfg.load(*args.configfile, items=args.config)
     results = cfg.resolve(conf.get("results", "results"))
@@ -200,6 +214,8 @@ def cmd_report(args):
 
 def cmd_example(args):
     """Copy a finished study's report, figures and main tables as the docs' example."""
+    from dlscale.runtime import example  # bare python
+
     for path in example.publish(args.results, args.out):
         print(path)
     return 0
@@ -214,6 +230,8 @@ def cmd_compare(args):
 
 def cmd_retry(args):
     import pandas as pd  # deferred: only retry reads a table
+
+    from dlscale.runtime import config as cfg  # bare python
 
     conf = cfg.load(*args.configfile, items=args.config)
     wanted = dict(item.partition("=")[::2] for item in args.set)
@@ -282,6 +300,7 @@ def cmd_unlock(args):
 
 
 def cmd_emulate(args):
+    from dlscale.runtime import emulate  # bare python
 
     if args.action == "list":
         print("\n".join(emulate.clusters()))
@@ -324,6 +343,7 @@ def cmd_emulate(args):
 
 
 def cmd_slurm(args):
+    from dlscale.runtime import slurm  # bare python
 
     if args.action == "down":
         stopped = slurm.down()
@@ -418,7 +438,8 @@ def _init_command(sub):
         action="append",
         default=[],
         metavar="NAME",
-        help=f"start from this shipped config, over the defaults (repeat to layer several): {', '.join(cfg.shipped())}",
+        help="start from this shipped config, over the defaults (repeat to layer several): "
+        + ", ".join(paths.shipped_configs()),
     )
     p.set_defaults(fn=cmd_init)
 

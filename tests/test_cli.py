@@ -80,3 +80,13 @@ def test_the_overlay_is_remade_and_a_folder_it_did_not_make_is_left_alone(tmp_pa
     with pytest.raises(build.EnvError, match="not this project's environment overlay"):
         build.link(env, mine)
     assert (mine / "notes.txt").read_text() == "keep"
+
+
+def test_env_works_on_a_bare_python_as_bootstrap_runs_it():
+    """./bootstrap.sh (and a wheel installed into a site's python) runs `dlscale env` before the
+    environment with the runtime's packages exists: no site-packages at all here (-S)."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); from dlscale.cli import main; sys.exit(main(['env', 'path']))"
+    )
+    proc = subprocess.run([sys._base_executable, "-S", "-c", code], capture_output=True, text=True)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr

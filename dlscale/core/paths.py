@@ -19,6 +19,14 @@ PACKAGE = Path(__file__).resolve().parents[1]  # the installed dlscale (a checko
 SOURCE = PACKAGE.parent  # on PYTHONPATH, a run's python (the workload environment's) imports this dlscale
 WORKFLOW = PACKAGE / "workflow"  # the Snakefile, rules, schema, shipped configs, report captions
 
+
+def shipped_configs():
+    """The configs the package ships, by name (`default`: the defaults, config.yaml): what
+    `dlscale init --from` starts a study from."""
+    found = {p.stem: p for p in sorted((WORKFLOW / "config").glob("*.yaml")) if p.stem != "schema"}
+    return {"default": found.pop("config"), **found}
+
+
 RUNS, ATTEMPTS, SWEEPS, REPLAYS = "runs", "attempts", "allreduce", "replay"
 REPLAY_PLANS = f"{REPLAYS}/plans.json"
 

@@ -11,6 +11,7 @@ import jsonschema
 import yaml
 from snakemake.utils import update_config
 
+from dlscale.core import paths
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import WORKFLOW
 from dlscale.core.vocabulary import MATRIX_KEYS  # the run's folders in the results tree, in this order
@@ -195,17 +196,10 @@ def study_config():
     return None
 
 
-def shipped():
-    """The configs the package ships, by name (`default` is the defaults): what `dlscale init --from`
-    starts a study from."""
-    found = {p.stem: p for p in sorted(DEFAULT_CONFIG.parent.glob("*.yaml")) if p != SCHEMA_PATH}
-    return {"default": found.pop(DEFAULT_CONFIG.stem), **found}
-
-
 def study_template(sources):
     """A study folder's config/config.yaml: the defaults (every key, commented), or the shipped
     configs `sources` over them (one: its own text and comments; several: merged in order)."""
-    known = shipped()
+    known = paths.shipped_configs()
     unknown = [s for s in sources if s not in known]
     if unknown:
         raise ConfigError(f"no shipped config {', '.join(unknown)}; shipped: {', '.join(known)}")

@@ -17,6 +17,8 @@ check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml
 launch [CONFIG...] KEY=VALUE...           run one run of that study by hand (framework=torch ...)
 unlock [STUDY] [--force]                  remove the lock a killed snakemake left (none running)
 example RESULTS [OUT]                     copy a finished study's report and figures to OUT (docs/example)
+plan RESULTS [--candidates FILE] [-o DIR]  the model's predicted throughput, efficiency and throughput per
+                                          price of candidate hardware, from a finished study: DIR/plan.md, plan.csv
 compare STUDY... [-o DIR]                 finished studies (results folders) from several machines side by
                                           side: DIR/compare.md and compare.csv
 retry [STUDY] [--configfile F]... [--config K=V]... [KEY=VALUE...] [-- SNAKEMAKE ARGS...]
@@ -228,6 +230,13 @@ def cmd_compare(args):
     return compare.main([*args.studies, "--out", args.out])
 
 
+def cmd_plan(args):
+    """`dlscale plan`: the analysis's own program (dlscale/analysis/plan.py)."""
+    from dlscale.analysis import plan  # bare python; pandas: only this command pays its import
+
+    return plan.main([args.results, *(["--candidates", args.candidates] if args.candidates else []), "--out", args.out])
+
+
 def cmd_retry(args):
     import pandas as pd  # deferred: only retry reads a table
 
@@ -416,6 +425,11 @@ def parser():
     p.add_argument("studies", nargs="+", help="their results folders; the first is the reference")
     p.add_argument("-o", "--out", default="compare", help="where compare.md and compare.csv go (default: compare)")
     p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("plan", help="the model's prediction for candidate hardware, from a finished study")
+    p.add_argument("results", help="the study's results folder")
+    p.add_argument("--candidates", metavar="FILE", help="candidate hardware (YAML); default: the study's placements")
+    p.add_argument("-o", "--out", default="plan", help="where plan.md and plan.csv go (default: plan)")
+    p.set_defaults(fn=cmd_plan)
     p = sub.add_parser("example", help="copy a finished study's report and figures as the docs' example")
     p.add_argument("results", help="the study's results folder")
     p.add_argument("out", nargs="?", default="docs/example", help="where (default docs/example, replaced)")

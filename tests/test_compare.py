@@ -1,4 +1,4 @@
-"""`dlscale compare` on two real finished studies (shrunk) that differ in threads per rank and share
+"""`dlscale compare` and `dlscale plan` on two real finished studies (shrunk) that differ in threads per rank and share
 only part of their work; and its tables on known data."""
 
 import subprocess
@@ -70,3 +70,83 @@ def test_nothing_shared_says_so(tmp_path):
     assert compared.empty
     md = compare.report(studies, compared, tmp_path / "c.md").read_text()
     assert "No configuration was measured by every study" in md and "- b: jax x x x 1 rank(s)" in md
+
+
+# --- dlscale plan: the model asked about candidate hardware -------------------------------------
+
+CANDIDATES = {
+    "links": {"10GbE": {"gbit_s": 10, "latency_us": 25}},
+    "candidates": [
+        {"name": "one 2-thread device", "device_study": "TWO", "price": 2},
+        {"name": "two 1-thread devices", "devices_per_node": 2, "price": 2},
+        {"name": "four nodes over 10GbE", "nodes": 4, "link": "10GbE", "price": 4},
+        {"name": "a device twice as fast", "compute_factor": 2.0},
+    ],
+}
+
+
+def test_plan_predicts_candidates_saying_what_was_measured_and_what_assumed(studies, tmp_path):
+    one, two = studies
+    spec = yaml.safe_load(yaml.safe_dump(CANDIDATES))
+    spec["candidates"][0]["device_study"] = str(two)
+    (tmp_path / "candidates.yaml").write_text(yaml.safe_dump(spec))
+    argv = [str(DLSCALE), "plan", str(one), "--candidates", "candidates.yaml", "-o", "out"]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "out" / "plan.csv").set_index("candidate")
+    assert list(table.index) == [c["name"] for c in CANDIDATES["candidates"]]  # torch tinynet only (its 1-rank runs)
+    row = table.loc["two 1-thread devices"]
+    # the study's own 2-rank runs were predicted the same way: model.csv's prediction, from the same inputs
+    model = pd.read_csv(one / "model.csv").dropna(subset=["predicted_iteration_s"])
+    assert row.predicted_iteration_s == pytest.approx(model["predicted_iteration_s"].iloc[0], rel=1e-9)
+    assert row.model_error == pytest.approx(model["error_iteration"].abs().median())
+    assert row.link_from.startswith("measured: one-thread's allreduce sweep on 1 node(s) x 2")
+    assert (
+        table.loc["one 2-thread device", "compute_from"] == "measured: two-threads's 1-rank runs (2 thread(s) per rank)"
+    )
+    assert table.loc["four nodes over 10GbE", "link_from"].startswith("stated: 10GbE (10 Gbit/s, 25 us)")
+    assert table.loc["a device twice as fast", "compute_from"].startswith("assumed: one-thread's 1-rank phases / 2")
+    fast, base = table.loc["a device twice as fast"], table.loc["two 1-thread devices"]
+    assert fast.predicted_img_per_s > 0 and base.predicted_efficiency <= 1.0
+    assert table.loc["four nodes over 10GbE", "img_per_s_per_price"] == pytest.approx(
+        table.loc["four nodes over 10GbE", "predicted_img_per_s"] / 4
+    )
+    md = (tmp_path / "out" / "plan.md").read_text()
+    assert "## tinynet in torch" in md and " img/s predicted" not in md and "gives" in md
+
+
+def test_plan_without_candidates_predicts_the_studys_own_placements(studies, tmp_path):
+    one, _ = studies
+    proc = subprocess.run([str(DLSCALE), "plan", str(one), "-o", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "plan.csv")
+    assert sorted(zip(table["nodes"], table["devices_per_node"])) == [(1, 1), (1, 2)]
+
+
+@pytest.mark.parametrize(
+    "candidate, message",
+    [
+        ({"name": "x", "nodes": 0}, "candidate 'x': nodes must be a whole number >= 1"),
+        ({"name": "x", "link": "nosuch"}, "link 'nosuch' is neither `measured` nor one of `links`"),
+        ({"name": "x", "colour": "red"}, "unknown key(s) ['colour']"),
+        ({"name": "x", "compute_factor": 2, "device_study": "s"}, "device_study or compute_factor, not both"),
+        ({"nodes": 2}, "needs a `name`"),
+    ],
+)
+def test_a_bad_candidate_is_named(studies, tmp_path, candidate, message):
+    one, _ = studies
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"candidates": [candidate]}))
+    proc = subprocess.run([str(DLSCALE), "plan", str(one), "--candidates", str(tmp_path / "c.yaml")],
+                          capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_the_guides_candidates_file_is_valid(tmp_path):
+    from dlscale.analysis import plan
+
+    guide = (ROOT / "docs" / "guides" / "hardware.md").read_text()
+    block = guide.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "c.yaml").write_text(block)
+    links, candidates = plan.read_candidates(tmp_path / "c.yaml", study=None)
+    assert set(links) == {"10GbE"} and [c["name"] for c in candidates][:2] == ["one big device", "two small devices"]
+    assert candidates[1]["devices_per_node"] == 2 and candidates[3]["compute_factor"] == 2.0

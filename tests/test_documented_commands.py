@@ -90,6 +90,14 @@ COMMANDS = {
             f"{DLSCALE} compare --help",
         ),
     ),
+    f"{DLSCALE} plan results --candidates candidates.yaml -o plan": (
+        "manual",
+        (
+            "needs a finished study; tests/test_compare.py runs plan on real shrunk studies with the guide's "
+            "candidates file",
+            f"{DLSCALE} plan --help",
+        ),
+    ),
     f'{PY} -m pytest -m "not slow"': (
         "manual",
         (

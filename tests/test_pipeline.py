@@ -276,6 +276,8 @@ def test_the_docs_example_is_current_in_form(study, tmp_path):
         ("framework=[torch]", "peak"),
         ("image_size=96", "flops"),
         ("classes=20", "flops"),
+        ("title=another", "paper_report"),
+        ("framework=[torch,jax]", "order"),  # as many runs as before, not the same runs
     ],
 )
 def test_a_changed_config_value_remakes_the_step_that_reads_it(study, change, remade):

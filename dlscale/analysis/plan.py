@@ -62,13 +62,17 @@ def load(folder):
 
 def read_candidates(path, study):
     """(links, candidates) from a YAML file ({links: {name: {gbit_s, latency_us}}, candidates: [...]}),
-    each candidate checked and completed with its defaults; without a file, the study's swept placements."""
+    each candidate checked and completed with its defaults; without a file, one device and the
+    placements the study swept."""
     if path is None:
-        placements = sorted({(n, r) for n, r, _ in study["costs"]})
+        placements = sorted({(1, 1)} | {(n, r) for n, r, _ in study["costs"]})
         return {}, [
             _candidate({"name": f"{n} node(s) x {r}", "nodes": n, "devices_per_node": r}, {}) for n, r in placements
         ]
-    spec = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        spec = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the candidates: {exc}") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("candidates"), list) or not spec["candidates"]:
         raise ConfigError(f"{path}: needs `candidates:`, a list of candidates (docs/guides/hardware.md)")
     links = spec.get("links") or {}

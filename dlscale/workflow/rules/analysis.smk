@@ -17,8 +17,9 @@ if SECOND_PASS:
             f"{LOGS}/second_pass.log",
         params:
             settings=json.dumps(SECOND_PASS, sort_keys=True),
+            repeats=config["repeats"],
         run:
-            step("second_pass", steps.write_second_pass, list(input), output[0], config["repeats"], SECOND_PASS, log[0])
+            step("second_pass", steps.write_second_pass, list(input), output[0], params.repeats, SECOND_PASS, log[0])
 
 
 rule tidy:
@@ -169,5 +170,15 @@ rule paper_report:
         f"{LOGS}/report.log",
     params:
         title=TITLE,
+        # the report says what was run from the whole config: any change to it remakes the report
+        config=json.dumps(config, sort_keys=True, default=str),
     run:
-        step("paper_report", steps.write_report, files(input), files(output), config, params.title, log[0])
+        step(
+            "paper_report",
+            steps.write_report,
+            files(input),
+            files(output),
+            json.loads(params.config),
+            params.title,
+            log[0],
+        )

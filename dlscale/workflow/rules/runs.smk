@@ -46,6 +46,6 @@ rule order:
         f"{LOGS}/order.log",
     params:
         design=json.dumps(DESIGN, sort_keys=True),
-        runs=len(RUNS),
+        matrix=json.dumps(cfg.matrix(config), sort_keys=True),
     run:
-        step("order", steps.write_order, cfg.matrix(config), DESIGN, output[0], log[0])
+        step("order", steps.write_order, json.loads(params.matrix), DESIGN, output[0], log[0])

@@ -425,17 +425,22 @@ def parser():
     p.add_argument("studies", nargs="+", help="their results folders; the first is the reference")
     p.add_argument("-o", "--out", default="compare", help="where compare.md and compare.csv go (default: compare)")
     p.set_defaults(fn=cmd_compare)
-    p = sub.add_parser("plan", help="the model's prediction for candidate hardware, from a finished study")
-    p.add_argument("results", help="the study's results folder")
-    p.add_argument("--candidates", metavar="FILE", help="candidate hardware (YAML); default: the study's placements")
-    p.add_argument("-o", "--out", default="plan", help="where plan.md and plan.csv go (default: plan)")
-    p.set_defaults(fn=cmd_plan)
+    _plan_command(sub)
     p = sub.add_parser("example", help="copy a finished study's report and figures as the docs' example")
     p.add_argument("results", help="the study's results folder")
     p.add_argument("out", nargs="?", default="docs/example", help="where (default docs/example, replaced)")
     p.set_defaults(fn=cmd_example)
     _emulate_command(sub)
     return parser
+
+
+def _plan_command(sub):
+    """`dlscale plan`: the model asked about candidate hardware."""
+    p = sub.add_parser("plan", help="the model's prediction for candidate hardware, from a finished study")
+    p.add_argument("results", help="the study's results folder")
+    p.add_argument("--candidates", metavar="FILE", help="candidate hardware (YAML); default: the study's placements")
+    p.add_argument("-o", "--out", default="plan", help="where plan.md and plan.csv go (default: plan)")
+    p.set_defaults(fn=cmd_plan)
 
 
 def _study_folder(parser):

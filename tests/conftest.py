@@ -40,6 +40,7 @@ def tiny_run(**overrides):
         "nodes": 1,
         "ranks_per_node": 1,
         "batch_size": 4,
+        "threads_per_rank": 1,
         "loader_workers": 0,
         "repeat": 0,
     }

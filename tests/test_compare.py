@@ -105,7 +105,9 @@ def test_plan_predicts_candidates_saying_what_was_measured_and_what_assumed(stud
         table.loc["one 2-thread device", "compute_from"] == "measured: two-threads's 1-rank runs (2 thread(s) per rank)"
     )
     assert table.loc["four nodes over 10GbE", "link_from"].startswith("stated: 10GbE (10 Gbit/s, 25 us)")
-    assert table.loc["a device twice as fast", "compute_from"].startswith("assumed: one-thread's 1-rank phases / 2")
+    assert table.loc["a device twice as fast", "compute_from"].startswith(
+        "assumed: one-thread's 1-rank phases (1 thread(s) per rank) / 2"
+    )
     fast, base = table.loc["a device twice as fast"], table.loc["two 1-thread devices"]
     assert fast.predicted_img_per_s > 0 and base.predicted_efficiency <= 1.0
     assert table.loc["four nodes over 10GbE", "img_per_s_per_price"] == pytest.approx(

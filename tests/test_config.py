@@ -7,9 +7,9 @@ import yaml
 
 from dlscale.core import paths
 from dlscale.runtime import config as cfg
-from dlscale.runtime import hosts
+from dlscale.runtime import hosts, launch
 from tests import test_shipped_configs as shipped
-from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
+from tests.conftest import EMULATION, ENV_RECORD, ROOT, WHY_NO_EMULATION
 
 
 def test_default_config_is_valid(base_config):
@@ -27,11 +27,31 @@ def test_default_config_is_valid(base_config):
         "ranks_per_node": 1,
         "batch_size": 8,
         "loader_workers": 1,
+        "threads_per_rank": 1,
         "repeat": 0,
     }
-    assert paths.run_path(runs[0]) == "torch/alexnet/overlap/horovod/best/native/nodes1_rpn1_bs8_lw1/repeat0"
+    assert paths.run_path(runs[0]) == "torch/alexnet/overlap/horovod/best/native/nodes1_rpn1_bs8_lw1_t1/repeat0"
     assert base_config["data"]["kind"] == "images"  # the io phase reads and decodes JPEGs
     assert base_config["launcher"]["env"] == {"OMPI_MCA_mpi_yield_when_idle": 1}  # no busy-polling contention
+
+
+def test_threads_per_rank_is_a_number_or_a_study_dimension(base_config, tmp_path):
+    """One 2-thread rank against two 1-thread ranks: each run has its threads in its identity and
+    its folder, and its ranks get them."""
+    base_config.update(framework=["torch"], model=["alexnet"], repeats=1, threads_per_rank=[1, 2])
+    cfg.validate(base_config)
+    runs = cfg.matrix(base_config)
+    assert sorted((r["ranks_per_node"], r["threads_per_rank"]) for r in runs) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert len({paths.run_path(r) for r in runs}) == 4
+    two = next(r for r in runs if r["threads_per_rank"] == 2)
+    base_config.update(results=str(tmp_path / "results"), logs=str(tmp_path / "logs"))
+    p = launch.plan(base_config, two, ENV_RECORD)
+    assert p.rank_env["OMP_NUM_THREADS"] == "2" and p.spec["threads_per_rank"] == 2
+    base_config["threads_per_rank"] = 2  # one number: every run has it
+    assert {r["threads_per_rank"] for r in cfg.matrix(cfg.validate(base_config) or base_config)} == {2}
+    for bad in ([], [1, 1], [0], "2"):
+        with pytest.raises(cfg.ConfigError, match="threads_per_rank"):
+            cfg.validate({**base_config, "threads_per_rank": bad})
 
 
 def test_layout_and_timing_are_study_dimensions(base_config):

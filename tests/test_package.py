@@ -3,6 +3,7 @@ else at top level (the workflow inside it), and a study is a folder of its own: 
 then `dlscale run DIR` from anywhere runs the packaged workflow there, nothing in the checkout."""
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,9 +20,15 @@ SHIPPED = ["Snakefile", "rules/runs.smk", "config/schema.yaml", "config/config.y
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
+    """The wheel of the repository's tracked files (built from a copy: setuptools builds in the tree)."""
+    out, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
+    for name in tracked.decode().split("\0"):
+        if name and (ROOT / name).is_file() and not (ROOT / name).is_symlink():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(out)]
-    subprocess.run([*argv, str(ROOT)], check=True, capture_output=True, cwd=out)
+    subprocess.run([*argv, str(source)], check=True, capture_output=True, cwd=out)
     (found,) = out.glob("dlscale-*.whl")
     return found
 

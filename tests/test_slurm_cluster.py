@@ -21,7 +21,7 @@ OK, WHY = slurm.available()
 pytestmark = pytest.mark.skipif(not OK, reason=WHY)
 NODES = 2
 RATE_MBIT = 1000
-RUN = "runs/torch/tinynet/overlap/horovod/best/native/nodes2_rpn1_bs8_lw1/repeat0"
+RUN = "runs/torch/tinynet/overlap/horovod/best/native/nodes2_rpn1_bs8_lw1_t1/repeat0"
 DAEMONS = ("slurmctld", "slurmd", "slurmdbd", "slurmstepd")
 # The commands docs/guides/slurm.md shows, run here as they are written there.
 UP = ["slurm", "up", "--nodes", str(NODES), "--rate-mbit", str(RATE_MBIT)]

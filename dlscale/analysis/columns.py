@@ -425,6 +425,7 @@ JSON_KEYS = {paths.TABLES["model_error"]: MODEL_ERROR}
 _RUN_PATH = paths.run_folder(
     {k: f"<{k}>" for k in paths.WORD_KEYS}
     | {"nodes": "<N>", "ranks_per_node": "<R>", "batch_size": "<B>", "loader_workers": "<W>", "repeat": "<K>"}
+    | {"threads_per_rank": "<T>"}
 )
 
 _T = paths.TABLES

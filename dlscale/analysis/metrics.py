@@ -264,7 +264,8 @@ def add_mfu(summary, peak, flops):
     work = flops[keys + ["train_flops"]].rename(columns={"train_flops": "train_flops_per_image"})
     # a failed run known by its path alone (status.json unreadable) has no image size: no FLOPs
     summary = summary.drop(columns=["train_flops_per_image"], errors="ignore").merge(work, on=keys, how="left")
-    summary["matmul_flops_s"] = summary["framework"].map(dict(zip(peak["framework"], peak["matmul_flops_s"])))
+    rate = dict(zip(zip(peak["framework"], peak["threads"]), peak["matmul_flops_s"]))
+    summary["matmul_flops_s"] = [rate.get(k, math.nan) for k in zip(summary["framework"], summary["threads_per_rank"])]
     summary["mfu"] = (
         summary["throughput_img_per_s"]
         / summary["ranks"]

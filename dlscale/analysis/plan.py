@@ -25,7 +25,17 @@ from dlscale.core.vocabulary import BASELINE_KEYS
 # What the work is, whoever runs it: a device study's baseline stands in for this study's when these
 # agree (threads per rank are the device's, not the work's).
 WORK = [k for k in BASELINE_KEYS if k != "threads_per_rank"]
-FIELDS = {"name", "nodes", "devices_per_node", "link", "compute_factor", "device_study", "price"}
+FIELDS = {
+    "name",
+    "nodes",
+    "devices_per_node",
+    "threads_per_rank",
+    "link",
+    "link_study",
+    "compute_factor",
+    "device_study",
+    "price",
+}
 MEASURED = "measured"
 COLUMNS = WORK + [
     "candidate",
@@ -98,30 +108,41 @@ def _candidate(c, links, path="candidates"):
     if set(c) - FIELDS:
         raise ConfigError(f"{where}: unknown key(s) {sorted(set(c) - FIELDS)}; known: {sorted(FIELDS)}")
     out = {"nodes": 1, "devices_per_node": 1, "link": MEASURED, "compute_factor": 1.0, "price": None, **c}
-    for key in ("nodes", "devices_per_node"):
-        if not (isinstance(out[key], int) and out[key] >= 1):
+    for key in ("nodes", "devices_per_node", "threads_per_rank"):
+        if key in out and not (isinstance(out[key], int) and out[key] >= 1):
             raise ConfigError(f"{where}: {key} must be a whole number >= 1")
     if not _positive(out["compute_factor"]) or (out["price"] is not None and not _positive(out["price"])):
         raise ConfigError(f"{where}: compute_factor and price must be numbers > 0")
     if "device_study" in c and "compute_factor" in c:
         raise ConfigError(f"{where}: give device_study or compute_factor, not both")
+    if "link_study" in c and out["link"] != MEASURED:
+        raise ConfigError(f"{where}: link_study is a measured sweep; leave `link` out or `measured`")
     if out["link"] != MEASURED and out["link"] not in links:
         raise ConfigError(f"{where}: link {out['link']!r} is neither `measured` nor one of `links`")
     return out
 
 
-def predict_candidate(study, candidate, links, device=None):
-    """One row per configuration the study has a 1-device baseline of: the candidate's predicted
-    iteration, throughput and efficiency, its inputs' sources and the model's error. A configuration
-    the candidate cannot be predicted for (no sweep at its placement, no device baseline) is skipped."""
-    rows = []
+def _works(study):
+    """{the work (WORK values): {threads per rank: its 1-rank baseline}} of a study."""
+    out = {}
     for key, base in study["bases"].items():
         ident = dict(zip(BASELINE_KEYS, key))
-        compute = _compute(study, candidate, base, ident, device)
-        cost = _link(study, candidate, ident, links)
+        out.setdefault(tuple(ident[k] for k in WORK), {})[ident["threads_per_rank"]] = base
+    return out
+
+
+def predict_candidate(study, candidate, links, device=None, link_study=None):
+    """One row per work the study has a 1-device baseline of: the candidate's predicted iteration,
+    throughput and efficiency, its inputs' sources and the model's error. Work the candidate cannot
+    be predicted for (no sweep at its placement, no baseline of its device) is skipped."""
+    rows, source = [], device or study
+    for work in _works(study):
+        ident = dict(zip(WORK, work))
+        compute = _compute(source, candidate, _works(source).get(work, {}))
+        cost = _link(link_study or study, candidate, ident, links)
         if compute is None or cost is None:
             continue
-        (phases, compute_from), (cost_fn, per_tensor, link_from) = compute, cost
+        (base, phases, compute_from), (cost_fn, per_tensor, link_from) = compute, cost
         ranks = candidate["nodes"] * candidate["devices_per_node"]
         ready = None if ident["comm"] == "sequential" else base["ready"]
         p = predict(phases, base["sizes"], ready, ranks, cost_fn, base["threshold"], base["cycle"], per_tensor)
@@ -129,7 +150,7 @@ def predict_candidate(study, candidate, links, device=None):
         error, error_from = model_error(study, ident)
         rows.append(
             {
-                **{k: ident[k] for k in WORK},
+                **ident,
                 "candidate": candidate["name"],
                 "nodes": candidate["nodes"],
                 "devices_per_node": candidate["devices_per_node"],
@@ -147,19 +168,22 @@ def predict_candidate(study, candidate, links, device=None):
     return rows
 
 
-def _compute(study, candidate, base, ident, device):
-    """(1-device phases, where they come from) for the candidate's device, or None."""
-    if device is None:
-        factor = candidate["compute_factor"]
-        phases = {k: v / factor for k, v in base["base"].items()}
-        if factor == 1:
-            return phases, f"measured: {study['name']}'s 1-rank runs"
-        return phases, f"assumed: {study['name']}'s 1-rank phases / {factor:g} (every phase, data I/O included)"
-    for key, other in device["bases"].items():
-        if all(dict(zip(BASELINE_KEYS, key))[k] == ident[k] for k in WORK):
-            threads = dict(zip(BASELINE_KEYS, key))["threads_per_rank"]
-            return dict(other["base"]), f"measured: {device['name']}'s 1-rank runs ({threads} thread(s) per rank)"
-    return None
+def _compute(source, candidate, by_threads):
+    """(the device's baseline, its phases, where they come from), or None where `source` has no
+    1-rank run of the work with the candidate's threads per rank (default: its fewest)."""
+    threads = candidate.get("threads_per_rank") or min(by_threads, default=None)
+    if threads not in by_threads:
+        return None
+    base, factor = by_threads[threads], candidate["compute_factor"]
+    phases = {k: v / factor for k, v in base["base"].items()}
+    per_rank = f"({threads} thread(s) per rank)"
+    if factor == 1:
+        return base, phases, f"measured: {source['name']}'s 1-rank runs {per_rank}"
+    return (
+        base,
+        phases,
+        f"assumed: {source['name']}'s 1-rank phases {per_rank} / {factor:g} (every phase, data I/O too)",
+    )
 
 
 def _link(study, candidate, ident, links):
@@ -198,15 +222,16 @@ def plan(folder, candidates_path=None):
     """The plan table of a finished study (results folder) and a candidates file (or none)."""
     study = load(folder)
     links, candidates = read_candidates(candidates_path, study)
-    devices = {}
-    rows = []
+    loaded, rows = {}, []
     for c in candidates:
-        if "device_study" in c:
-            source = Path(c["device_study"])
-            if not source.is_absolute() and candidates_path:
-                source = Path(candidates_path).parent / source
-            devices.setdefault(c["device_study"], load(source))
-        rows += predict_candidate(study, c, links, devices.get(c.get("device_study")))
+        other = {}
+        for key in ("device_study", "link_study"):
+            if key in c:
+                source = Path(c[key])
+                if not source.is_absolute() and candidates_path:
+                    source = Path(candidates_path).parent / source
+                other[key] = loaded.setdefault(str(source), load(source))
+        rows += predict_candidate(study, c, links, other.get("device_study"), other.get("link_study"))
     if not rows:
         raise ValueError(
             f"{folder}: no configuration could be predicted for any candidate (no 1-rank runs with phases?)"

@@ -505,7 +505,7 @@ def _rules(ok, config, pairs):
             if out
             else ""
         )  # fmt: skip
-        + f"; each rank has {config.get('threads_per_rank', 'n/a')} thread(s)",
+        + f"; each rank has {config.get('threads_per_rank', 'n/a')} thread(s)".replace("[", "").replace("]", ""),
         "costs (iteration, phase times) by the arithmetic mean over repeats; the throughput, a rate, by the "
         "harmonic mean (ranks x batch / the mean iteration time), its interval the iteration time's carried over",
         "speedup, efficiency and the pairwise ratios are ratios of the summarized rates, never summarized themselves",

@@ -34,7 +34,7 @@ REPLAY_PLANS = f"{REPLAYS}/plans.json"
 WORD_KEYS = ("framework", "model", "comm", "comm_library", "layout", "timing")
 RUN_PATTERN = (
     "{framework}/{model}/{comm}/{comm_library}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
-    "lw{loader_workers}/repeat{repeat}"
+    "lw{loader_workers}_t{threads_per_rank}/repeat{repeat}"
 )
 
 

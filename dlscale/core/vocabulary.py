@@ -14,10 +14,12 @@ MATRIX_KEYS = (
     "ranks_per_node",
     "batch_size",
     "loader_workers",
+    "threads_per_rank",  # one number (the common case) or a list: "one big device or several small"
 )
-# What identifies a run: each is a config key, a record field and a table column.
+# What identifies a run: each is a config key, a record field and a table column (in the tables'
+# order: the threads after the settings a study holds fixed, where they were before they could vary).
 RUN_KEYS = [
-    *MATRIX_KEYS,
+    *MATRIX_KEYS[:-1],
     # settings that a study holds fixed, and the repeat
     "image_size",
     "classes",

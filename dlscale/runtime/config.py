@@ -266,13 +266,24 @@ def left_out(config):
     ]
 
 
+def threads(config):
+    """The study's threads per rank, as a list (the config may give one number)."""
+    value = config["threads_per_rank"]
+    return list(value) if isinstance(value, list) else [value]
+
+
 def matrix(config):
     """Every run of the study, as identity dicts (matrix keys plus the repeat index), less the
     framework x library pairs no framework runs (`left_out`)."""
     skip = {(x["framework"], x["comm_library"]) for x in left_out(config)}
     runs = []
     for fw in config["framework"]:
-        values = {**config, "framework": [fw], "comm_library": libraries(config, fw)}
+        values = {
+            **config,
+            "framework": [fw],
+            "comm_library": libraries(config, fw),
+            "threads_per_rank": threads(config),
+        }
         for combo in itertools.product(*(values[k] for k in MATRIX_KEYS), range(config["repeats"])):
             run = dict(zip(MATRIX_KEYS + ("repeat",), combo))
             if (fw, run["comm_library"]) not in skip:
@@ -301,7 +312,6 @@ RUN_SETTINGS = (
     "data",
     "image_size",
     "classes",
-    "threads_per_rank",
     "precision",
     "device",
     "warmup",
@@ -325,7 +335,7 @@ def run_settings(config):
 
 def title(config, configfiles):
     """The study's title for its report: the config's `title`, else the name of the first config file
-        given besides the defaults and the study folder's own, else the study folder's name (the defaults
+    given besides the defaults and the study folder's own, else the study folder's name (the defaults
     alone: "the default study")."""
     if config.get("title"):
         return config["title"]

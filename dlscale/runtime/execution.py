@@ -34,7 +34,7 @@ def job(config, nodes, ranks_per_node, command, env):
     launcher = config["launcher"]
     emulated = config.get("emulate")
     argv_of = LAUNCHERS[launcher["name"]]
-    options = {"cpus_per_task": config["threads_per_rank"], "as_root": os.geteuid() == 0}
+    options = {"cpus_per_task": max(cfg.threads(config)), "as_root": os.geteuid() == 0}
     if launcher["name"] == "srun":
         if not shutil.which("srun"):
             raise LaunchError(

@@ -145,10 +145,16 @@ class Plan:
     traced: bool  # native timing with traced iterations: every rank must leave a trace
 
 
+def run_config(config, run):
+    """The study's config as one run sees it: its own threads per rank, where the study varies them."""
+    return {**config, "threads_per_rank": run["threads_per_rank"]}
+
+
 def plan(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
     """The run's Plan. The pipeline's rule passes its declared status file and log, and where an
     earlier attempt's files go; by hand (`python -m dlscale launch`) they are the config's
     (`paths.run_files`)."""
+    config = run_config(config, run)
     if status_path is None:
         run_dir, log_path, attempts_root = paths.run_files(config, run)
     else:
@@ -169,6 +175,7 @@ def plan(config, run, env_record, status_path=None, log_path=None, attempts_root
 def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
     """Run one study run end to end (its `plan`, then its job) and write its status.json. Returns
     the status dict."""
+    config = run_config(config, run)
     p = plan(config, run, env_record, status_path, log_path, attempts_root)
     _keep_previous(p.run_dir, p.attempts)
     _fresh_log(p.log)

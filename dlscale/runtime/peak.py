@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from dlscale.core.paths import SOURCE
+from dlscale.runtime import config as cfg
 from dlscale.runtime.execution import execute
 from dlscale.workloads import frameworks
 
@@ -52,7 +53,7 @@ def _arguments(argv):
     )
     ap.add_argument("out", nargs="?")
     ap.add_argument("--framework", nargs="+", default=list(frameworks.NAMES), choices=frameworks.NAMES)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1], help="each measured apart (a row each)")
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     ap.add_argument("--precision", choices=["fp32", "mixed"], default="fp32")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
@@ -75,8 +76,8 @@ def _environment(threads, device):
     return env
 
 
-def _probe(framework, args, env):
-    """One framework's row of the table, measured in a process of its own."""
+def _probe(framework, threads, args, env):
+    """One framework's row of the table at `threads`, measured in a process of its own."""
     n = SIZE[args.device]
     cmd = [
         sys.executable,
@@ -86,7 +87,7 @@ def _probe(framework, args, env):
         "--framework",
         framework,
         "--threads",
-        str(args.threads),
+        str(threads),
     ]
     cmd += ["--device", args.device, "--precision", args.precision]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -95,7 +96,7 @@ def _probe(framework, args, env):
         "framework": framework,
         "device": args.device,
         "precision": args.precision,
-        "threads": args.threads,
+        "threads": threads,
         "n": n,
         "matmul_flops_s": math.nan,
         "matmul_flops_s_min": math.nan,
@@ -118,7 +119,7 @@ def _probe(framework, args, env):
     )
     print(
         f"{framework}: {row['matmul_flops_s'] / 1e9:.1f} GFLOP/s ({args.device}, {args.precision}, "
-        f"{args.threads} thread(s), n={n})",
+        f"{threads} thread(s), n={n})",
         flush=True,
     )
     return row
@@ -127,11 +128,14 @@ def _probe(framework, args, env):
 def main(argv=None):
     args = _arguments(argv)
     if args.one:
-        median, fastest, slowest = measure(args.framework[0], args.threads, args.device, args.precision)
+        median, fastest, slowest = measure(args.framework[0], args.threads[0], args.device, args.precision)
         print(json.dumps({"median_s": median, "min_s": fastest, "max_s": slowest}))
         return 0
-    env = _environment(args.threads, args.device)
-    rows = [_probe(framework, args, env) for framework in args.framework]
+    rows = [
+        _probe(framework, threads, args, _environment(threads, args.device))
+        for threads in args.threads
+        for framework in args.framework
+    ]
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         with open(args.out, "w", newline="") as fh:
@@ -145,7 +149,7 @@ def rule_settings(config):
     """The config values the peak measurement depends on."""
     return {
         "framework": list(config["framework"]),
-        "threads_per_rank": config["threads_per_rank"],
+        "threads_per_rank": cfg.threads(config),
         "device": config.get("device", "cpu"),
         "precision": config.get("precision", "fp32"),
     }
@@ -157,7 +161,7 @@ def rule(settings, python, out_path, log_path):
     reads, which the rule declares as its params so that a change to one remakes peak.csv."""
 
     argv = [python, "-m", "dlscale.runtime.peak", str(Path(out_path).resolve()), "--framework", *settings["framework"]]
-    argv += ["--threads", str(settings["threads_per_rank"]), "--device", settings["device"]]
+    argv += ["--threads", *map(str, settings["threads_per_rank"]), "--device", settings["device"]]
     argv += ["--precision", settings["precision"]]
     Path(log_path).write_text("")
     rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(SOURCE)})

@@ -12,7 +12,7 @@ rule allreduce:
         f"{LOGS}/{paths.sweep('{nodes}', '{ranks_per_node}')}.log",
     threads: workflow.cores
     resources:
-        cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
+        cpus_per_task=max(cfg.threads(config)),  # Slurm CPUs per rank, as the srun launcher asks
     params:
         settings=json.dumps({k: config[k] for k in ("allreduce_max_bytes", "launcher")}, sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.sweep(w.nodes, w.ranks_per_node))}",

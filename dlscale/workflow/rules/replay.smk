@@ -34,7 +34,7 @@ rule replay:
         f"{LOGS}/{paths.replay('{nodes}')}.log",
     threads: workflow.cores
     resources:
-        cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
+        cpus_per_task=max(cfg.threads(config)),  # Slurm CPUs per rank, as the srun launcher asks
     params:
         settings=json.dumps({k: config[k] for k in ("replay", "launcher")}, sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.replay(w.nodes))}",

@@ -14,6 +14,7 @@ wildcard_constraints:
     ranks_per_node=r"\d+",
     batch_size=r"\d+",
     loader_workers=r"\d+",
+    threads_per_rank=r"\d+",
     repeat=r"\d+",
 
 
@@ -30,7 +31,7 @@ rule run:
     priority: lambda w: design.priority(paths.run_from_wildcards(w), DESIGN)
     threads: workflow.cores
     resources:
-        cpus_per_task=config["threads_per_rank"],  # Slurm CPUs per rank, as the srun launcher asks
+        cpus_per_task=lambda w: int(w.threads_per_rank),  # Slurm CPUs per rank, as the srun launcher asks
     params:
         settings=json.dumps(cfg.run_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.run_path(paths.run_from_wildcards(w)))}",

@@ -1,0 +1,139 @@
+"""Benchmark record (not a test): the buyer's question in miniature, the planner against measurement.
+
+On a 2-core machine "one big device" is 1 rank x 2 threads and "two small devices" 2 ranks x 1
+thread, on one node or on two emulated nodes. Two finished studies measured them:
+config/device-choice.yaml (one node: threads_per_rank [1, 2] x ranks_per_node [1, 2]) and
+config/device-choice-emulated.yaml (two emulated nodes at 500 Mbit/s, 1 thread per rank). The
+planner (`dlscale plan`, dlscale/analysis/plan.py) predicts each option from the first study's
+1-rank runs and the allreduce sweeps (one node's from the first study, the emulated link's from the
+second); each row is an option of a framework and network, measured against predicted, and whether
+the planner's verdict against the one big device (faster, slower, or equal within 5%) is the
+measured one. Writes bench/results/device-choice.csv (the rows of these frameworks and networks
+replaced).
+
+  .venv/bin/python bench/device_choice.py results/device-choice results/device-choice-emulated
+"""
+
+import argparse
+import datetime
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.overhead import machine, write_table  # noqa: E402
+from dlscale.analysis import plan  # noqa: E402
+from dlscale.core.paths import TABLES  # noqa: E402
+
+BIG = "one 2-thread device"
+# option: (candidate for the planner, where and what the study measured: study, nodes, ranks per node, threads)
+OPTIONS = {
+    BIG: ({"threads_per_rank": 2}, (0, 1, 1, 2)),
+    "two 1-thread devices, one node": ({"threads_per_rank": 1, "devices_per_node": 2}, (0, 1, 2, 1)),
+    "two 1-thread devices, two nodes at 500 Mbit/s": (
+        {"threads_per_rank": 1, "nodes": 2, "link_study": 1},
+        (1, 2, 1, 1),
+    ),
+}
+EQUAL = 0.05  # within this, two options are equal (the model is checked to 5%)
+COMMAND = ".venv/bin/python bench/device_choice.py results/device-choice results/device-choice-emulated"
+
+
+def candidates(folder, studies):
+    """The options as a candidates file for `dlscale plan`."""
+    out = []
+    for name, (candidate, _) in OPTIONS.items():
+        c = {"name": name, **candidate}
+        if "link_study" in c:
+            c["link_study"] = str(studies[c["link_study"]])
+        out.append(c)
+    path = Path(folder) / "candidates.yaml"
+    path.write_text(yaml.safe_dump({"candidates": out}))
+    return path
+
+
+def measured(studies):
+    """{(framework, model, option): (img/s, 95% interval)} from the studies' summaries."""
+    summaries = [pd.read_csv(Path(s) / TABLES["summary"]) for s in studies]
+    out = {}
+    for name, (_, (study, nodes, per_node, threads)) in OPTIONS.items():
+        s = summaries[study]
+        rows = s[(s["nodes"] == nodes) & (s["ranks_per_node"] == per_node) & (s["threads_per_rank"] == threads)]
+        for r in rows.itertuples():
+            ci = (r.throughput_img_per_s_ci_lo, r.throughput_img_per_s_ci_hi)
+            out[(r.framework, r.model, name)] = (r.throughput_img_per_s, ci, r.repeats_ok)
+    return out
+
+
+def verdict(rate, big):
+    ratio = rate / big
+    return "equal" if abs(ratio - 1) <= EQUAL else ("faster" if ratio > 1 else "slower")
+
+
+def rows(studies):
+    with tempfile.TemporaryDirectory() as tmp:
+        table, _ = plan.plan(studies[0], candidates(tmp, studies))
+    seen = measured(studies)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    out = []
+    for r in table.itertuples():
+        key = (r.framework, r.model, r.candidate)
+        if key not in seen or (r.framework, r.model, BIG) not in seen:
+            continue
+        rate, (lo, hi), repeats = seen[key]
+        big_measured = seen[(r.framework, r.model, BIG)][0]
+        big_predicted = table[(table.framework == r.framework) & (table.model == r.model) & (table.candidate == BIG)]
+        vs_measured = verdict(rate, big_measured) if r.candidate != BIG else ""
+        vs_predicted = verdict(r.predicted_img_per_s, big_predicted.predicted_img_per_s.iloc[0]) if vs_measured else ""
+        out.append(
+            {
+                "framework": r.framework,
+                "network": r.model,
+                "option": r.candidate,
+                "measured_img_per_s": round(rate, 2),
+                "measured_ci_lo": round(lo, 2),
+                "measured_ci_hi": round(hi, 2),
+                "repeats": repeats,
+                "predicted_img_per_s": round(r.predicted_img_per_s, 2),
+                "error": round(r.predicted_img_per_s / rate - 1, 4),
+                "model_error": round(r.model_error, 4),
+                "vs_big_measured": vs_measured,
+                "vs_big_predicted": vs_predicted,
+                "verdicts_agree": "" if not vs_measured else vs_measured == vs_predicted,
+                "compute_from": r.compute_from,
+                "link_from": r.link_from,
+                "machine": machine(),
+                "date": datetime.date.today().isoformat(),
+                "commit": commit.stdout.strip(),
+                "command": COMMAND,
+            }
+        )
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("one_node", help="results of config/device-choice.yaml")
+    ap.add_argument("two_nodes", help="results of config/device-choice-emulated.yaml")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "device-choice.csv"))
+    args = ap.parse_args(argv)
+    found = rows([Path(args.one_node), Path(args.two_nodes)])
+    if not found:
+        print("no option measured and predicted in both studies", file=sys.stderr)
+        return 1
+    for r in found:
+        verdicts = f"{r['vs_big_measured']}/{r['vs_big_predicted']}"
+        print(f"{r['framework']:10} {r['network']:9} {r['option']:46} measured {r['measured_img_per_s']:8.2f} "
+              f"predicted {r['predicted_img_per_s']:8.2f} ({r['error']:+.1%}) {verdicts}")  # fmt: skip
+    write_table(found, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

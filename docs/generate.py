@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from dlscale.runtime import config as cfg
+
 ROOT = Path(__file__).resolve().parent.parent
 PLACEHOLDER = re.compile(r"<!--\s*(generated|table):\s*(\S+)\s*-->")
 
@@ -70,8 +72,10 @@ def _cell(text):
     return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
 
 
-def config_reference(schema_path=ROOT / "config" / "schema.yaml", config_path=ROOT / "config" / "config.yaml"):
-    schema = yaml.safe_load(Path(schema_path).read_text())
+def config_reference(schema_path=None, config_path=ROOT / "config" / "config.yaml"):
+    """The config reference's table: the schema as the runtime reads it (its enumerations the
+    registries'), or the schema file `schema_path` as it stands."""
+    schema = cfg.schema() if schema_path is None else yaml.safe_load(Path(schema_path).read_text())
     config = yaml.safe_load(Path(config_path).read_text())
     required = set(schema.get("required", []))
     lines = ["| key | values | default | meaning |", "| --- | --- | --- | --- |"]

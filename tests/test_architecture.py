@@ -3,12 +3,16 @@ it, and imports the project's modules at its top, except where it defers a heavy
 Then one owner for each fact: a framework's name, a phase, a results path."""
 
 import ast
+import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from dlscale.core import paths
 from dlscale.core.vocabulary import PHASES, seconds
+from dlscale.runtime import config as cfg
 from dlscale.workloads import frameworks
 from dlscale.workloads.registry import MODELS
 from tests.conftest import ROOT
@@ -174,10 +178,11 @@ def test_no_function_over_50_lines_outside_tests_and_bench():
     assert not long, "functions over 50 lines:\n" + "\n".join(long)
 
 
-def test_the_schema_names_the_registered_frameworks_and_models():
-    schema = yaml.safe_load((PACKAGE / "workflow" / "config" / "schema.yaml").read_text())
-    assert _enum(schema, "framework") == list(frameworks.NAMES)
-    assert _enum(schema, "model") == list(MODELS)
+def test_the_schema_takes_the_registered_frameworks_and_models():
+    written = yaml.safe_load((PACKAGE / "workflow" / "config" / "schema.yaml").read_text())
+    assert _enum(written, "framework") == [] and _enum(written, "model") == []  # no list to keep in step
+    assert _enum(cfg.schema(), "framework") == list(frameworks.NAMES)
+    assert _enum(cfg.schema(), "model") == list(MODELS)
 
 
 def _enum(schema, key):
@@ -187,6 +192,49 @@ def _enum(schema, key):
         if "items" in branch:
             return branch["items"]["enum"]
     return spec["enum"]
+
+
+TOY = '''"""A throwaway framework: its declarations only (tests/test_architecture.py)."""
+
+NAME, LABEL, MODULES = "toy", "Toy", ("toy",)
+LAYOUTS, BEST_LAYOUT, LAYOUT_NOTE = ("NCHW",), "NCHW", "a toy"
+LIBRARIES, NATIVE, NOT_BUILT = ("horovod",), None, {"native": "a toy has none"}
+LOADER, TRACE_RULES = "none", []
+
+
+def trace_rest(event):
+    return "compute"
+'''
+
+
+def test_a_new_framework_is_its_package_and_one_registry_line(tmp_path):
+    """Count what a fifth framework needs, by adding one to a copy of the package: its package and
+    its word in the registry, and the config, the run matrix and the name search take it (training
+    it needs the package's working modules too: docs/contributing.md)."""
+    copy = tmp_path / "dlscale"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "workloads" / "frameworks" / "toy").mkdir()
+    (copy / "workloads" / "frameworks" / "toy" / "__init__.py").write_text(TOY)
+    registry = copy / "workloads" / "frameworks" / "__init__.py"
+    names = "NAMES = (" + ", ".join(f'"{n}"' for n in frameworks.NAMES) + ")"
+    assert names in registry.read_text()
+    registry.write_text(registry.read_text().replace(names, names[:-1] + ', "toy")'))  # the one line
+    code = (
+        "import sys\n"  # the copy, not the checkout's editable install (a finder of its own)
+        "sys.meta_path = [f for f in sys.meta_path if 'editable' not in repr(f)]\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from dlscale.runtime import config as cfg\n"
+        "conf = cfg.layered(items=['framework=[toy,torch]', 'repeats=1'])\n"
+        "cfg.validate(conf)\n"
+        "print(sorted({r['framework'] for r in cfg.matrix(conf)}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['torch', 'toy']"
+    changed = subprocess.run(
+        ["diff", "-rq", "-x", "__pycache__", str(PACKAGE), str(copy)], capture_output=True, text=True
+    )
+    assert len(changed.stdout.splitlines()) == 2, changed.stdout  # the registry, and "Only in ...: toy"
 
 
 def _typed_paths(path):

@@ -19,6 +19,7 @@ from dlscale.environment import build as env
 from dlscale.runtime import emulate
 from dlscale.runtime.hosts import parse_hostfile, select_hosts
 from dlscale.workloads import frameworks
+from dlscale.workloads.registry import MODELS
 
 SCHEMA_PATH = WORKFLOW / "config" / "schema.yaml"
 
@@ -28,9 +29,18 @@ def _key_path(error):
     return f"'{''.join(parts)}'" if parts else "(top level)"
 
 
+def schema():
+    """The config's schema, its framework and model enumerations the registries' (a new framework
+    is its package and its word in the registry, not also a word here)."""
+    loaded = yaml.safe_load(SCHEMA_PATH.read_text())
+    loaded["properties"]["framework"]["items"]["enum"] = list(frameworks.NAMES)
+    loaded["properties"]["model"]["items"]["enum"] = list(MODELS)
+    return loaded
+
+
 def validate_schema(config):
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    schema_ = schema()
+    validator = jsonschema.Draft202012Validator(schema_)
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message))
     if errors:
         e = errors[0]

@@ -20,8 +20,8 @@ and its modules do the work, importing the framework:
   weights.py   weights copied from the reference framework's network (tests/test_parity.py)
   data.py      (where it reads a format of its own) write(): the dataset in that format
   flops.py, instrument.py  (REFERENCE only) multiply-adds per image; Horovod's allreduce of tensors
-Adding a framework is one new package, its word in NAMES and in config/schema.yaml's `framework`
-enumeration (tests/test_architecture.py checks the two agree).
+Adding a framework is one new package, its word in NAMES (the config schema takes this list) and
+its pins in dlscale/environment/recipe.py (tests/test_architecture.py counts it with a throwaway one).
 """
 
 import importlib

@@ -16,6 +16,7 @@ replaced).
 
 import argparse
 import datetime
+import json
 import subprocess
 import sys
 import tempfile
@@ -51,7 +52,7 @@ def candidates(folder, studies):
     for name, (candidate, _) in OPTIONS.items():
         c = {"name": name, **candidate}
         if "link_study" in c:
-            c["link_study"] = str(studies[c["link_study"]])
+            c["link_study"] = str(Path(studies[c["link_study"]]).resolve())
         out.append(c)
     path = Path(folder) / "candidates.yaml"
     path.write_text(yaml.safe_dump({"candidates": out}))
@@ -71,6 +72,18 @@ def measured(studies):
     return out
 
 
+def off_target(studies):
+    """{(framework, model, option): why the model missed that placement in the study that measured
+    it} (its model_error.json, split into compute and exposed communication)."""
+    errors = [json.loads((Path(s) / TABLES["model_error"]).read_text())["off_target"] for s in studies]
+    out = {}
+    for name, (_, (study, nodes, per_node, threads)) in OPTIONS.items():
+        for r in errors[study]:
+            if (r["nodes"], r["ranks_per_node"], r["threads_per_rank"]) == (nodes, per_node, threads):
+                out[(r["framework"], r["model"], name)] = f"{Path(studies[study]).name}'s own model: {r['reason']}"
+    return out
+
+
 def verdict(rate, big):
     ratio = rate / big
     return "equal" if abs(ratio - 1) <= EQUAL else ("faster" if ratio > 1 else "slower")
@@ -79,7 +92,7 @@ def verdict(rate, big):
 def rows(studies):
     with tempfile.TemporaryDirectory() as tmp:
         table, _ = plan.plan(studies[0], candidates(tmp, studies))
-    seen = measured(studies)
+    seen, why = measured(studies), off_target(studies)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     out = []
     for r in table.itertuples():
@@ -106,6 +119,7 @@ def rows(studies):
                 "vs_big_measured": vs_measured,
                 "vs_big_predicted": vs_predicted,
                 "verdicts_agree": "" if not vs_measured else vs_measured == vs_predicted,
+                "miss_reason": why.get(key, "") if abs(r.predicted_img_per_s / rate - 1) > EQUAL else "",
                 "compute_from": r.compute_from,
                 "link_from": r.link_from,
                 "machine": machine(),

@@ -98,6 +98,15 @@ COMMANDS = {
             f"{DLSCALE} plan --help",
         ),
     ),
+    ".venv/bin/snakemake --cores all --configfile config/device-choice.yaml": ("study", None),
+    ".venv/bin/snakemake --cores all --configfile config/device-choice-emulated.yaml": ("study", None),
+    f"{PY} bench/device_choice.py results/device-choice results/device-choice-emulated": (
+        "manual",
+        (
+            "needs both finished studies (about 40 minutes here); checked for its arguments",
+            f"{PY} bench/device_choice.py --help",
+        ),
+    ),
     f'{PY} -m pytest -m "not slow"': (
         "manual",
         (

@@ -76,11 +76,32 @@ def off_target(studies):
     """{(framework, model, option): why the model missed that placement in the study that measured
     it} (its model_error.json, split into compute and exposed communication)."""
     errors = [json.loads((Path(s) / TABLES["model_error"]).read_text())["off_target"] for s in studies]
-    out = {}
+    out = _baselines(studies)
     for name, (_, (study, nodes, per_node, threads)) in OPTIONS.items():
         for r in errors[study]:
             if (r["nodes"], r["ranks_per_node"], r["threads_per_rank"]) == (nodes, per_node, threads):
                 out[(r["framework"], r["model"], name)] = f"{Path(studies[study]).name}'s own model: {r['reason']}"
+    return out
+
+
+def _baselines(studies):
+    """Where the emulated study's own model is within 5% at two nodes, the planner's miss is its
+    compute baseline: the one-node study's 1-thread rank against the emulated node's."""
+    names = [Path(s).name for s in studies]
+    first, second = (pd.read_csv(Path(s) / TABLES["summary"]) for s in studies)
+    out = {}
+    for name, (_, (study, *_)) in OPTIONS.items():
+        if study != 1:
+            continue
+        for r in second[(second["ranks"] == 1) & (second["threads_per_rank"] == 1)].itertuples():
+            mine = first[(first.framework == r.framework) & (first.model == r.model) & (first.ranks == 1)]
+            mine = mine[mine.threads_per_rank == 1]
+            if len(mine):
+                it = mine.iteration_s.iloc[0]
+                out[(r.framework, r.model, name)] = (
+                    f"the compute baseline: {names[0]}'s 1-thread rank (the planner's) iterates in {it:.3g} s, "
+                    f"{names[1]}'s on an emulated node in {r.iteration_s:.3g} s ({it / r.iteration_s - 1:+.0%})"
+                )
     return out
 
 

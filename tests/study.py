@@ -24,7 +24,8 @@ def shrink(config, folder):
         "batch_size": [4],
         "image_size": 64,
         "classes": 10,
-        "threads_per_rank": 1,
+        # one thread, or the study's threads where they are its dimension (one rank against two, say)
+        "threads_per_rank": cfg.threads(config) if len(cfg.threads(config)) > 1 else 1,
         "run_timeout_s": 300,
         "step_timeout_s": 600,
         "allreduce_max_bytes": 1 << 16,

@@ -16,6 +16,7 @@ import yaml
 
 from dlscale.analysis import columns
 from dlscale.core import paths
+from dlscale.runtime import config as cfg
 from docs import generate
 from tests.conftest import ROOT
 from tests.study import run_shrunk
@@ -55,7 +56,7 @@ def test_readme_layout_table_names_the_results_tree():
 
 
 def test_every_schema_key_has_a_description():
-    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    schema = cfg.schema()
     keys = generate.schema_keys(schema)
     assert {
         "framework",

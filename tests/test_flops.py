@@ -32,10 +32,18 @@ def test_mfu_is_useful_flops_per_rank_over_the_frameworks_matmul_rate():
             "image_size": [64] * 2,
             "classes": [10] * 2,
             "ranks": [2, 1],
+            "threads_per_rank": [1, 2],
             "throughput_img_per_s": [1000.0, 400.0],
         }
     )
-    peak_table = pd.DataFrame({"framework": ["torch", "mxnet"], "matmul_flops_s": [50e9, 40e9]})
+    # each framework's rate at each thread count: the run's own is taken
+    peak_table = pd.DataFrame(
+        {
+            "framework": ["torch", "mxnet", "torch", "mxnet"],
+            "threads": [1, 2, 2, 1],
+            "matmul_flops_s": [50e9, 40e9, 1, 1],
+        }
+    )
     flops_table = pd.DataFrame(flops.table(["tinynet"], 64, 10), columns=flops.COLUMNS)
     got = metrics.add_mfu(summary, peak_table, flops_table).set_index("framework")
     assert got.loc["torch", "mfu"] == pytest.approx(500 * work / 50e9)

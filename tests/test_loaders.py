@@ -190,6 +190,7 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
         "ranks_per_node": 2,
         "batch_size": 4,
         "loader_workers": 1,
+        "threads_per_rank": 1,
         "repeat": 0,
     }
     status = launch.launch(conf, run, ENV_RECORD)

@@ -16,7 +16,6 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -30,11 +29,7 @@ from dlscale.runtime.rule import Files
 from dlscale.workloads import frameworks
 from tests.conftest import ENV_RECORD, tiny_config
 
-ENUMS = {
-    k: v["items"]["enum"]
-    for k, v in yaml.safe_load(cfg.SCHEMA_PATH.read_text())["properties"].items()
-    if "enum" in v.get("items", {})
-}
+ENUMS = {k: v["items"]["enum"] for k, v in cfg.schema()["properties"].items() if "enum" in v.get("items", {})}
 GRADIENTS = [4 * 1000, 4 * 25_000, 4 * 250_000]  # bytes of each gradient tensor
 MAX_RUNS = 24  # a study's runs at most: enough for every shape, few enough for many examples
 
@@ -237,7 +232,10 @@ def make_study(root, fates, sweep_fates, scales=None, alpha=2e-5, beta=1e-9, **d
     sweep_fates = {(n, r): sweep_fates.get((n, r), "ok") for n, r in sweeps.values()}
     for path, (n, r) in sweeps.items():
         write_sweep(Path(path), n, r, sweep_fates[(n, r)], alpha, beta)
-    pd.DataFrame({"framework": config["framework"], "matmul_flops_s": 1e10}).to_csv(results / "peak.csv", index=False)
+    peak = pd.DataFrame(
+        {"framework": config["framework"], "threads": config["threads_per_rank"], "matmul_flops_s": 1e10}
+    )
+    peak.to_csv(results / "peak.csv", index=False)
     (results / "environment.json").write_text(json.dumps(ENV_RECORD))
     return SimpleNamespace(
         config=config,

@@ -39,6 +39,8 @@ def expected_failure(name, config):
 def test_every_shipped_config_is_run_here():
     assert SHIPPED == [
         "config.yaml",
+        "device-choice-emulated.yaml",
+        "device-choice.yaml",
         "emulated.yaml",
         "gpu.yaml",
         "libraries.yaml",
@@ -64,8 +66,9 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
     runs = pd.read_csv(results / "runs.csv", keep_default_na=False)
     matrix = cfg.matrix(conf)
     assert len(runs) == len(matrix)
-    for key in ("framework", "comm", "timing", "nodes", "ranks_per_node", "loader_workers"):
-        assert sorted(set(runs[key])) == sorted(set(conf[key])), key  # the study's dimensions are kept
+    for key in ("framework", "comm", "timing", "nodes", "ranks_per_node", "loader_workers", "threads_per_rank"):
+        wanted = cfg.threads(conf) if key == "threads_per_rank" else conf[key]
+        assert sorted(set(runs[key])) == sorted(set(wanted)), key  # the study's dimensions are kept
     assert sorted(set(zip(runs["framework"], runs["comm_library"]))) == sorted(
         {(r["framework"], r["comm_library"]) for r in matrix}
     )

@@ -127,6 +127,7 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
         "ranks_per_node": 2,
         "batch_size": 8,
         "loader_workers": 0,
+        "threads_per_rank": 1,
         "repeat": 0,
     }
     status = launch.launch(conf, run, ENV_RECORD)
@@ -187,6 +188,7 @@ def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
         "ranks_per_node": 2,
         "batch_size": 4,
         "loader_workers": 0,
+        "threads_per_rank": 1,
         "repeat": 0,
     }
     status = launch.launch(conf, run, ENV_RECORD)

@@ -150,10 +150,22 @@ def run_config(config, run):
     return {**config, "threads_per_rank": run["threads_per_rank"]}
 
 
+def complete(config, run):
+    """A run given without its threads per rank (by hand, or an identity written before they could
+    vary) has the study's one number; a study that varies them must name them."""
+    if "threads_per_rank" in run:
+        return run
+    threads = cfg.threads(config)
+    if len(threads) != 1:
+        raise cfg.ConfigError(f"run {run}: which threads_per_rank of {threads}?")
+    return {**run, "threads_per_rank": threads[0]}
+
+
 def plan(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
     """The run's Plan. The pipeline's rule passes its declared status file and log, and where an
     earlier attempt's files go; by hand (`python -m dlscale launch`) they are the config's
     (`paths.run_files`)."""
+    run = complete(config, run)
     config = run_config(config, run)
     if status_path is None:
         run_dir, log_path, attempts_root = paths.run_files(config, run)
@@ -175,6 +187,7 @@ def plan(config, run, env_record, status_path=None, log_path=None, attempts_root
 def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
     """Run one study run end to end (its `plan`, then its job) and write its status.json. Returns
     the status dict."""
+    run = complete(config, run)
     config = run_config(config, run)
     p = plan(config, run, env_record, status_path, log_path, attempts_root)
     _keep_previous(p.run_dir, p.attempts)

@@ -29,17 +29,19 @@ def test_an_analysis_step_past_its_time_limit_is_killed_and_named():
         match=r"rule slow did not finish within 2 s and was killed "
         r"\(config key step_timeout_s\)",
     ):
-        rule.analysis_step("slow", time.sleep, 300, timeout_s=2)
+        rule.step("slow", steps_probe.sleep, [], [], {"seconds": 300}, [], [], timeout_s=2)
     assert time.time() - started < 2 + 10
 
 
-def test_an_analysis_step_gets_its_files_as_snakemake_hands_them(tmp_path):
+def test_a_step_gets_its_rules_lists_as_snakemake_hands_them(tmp_path):
     from snakemake.iocontainers import Namedlist
 
-    files = Namedlist(fromdict={"tidy": str(tmp_path / "t.csv"), "figures": [str(tmp_path / "a.png")]})
+    inputs = Namedlist(fromdict={"tidy": str(tmp_path / "t.csv"), "figures": [str(tmp_path / "a.png")]})
     out = tmp_path / "seen.txt"
-    rule.analysis_step("write", steps_probe.write_what_it_got, rule.files(files), str(out), timeout_s=60)
-    assert out.read_text() == f"{tmp_path / 't.csv'} {[str(tmp_path / 'a.png')]} 2"
+    params = Namedlist(fromdict={"settings": '{"a": 1}'})
+    resources = Namedlist(fromdict={"_cores": 1, "run_timeout_s": 2.5})
+    rule.step("write", steps_probe.write_what_it_got, inputs, [str(out)], params, [], resources, timeout_s=60)
+    assert out.read_text() == f'{tmp_path / "t.csv"} {[str(tmp_path / "a.png")]} 2 {{"a": 1}} 2.5'
 
 
 # A stand-in for Snakemake's process: its signal handlers forwarded as the Snakefile's onstart does,
@@ -47,8 +49,10 @@ def test_an_analysis_step_gets_its_files_as_snakemake_hands_them(tmp_path):
 PIPELINE = textwrap.dedent("""
     import threading, time
     from dlscale.runtime import rule
+    from tests import steps_probe
     rule.forward_signals()
-    step = threading.Thread(target=rule.analysis_step, args=("stuck", time.sleep, 600), kwargs={"timeout_s": 900})
+    args = ("stuck", steps_probe.sleep, [], [], {"seconds": 600}, [], [])
+    step = threading.Thread(target=rule.step, args=args, kwargs={"timeout_s": 900})
     step.start()
     print("started", flush=True)
     while step.is_alive():
@@ -117,12 +121,9 @@ def test_the_pipeline_stops_naming_the_step_past_its_time_limit(tmp_path):
         proc.stdout + proc.stderr,
     )
     assert stopped, proc.stderr[-3000:]
-    # whichever analysis step Snakemake started first (the rules' `step("name", ...)` calls)
-    steps = set(
-        re.findall(
-            r'step\("(\w+)"', "".join(p.read_text() for p in (ROOT / "dlscale" / "workflow" / "rules").glob("*.smk"))
-        )
-    )
+    # whichever analysis step Snakemake started first (any rule but those that bound themselves)
+    rules = "".join(p.read_text() for p in (ROOT / "dlscale" / "workflow" / "rules").glob("*.smk"))
+    steps = set(re.findall(r"^\s*(?:rule|checkpoint) (\w+):", rules, re.M)) - {"run", "allreduce", "replay"}
     assert {"tidy", "peak", "flops"} <= steps and stopped.group(1) in steps, stopped.group(1)
     assert not (Path(conf["results"]) / paths.TABLES["summary"]).exists()
 

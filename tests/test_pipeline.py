@@ -15,6 +15,7 @@ import yaml
 from dlscale.analysis import steps
 from dlscale.analysis.prediction import TOLERANCE
 from dlscale.core import paths
+from dlscale.runtime.rule import Job
 from dlscale.workloads.registry import build_model
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
 
@@ -202,7 +203,8 @@ def test_the_model_reads_the_tables_alone(study, tmp_path):
             fit=results / paths.TABLES["allreduce_fit"],
             plans=[],
         )
-        steps.write_model(inputs, outputs, conf["extrapolate"], out / "model.log")
+        params = {"extrapolate": json.dumps(conf["extrapolate"])}
+        steps.write_model(Job.of(input=vars(inputs), output=vars(outputs), params=params, log=[out / "model.log"]))
         assert pd.read_csv(out / "model.csv").equals(_table(results, "model"))
     finally:
         moved.rename(results / paths.RUNS)

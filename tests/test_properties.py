@@ -25,7 +25,7 @@ from dlscale.core.records import Writer
 from dlscale.core.vocabulary import PHASES, RUN_KEYS, SPEC, STATUS, records_name, trace_name
 from dlscale.runtime import allreduce, checks, launch
 from dlscale.runtime import config as cfg
-from dlscale.runtime.rule import Files
+from dlscale.runtime.rule import Job
 from dlscale.workloads import frameworks
 from tests.conftest import ENV_RECORD, tiny_config
 
@@ -249,75 +249,51 @@ def make_study(root, fates, sweep_fates, scales=None, alpha=2e-5, beta=1e-9, **d
     )
 
 
-def named(**names):
-    """A rule's input or output as its step gets it (dlscale/runtime/rule.py `Files`): the list of paths, and
-    each name (a path or a list of paths) as an attribute."""
-    names = {k: [str(p) for p in v] if isinstance(v, list) else str(v) for k, v in names.items()}
-    return Files([p for v in names.values() for p in (v if isinstance(v, list) else [v])], names)
-
-
 def analyse(study, draw=True):
     """The analysis rules' steps (rules/analysis.smk, rules/allreduce.smk), in the order Snakemake
-    runs them, on the study's files; draw=False: no study figures or report, and the model's
-    figures as PNG only (matplotlib is most of the time)."""
+    runs them, each given its rule's lists as the rule declares them; draw=False: no study figures
+    or report, and the model's figures as PNG only (matplotlib is most of the time)."""
     res, logs, c = study.results, study.logs, study.config
-    csv = {k: res / file for k, file in paths.TABLES.items()}
-    steps.write_tables(
-        [str(p) for p in study.status], str(csv["tidy"]), str(csv["runs"]), str(csv["tensors"]), str(logs / "tidy.log")
-    )
-    steps.write_run_metrics(str(csv["tidy"]), str(csv["run_metrics"]), str(logs / "run_metrics.log"))
-    steps.write_flops(c["model"], c["image_size"], c["classes"], str(csv["flops"]), str(logs / "flops.log"))
-    steps.write_summary(
-        str(csv["run_metrics"]),
-        str(csv["runs"]),
-        str(csv["summary"]),
-        str(csv["comparisons"]),
-        str(logs / "summary.log"),
-        str(csv["peak"]),
-        str(csv["flops"]),
-    )
-    steps.write_replayed({}, str(csv["replayed"]), str(logs / "replay_tables.log"))
-    steps.write_comm(study.sweeps, str(csv["allreduce"]), str(csv["allreduce_fit"]), str(logs / "allreduce_tables.log"))
+    csv = {k: str(res / file) for k, file in paths.TABLES.items()}
+
+    def log(name):
+        return [str(logs / f"{name}.log")]
+
+    tables = {k: csv[k] for k in ("tidy", "runs", "tensors")}
+    steps.write_tables(Job.of(input=[str(p) for p in study.status], output=tables, log=log("tidy")))
+    steps.write_run_metrics(Job.of(input=[csv["tidy"]], output=[csv["run_metrics"]], log=log("run_metrics")))
+    flops_params = {k: c[k] for k in ("image_size", "classes")} | {"models": c["model"]}
+    steps.write_flops(Job.of(output=[csv["flops"]], params=flops_params, log=log("flops")))
+    summary_in = {k: csv[k] for k in ("run_metrics", "runs", "peak", "flops")} | {"plan": []}
+    summary_out = {k: csv[k] for k in ("summary", "comparisons")}
+    steps.write_summary(Job.of(input=summary_in, output=summary_out, log=log("summary")))
+    steps.write_replayed(Job.of(output=[csv["replayed"]], params={"replays": []}, log=log("replay_tables")))
+    sweeps = [{"path": path, "nodes": n, "ranks_per_node": r} for path, (n, r) in study.sweeps.items()]
+    comm_out = {"sweep": csv["allreduce"], "fit": csv["allreduce_fit"]}
+    steps.write_comm(Job.of(output=comm_out, params={"sweeps": sweeps}, log=log("allreduce_tables")))
     model_figures = figures.figure_paths(res / "figures", figures.MODEL_FIGURES)
     study_figures = figures.figure_paths(res / "figures", figures.FIGURES)
-    steps.write_model(
-        named(
-            run_metrics=csv["run_metrics"],
-            runs=csv["runs"],
-            tensors=csv["tensors"],
-            sweep=csv["allreduce"],
-            fit=csv["allreduce_fit"],
-            replayed=csv["replayed"],
-            plans=[],
-        ),
-        named(
-            table=csv["model"],
-            replay=res / "replay.csv",
-            error=res / "model_error.json",
-            gradients=res / "gradients.csv",
-            extrapolation=res / "extrapolation.csv",
-            figures=model_figures if draw else [p for p in model_figures if p.endswith(".png")],
-        ),
-        c["extrapolate"],
-        str(logs / "model.log"),
-    )
+    model_in = {k: csv[k] for k in ("run_metrics", "runs", "tensors", "replayed")}
+    model_in |= {"sweep": csv["allreduce"], "fit": csv["allreduce_fit"], "plans": []}
+    model_out = {
+        "table": csv["model"],
+        "replay": str(res / "replay.csv"),
+        "error": str(res / "model_error.json"),
+        "gradients": str(res / "gradients.csv"),
+        "extrapolation": str(res / "extrapolation.csv"),
+        "figures": model_figures if draw else [p for p in model_figures if p.endswith(".png")],
+    }
+    extrapolate = json.dumps(c["extrapolate"])
+    steps.write_model(Job.of(input=model_in, output=model_out, params={"extrapolate": extrapolate}, log=log("model")))
     if draw:
-        steps.write_figures(str(csv["summary"]), str(csv["comparisons"]), study_figures, str(logs / "figures.log"))
-        steps.write_report(
-            named(
-                summary=csv["summary"],
-                comparisons=csv["comparisons"],
-                runs=csv["runs"],
-                environment=res / "environment.json",
-                error=res / "model_error.json",
-                model=csv["model"],
-                figures=study_figures + model_figures,
-            ),
-            named(report=res / "report.md"),
-            c,
-            "a study of this shape",
-            str(logs / "report.log"),
-        )
+        figures_in = {k: csv[k] for k in ("summary", "comparisons")}
+        steps.write_figures(Job.of(input=figures_in, output=study_figures, log=log("figures")))
+        report_in = {k: csv[k] for k in ("summary", "comparisons", "runs", "model")}
+        report_in |= {"environment": str(res / "environment.json"), "error": str(res / "model_error.json")}
+        report_in |= {"figures": study_figures + model_figures}
+        report_params = {"title": "a study of this shape", "config": json.dumps(c, default=str)}
+        report_out = [str(res / "report.md")]
+        steps.write_report(Job.of(input=report_in, output=report_out, params=report_params, log=log("report")))
 
 
 def strict_json(path):

@@ -1,6 +1,7 @@
-"""The pipeline's analysis steps (called from rules/analysis.smk and rules/allreduce.smk): each
-reads the input files and writes the output files its rule declares, named by the rule, and writes
-an account of what it read, wrote and found to the rule's declared log."""
+"""The pipeline's analysis rules (rules/analysis.smk, allreduce.smk, replay.smk, runs.smk's order):
+each is a `step`'s function (dlscale/runtime/rule.py), given its rule's `Job`: it reads the input
+files and params the rule declares, writes the output files it declares, and writes an account of
+what it read, wrote and found to the rule's declared log."""
 
 import contextlib
 import json
@@ -43,12 +44,14 @@ def _wrote(*paths):
         print(f"wrote {path}")
 
 
-def write_tables(status_paths, tidy_path, runs_path, tensors_path, log_path):
-    with logged(log_path):
+def write_tables(job):
+    """tidy.csv, runs.csv and tensors.csv (output tidy, runs, tensors) from the runs' status files."""
+    status_paths, out = list(job.input), job.output
+    with logged(job.log[0]):
         table, runs, tensors = tidy.build(status_paths)
-        table.to_csv(tidy_path, index=False)
-        runs.to_csv(runs_path, index=False)
-        tensors.to_csv(tensors_path, index=False)
+        table.to_csv(out.tidy, index=False)
+        runs.to_csv(out.runs, index=False)
+        tensors.to_csv(out.tensors, index=False)
         failed = runs[runs["status"] != "ok"] if len(runs) else runs
         print(
             f"read {len(status_paths)} runs: {len(runs) - len(failed)} ok, {len(failed)} failed; {len(table)} tidy rows"
@@ -58,17 +61,17 @@ def write_tables(status_paths, tidy_path, runs_path, tensors_path, log_path):
                 f"failed run: {r.framework} {r.model} {r.comm} nodes={r.nodes} rpn={r.ranks_per_node} "
                 f"repeat={r.repeat}: {r.reasons}"
             )
-        _wrote(tidy_path, runs_path, tensors_path)
+        _wrote(out.tidy, out.runs, out.tensors)
 
 
-def write_run_metrics(tidy_path, out_path, log_path):
+def write_run_metrics(job):
     """run_metrics.csv: one row per run, its iteration time, throughput and phases (metrics.run_table),
     the table the summary, the replay plans and the model read."""
-    with logged(log_path):
-        runs = metrics.run_table(pd.read_csv(tidy_path))
-        runs.to_csv(out_path, index=False)
+    with logged(job.log[0]):
+        runs = metrics.run_table(pd.read_csv(job.input[0]))
+        runs.to_csv(job.output[0], index=False)
         print(f"{len(runs)} runs with measured iterations")
-        _wrote(out_path)
+        _wrote(job.output[0])
 
 
 def _run_metrics(path):
@@ -81,31 +84,36 @@ def _runs(path):
     return pd.read_csv(path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
 
 
-def write_order(runs, settings, out_path, log_path):
-    """order.csv: the study's runs in the design's order (dlscale/runtime/design.py)."""
-    with logged(log_path):
-        table = pd.DataFrame(design.order(runs, settings), columns=design.COLUMNS)
-        table.to_csv(out_path, index=False)
+def write_order(job):
+    """order.csv: the study's runs (params.matrix) in the design's order (params.design,
+    dlscale/runtime/design.py)."""
+    settings = json.loads(job.params.design)
+    with logged(job.log[0]):
+        table = pd.DataFrame(design.order(json.loads(job.params.matrix), settings), columns=design.COLUMNS)
+        table.to_csv(job.output[0], index=False)
         print(f"{len(table)} runs, design {json.dumps(settings, sort_keys=True)}")
-        _wrote(out_path)
+        _wrote(job.output[0])
 
 
-def write_flops(models, image_size, classes, out_path, log_path):
-    """flops.csv: the training FLOPs per image of each of the study's networks (dlscale/workloads/flops.py)."""
-
-    with logged(log_path):
-        table = pd.DataFrame(flops.table(models, image_size, classes), columns=flops.COLUMNS)
-        table.to_csv(out_path, index=False)
+def write_flops(job):
+    """flops.csv: the training FLOPs per image of each of the study's networks (params models,
+    image_size, classes; dlscale/workloads/flops.py)."""
+    p = job.params
+    with logged(job.log[0]):
+        table = pd.DataFrame(flops.table(p.models, p.image_size, p.classes), columns=flops.COLUMNS)
+        table.to_csv(job.output[0], index=False)
         print(f"counted {len(table)} networks ({flops.CONVENTION})")
-        _wrote(out_path)
+        _wrote(job.output[0])
 
 
-def write_second_pass(status_paths, out_path, repeats, settings, log_path):
-    """second_pass.csv: per configuration of the first pass, its interval and the repeats it gets in
-    all (dlscale/analysis/second_pass.py); the runs it adds are the rules' to make."""
-    with logged(log_path):
+def write_second_pass(job):
+    """second_pass.csv: per configuration of the first pass (its status files), its interval and the
+    repeats it gets in all (params settings, repeats; dlscale/analysis/second_pass.py); the runs it
+    adds are the rules' to make."""
+    status_paths, out_path = list(job.input), job.output[0]
+    with logged(job.log[0]):
         table, runs, _ = tidy.build(status_paths)
-        plan = second_pass.plan(metrics.run_table(table), runs, repeats, **settings)
+        plan = second_pass.plan(metrics.run_table(table), runs, job.params.repeats, **json.loads(job.params.settings))
         plan.to_csv(out_path, index=False)
         added = int((plan["repeats_planned"] - plan["repeats_first"]).sum())
         print(f"read {len(status_paths)} first-pass runs: {len(plan)} configurations, {added} runs added")
@@ -114,26 +122,26 @@ def write_second_pass(status_paths, out_path, repeats, settings, log_path):
         _wrote(out_path)
 
 
-def write_summary(
-    run_metrics_path, runs_path, out_path, comparisons_path, log_path, peak_path, flops_path, plan_path=None
-):
+def write_summary(job):
     """summary.csv, one row per configuration, and comparisons.csv, each pair of frameworks (and of
     libraries) in each configuration both ran, paired by block and independent
-    (dlscale/analysis/comparisons.py: the report's and the figure's one source)."""
-    with logged(log_path):
-        runs = _run_metrics(run_metrics_path)
-        summary = metrics.summarize(runs, _runs(runs_path))
-        summary = metrics.add_mfu(summary, pd.read_csv(peak_path), pd.read_csv(flops_path))
-        if plan_path:
+    (dlscale/analysis/comparisons.py: the report's and the figure's one source); with a second pass,
+    its plan's columns."""
+    inputs, out = job.input, job.output
+    with logged(job.log[0]):
+        runs = _run_metrics(inputs.run_metrics)
+        summary = metrics.summarize(runs, _runs(inputs.runs))
+        summary = metrics.add_mfu(summary, pd.read_csv(inputs.peak), pd.read_csv(inputs.flops))
+        for plan_path in inputs.plan:
             summary = second_pass.add_plan(summary, pd.read_csv(plan_path))
-        summary.to_csv(out_path, index=False)
+        summary.to_csv(out.summary, index=False)
         pairs = comparisons.study(summary, runs)
-        pairs.to_csv(comparisons_path, index=False)
+        pairs.to_csv(out.comparisons, index=False)
         print(
             f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} comparisons, resolved: "
             f"{comparisons.one_analysis(pairs)} paired, {comparisons.one_analysis(pairs, '_independent')} independent"
         )
-        _wrote(out_path, comparisons_path)
+        _wrote(out.summary, out.comparisons)
 
 
 def _comparisons(path):
@@ -142,25 +150,30 @@ def _comparisons(path):
     return pd.read_csv(path, dtype={c: str for c in text}).fillna({c: "" for c in text})
 
 
-def write_figures(summary_path, comparisons_path, paths, log_path):
-    with logged(log_path):
-        _wrote(*figures.draw_all(pd.read_csv(summary_path), _comparisons(comparisons_path), paths))
+def write_figures(job):
+    """The study's figures (every output) from the summary and the comparisons."""
+    with logged(job.log[0]):
+        summary, pairs = pd.read_csv(job.input.summary), _comparisons(job.input.comparisons)
+        _wrote(*figures.draw_all(summary, pairs, list(job.output)))
 
 
-def write_comm(sweeps, sweep_path, fit_path, log_path):
-    """sweeps: {path: (nodes, ranks_per_node)}."""
-    with logged(log_path):
-        table, fits = comm.tables([(path, n, r) for path, (n, r) in sweeps.items()])
-        table.to_csv(sweep_path, index=False)
-        fits.to_csv(fit_path, index=False)
+def write_comm(job):
+    """allreduce.csv and its fit (output sweep, fit) from the sweeps (params.sweeps: path, nodes,
+    ranks_per_node of each)."""
+    sweeps, out = job.params.sweeps, job.output
+    with logged(job.log[0]):
+        table, fits = comm.tables([(s["path"], s["nodes"], s["ranks_per_node"]) for s in sweeps])
+        table.to_csv(out.sweep, index=False)
+        fits.to_csv(out.fit, index=False)
         print(f"{len(sweeps)} sweeps -> {len(table)} rows, {len(fits)} fits")
-        _wrote(sweep_path, fit_path)
+        _wrote(out.sweep, out.fit)
 
 
-def write_replay_plans(inputs, output, models, log_path):
-    """inputs: run_metrics, runs, tensors -> the replay plans (dlscale/runtime/replay.py) of the listed models' 1-rank
-    runs."""
-    with logged(log_path):
+def write_replay_plans(job):
+    """input run_metrics, runs, tensors -> the replay plans (dlscale/runtime/replay.py) of the 1-rank
+    runs of params.models."""
+    inputs, output, models = job.input, job.output[0], job.params.models
+    with logged(job.log[0]):
         _, bases, unusable = prediction.study_baselines(
             _run_metrics(inputs.run_metrics),
             pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""]),
@@ -178,22 +191,26 @@ def write_replay_plans(inputs, output, models, log_path):
         _wrote(output)
 
 
-def write_replayed(replays, out_path, log_path):
-    """replayed.csv: what each replay measured (dlscale/analysis/replayed.py `measured`). replays: {path: nodes}."""
-    with logged(log_path):
-        table = replayed.measured(list(replays.items()))
+def write_replayed(job):
+    """replayed.csv: what each replay measured (dlscale/analysis/replayed.py `measured`); params.replays:
+    the path and node count of each."""
+    replays, out_path = job.params.replays, job.output[0]
+    with logged(job.log[0]):
+        table = replayed.measured([(r["path"], r["nodes"]) for r in replays])
         table.to_csv(out_path, index=False)
         print(f"{len(replays)} replays -> {len(table)} rows, {table['failure'].fillna('').ne('').sum()} failed")
         _wrote(out_path)
 
 
-def write_model(inputs, outputs, extrapolate, log_path):
-    """inputs: run_metrics, runs, tensors, sweep, fit, and the replays' table with their plans; outputs: table
+def write_model(job):
+    """params.extrapolate: links and ranks to extrapolate to; input: run_metrics, runs, tensors,
+    sweep, fit, and the replays' table with their plans; outputs: table
     (model.csv: measured and predicted communication and iteration time per run), replay
     (replay.csv: replayed and predicted iteration time per plan and node count), error
     (model_error.json), gradients (tensors and bytes per framework and model), extrapolation,
     figures."""
-    with logged(log_path):
+    inputs, outputs, extrapolate = job.input, job.output, json.loads(job.params.extrapolate)
+    with logged(job.log[0]):
         runs = _run_metrics(inputs.run_metrics)
         status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
         sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
@@ -239,10 +256,11 @@ def _drawn(name, outputs):
     return any(Path(p).stem == name for p in outputs.figures)
 
 
-def write_report(inputs, output, config, title, log_path):
+def write_report(job):
     """results/report.md (dlscale/analysis/report.py) from the summary, comparisons, runs, environment
-    record, allreduce fit, model error and figures; `title`: the study's."""
-    with logged(log_path):
+    record, allreduce fit, model error and figures; params: the study's title and its whole config."""
+    inputs, output, title, config = job.input, job.output, job.params.title, json.loads(job.params.config)
+    with logged(job.log[0]):
         summary = pd.read_csv(inputs.summary)
         runs = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
         environment = json.loads(Path(inputs.environment).read_text())

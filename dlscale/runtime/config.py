@@ -317,30 +317,58 @@ def check_matrix(config):
         raise ConfigError(f"config key 'comm_library': no framework runs the libraries asked for ({why})")
 
 
-# Settings every run's result depends on besides its identity: a change re-runs the study.
+# What an MPI job of the study (a run, an allreduce sweep, a replay) is handed: its rule declares
+# these as its params, so that a change to one remakes the job, and the job reads nothing else of
+# the config (its time limit, run_timeout_s, comes as a rule resource: a longer limit remakes nothing).
+# Where and how every job runs:
+JOB_SETTINGS = ("hostfile", "launcher", "emulate", "device", "autotune", "tf32")
+# and what a training run measures besides its identity:
 RUN_SETTINGS = (
     "data",
     "image_size",
     "classes",
     "precision",
-    "device",
     "warmup",
     "iterations",
     "samples",
     "profile_iterations",
-    "autotune",
-    "tf32",
     "lr",
     "momentum",
     "seed",
-    "hostfile",
-    "launcher",
-    "emulate",
 )
 
 
+def job_settings(config):
+    """Every MPI job's settings (JOB_SETTINGS), with the threads a sweep's or a replay's rank gets
+    (the study's most: a run has its own) and, in an emulated cluster, the study's node counts (the
+    largest fixes each emulated node's CPUs, `emulate.node_cpus`)."""
+    settings = {k: config.get(k) for k in JOB_SETTINGS}
+    settings["threads_per_rank"] = max(threads(config))
+    if config.get("emulate"):
+        settings["nodes"] = config["nodes"]
+    return settings
+
+
 def run_settings(config):
-    return {k: config.get(k) for k in RUN_SETTINGS}
+    """What the `run` rule hands a run besides its identity."""
+    return {**job_settings(config), **{k: config.get(k) for k in RUN_SETTINGS}}
+
+
+def sweep_settings(config):
+    """What the `allreduce` rule hands a sweep: the largest message, and the frameworks whose own
+    library's allreduce it times."""
+    keys = ("allreduce_max_bytes", "framework", "comm_library")
+    return {**job_settings(config), **{k: config.get(k) for k in keys}}
+
+
+def dataset_settings(config):
+    """What the `dataset` rule hands the image preparation (dlscale/runtime/dataset.py)."""
+    return {k: config[k] for k in ("data", "classes", "seed")}
+
+
+def replay_settings(config):
+    """What the `replay` rule hands a replay: the replay settings (its plans are an input)."""
+    return {**job_settings(config), "replay": config["replay"]}
 
 
 def title(config, configfiles):

@@ -1,5 +1,11 @@
-"""The process that does a pipeline rule's work: one run, one allreduce sweep, one replay, or one
-analysis step (tables, model, figures, report: `analysis_step`, with a time limit).
+"""The process that does a pipeline rule's work, and the runtime's rules.
+
+Every rule's `run:` block is one line, `step(rule, FUNCTION, input, output, params, log, resources)`
+(rules/common.smk), and every FUNCTION takes one `Job`: the rule's declared input, output, params,
+log and resources, as a Snakemake script gets them. A step reads nothing else of the study: each
+config value it needs is a declared param (a change remakes the step) or, for a time limit, a
+resource (a longer limit remakes nothing). The runtime's rules are at the end of this module (run,
+allreduce, replay, peak, dataset, environment); the analysis's are in dlscale/analysis/steps.py.
 
 Snakemake runs a rule's `run:` block in a thread (of its own process under the workflow profile,
 profiles/default; of a job process it spawns without it or under Slurm), where no signal handler
@@ -18,6 +24,7 @@ Ctrl-C itself; imported by the Snakefile, this module makes it exit at once afte
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -26,18 +33,18 @@ import sys
 import time
 from pathlib import Path
 
-from dlscale.core import paths
-from dlscale.runtime import launch
+from dlscale.environment import build
+from dlscale.runtime import dataset, launch, peak
 from dlscale.runtime.execution import GRACE_S, STOP_SIGNALS, Interrupted, die_with_parent, interruptible
 
 MODULE = "dlscale.runtime.rule"
 
 
-def in_own_process(step, timeout_s=None, name=None, **arguments):
-    """Do `step` (one of STEPS) in a process of its own; raise if it did not finish, or if it took
-    longer than timeout_s (then it is killed). `name` says which step in messages and in `ps`."""
-    name = name or step
-    payload = json.dumps({"step": step, "parent": os.getpid(), "arguments": arguments}, default=str)
+def in_own_process(target, job, name, timeout_s=None):
+    """`target` (module:function) called with `job` in a process of its own; raise if it did not
+    finish, or if it took longer than timeout_s (then it is killed). `name` says which in messages
+    and in `ps`."""
+    payload = json.dumps({"target": target, "parent": os.getpid(), "job": job}, default=str)
     proc = subprocess.Popen([sys.executable, "-m", MODULE, name], stdin=subprocess.PIPE)
     try:
         proc.communicate(payload.encode(), timeout=timeout_s)
@@ -71,58 +78,66 @@ def _stop(proc):
 
 
 class Files(list):
-    """A rule's input or output files as the step gets them in its own process: the list, and each
-    named file (or list) as an attribute, like Snakemake's own."""
+    """One of a rule's declared lists (input, output, params, log, resources) as the step gets it in
+    its own process: the list, and each named entry as an attribute, like Snakemake's own."""
 
     def __init__(self, items, names):
         super().__init__(items)
         self.__dict__.update(names)
 
 
-def files(namedlist):
-    """A Snakemake input/output/log list as JSON for a step's process (see `Files`)."""
-    return {"__files__": list(namedlist), "names": dict(namedlist.items())}
+def files(declared):
+    """A Snakemake input/output/params/log/resources list (or a plain list or dict) as JSON for a
+    step's process (see `Files`)."""
+    if isinstance(declared, dict):  # a named list of lists is flat, as Snakemake's is
+        flat = [item for v in declared.values() for item in (v if isinstance(v, list) else [v])]
+        return {"__files__": flat, "names": dict(declared)}
+    names = dict(declared.items()) if hasattr(declared, "items") else {}
+    return {"__files__": list(declared), "names": names}
 
 
-def _unpack(value):
-    if isinstance(value, dict) and "__files__" in value:
-        return Files(value["__files__"], value["names"])
-    return value
+PARTS = ("input", "output", "params", "log", "resources")
 
 
-def analysis_step(rule_name, function, *args, timeout_s):
-    """A pipeline rule's analysis step, `function(*args)` (any importable function; Snakemake
-    input/output/log lists passed through `files`), in a process of its own: Snakemake runs rules
-    in threads of its process, where a step could neither be interrupted nor timed out."""
+@dataclasses.dataclass
+class Job:
+    """What a rule hands its step (`step`): its declared lists, each a `Files`."""
+
+    input: Files
+    output: Files
+    params: Files
+    log: Files
+    resources: Files
+
+    @classmethod
+    def of(cls, **declared):
+        """A Job from lists or dicts by part name (a part not given is empty), as a test or a
+        command makes one; `step` makes it from the rule's own."""
+        return cls(**{part: _unpack(files(declared.get(part, [])), part) for part in PARTS})
+
+
+def _unpack(value, part):
+    if not isinstance(value, dict) or "__files__" not in value:
+        raise TypeError(f"a rule's {part}: expected its declared list, got {value!r}")
+    return Files(value["__files__"], value["names"])
+
+
+def step(rule_name, function, input, output, params, log, resources, timeout_s=None):
+    """A pipeline rule's work, `function(Job)`, in a process of its own (Snakemake runs rules in
+    threads of its process, where a step could neither be interrupted nor timed out), killed after
+    timeout_s where given."""
     target = f"{function.__module__}:{function.__qualname__}"
-    in_own_process("call", timeout_s=timeout_s, name=f"rule {rule_name}", target=target, args=list(args))
+    job = {part: files(declared) for part, declared in zip(PARTS, (input, output, params, log, resources))}
+    in_own_process(target, job, f"rule {rule_name}", timeout_s)
 
 
-def _call(target, args):
+def _call(target, job):
+    # the step's module is known by name only, in its own process
     import importlib
 
     module, _, name = target.partition(":")
-    getattr(importlib.import_module(module), name)(*(_unpack(a) for a in args))
-
-
-def _run(config, run, env_record, status, log, attempts):
-
-    launch.launch(config, run, json.loads(Path(env_record).read_text()), status, log, attempts)
-
-
-def _sweep(config, nodes, ranks_per_node, env_record, output, log, attempts):
-
-    launch.sweep_allreduce(
-        config, nodes, ranks_per_node, json.loads(Path(env_record).read_text()), output, log, attempts
-    )
-
-
-def _replay(config, nodes, plans, env_record, output, spec, log, attempts):
-
-    launch.replay_gradients(config, nodes, plans, json.loads(Path(env_record).read_text()), output, spec, log, attempts)
-
-
-STEPS = {"run": _run, "sweep": _sweep, "replay": _replay, "call": _call}
+    function = getattr(importlib.import_module(module), name)
+    function(Job(**{part: _unpack(job[part], part) for part in PARTS}))
 
 
 def _rules_processes(pid):
@@ -200,9 +215,9 @@ def main():
     try:
         with interruptible():
             die_with_parent(request["parent"])
-            STEPS[request["step"]](**request["arguments"])
+            _call(request["target"], request["job"])
     except Interrupted as exc:
-        print(f"dlscale: {' '.join(sys.argv[1:]) or request['step']} {exc}; stopped", file=sys.stderr, flush=True)
+        print(f"dlscale: {' '.join(sys.argv[1:]) or request['target']} {exc}; stopped", file=sys.stderr, flush=True)
         return 128 + exc.signum
     return 0
 
@@ -211,34 +226,49 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-# The pipeline's MPI rules call these with their declared files (rules/runs.smk, allreduce.smk,
-# replay.smk).
-def run_rule(config, wildcards, input, output, log, params):
-    """The pipeline's `run` rule (rules/runs.smk): the run its wildcards name, with its declared
-    files, in a process of its own that stops the MPI job on a signal (this module)."""
-    _mpi_rule("run", config, input, log, params, run=paths.run_from_wildcards(wildcards), status=output[0])
+# The runtime's rules (rules/runs.smk, allreduce.smk, replay.smk, analysis.smk's peak, data.smk,
+# environment.smk), each `step`'s FUNCTION.
+def _settings(job):
+    """An MPI rule's declared settings, with its time limit (a resource)."""
+    return {**json.loads(job.params.settings), "run_timeout_s": float(job.resources.run_timeout_s)}
 
 
-def sweep_rule(config, wildcards, input, output, log, params):
-    """The pipeline's `allreduce` rule (rules/allreduce.smk), with its declared files, likewise."""
-    place = {"nodes": int(wildcards.nodes), "ranks_per_node": int(wildcards.ranks_per_node)}
-    _mpi_rule("sweep", config, input, log, params, **place, output=output[0])
+def _record(job):
+    return json.loads(Path(job.input.env).read_text())
 
 
-def replay_rule(config, wildcards, input, output, log, params):
-    """The pipeline's `replay` rule (rules/replay.smk), with its declared files, likewise."""
-    files = {"plans": input.plans, "output": output.out, "spec": output.spec}
-    _mpi_rule("replay", config, input, log, params, nodes=int(wildcards.nodes), **files)
+def run(job):
+    """`rule run`: the run params.run names, its status file output[0]."""
+    launch.launch(_settings(job), job.params.run, _record(job), job.output[0], job.log[0], job.params.attempts)
 
 
-def _mpi_rule(step, config, input, log, params, **arguments):
-    """What every MPI rule hands its step: the study, the environment record, its log and where its
-    earlier attempts go, and its own `arguments`."""
-    in_own_process(
-        step,
-        config=dict(config),
-        env_record=input.env,
-        log=log[0],
-        attempts=params.attempts,
-        **arguments,
-    )
+def allreduce(job):
+    """`rule allreduce`: the sweep on params.place (nodes, ranks_per_node)."""
+    place = job.params.place
+    launch.sweep_allreduce(
+        _settings(job), place["nodes"], place["ranks_per_node"], _record(job), job.output[0], job.log[0],
+        job.params.attempts,
+    )  # fmt: skip
+
+
+def replay(job):
+    """`rule replay`: the replay of input.plans on params.nodes nodes."""
+    launch.replay_gradients(
+        _settings(job), job.params.nodes, job.input.plans, _record(job), job.output.out, job.output.spec,
+        job.log[0], job.params.attempts,
+    )  # fmt: skip
+
+
+def peak_rule(job):
+    """`rule peak`: the matrix-multiply peak (dlscale/runtime/peak.py) with params.settings."""
+    peak.rule(json.loads(job.params.settings), job.params.python, job.output[0], job.log[0])
+
+
+def dataset_rule(job):
+    """`rule dataset`: the study's training images (dlscale/runtime/dataset.py) from params.data."""
+    dataset.prepare_rule(json.loads(job.params.data), job.params.python, job.output[0], job.log[0])
+
+
+def environment(job):
+    """`rule environment`: the workload environment built or found, its record output[0]."""
+    build.record_rule(job.params.python, job.output[0], job.log[0])

@@ -13,11 +13,13 @@ rule allreduce:
     threads: workflow.cores
     resources:
         cpus_per_task=max(cfg.threads(config)),  # Slurm CPUs per rank, as the srun launcher asks
+        run_timeout_s=RUN_TIMEOUT,
     params:
-        settings=json.dumps({k: config[k] for k in ("allreduce_max_bytes", "launcher")}, sort_keys=True),
+        place=lambda w: {"nodes": int(w.nodes), "ranks_per_node": int(w.ranks_per_node)},
+        settings=json.dumps(cfg.sweep_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.sweep(w.nodes, w.ranks_per_node))}",
     run:
-        rule_process.sweep_rule(config, wildcards, input, output, log, params)
+        step(rule, rule_process.allreduce, input, output, params, log, resources)
 
 
 rule allreduce_tables:
@@ -28,5 +30,7 @@ rule allreduce_tables:
         fit=TABLE["allreduce_fit"],
     log:
         f"{LOGS}/allreduce_tables.log",
+    params:
+        sweeps=[{"path": path, "nodes": n, "ranks_per_node": r} for path, (n, r) in SWEEPS.items()],
     run:
-        step("allreduce_tables", steps.write_comm, SWEEPS, output.sweep, output.fit, log[0])
+        step(rule, steps.write_comm, input, output, params, log, resources)

@@ -19,7 +19,7 @@ if SECOND_PASS:
             settings=json.dumps(SECOND_PASS, sort_keys=True),
             repeats=config["repeats"],
         run:
-            step("second_pass", steps.write_second_pass, list(input), output[0], params.repeats, SECOND_PASS, log[0])
+            step(rule, steps.write_second_pass, input, output, params, log, resources)
 
 
 rule tidy:
@@ -32,7 +32,7 @@ rule tidy:
     log:
         f"{LOGS}/tidy.log",
     run:
-        step("tidy", steps.write_tables, list(input), output.tidy, output.runs, output.tensors, log[0])
+        step(rule, steps.write_tables, input, output, params, log, resources)
 
 
 rule run_metrics:
@@ -43,7 +43,7 @@ rule run_metrics:
     log:
         f"{LOGS}/run_metrics.log",
     run:
-        step("run_metrics", steps.write_run_metrics, input[0], output[0], log[0])
+        step(rule, steps.write_run_metrics, input, output, params, log, resources)
 
 
 rule peak:
@@ -59,9 +59,9 @@ rule peak:
     params:
         python=sys.executable,
         # every config value the measurement reads: a change remakes the peak table (and MFU with it)
-        settings=peak.rule_settings(config),
+        settings=json.dumps(peak.rule_settings(config), sort_keys=True),
     run:
-        step("peak", peak.rule, params.settings, params.python, output[0], log[0])
+        step(rule, rule_process.peak_rule, input, output, params, log, resources)
 
 
 rule flops:
@@ -76,7 +76,7 @@ rule flops:
         image_size=config["image_size"],
         classes=config["classes"],
     run:
-        step("flops", steps.write_flops, params.models, params.image_size, params.classes, output[0], log[0])
+        step(rule, steps.write_flops, input, output, params, log, resources)
 
 
 rule summary:
@@ -92,18 +92,7 @@ rule summary:
     log:
         f"{LOGS}/summary.log",
     run:
-        step(
-            "summary",
-            steps.write_summary,
-            input.run_metrics,
-            input.runs,
-            output.summary,
-            output.comparisons,
-            log[0],
-            input.peak,
-            input.flops,
-            *input.plan,
-        )
+        step(rule, steps.write_summary, input, output, params, log, resources)
 
 
 rule figures:
@@ -115,7 +104,7 @@ rule figures:
     log:
         f"{LOGS}/figures.log",
     run:
-        step("figures", steps.write_figures, input.summary, input.comparisons, list(output), log[0])
+        step(rule, steps.write_figures, input, output, params, log, resources)
 
 
 # Every study has the replays' table, empty without `replay`.
@@ -126,8 +115,10 @@ rule replay_tables:
         TABLE["replayed"],
     log:
         f"{LOGS}/replay_tables.log",
+    params:
+        replays=[{"path": path, "nodes": n} for path, n in REPLAYS.items()],
     run:
-        step("replay_tables", steps.write_replayed, REPLAYS, output[0], log[0])
+        step(rule, steps.write_replayed, input, output, params, log, resources)
 
 
 rule model:
@@ -151,7 +142,7 @@ rule model:
     params:
         extrapolate=json.dumps(config["extrapolate"], sort_keys=True),
     run:
-        step("model", steps.write_model, files(input), files(output), config["extrapolate"], log[0])
+        step(rule, steps.write_model, input, output, params, log, resources)
 
 
 rule paper_report:
@@ -173,12 +164,4 @@ rule paper_report:
         # the report says what was run from the whole config: any change to it remakes the report
         config=json.dumps(config, sort_keys=True, default=str),
     run:
-        step(
-            "paper_report",
-            steps.write_report,
-            files(input),
-            files(output),
-            json.loads(params.config),
-            params.title,
-            log[0],
-        )
+        step(rule, steps.write_report, input, output, params, log, resources)

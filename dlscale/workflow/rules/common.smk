@@ -22,6 +22,8 @@ DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
 RUNS = [f"{RESULTS}/{paths.run_status(run)}" for run in cfg.matrix(config)]
 SECOND_PASS = config.get("second_pass")
+# An MPI job's time limit: the rules' resource, not a param, so that a longer limit remakes nothing.
+RUN_TIMEOUT = config["run_timeout_s"]
 DESIGN = design.settings(config)
 TITLE = cfg.title(config, workflow.configfiles)
 # One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks, and per
@@ -38,13 +40,16 @@ FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.FIGURES)
 MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.model_figures(REPLAYS))
 
 
-def step(rule_name, function, *args):
-    """An analysis step in a process of its own, stopped by a signal and after step_timeout_s
-    (dlscale/runtime/rule.py `analysis_step`)."""
-    rule_process.analysis_step(rule_name, function, *args, timeout_s=config["step_timeout_s"])
+# Rules whose work bounds itself (an MPI job: run_timeout_s, a declared resource) or may take long
+# by nature (building the environment, making the images); every other step stops at step_timeout_s.
+UNTIMED = {"run", "allreduce", "replay", "environment", "dataset"}
 
 
-files = rule_process.files
+def step(rule_name, function, input, output, params, log, resources):
+    """Every rule's work: `function` given the rule's declared lists, in a process of its own, stopped
+    by a signal and, unless UNTIMED, after step_timeout_s (dlscale/runtime/rule.py `step`)."""
+    limit = None if rule_name in UNTIMED else config["step_timeout_s"]
+    rule_process.step(rule_name, function, input, output, params, log, resources, timeout_s=limit)
 
 
 def study_runs(wildcards):

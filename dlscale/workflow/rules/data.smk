@@ -15,5 +15,6 @@ rule dataset:
     threads: workflow.cores
     params:
         python=sys.executable,
+        data=json.dumps(cfg.dataset_settings(config), sort_keys=True),
     run:
-        dataset.prepare_rule(config, params.python, output[0], log[0])
+        step(rule, rule_process.dataset_rule, input, output, params, log, resources)

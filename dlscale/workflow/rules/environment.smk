@@ -13,4 +13,4 @@ rule environment:
         # when the environment it runs in changes, not when dlscale/environment/recipe.py is merely edited.
         key=env.env_dir().name,
     run:
-        env.record_rule(params.python, output[0], log[0])
+        step(rule, rule_process.environment, input, output, params, log, resources)

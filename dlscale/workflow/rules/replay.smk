@@ -19,7 +19,7 @@ rule replay_plans:
     params:
         models=config["replay"]["models"],
     run:
-        step("replay_plans", steps.write_replay_plans, files(input), output[0], params.models, log[0])
+        step(rule, steps.write_replay_plans, input, output, params, log, resources)
 
 
 rule replay:
@@ -35,8 +35,10 @@ rule replay:
     threads: workflow.cores
     resources:
         cpus_per_task=max(cfg.threads(config)),  # Slurm CPUs per rank, as the srun launcher asks
+        run_timeout_s=RUN_TIMEOUT,
     params:
-        settings=json.dumps({k: config[k] for k in ("replay", "launcher")}, sort_keys=True),
+        nodes=lambda w: int(w.nodes),
+        settings=json.dumps(cfg.replay_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.replay(w.nodes))}",
     run:
-        rule_process.replay_rule(config, wildcards, input, output, log, params)
+        step(rule, rule_process.replay, input, output, params, log, resources)

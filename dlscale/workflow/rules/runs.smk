@@ -32,11 +32,13 @@ rule run:
     threads: workflow.cores
     resources:
         cpus_per_task=lambda w: int(w.threads_per_rank),  # Slurm CPUs per rank, as the srun launcher asks
+        run_timeout_s=RUN_TIMEOUT,
     params:
+        run=paths.run_from_wildcards,
         settings=json.dumps(cfg.run_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.run_path(paths.run_from_wildcards(w)))}",
     run:
-        rule_process.run_rule(config, wildcards, input, output, log, params)
+        step(rule, rule_process.run, input, output, params, log, resources)
 
 
 # The order the design gives the first pass's runs, for the report and the reader.
@@ -49,4 +51,4 @@ rule order:
         design=json.dumps(DESIGN, sort_keys=True),
         matrix=json.dumps(cfg.matrix(config), sort_keys=True),
     run:
-        step("order", steps.write_order, json.loads(params.matrix), DESIGN, output[0], log[0])
+        step(rule, steps.write_order, input, output, params, log, resources)

@@ -3,6 +3,7 @@ it, and imports the project's modules at its top, except where it defers a heavy
 Then one owner for each fact: a framework's name, a phase, a results path."""
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -268,3 +269,37 @@ def test_the_paths_search_finds_what_it_looks_for(tmp_path):
     (tmp_path / "b.smk").write_text('rule r:\n    output: f"{RESULTS}/replay/nodes{{nodes}}.jsonl"\n')
     assert _typed_paths(tmp_path / "a.py") == {"runs/torch", "summary.csv"}
     assert _typed_paths(tmp_path / "b.smk") == {"replay/nodes"}
+
+
+RULES = ROOT / "dlscale" / "workflow" / "rules"
+# the one way a rule does its work (dlscale/runtime/rule.py `step`)
+ONE_STYLE = "step(rule, {function}, input, output, params, log, resources)"
+
+
+def adapter_misfits(text):
+    """The run: blocks of a rule file that are not one `step` call in the one style, as their first line."""
+    misfits = []
+    for block in re.findall(r"^\s*run:\n((?:\s{8,}.*\n?)+)", text, re.M):
+        call = " ".join(block.split())
+        function = call.partition("step(rule, ")[2].partition(",")[0]
+        if call != ONE_STYLE.format(function=function) or not function:
+            misfits.append(block.strip().splitlines()[0])
+    return misfits
+
+
+def test_every_rule_hands_its_step_its_declared_lists_one_way():
+    texts = {p.name: p.read_text() for p in RULES.glob("*.smk")}
+    assert sum(t.count("run:") for t in texts.values()) >= 15
+    assert {name: adapter_misfits(t) for name, t in texts.items() if adapter_misfits(t)} == {}
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "    run:\n        rule_process.run_rule(config, wildcards, input, output, log, params)\n",
+        '    run:\n        step("tidy", steps.write_tables, list(input), output.tidy, log[0])\n',
+        "    run:\n        step(rule, steps.write_model, input, output, config, log, resources)\n",
+    ],
+)
+def test_the_adapter_test_fails_on_the_old_rules(block):
+    assert adapter_misfits("rule x:\n    output:\n        'a'\n" + block)

@@ -280,6 +280,8 @@ def test_the_docs_example_is_current_in_form(study, tmp_path):
         ("classes=20", "flops"),
         ("title=another", "paper_report"),
         ("framework=[torch,jax]", "order"),  # as many runs as before, not the same runs
+        ("seed=7", "run"),
+        ("allreduce_max_bytes=2048", "allreduce"),
     ],
 )
 def test_a_changed_config_value_remakes_the_step_that_reads_it(study, change, remade):
@@ -290,3 +292,14 @@ def test_a_changed_config_value_remakes_the_step_that_reads_it(study, change, re
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(rf"^rule {remade}:$", proc.stdout, re.M), proc.stdout[-3000:]
+
+
+def test_a_longer_time_limit_remakes_nothing(study):
+    """A run's time limit is its rule's resource, not a param: raising it redoes no measured run or sweep."""
+    _, path, _ = study
+    argv = SNAKEMAKE + ["--configfile", str(path), "--dry-run", "--config", "run_timeout_s=3600"]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # only the report, which states the whole config
+    remade = set(re.findall(r"^rule (\w+):$", proc.stdout, re.M)) - {"study", "all"}  # the targets
+    assert remade == {"paper_report"}, proc.stdout[-3000:]

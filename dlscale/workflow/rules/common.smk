@@ -22,8 +22,9 @@ DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
 RUNS = [f"{RESULTS}/{paths.run_status(run)}" for run in cfg.matrix(config)]
 SECOND_PASS = config.get("second_pass")
-# An MPI job's time limit: the rules' resource, not a param, so that a longer limit remakes nothing.
-RUN_TIMEOUT = config["run_timeout_s"]
+# An MPI job's time limit: the rules' resource, not a param, so that a longer limit remakes nothing;
+# text, because Snakemake cuts a number resource to an integer (90.5 s would be 90).
+RUN_TIMEOUT = str(config["run_timeout_s"])
 DESIGN = design.settings(config)
 TITLE = cfg.title(config, workflow.configfiles)
 # One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks, and per

@@ -11,6 +11,7 @@ run [STUDY] [--configfile F]... [--config K=V]... [-- SNAKEMAKE ARGS...]
 report [STUDY] [--configfile F]... [--config K=V]...
                                           the study's report.md and Snakemake's report.html
 env build [--record FILE] [--link PATH]   build (once) or find the workload environment
+env check [--python P] [--framework F]    what each framework's Python has of what the study needs
 env path                                  print the environment's folder (exit 1 if not built)
 check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml and these
                                           overlays make (as snakemake --configfile ... --config ...)
@@ -55,6 +56,8 @@ from dlscale.environment import build as env
 
 def cmd_env(args):
 
+    if args.action == "check":
+        return _env_check(args)
     if args.action == "path":
         path = env.env_dir()
         if not env.is_complete(path):
@@ -70,6 +73,36 @@ def cmd_env(args):
         shutil.copyfile(path / env.RECORD, args.record)
     print(path)
     return 0
+
+
+def _env_check(args):
+    """`dlscale env check`: what each framework's Python (the built environment, or the user's from
+    `environments`; --python: this one) has of what the study's runs need. Exit 1 where something lacks."""
+    from dlscale.runtime import config as cfg  # bare python
+    from dlscale.runtime import environments  # bare python
+
+    conf = cfg.load(*args.configfile, items=args.config)
+    users = environments.user_pythons(conf)
+    built = env.env_dir()
+    lacking = 0
+    for fw in args.framework or conf["framework"]:
+        python = args.python or users.get(fw) or (env.load_record(built)["python"] if env.is_complete(built) else None)
+        if python is None:
+            print(f"{fw}: the built environment: not built yet ({built}; ./bootstrap.sh builds it)")
+            lacking += 1
+            continue
+        checked = environments.check(str(cfg.resolve(python)), fw, environments.needs(conf, fw))
+        print(f"{fw}: {checked['python']}: {'ok' if not checked['missing'] else 'lacks what the study needs'}")
+        print(
+            f"  Python {checked['python_version']}; CUDA runtime wheels: {checked['cuda']['runtime_wheels'] or 'none'}"
+        )
+        for need in checked["needs"]:
+            facts = checked["modules"][need["module"]]
+            print(f"  {need['module']} {facts['version'] or '-'} ({need['why']})")
+        for line in checked["missing"]:
+            print(f"  missing: {line}")
+        lacking += bool(checked["missing"])
+    return 1 if lacking else 0
 
 
 def _study_name(configfiles, items):
@@ -465,8 +498,16 @@ def _init_command(sub):
 
 def _env_command(sub):
     """`dlscale env`: build or find the workload environment."""
-    p = sub.add_parser("env", help="build or find the workload environment")
-    p.add_argument("action", choices=["build", "path"])
+    p = sub.add_parser("env", help="build, find or check the workload environments")
+    p.add_argument(
+        "action",
+        choices=["build", "path", "check"],
+        help="check: what each of the study's frameworks' Python has of what its runs need",
+    )
+    p.add_argument("--python", help="check: this Python, for every framework asked")
+    p.add_argument("--framework", action="append", default=[], help="check: only this framework (repeatable)")
+    p.add_argument("--configfile", action="append", default=[], help="check: overlays on the study's config")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="check: as snakemake --config")
     p.add_argument("--record", help="copy the environment record (JSON) here")
     p.add_argument(
         "--link",

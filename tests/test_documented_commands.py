@@ -83,6 +83,12 @@ COMMANDS = {
         {"/tmp/demo.hosts": "{folder}/demo.hosts", "&& cleanup": f"{DLSCALE} emulate down demo"},
     ),
     f"{DLSCALE} emulate list": ("run", {}),
+    # what it finds: tests/test_environments.py (a bare venv, one that has the frameworks)
+    f"{DLSCALE} env check": ("run", {}),
+    f"{DLSCALE} env check --python /opt/site/pytorch/bin/python --framework torch": (
+        "run",
+        {"/opt/site/pytorch/bin/python": PY},
+    ),
     f"{DLSCALE} compare results-workstation results-gpu-node -o compare": (
         "manual",
         (

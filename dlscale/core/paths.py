@@ -61,6 +61,12 @@ def replay(nodes):
     return f"{REPLAYS}/nodes{nodes}"
 
 
+def framework_environment(framework):
+    """The record of the user's Python a framework runs in (config key `environments`): add .json
+    for it, .log for its check's log."""
+    return f"environments/{framework}"
+
+
 def attempts(name):
     """Where the earlier attempts of a run (its run_path), a sweep or a replay are kept."""
     return f"{ATTEMPTS}/{name}"

@@ -5,6 +5,7 @@
 """
 
 import itertools
+import os
 from pathlib import Path
 
 import jsonschema
@@ -35,6 +36,7 @@ def schema():
     loaded = yaml.safe_load(SCHEMA_PATH.read_text())
     loaded["properties"]["framework"]["items"]["enum"] = list(frameworks.NAMES)
     loaded["properties"]["model"]["items"]["enum"] = list(MODELS)
+    loaded["properties"]["environments"]["propertyNames"]["enum"] = list(frameworks.NAMES)
     return loaded
 
 
@@ -52,6 +54,15 @@ def validate_schema(config):
         raise ConfigError(f"config key {_key_path(e)}: {e.message}")
 
 
+def check_environments(config):
+    """Every Python the config names is an executable file (what it has is checked before the runs:
+    dlscale/runtime/environments.py)."""
+    for fw, entry in (config.get("environments") or {}).items():
+        python = resolve(entry["python"])
+        if not (python.is_file() and os.access(python, os.X_OK)):
+            raise ConfigError(f"config key 'environments.{fw}.python': {python} is not an executable file")
+
+
 def resolve(path, base=None):
     """`path` from the config: relative to the study folder (the working directory, as Snakemake's)."""
     path = Path(path)
@@ -67,6 +78,7 @@ def validate(config):
     check_device(config)
     check_data(config)
     check_replay(config)
+    check_environments(config)
     if config.get("emulate"):
         ok, why = emulate.available()
         if not ok:

@@ -33,8 +33,9 @@ import sys
 import time
 from pathlib import Path
 
+from dlscale.core.errors import ConfigError
 from dlscale.environment import build
-from dlscale.runtime import dataset, launch, peak
+from dlscale.runtime import dataset, environments, launch, peak
 from dlscale.runtime.execution import GRACE_S, STOP_SIGNALS, Interrupted, die_with_parent, interruptible
 
 MODULE = "dlscale.runtime.rule"
@@ -219,6 +220,9 @@ def main():
     except Interrupted as exc:
         print(f"dlscale: {' '.join(sys.argv[1:]) or request['target']} {exc}; stopped", file=sys.stderr, flush=True)
         return 128 + exc.signum
+    except ConfigError as exc:  # bad input: said in one line, no traceback
+        print(f"dlscale: {' '.join(sys.argv[1:])}: {exc}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -267,6 +271,14 @@ def peak_rule(job):
 def dataset_rule(job):
     """`rule dataset`: the study's training images (dlscale/runtime/dataset.py) from params.data."""
     dataset.prepare_rule(json.loads(job.params.data), job.params.python, job.output[0], job.log[0])
+
+
+def framework_environment(job):
+    """`rule framework_environment`: the user's Python params.python admitted for params.needs
+    (dlscale/runtime/environments.py `admit`), its record output[0], or the study stopped."""
+    with open(job.log[0], "w") as log:
+        log.write(f"checking {job.params.python} for {job.params.needs}\n")
+    environments.admit(job.params.python, json.loads(job.params.needs), job.output[0])
 
 
 def environment(job):

@@ -12,11 +12,15 @@ from dlscale.runtime import dataset
 from dlscale.environment import build as env
 from dlscale.runtime import peak
 from dlscale.runtime import rule as rule_process
+from dlscale.runtime import environments
 from dlscale.analysis import figures, second_pass, steps
 
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
 ENV_RECORD = f"{RESULTS}/{env.RECORD}"
+# The frameworks the config runs in a Python of the user's, each admitted by its own check's record.
+USER_PYTHONS = environments.user_pythons(config)
+FRAMEWORK_ENVS = {fw: f"{RESULTS}/{paths.framework_environment(fw)}.json" for fw in USER_PYTHONS}
 TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
 DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
@@ -43,7 +47,7 @@ MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.model
 
 # Rules whose work bounds itself (an MPI job: run_timeout_s, a declared resource) or may take long
 # by nature (building the environment, making the images); every other step stops at step_timeout_s.
-UNTIMED = {"run", "allreduce", "replay", "environment", "dataset"}
+UNTIMED = {"run", "allreduce", "replay", "environment", "dataset", "framework_environment"}
 
 
 def step(rule_name, function, input, output, params, log, resources):
@@ -51,6 +55,11 @@ def step(rule_name, function, input, output, params, log, resources):
     by a signal and, unless UNTIMED, after step_timeout_s (dlscale/runtime/rule.py `step`)."""
     limit = None if rule_name in UNTIMED else config["step_timeout_s"]
     rule_process.step(rule_name, function, input, output, params, log, resources, timeout_s=limit)
+
+
+def run_environment(wildcards):
+    """The environment record a run of wildcards.framework runs in: the user's Python's, or the built one's."""
+    return FRAMEWORK_ENVS.get(wildcards.framework, ENV_RECORD)
 
 
 def study_runs(wildcards):

@@ -14,3 +14,17 @@ rule environment:
         key=env.env_dir().name,
     run:
         step(rule, rule_process.environment, input, output, params, log, resources)
+
+
+# A framework the config runs in a Python of the user's (`environments`): checked for what the
+# study's runs of it need; the study stops here, naming what it lacks, before any run.
+rule framework_environment:
+    output:
+        f"{RESULTS}/{paths.framework_environment('{framework}')}.json",
+    log:
+        f"{LOGS}/{paths.framework_environment('{framework}')}.log",
+    params:
+        python=lambda w: str(cfg.resolve(USER_PYTHONS[w.framework])),
+        needs=lambda w: json.dumps({"framework": w.framework, "needs": environments.needs(config, w.framework)}),
+    run:
+        step(rule, rule_process.framework_environment, input, output, params, log, resources)

@@ -20,7 +20,9 @@ wildcard_constraints:
 
 rule run:
     input:
-        env=ENV_RECORD,
+        env=run_environment,
+        # every framework's Python admitted before any run starts
+        environments=list(FRAMEWORK_ENVS.values()),
         hostfile=config["hostfile"],
         data=[DATA_MANIFEST] if DATASET else [],
     output:

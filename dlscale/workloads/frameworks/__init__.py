@@ -9,6 +9,9 @@ configuration checks and the analysis can read it in an environment without the 
   LAYOUTS, BEST_LAYOUT    the layouts its models run, and the one its developers recommend
   LAYOUT_NOTE             why it runs no other layout (None where it runs both)
   LOADER                  its input pipeline, as a run record describes it
+  HOROVOD_MODULE          its Horovod binding (where LIBRARIES has horovod), DATA_MODULES what
+                          its loader imports for real images: with MODULES, what its runs need of a
+                          Python (dlscale/runtime/environments.py)
   TRACE_RULES, trace_rest how its profiler's events map to the SGD phases (dlscale/analysis/trace.py)
   LIBRARIES               the communication libraries its gradients can go through (`horovod`,
                           `native`), its default first; NATIVE names its own, NOT_BUILT says why

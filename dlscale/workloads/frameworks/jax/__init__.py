@@ -1,6 +1,7 @@
 """JAX: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
 from dlscale.core.vocabulary import BACKWARD, FORWARD, UPDATE
+from dlscale.workloads.frameworks import tensorflow as TENSORFLOW  # noqa: N812 (its declarations, no framework)
 
 NAME = "jax"
 LABEL = "JAX"
@@ -20,6 +21,8 @@ NATIVE = "jax.distributed + XLA's collectives (gloo on the CPU, NCCL on GPUs)"
 NOT_BUILT = {"horovod": "Horovod has no JAX binding"}
 
 LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
+# What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
+DATA_MODULES = TENSORFLOW.MODULES[:1]  # its loader is TensorFlow's tf.data pipeline (loader.py): TensorFlow itself
 
 
 # The profile's operations carry their phase in their names (profile.py renames them from the

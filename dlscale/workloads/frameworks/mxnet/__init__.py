@@ -21,6 +21,9 @@ NOT_BUILT = {
 }
 
 LOADER = "mx.io.ImageRecordIter, preprocess threads, OpenCV decode"
+# What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
+HOROVOD_MODULE = "horovod.mxnet"
+DATA_MODULES = ()
 
 # Bulked operators are one event, their names joined by commas.
 TRACE_RULES = [

@@ -21,6 +21,9 @@ NATIVE = "tf.distribute.MultiWorkerMirroredStrategy, collective all-reduce (ring
 NOT_BUILT = {}
 
 LOADER = "tf.data TFRecordDataset, parallel map (private thread pool), decode_and_crop_jpeg"
+# What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
+HOROVOD_MODULE = "horovod.tensorflow"
+DATA_MODULES = ()
 
 # Operation names are scope/node:OpType; the trainer names its scopes with these.
 UPDATE_SCOPE, ALLREDUCE_SCOPE = UPDATE, "allreduce"  # the update scope is named after its phase

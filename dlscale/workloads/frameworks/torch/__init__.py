@@ -18,6 +18,9 @@ NATIVE = "torch.distributed DistributedDataParallel (gloo on the CPU, NCCL on GP
 NOT_BUILT = {}
 
 LOADER = "torch.utils.data.DataLoader, worker processes, Pillow decode"
+# What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
+HOROVOD_MODULE = "horovod.torch"
+DATA_MODULES = ("PIL",)  # its loader decodes with Pillow
 
 # (test, text, class), first match wins; "ignore" drops containers (dlscale/analysis/trace.py).
 TRACE_RULES = [

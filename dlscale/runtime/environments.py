@@ -1,0 +1,93 @@
+"""Each framework's Python: the environment dlscale builds (./bootstrap.sh), or the user's own, named
+by the config key `environments` (a site module's python, a container's), and what a study's runs
+of a framework need from it. A study whose framework's Python lacks what its runs need is refused
+before any run starts (the pipeline's `framework_environment` rule), naming what is missing;
+`dlscale env check` says the same without running anything.
+"""
+
+import json
+from pathlib import Path
+
+from dlscale.core.errors import ConfigError
+from dlscale.core.paths import SOURCE
+from dlscale.environment import build, probe
+from dlscale.runtime import config as cfg
+from dlscale.workloads import frameworks
+
+# What every rank imports, whatever its framework: arrays, and the hosts' rendezvous over MPI
+# (dlscale/workloads/rendezvous.py).
+COMMON = (("numpy", "every rank"), ("mpi4py", "every rank: the hosts' rendezvous over MPI"))
+# The oldest Python the workload's code runs on (pyproject.toml requires-python).
+OLDEST_PYTHON = (3, 10)
+
+
+def user_pythons(config):
+    """{framework: python} for the study's frameworks the config points at a Python of the user's."""
+    given = config.get("environments") or {}
+    return {fw: given[fw]["python"] for fw in config["framework"] if fw in given}
+
+
+def needs(config, framework):
+    """[{module, why, load}]: what a run of `framework` in this study imports (`load`: a module that
+    must be imported to know whether it works, a Horovod binding)."""
+    declared = frameworks.get(framework)
+    need = [{"module": m, "why": why, "load": False} for m, why in COMMON]
+    need += [{"module": m, "why": declared.LABEL, "load": False} for m in declared.MODULES]
+    if frameworks.HOROVOD in cfg.libraries(config, framework) and not frameworks.not_built(framework, "horovod"):
+        why = f"comm_library horovod: Horovod built with {declared.LABEL}"
+        need.append({"module": declared.HOROVOD_MODULE, "why": why, "load": True})
+    if config["data"]["kind"] != "synthetic":
+        need += [{"module": m, "why": "data: images (its loader)", "load": False} for m in declared.DATA_MODULES]
+    return need
+
+
+def missing(facts, need):
+    """What of `need` the probe's `facts` lack, each as one readable line."""
+    lines = []
+    version = tuple(int(x) for x in facts["python_version"].split(".")[:2])
+    if version < OLDEST_PYTHON:
+        lines.append(f"Python >= {'.'.join(map(str, OLDEST_PYTHON))} (it is {facts['python_version']})")
+    for n in need:
+        got = facts["modules"].get(n["module"], {})
+        if not got.get("found"):
+            lines.append(f"{n['module']} ({n['why']}): not installed")
+        elif got.get("error"):
+            lines.append(f"{n['module']} ({n['why']}): {got['error']}")
+    return lines
+
+
+def check(python, framework, need):
+    """What `python` has of `need` (`needs`) for runs of `framework`: the probe's facts, with the
+    needs and what is missing."""
+    modules = [n["module"] for n in need if not n["load"]]
+    facts = probe.probe(str(python), modules, [n["module"] for n in need if n["load"]], source=SOURCE)
+    return {**facts, "framework": framework, "needs": need, "missing": missing(facts, need)}
+
+
+def record(checked):
+    """A user's Python as an environment record (what the built one's environment.json holds that a
+    run reads: its python, key, pins, MPI), with the check that admitted it."""
+    return {
+        "python": checked["python"],
+        "key": f"user:{checked['python']}",
+        "user": True,
+        "framework": checked["framework"],
+        "pins": {m: f["version"] for m, f in checked["modules"].items() if f["version"]},
+        "mpi": build.find_mpi(),
+        "check": checked,
+    }
+
+
+def admit(python, declared, out_path):
+    """The pipeline's `framework_environment` step: check `python` against the needs the rule
+    declares ({framework, needs}) and write its record to out_path, or stop the study naming what it
+    lacks."""
+    checked = check(python, declared["framework"], declared["needs"])
+    if checked["missing"]:
+        label = frameworks.get(declared["framework"]).LABEL
+        raise ConfigError(
+            f"config key 'environments.{declared['framework']}.python': {python} lacks what the study's "
+            f"{label} runs need: " + "; ".join(checked["missing"])
+        )
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(json.dumps(record(checked), indent=2) + "\n")

@@ -45,7 +45,8 @@ def test_two_machines_compared_on_what_they_share(studies, tmp_path):
     # shared work: torch tinynet at 1 and 2 ranks, on both machines; mxnet only in the second study
     assert sorted(set(zip(table["framework"], table["ranks"]))) == [("torch", 1), ("torch", 2)]
     assert set(table["study"]) == {"one-thread", "two-threads"} and len(table) == 4
-    assert "- two-threads: mxnet tinynet overlap horovod 1 rank(s), mxnet tinynet overlap horovod 2 rank(s)" in md
+    only = "mxnet tinynet overlap horovod 1 rank(s) on 1 node(s), mxnet tinynet overlap horovod 2 rank(s) on 1 node(s)"
+    assert f"- two-threads: {only}" in md
     theirs = table[table["study"] == "two-threads"]
     assert (theirs["ratio_ci_lo"] > 0).all() and (theirs["ratio_ci_lo"] <= theirs["ratio"]).all()
     assert set(theirs["verdict"]) <= {"faster", "slower", "equal", "unresolved"}
@@ -69,7 +70,29 @@ def test_nothing_shared_says_so(tmp_path):
     compared = compare.table(studies)
     assert compared.empty
     md = compare.report(studies, compared, tmp_path / "c.md").read_text()
-    assert "No configuration was measured by every study" in md and "- b: jax x x x 1 rank(s)" in md
+    assert "No configuration was measured by every study" in md and "- b: jax x x x 1 rank(s) on 1 node(s)" in md
+
+
+def test_a_setting_a_study_varies_itself_is_matched_not_picked(tmp_path):
+    """A study with threads_per_rank [1, 2] against one with 1: its 1-thread rows are compared, its
+    2-thread rows listed as its own (not one of the two taken for the configuration)."""
+
+    def study(name, rates):
+        rows = []
+        for threads, rate in rates.items():
+            row = {k: "x" for k in compare.WORK} | {"framework": "torch", "nodes": 1, "ranks_per_node": 1, "ranks": 1}
+            row |= {k: 1 for k in compare.SETTINGS} | {"threads_per_rank": threads, "repeats_ok": 3}
+            row |= {"throughput_img_per_s": rate, "throughput_se": 0.1}
+            row |= {"throughput_img_per_s_ci_lo": rate - 0.4, "throughput_img_per_s_ci_hi": rate + 0.4}
+            rows.append(row)
+        return {"name": name, "folder": name, "summary": pd.DataFrame(rows), "hosts": {}, "dates": ("", "")}
+
+    studies = [study("both", {2: 20.0, 1: 10.0}), study("one", {1: 5.0})]
+    compared = compare.table(studies)
+    assert list(compared["threads_per_rank"]) == [1, 1]
+    assert compared.set_index("study").loc["one", "ratio"] == pytest.approx(0.5)
+    md = compare.report(studies, compared, tmp_path / "c.md").read_text()
+    assert "| threads_per_rank |" in md and "- both: torch x x x threads_per_rank=2 1 rank(s) on 1 node(s)" in md
 
 
 # --- dlscale plan: the model asked about candidate hardware -------------------------------------

@@ -26,18 +26,15 @@ from dlscale.core.vocabulary import CONFIG_KEYS
 WORK = ["framework", "model", "comm", "comm_library", "layout", "timing", "nodes", "ranks_per_node"]
 # Settings a study holds for all its runs, which two machines' studies may hold differently.
 SETTINGS = [k for k in CONFIG_KEYS if k not in WORK + ["loader_workers"]] + ["loader_workers"]
-COLUMNS = (
-    WORK
-    + ["ranks", "study", "reference", "img_per_s", "img_per_s_ci_lo", "img_per_s_ci_hi"]
-    + [
-        "img_per_s_per_device",
-        "repeats",
-        "ratio",
-        "ratio_ci_lo",
-        "ratio_ci_hi",
-        "verdict",
-    ]
-)
+# compare.csv: a configuration's keys (`keys`), then these.
+RESULT_COLUMNS = ["study", "reference", "img_per_s", "img_per_s_ci_lo", "img_per_s_ci_hi"] + [
+    "img_per_s_per_device",
+    "repeats",
+    "ratio",
+    "ratio_ci_lo",
+    "ratio_ci_hi",
+    "verdict",
+]
 
 
 def load(folder):
@@ -67,25 +64,33 @@ def differing(studies):
     return {k: v for k, v in values.items() if len({tuple(x) for x in v}) > 1}
 
 
+def keys(studies):
+    """What a configuration is across these studies: the work and its placement, every setting some
+    study varies itself (threads_per_rank as a list), which configurations are matched on too, and
+    the ranks."""
+    varied = [k for k in SETTINGS if any(s["summary"][k].nunique() > 1 for s in studies)]
+    return WORK + varied + ["ranks"]
+
+
 def table(studies):
     """One row per study x shared configuration: its throughput and, against the reference (the
     first study), the ratio with its interval and verdict (Holm-adjusted over the table)."""
-    keys = WORK + ["ranks"]
-    sides = [s["summary"].groupby(keys, as_index=False).first() for s in studies]
-    shared = sides[0][keys]
+    keys_ = keys(studies)
+    sides = [s["summary"].groupby(keys_, as_index=False).first() for s in studies]
+    shared = sides[0][keys_]
     for side in sides[1:]:
-        shared = shared.merge(side[keys], on=keys)
-    ref = sides[0].merge(shared, on=keys)
+        shared = shared.merge(side[keys_], on=keys_)
+    ref = sides[0].merge(shared, on=keys_)
     rows = []
     for study, side in zip(studies, sides):
-        mine = side.merge(shared, on=keys).merge(ref, on=keys, suffixes=("", "_ref"))
+        mine = side.merge(shared, on=keys_).merge(ref, on=keys_, suffixes=("", "_ref"))
         for r in mine.to_dict("records"):
             ratio, lo, hi = metrics.ratio_ci(
                 r["throughput_img_per_s"], r["throughput_se"], r["repeats_ok"],
                 r["throughput_img_per_s_ref"], r["throughput_se_ref"], r["repeats_ok_ref"],
             )  # fmt: skip
             rows.append(
-                {k: r[k] for k in keys}
+                {k: r[k] for k in keys_}
                 | {
                     "study": study["name"],
                     "reference": studies[0]["name"],
@@ -101,8 +106,8 @@ def table(studies):
                     "_df": min(r["repeats_ok"], r["repeats_ok_ref"]) - 1,
                 }
             )
-    out = pd.DataFrame(rows, columns=COLUMNS + ["_se", "_df"])
-    return _decide(out, studies[0]["name"]).reindex(columns=COLUMNS)
+    out = pd.DataFrame(rows, columns=keys_ + RESULT_COLUMNS + ["_se", "_df"])
+    return _decide(out, studies[0]["name"]).reindex(columns=keys_ + RESULT_COLUMNS)
 
 
 def _se_log(r):
@@ -133,14 +138,18 @@ def _decide(out, reference):
 
 
 def not_shared(studies):
-    """Per study, its configurations the others did not all measure ("torch alexnet 2 ranks")."""
-    keys = WORK + ["ranks"]
-    sets = [set(map(tuple, s["summary"][keys].astype(str).to_numpy())) for s in studies]
+    """Per study, its configurations the others did not all measure ("torch alexnet overlap horovod
+    threads_per_rank=2 2 rank(s)")."""
+    keys_ = keys(studies)
+    sets = [set(map(tuple, s["summary"][keys_].astype(str).to_numpy())) for s in studies]
     common = set.intersection(*sets)
-    return {
-        s["name"]: sorted(f"{c[0]} {c[1]} {c[2]} {c[3]} {c[8]} rank(s)" for c in mine - common)
-        for s, mine in zip(studies, sets)
-    }
+    return {s["name"]: sorted(_label(dict(zip(keys_, c))) for c in mine - common) for s, mine in zip(studies, sets)}
+
+
+def _label(config):
+    varied = [f"{k}={config[k]}" for k in config if k in SETTINGS]
+    words = [config[k] for k in ("framework", "model", "comm", "comm_library")]
+    return " ".join(words + varied + [f"{config['ranks']} rank(s) on {config['nodes']} node(s)"])
 
 
 def report(studies, compared, out_path):
@@ -158,24 +167,31 @@ def report(studies, compared, out_path):
     ] or ["- none: the studies ran the same settings"]
     if differ:
         lines += ["", "The ratios below compare the machines with these settings, not the machines alone."]
+    varied = [k for k in keys(studies) if k in SETTINGS]
+    if varied:
+        shared = "is compared where the studies share its value"
+        lines += [f"A setting a study varies itself ({', '.join(varied)}) {shared}."]
     lines += ["", "## Throughput on each machine", ""]
     if compared.empty:
         lines += ["No configuration was measured by every study: nothing to compare (below: what each measured)."]
     else:
+        varied = [k for k in keys(studies) if k in SETTINGS]
         lines += [
             f"Throughput in images/s over all ranks [95% CI], per device (img/s / ranks), and each study against "
             f"{studies[0]['name']}: ratio [95% CI, delta method on the log scale], verdict Holm-adjusted over the "
             f"{int((compared['verdict'] != 'reference').sum())} comparisons (family-wise 5%; equal: within 0.95-1.05).",
             "",
-            "| framework | network | library | ranks | study | img/s [95% CI] | per device | ratio [95% CI] "
-            "| verdict |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| framework | network | library | " + "".join(f"{k} | " for k in varied) + "ranks | study | "
+            "img/s [95% CI] | per device | ratio [95% CI] | verdict |",
+            "|---|---|---|" + "---|" * len(varied) + "---|---|---|---|---|---|",
         ]
         for r in compared.to_dict("records"):
             ratio = "" if r["verdict"] == "reference" else _ci(r, "ratio")
             lines.append(
-                f"| {r['framework']} | {r['model']} | {r['comm_library']} | {r['ranks']} | {r['study']} | "
-                f"{_ci(r, 'img_per_s')} | {r['img_per_s_per_device']:.3g} | {ratio} | {r['verdict']} |"
+                f"| {r['framework']} | {r['model']} | {r['comm_library']} | "
+                + "".join(f"{r[k]} | " for k in varied)
+                + f"{r['ranks']} | {r['study']} | {_ci(r, 'img_per_s')} | {r['img_per_s_per_device']:.3g} | "
+                f"{ratio} | {r['verdict']} |"
             )
     unshared = {k: v for k, v in not_shared(studies).items() if v}
     lines += ["", "## Measured by only some of the studies (not compared)", ""]

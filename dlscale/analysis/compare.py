@@ -175,7 +175,6 @@ def report(studies, compared, out_path):
     if compared.empty:
         lines += ["No configuration was measured by every study: nothing to compare (below: what each measured)."]
     else:
-        varied = [k for k in keys(studies) if k in SETTINGS]
         lines += [
             f"Throughput in images/s over all ranks [95% CI], per device (img/s / ranks), and each study against "
             f"{studies[0]['name']}: ratio [95% CI, delta method on the log scale], verdict Holm-adjusted over the "

@@ -5,7 +5,8 @@ Every rule's `run:` block is one line, `step(rule, FUNCTION, input, output, para
 log and resources, as a Snakemake script gets them. A step reads nothing else of the study: each
 config value it needs is a declared param (a change remakes the step) or, for a time limit, a
 resource (a longer limit remakes nothing). The runtime's rules are at the end of this module (run,
-allreduce, replay, peak, dataset, environment); the analysis's are in dlscale/analysis/steps.py.
+allreduce, replay, peak, dataset, environment, framework_environment); the analysis's are in
+dlscale/analysis/steps.py.
 
 Snakemake runs a rule's `run:` block in a thread (of its own process under the workflow profile,
 profiles/default; of a job process it spawns without it or under Slurm), where no signal handler

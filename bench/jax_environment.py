@@ -1,8 +1,9 @@
 """Benchmark (not a test): what each way of adding JAX to the environment costs.
 
 JAX >= 0.7 needs numpy >= 2 and MXNet 1.9.1 needs numpy < 2, so JAX can join the shared
-environment only as 0.6.2 (the last release that takes numpy 1.26), or a current JAX can live in an
-environment of its own that the launcher would pick for JAX runs. For each option this builds a
+environment only as 0.6.2 (the last release that takes numpy 1.26, as it did until JAX got an
+environment of its own), or a current JAX can live in an environment of its own, which runs of JAX
+use (dlscale/environment/recipe.py OWN_ENVIRONMENTS). For each option this builds a
 fresh virtual environment in a temporary folder with the option's pins and measures:
   install_s        pip's wall time to install them (from this machine's pip cache where it holds
                    the wheels: the time a second machine with a warm cache sees)
@@ -10,8 +11,8 @@ fresh virtual environment in a temporary folder with the option's pins and measu
   packages         the distributions installed
   startup_s        `import jax` and a first jitted operation, wall time, median (min, max) over
                    paired trials that alternate the options' order
-It also times the same start-up in the project's own environment (`.venv`), where JAX 0.6.2 sits
-beside PyTorch, TensorFlow and MXNet. Writes bench/results/jax-environment.csv.
+It also times the same start-up in JAX's own environment as dlscale builds it (with TensorFlow for
+its image loader). Writes bench/results/jax-environment.csv.
 
   .venv/bin/python bench/jax_environment.py [--trials 7] [--out bench/results/jax-environment.csv]
 """
@@ -29,11 +30,16 @@ sys.path.insert(0, str(ROOT))
 
 from overhead import machine, write_table  # noqa: E402
 
+from dlscale.environment import build as env  # noqa: E402
 from dlscale.environment import recipe  # noqa: E402
 
-SHARED = {name: recipe.FRAMEWORK_PINS[name] for name in ("jax", "jaxlib", "flax", "optax", "numpy")}
-# The newest JAX the registry serves, with the Flax and Optax that go with it (numpy 2).
-OWN = {"jax": "0.10.2", "jaxlib": "0.10.2", "flax": "0.12.8", "optax": "0.2.8"}
+# JAX as the shared environment held it: the last release that takes numpy 1.26.
+SHARED = {"jax": "0.6.2", "jaxlib": "0.6.2", "flax": "0.10.7", "optax": "0.2.5", "numpy": "1.26.4"}
+# The newest JAX the registry serves, with the Flax and Optax that go with it (numpy 2): JAX's own
+# environment's pins.
+OWN = {name: recipe.own_pins("jax")[name] for name in ("jax", "jaxlib", "flax", "optax")}
+OWN_NUMPY = recipe.own_pins("jax")["numpy"]
+BUILT = "JAX's own environment (as dlscale builds it)"
 OPTIONS = {"shared (JAX 0.6.2, numpy 1.26)": SHARED, "own environment (current JAX, numpy 2)": OWN}
 FIRST_OP = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(4)).block_until_ready()"
 
@@ -72,7 +78,7 @@ def main():
             built[option] = (Path(tmp) / f"option{i}", *build(Path(tmp) / f"option{i}", pins))
             print(f"{option}: installed in {built[option][1]:.1f} s, {built[option][2]:.0f} MB", flush=True)
         pythons = {option: b[0] / "bin" / "python" for option, b in built.items()}
-        pythons["the project's environment (.venv)"] = ROOT / ".venv" / "bin" / "python"
+        pythons[BUILT] = env.build(own="jax") / "bin" / "python"
         times = {option: [] for option in pythons}
         for trial in range(args.trials):
             order = list(pythons)[trial % len(pythons) :] + list(pythons)[: trial % len(pythons)]
@@ -81,14 +87,14 @@ def main():
         rows = []
         for option in pythons:
             folder, seconds, size, installed = built.get(option, (None, None, None, []))
-            pins = OPTIONS.get(option, SHARED)
+            pins = OPTIONS.get(option, OWN)
             rows.append(
                 {
                     "option": option,
                     "jax": pins["jax"],
                     "flax": pins["flax"],
                     "optax": pins["optax"],
-                    "numpy": next((p.split("==")[1] for p in installed if p.startswith("numpy==")), SHARED["numpy"]),
+                    "numpy": next((p.split("==")[1] for p in installed if p.startswith("numpy==")), OWN_NUMPY),
                     "packages": len(installed) if installed else "",
                     "install_s": round(seconds, 1) if seconds else "",
                     "site_packages_mb": round(size) if size else "",

@@ -10,9 +10,11 @@ run [STUDY] [--configfile F]... [--config K=V]... [-- SNAKEMAKE ARGS...]
                                           in STUDY (a stale lock a killed snakemake left is removed first)
 report [STUDY] [--configfile F]... [--config K=V]...
                                           the study's report.md and Snakemake's report.html
-env build [--record FILE] [--link PATH]   build (once) or find the workload environment
+env build [--framework F] [--record FILE] [--link PATH]
+                                          build (once) or find the workload environment, or (F: jax)
+                                          the environment of its own that framework F runs in
 env check [--python P] [--framework F]    what each framework's Python has of what the study needs
-env path                                  print the environment's folder (exit 1 if not built)
+env path [--framework F]                  print the environment's folder (exit 1 if not built)
 check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml and these
                                           overlays make (as snakemake --configfile ... --config ...)
 launch [CONFIG...] KEY=VALUE...           run one run of that study by hand (framework=torch ...)
@@ -58,14 +60,22 @@ def cmd_env(args):
 
     if args.action == "check":
         return _env_check(args)
+    if len(args.framework) > 1:
+        print(f"dlscale env {args.action}: one --framework at a time", file=sys.stderr)
+        return 2
+    own = _own_environment(args.framework)
     if args.action == "path":
-        path = env.env_dir()
+        path = env.env_dir(own=own)
         if not env.is_complete(path):
-            print(f"no complete environment at {path}; run `python -m dlscale env build`", file=sys.stderr)
+            how = f"python -m dlscale env build{f' --framework {own}' if own else ''}"
+            print(f"no complete environment at {path}; run `{how}`", file=sys.stderr)
             return 1
         print(path)
         return 0
-    path = env.build()
+    if own and args.link:
+        print("dlscale env build --link: the overlay is on the workload environment (no --framework)", file=sys.stderr)
+        return 2
+    path = env.build(own=own)
     if args.link:
         env.link(path, args.link)
     if args.record:
@@ -73,6 +83,12 @@ def cmd_env(args):
         shutil.copyfile(path / env.RECORD, args.record)
     print(path)
     return 0
+
+
+def _own_environment(framework):
+    """The framework asked for (`--framework`, at most one) if it has an environment of its own, else
+    None: the workload environment, which the others run in."""
+    return framework[0] if framework and env.own_environment(framework[0]) else None
 
 
 def _env_check(args):
@@ -83,12 +99,14 @@ def _env_check(args):
 
     conf = cfg.load(*args.configfile, items=args.config)
     users = environments.user_pythons(conf)
-    built = env.env_dir()
     lacking = 0
     for fw in args.framework or conf["framework"]:
+        own = _own_environment([fw])
+        built = env.env_dir(own=own)
         python = args.python or users.get(fw) or (env.load_record(built)["python"] if env.is_complete(built) else None)
         if python is None:
-            print(f"{fw}: the built environment: not built yet ({built}; ./bootstrap.sh builds it)")
+            how = f"`dlscale env build --framework {fw}` or a study running it" if own else "./bootstrap.sh"
+            print(f"{fw}: the built environment: not built yet ({built}; {how} builds it)")
             lacking += 1
             continue
         checked = environments.check(str(cfg.resolve(python)), fw, environments.needs(conf, fw))
@@ -505,7 +523,13 @@ def _env_command(sub):
         help="check: what each of the study's frameworks' Python has of what its runs need",
     )
     p.add_argument("--python", help="check: this Python, for every framework asked")
-    p.add_argument("--framework", action="append", default=[], help="check: only this framework (repeatable)")
+    p.add_argument(
+        "--framework",
+        action="append",
+        default=[],
+        help="build, path: the environment this framework runs in (its own, for jax); "
+        "check: only this framework (repeatable)",
+    )
     p.add_argument("--configfile", action="append", default=[], help="check: overlays on the study's config")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="check: as snakemake --config")
     p.add_argument("--record", help="copy the environment record (JSON) here")

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dlscale.environment import build
 from dlscale.runtime import emulate
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (a study folder too)
@@ -19,6 +20,14 @@ needs_emulation = pytest.mark.skipif(not EMULATION, reason=WHY_NO_EMULATION or "
 # The checkout is installed (editable) in the environment's overlay, .venv: `import dlscale` finds it.
 # The environment record launch.launch needs: the tests' own interpreter.
 ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
+
+
+def env_record(framework):
+    """The environment record a run of `framework` gets in a study: its own environment's (JAX's:
+    built once, as a study's first run of it builds it), else the tests' own interpreter's."""
+    if not build.own_environment(framework):
+        return ENV_RECORD
+    return build.load_record(build.build(quiet=True, own=framework))
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import pytest
 
 from dlscale.analysis import comm, prediction
 from dlscale.core import paths
-from dlscale.core.vocabulary import HOSTS_ENV
+from dlscale.environment import build
 from dlscale.runtime import allreduce, execution, launch, launchers
 from dlscale.workloads import frameworks
-from tests.conftest import needs_emulation, tiny_config
+from tests.conftest import ENV_RECORD, env_record, needs_emulation, tiny_config
 
 
 def test_sizes_and_repetitions():
@@ -147,21 +147,16 @@ def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):
 
 @pytest.mark.parametrize("native", ["jax", "torch", "tensorflow"])
 def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predicts_them_from_it(tmp_path, native):
-    """`--native` with a framework adds its own path (JAX's pmean, PyTorch's process group;
-    averaging: element 0 stays 1); a study without it sweeps none; the model's costs hold the
-    libraries apart."""
-    out = tmp_path / "sweep.jsonl"
-    command = [sys.executable, "-m", "dlscale.runtime.allreduce", str(out), "--max-bytes", str(1 << 16)]
-    argv = launchers.mpirun_argv(
-        ["localhost"],
-        2,
-        {"name": "mpirun", "bind_to": "none"},
-        [*command, "--native", native],
-        {"PYTHONPATH": str(paths.SOURCE), HOSTS_ENV: "localhost"},
-        as_root=os.geteuid() == 0,
-    )
-    rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=240)
-    assert rc == 0 and not timed_out, (tmp_path / "log").read_text()[-3000:]
+    """A study that runs a framework through its own library sweeps its path too (JAX's pmean, in
+    JAX's own environment, in a job of its own; PyTorch's process group; averaging: element 0 stays
+    1); a study without it sweeps none; the model's costs hold the libraries apart."""
+    out, log = tmp_path / "sweep.jsonl", tmp_path / "log"
+    conf = tiny_config(tmp_path, framework=[native], comm_library=["native"], allreduce_max_bytes=1 << 16)
+    apart = {native: env_record(native)} if build.own_environment(native) else {}
+    launch.sweep_allreduce(conf, 1, 2, ENV_RECORD, out, log, tmp_path / "attempts", apart)
+    assert "failed" not in out.read_text(), log.read_text()[-3000:]
+    assert {json.loads(line)["path"] for line in out.read_text().splitlines()} >= {"mpi", "horovod", native}
+    assert (f"--- {native}'s native path, in " in log.read_text()) == bool(apart)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     own_rows = [r for r in rows if r["path"] == native]
     assert [r["bytes"] for r in own_rows] == allreduce.sizes(1 << 16)

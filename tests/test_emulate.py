@@ -19,7 +19,7 @@ from dlscale.core.records import parse_file
 from dlscale.runtime import config as cfg
 from dlscale.runtime import emulate, launch
 from dlscale.workloads import frameworks
-from tests.conftest import ENV_RECORD, ROOT, needs_emulation, tiny_config, tiny_run
+from tests.conftest import ROOT, env_record, needs_emulation, tiny_config, tiny_run
 
 
 def _mine():
@@ -164,7 +164,7 @@ def test_cli_runs_a_command_in_node_0_with_the_hostfile():
 def _comm_times(tmp_path, rate):
     conf = tiny_config(tmp_path / str(rate), emulate={"rate_mbit": rate}, framework=["torch"], iterations=4)
     run = tiny_run(comm="sequential", timing="phased", nodes=2)
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
     run_dir, _, _ = paths.run_files(conf, run)
     spec = json.loads((run_dir / "spec.json").read_text())
@@ -230,7 +230,7 @@ def test_each_frameworks_own_library_meets_its_peers_across_emulated_nodes(tmp_p
     over the emulated link (the check that both ranks end with the same weights passes)."""
     conf = tiny_config(tmp_path, emulate={"rate_mbit": 400}, framework=[framework], iterations=2, profile_iterations=1)
     run = tiny_run(framework=framework, comm_library=frameworks.NATIVE, nodes=2)
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
     run_dir, _, _ = paths.run_files(conf, run)
     records = [parse_file(run_dir / f"rank{r}.jsonl")[0] for r in (0, 1)]

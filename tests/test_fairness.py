@@ -13,7 +13,7 @@ from dlscale.core.vocabulary import LOG, trace_name
 from dlscale.runtime import launch
 from dlscale.workloads import frameworks
 from dlscale.workloads.devices import LayoutError, resolve_layout
-from tests.conftest import ENV_RECORD, tiny_config, tiny_run
+from tests.conftest import env_record, tiny_config, tiny_run
 
 FRAMEWORKS = frameworks.NAMES  # every registered framework
 
@@ -31,7 +31,7 @@ def run_once(
         timing=timing,
         ranks_per_node=ranks,
     )
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     run_dir, _, _ = paths.run_files(conf, run)
     return status, run_dir
 

@@ -21,7 +21,7 @@ from dlscale.core import paths
 from dlscale.core.vocabulary import ATTEMPT, LOG, STATUS, TIMELINE, records_name, trace_name
 from dlscale.runtime import config as cfg
 from dlscale.runtime import launch
-from tests.conftest import ENV_RECORD, ROOT, SNAKEMAKE, tiny_config, tiny_run
+from tests.conftest import ENV_RECORD, ROOT, SNAKEMAKE, env_record, tiny_config, tiny_run
 
 # Iterations that keep a 2-rank tinynet run going for several seconds on 2 cores, long enough to
 # hit it with a signal while it trains.
@@ -118,7 +118,7 @@ def made_runs(tmp_path_factory, base_config_module):
     made = {}
     for timing in ("native", "phased"):
         run = {**TWO_RANKS, "timing": timing}
-        status = launch.launch(base_config_module, run, ENV_RECORD)
+        status = launch.launch(base_config_module, run, env_record(run["framework"]))
         assert status["status"] == "ok", status
         made[timing] = run_dir(base_config_module, run)
     return made

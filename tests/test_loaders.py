@@ -175,7 +175,7 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
     from dlscale.core.records import parse_file
     from dlscale.runtime import config as cfg
     from dlscale.runtime import launch
-    from tests.conftest import ENV_RECORD
+    from tests.conftest import env_record
 
     conf = image_config(tmp_path, timing=["phased"])
     images.prepare(cfg.dataset_folder(conf), images=16, classes=10, seed=conf["seed"], shards=2)
@@ -193,7 +193,7 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
         "threads_per_rank": 1,
         "repeat": 0,
     }
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "ok", status
     run_dir, _, _ = paths.run_files(conf, run)
     for rank in range(2):

@@ -21,7 +21,7 @@ from dlscale.core import paths, samples
 from dlscale.core.records import parse_file
 from dlscale.runtime import launch
 from dlscale.workloads import frameworks, train
-from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
+from tests.conftest import ROOT, env_record, tiny_config, tiny_run
 
 TRACE = ROOT / "tests" / "data" / "trace-gpu-h100-torch-alexnet.json.gz"
 
@@ -169,7 +169,7 @@ def test_each_real_iteration_records_its_own_work(tmp_path, framework):
     zero because its work ran inside another's (AlexNet at 64x64 steps in 0.1-0.3 s here)."""
     conf = tiny_config(tmp_path, iterations=6, framework=[framework], model=["alexnet"], image_size=64)
     run = tiny_run(framework=framework, model="alexnet", batch_size=8)
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "ok", status
     records, errors = parse_file(paths.run_files(conf, run)[0] / "rank0.jsonl")
     walls = [r["wall_s"] for r in records if r["kind"] == "step" and not r["warmup"] and not r["profiled"]]

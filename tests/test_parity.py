@@ -1,20 +1,27 @@
 """The four frameworks' definitions are the same networks: equal parameters layer by layer, and
-equal logits for equal weights and input (inference mode), within float32 tolerance."""
+equal logits for equal weights and input (inference mode), within float32 tolerance. JAX's side runs
+in JAX's own environment (tests/jax_parity.py), given the reference weights and input in a file."""
 
-import jax
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
 import mxnet as mx
 import numpy as np
 import pytest
 import torch
 
+from dlscale.core.paths import SOURCE
 from dlscale.workloads import frameworks
 from dlscale.workloads.batches import SyntheticData
 from dlscale.workloads.registry import build_model
+from tests.conftest import env_record
 
 reference = frameworks.module(frameworks.REFERENCE, "weights")
 tf_weights = frameworks.module("tensorflow", "weights")
 mx_weights = frameworks.module("mxnet", "weights")
-jax_weights = frameworks.module("jax", "weights")
 
 NETWORKS = ["alexnet", "googlenet", "resnet50", "tinynet"]
 # float32 through up to 50 layers in three libraries: relative to the largest logit.
@@ -39,7 +46,7 @@ def counts(shapes):
 
 
 @pytest.mark.parametrize("name", NETWORKS)
-def test_parameters_equal_layer_by_layer(name):
+def test_parameters_equal_layer_by_layer(tmp_path, name):
     source = reference.layers(build_model("torch", name, 1000))
     torch_counts = [counts(a.shape for a in arrays) for _, _, arrays in source]
 
@@ -61,24 +68,33 @@ def test_parameters_equal_layer_by_layer(name):
     assert sum(int(np.prod(p.shape)) for p in mx_params if p.grad_req != "null") == trainable
     assert sum(int(np.prod(p.shape)) for p in mx_params if p.grad_req == "null") == bn_stats
 
-    jax_model, variables = jax_network(name)
-    jax_counts = [
-        counts(a.shape for c in ("params", "batch_stats") for a in variables.get(c, {}).get(layer, {}).values())
-        for layer, _ in jax_model.weight_layers(variables)
-    ]
-    assert sorted(map(sorted, jax_counts)) == sorted(map(sorted, torch_counts))
-    assert [kind for _, kind in jax_model.weight_layers(variables)] == [kind for kind, _, _ in source]
-    assert sum(a.size for a in jax.tree.leaves(variables["params"])) == trainable
-    assert sum(a.size for a in jax.tree.leaves(variables.get("batch_stats", {}))) == bn_stats
+    jax = jax_side(tmp_path, name)
+    assert sorted(sorted(c) for _, c in jax["layers"]) == sorted(map(sorted, torch_counts))
+    assert [kind for kind, _ in jax["layers"]] == [kind for kind, _, _ in source]
+    assert (jax["trainable"], jax["bn_stats"]) == (trainable, bn_stats)
 
 
-def jax_network(name):
-    model = build_model("jax", name, 1000, 64)
-    return model, model.init(jax.random.PRNGKey(0), np.zeros((1, 64, 64, 3), np.float32), train=False)
+def jax_side(tmp_path, name, source=None, x=None, classes=1000):
+    """JAX's network `name` (tests/jax_parity.py, in JAX's own environment): its weight layers and
+    totals and, given reference layers `source` and input `x` (NHWC), its logits or the load's error."""
+    given = {"network": name, "classes": classes}
+    if source is not None:
+        given.update(kinds=[k for k, _, _ in source], names=[n for _, n, _ in source], x=x)
+        given.update({f"layer{i}_{j}": a for i, (_, _, arrays) in enumerate(source) for j, a in enumerate(arrays)})
+    in_path, out_path = tmp_path / f"{name}-in.npz", tmp_path / f"{name}-out.json"
+    np.savez(in_path, **given)
+    script = Path(__file__).with_name("jax_parity.py")
+    subprocess.run(
+        [env_record("jax")["python"], str(script), str(in_path), str(out_path)],
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(SOURCE)},
+        timeout=600,
+    )
+    return json.loads(out_path.read_text())
 
 
 @pytest.mark.parametrize("name", NETWORKS)
-def test_same_weights_same_logits(name):
+def test_same_weights_same_logits(tmp_path, name):
     model = torch_model(name)
     x = np.random.default_rng(1).standard_normal((2, 3, 64, 64), dtype=np.float32)
     with torch.no_grad():
@@ -94,9 +110,7 @@ def test_same_weights_same_logits(name):
     mx_weights.load(net, source)
     mx_logits = net(mx.nd.array(x)).asnumpy()
 
-    jax_model, variables = jax_network(name)
-    loaded = jax_weights.load(jax_model, variables, source)
-    jax_logits = np.asarray(jax.jit(lambda v, x: jax_model.apply(v, x, train=False))(loaded, x.transpose(0, 2, 3, 1)))
+    jax_logits = np.asarray(jax_side(tmp_path, name, source, x.transpose(0, 2, 3, 1))["logits"])
 
     scale = np.abs(ref).max()
     assert np.abs(tf_logits - ref).max() <= LOGIT_RTOL * scale
@@ -108,17 +122,14 @@ def test_same_weights_same_logits(name):
         assert np.abs(other(torch.from_numpy(x)).numpy() - ref).max() > LOGIT_RTOL * scale
 
 
-def test_transfer_refuses_a_mismatched_network():
+def test_transfer_refuses_a_mismatched_network(tmp_path):
     source = reference.layers(build_model("torch", "tinynet", 1000))
     with pytest.raises(ValueError, match="TensorFlow model has 8 weight layers, PyTorch 3"):
         tf_weights.load(build_model("tensorflow", "alexnet", 1000, 64), source)
-    alexnet, variables = jax_network("alexnet")
-    with pytest.raises(ValueError, match="JAX model has 8 weight layers, PyTorch 3"):
-        jax_weights.load(alexnet, variables, source)
+    x = np.zeros((1, 64, 64, 3), np.float32)
+    assert jax_side(tmp_path, "alexnet", source, x)["error"] == "JAX model has 8 weight layers, PyTorch 3"
     wider = reference.layers(build_model("torch", "tinynet", 10))
-    tinynet, variables = jax_network("tinynet")
-    with pytest.raises(ValueError, match=r"layer 6: shapes .* do not fit 002_dense"):
-        jax_weights.load(tinynet, variables, wider)
+    assert re.search(r"layer 6: shapes .* do not fit 002_dense", jax_side(tmp_path, "tinynet", wider, x)["error"])
 
 
 def test_every_framework_sees_the_same_data():

@@ -16,7 +16,7 @@ from dlscale.core.records import PHASE_KEYS, parse_file
 from dlscale.core.vocabulary import HOSTS_ENV
 from dlscale.runtime import execution, launch, launchers
 from dlscale.workloads import frameworks
-from tests.conftest import ENV_RECORD, ROOT, tiny_config, tiny_run
+from tests.conftest import ROOT, env_record, tiny_config, tiny_run
 
 FRAMEWORKS = frameworks.NAMES  # every registered framework
 # every framework with every communication library it runs
@@ -130,7 +130,7 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
         "threads_per_rank": 1,
         "repeat": 0,
     }
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "ok", status
     run_dir, _, _ = paths.run_files(conf, run)
     for rank in (0, 1):
@@ -156,14 +156,14 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
 def test_timeout_kills_run_and_keeps_logs(tmp_path):
     conf = tiny_config(tmp_path, run_timeout_s=1, iterations=100000)
     run = tiny_run(ranks_per_node=2)
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "failed"
     assert status["reasons"][0] == "timed out after 1 s; job killed"
     run_dir, log, attempts = paths.run_files(conf, run)
     saved = json.loads((run_dir / "status.json").read_text())
     assert saved["status"] == "failed" and "timed out" in saved["reasons"][0] and log.exists()
     # a second attempt moves the first one's files aside instead of overwriting them
-    launch.launch(conf, run, ENV_RECORD)
+    launch.launch(conf, run, env_record(run["framework"]))
     kept = list(attempts.iterdir())
     assert len(kept) == 1 and (kept[0] / "status.json").exists()
 
@@ -191,7 +191,7 @@ def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
         "threads_per_rank": 1,
         "repeat": 0,
     }
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "ok", status
     run_dir, _, _ = paths.run_files(conf, run)
     for rank in (0, 1):
@@ -243,7 +243,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path, mon
     broken.write_text("not a library\n")
     conf["launcher"]["env"] = {"MXNET_LIBRARY_PATH": str(broken)}  # `import mxnet` fails on every rank
     run = tiny_run(framework="mxnet")
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "failed"
     assert status["reasons"][0] == "mpirun exited with code 1"
     assert status["reasons"][1].startswith("first error: OSError: ")
@@ -254,7 +254,7 @@ def test_framework_that_cannot_start_fails_its_run_with_the_reason(tmp_path, mon
 @pytest.mark.parametrize("framework, name", [(name, frameworks.get(name).LABEL) for name in FRAMEWORKS])
 def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name):
     conf = tiny_config(tmp_path, device="gpu")
-    status = launch.launch(conf, tiny_run(framework=framework), ENV_RECORD)
+    status = launch.launch(conf, tiny_run(framework=framework), env_record(framework))
     assert status["status"] == "failed"
     reason = status["reasons"][1]
     assert reason.startswith(f"first error: dlscale.workloads.devices.DeviceError: device gpu: {name} "), reason
@@ -264,7 +264,7 @@ def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name)
 def test_mixed_precision_needs_a_gpu(tmp_path):
     conf = tiny_config(tmp_path, precision="mixed")
     run = tiny_run()
-    status = launch.launch(conf, run, ENV_RECORD)
+    status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "failed"
     assert status["reasons"][1] == (
         "first error: dlscale.workloads.devices.DeviceError: precision mixed needs device gpu "

@@ -3,7 +3,10 @@
 The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
 ``~/.cache/dlscale/envs``), in a folder named by a hash of `dlscale.environment.recipe.content()`, the
 interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
-a change of pins, edits or MPI builds a new one. ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
+a change of pins, edits or MPI builds a new one. A framework with an environment of its own
+(`recipe.OWN_ENVIRONMENTS`: JAX) has its folder beside it, named and hashed the same way
+(``py311-jax-<hash>``), built only when asked for (`build(own="jax")`: `dlscale env build
+--framework jax`, or the pipeline for a study that runs JAX). ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
 variant (CUDA framework builds, Horovod with NCCL; see `dlscale.environment.recipe`) in a folder of
 its own. A folder only counts once its ``COMPLETE`` marker
 exists, which is written last, after `horovodrun --check-build` has shown every framework and MPI;
@@ -121,9 +124,9 @@ def find_cuda_home():
     )
 
 
-def env_key(mpi, variant="cpu"):
+def env_key(mpi, variant="cpu", own=None):
     content = {
-        "recipe": recipe.content(variant),
+        "recipe": recipe.content(variant, own),
         "python": platform.python_version(),
         "machine": platform.machine(),
         "mpi": mpi["version"],
@@ -132,10 +135,17 @@ def env_key(mpi, variant="cpu"):
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def env_dir(mpi=None, variant_name=None):
+def env_dir(mpi=None, variant_name=None, own=None):
+    """The folder of the workload environment or (`own`) of that framework's own environment."""
     name = variant_name or variant()
-    tag = "" if name == "cpu" else f"{name}-"
-    return env_root() / f"py{sys.version_info.major}{sys.version_info.minor}-{tag}{env_key(mpi or find_mpi(), name)}"
+    tag = ("" if name == "cpu" else f"{name}-") + (f"{own}-" if own else "")
+    key = env_key(mpi or find_mpi(), name, own)
+    return env_root() / f"py{sys.version_info.major}{sys.version_info.minor}-{tag}{key}"
+
+
+def own_environment(framework):
+    """Whether `framework` has an environment of its own (else it runs in the workload environment)."""
+    return framework in recipe.OWN_ENVIRONMENTS
 
 
 def is_complete(path):
@@ -239,6 +249,15 @@ def _build(path, mpi, log, variant_name="cpu"):
     _write_record(path, py, mpi, variant_name, out)
 
 
+def _build_own(path, name, mpi, log, variant_name):
+    """A framework's own environment (recipe.OWN_ENVIRONMENTS): a venv of its pinned wheels."""
+    py = path / "bin" / "python"
+    _run([sys.executable, "-m", "venv", str(path)], log)
+    _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
+    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name, own=name)], log)
+    _write_record(path, py, mpi, variant_name, None, own=name)
+
+
 def _install_packages(path, py, log, variant_name):
     """Make the venv at `path` and install the pinned packages Horovod is built against, with the
     variant's sitecustomize; returns the venv's site-packages folder."""
@@ -325,18 +344,19 @@ def _horovod_build_env(path, py, site, cuda, variant_name):
     }
 
 
-def _write_record(path, py, mpi, variant_name, check_build_out):
+def _write_record(path, py, mpi, variant_name, check_build_out, own=None):
     """The environment's record (environment.json): where it is, what it was built from, and what
-    `horovodrun --check-build` said."""
+    `horovodrun --check-build` said (none for a framework's own environment, `own`: no Horovod)."""
     record = {
         "path": str(path),
         "python": str(py),
         "key": path.name,
         "variant": variant_name,
-        "pins": recipe.all_pins(variant_name),
-        "horovod": recipe.HOROVOD_VERSION,
+        "pins": recipe.own_pins(own, variant_name) if own else recipe.all_pins(variant_name),
+        "horovod": None if own else recipe.HOROVOD_VERSION,
         "mpi": mpi,
         "check_build": check_build_out,
+        **({"framework": own} if own else {}),
     }
     (path / RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
@@ -349,10 +369,11 @@ def _locked(lockfile):
         yield
 
 
-def build(quiet=False):
-    """Return the path of a complete environment, building it first if there is none."""
+def build(quiet=False, own=None):
+    """Return the path of a complete environment (the workload one, or `own`: that framework's own),
+    building it first if there is none."""
     mpi, variant_name = find_mpi(), variant()
-    path = env_dir(mpi, variant_name)
+    path = env_dir(mpi, variant_name, own)
     if is_complete(path):
         return path
     with _locked(path.with_name(path.name + ".lock")):
@@ -362,13 +383,15 @@ def build(quiet=False):
             shutil.rmtree(path)  # a half-made environment from an interrupted build
         log_path = path.with_name(path.name + ".build.log")
         if not quiet:
-            print(
-                f"building the workload environment in {path} (log: {log_path}); this takes about 10-15 minutes once",
-                file=sys.stderr,
-            )
+            what = f"{own}'s own environment" if own else "the workload environment"
+            takes = "under a minute to a few minutes" if own else "about 10-15 minutes"
+            print(f"building {what} in {path} (log: {log_path}); this takes {takes} once", file=sys.stderr)
         with open(log_path, "w") as log:
             try:
-                _build(path, mpi, log, variant_name)
+                if own:
+                    _build_own(path, own, mpi, log, variant_name)
+                else:
+                    _build(path, mpi, log, variant_name)
             except BaseException:
                 shutil.rmtree(path, ignore_errors=True)
                 raise
@@ -376,13 +399,15 @@ def build(quiet=False):
     return path
 
 
-def record_rule(python, record_path, log_path):
-    """The pipeline's `environment` rule: build (once) or find the environment with `python` and copy
-    its record to `record_path`, the build's output in `log_path`. No shell: the results and logs
+def record_rule(python, record_path, log_path, own=None):
+    """The pipeline's `environment` rule (and, with `own`, `framework_environment`'s for a framework
+    with an environment of its own): build (once) or find the environment with `python` and copy its
+    record to `record_path`, the build's output in `log_path`. No shell: the results and logs
     folders may hold spaces or quotes."""
     with open(log_path, "w") as log:
         subprocess.run(
-            [python, "-m", "dlscale", "env", "build", "--record", str(record_path)],
+            [python, "-m", "dlscale", "env", "build", "--record", str(record_path)]
+            + (["--framework", own] if own else []),
             stdout=log,
             stderr=subprocess.STDOUT,
             check=True,

@@ -1,31 +1,24 @@
-"""The one place where the workload environment is pinned.
+"""The one place where the environments are pinned: the workload environment and the frameworks' own.
 
-Everything that decides what the environment contains lives here: the Python package pins, the
+Everything that decides what an environment contains lives here: the Python package pins, the
 Horovod version, the source edits Horovod 0.28.1 needs for the current frameworks, and the build
 settings. `dlscale.environment.build` hashes this content; a change here builds a new environment beside the
 old one instead of patching it. The pins are recorded with every result (see
 `dlscale/workloads/rank.py` `provenance`, and the environment record, `environment.json`).
 """
 
-# Frameworks and their shared numpy. numpy 1.26.4 satisfies all four: TensorFlow 2.21 needs
-# numpy>=1.26, MXNet 1.9.1 needs numpy<2 (plus the `numpy.bool` shim below), and JAX 0.6.2 is the
-# last JAX that takes numpy 1.26 (0.7 on need numpy>=2). One environment with JAX 0.6.2 rather than
-# a current JAX in an environment of its own: bench/jax_environment.py measures both
-# (bench/results/jax-environment.csv) and docs/methods/jax.md says why.
+# The workload environment's frameworks, those Horovod is built for, and their shared numpy: 1.26.4
+# satisfies all three (TensorFlow 2.21 needs numpy>=1.26, MXNet 1.9.1 needs numpy<2, plus the
+# `numpy.bool` shim below). JAX is not among them: it has an environment of its own (OWN_ENVIRONMENTS).
 FRAMEWORK_PINS = {
     "torch": "2.13.0",
     "tensorflow-cpu": "2.21.0",
     "mxnet": "1.9.1",
-    "jax": "0.6.2",
-    "jaxlib": "0.6.2",
-    # Flax's linen layers for the networks, Optax's SGD with momentum: the releases that take JAX 0.6.2.
-    "flax": "0.10.7",
-    "optax": "0.2.5",
     "numpy": "1.26.4",
 }
 
-# Everything else in the environment: MPI bindings, the pipeline and the analysis. These live in
-# the same environment so that one interpreter runs workloads, pipeline and tests.
+# Everything else in the workload environment: MPI bindings, the pipeline, the analysis and the
+# tests, so that one interpreter runs the Horovod frameworks' workloads, the pipeline and the tests.
 TOOL_PINS = {
     "mpi4py": "4.1.2",
     "snakemake": "9.27.1",
@@ -58,6 +51,34 @@ TOOL_PINS = {
     "setuptools": "84.2.1",
     "wheel": "0.48.0",
 }
+
+# Frameworks with an environment of their own, beside the workload environment, per variant: a
+# venv of pinned wheels, no Horovod, no edits (built in under a minute). JAX: a current release (0.7
+# on) needs numpy >= 2, which MXNet 1.9.1 cannot import, and JAX has no Horovod binding; sharing the
+# workload environment pinned it at 0.6.2 (bench/results/jax-environment.csv measures both,
+# docs/methods/jax.md says why it moved). Its image loader is TensorFlow's tf.data (CPU build in both
+# variants: it only reads and decodes files), and every rank needs mpi4py (the hosts' rendezvous).
+_JAX_COMMON = {
+    "flax": "0.12.8",
+    "optax": "0.2.8",
+    "numpy": "2.4.6",
+    "mpi4py": "4.1.2",
+    "tensorflow-cpu": "2.21.0",
+}
+OWN_ENVIRONMENTS = {
+    "jax": {
+        "cpu": {"jax": "0.10.2", "jaxlib": "0.10.2", **_JAX_COMMON},
+        # JAX's CUDA 13 build: its plugin wheels and the CUDA libraries they require from PyPI (not
+        # yet run on a GPU by this project: see docs/limits.md).
+        "cuda": {"jax[cuda13]": "0.10.2", "jaxlib": "0.10.2", **_JAX_COMMON},
+    },
+}
+
+
+def own_pins(name, variant="cpu"):
+    """The pins of the environment of its own that framework `name` has (OWN_ENVIRONMENTS)."""
+    return OWN_ENVIRONMENTS[name][variant]
+
 
 # Tools that build the environment (pip itself, and cmake for Horovod's build).
 BUILD_PINS = {"pip": "24.3.1", "cmake": "3.31.6"}
@@ -337,8 +358,11 @@ def all_pins(variant="cpu"):
     return {**FRAMEWORK_PINS, **TOOL_PINS}
 
 
-def requirements(variant="cpu"):
-    """The pip requirement strings of a variant's pins."""
+def requirements(variant="cpu", own=None):
+    """The pip requirement strings of a variant's pins: the workload environment's, or (`own`) those
+    of that framework's own environment."""
+    if own is not None:
+        return [f"{name}=={version}" for name, version in own_pins(own, variant).items()]
     exact = CUDA_EXACT_PINS if variant == "cuda" else ()
     return [f"{name}{'===' if name in exact else '=='}{version}" for name, version in all_pins(variant).items()]
 
@@ -347,8 +371,11 @@ def horovod_build_env(variant="cpu"):
     return CUDA_HOROVOD_BUILD_ENV if variant == "cuda" else HOROVOD_BUILD_ENV
 
 
-def content(variant="cpu"):
-    """Everything that decides the environment's content, as plain data (hashed by dlscale.environment.build)."""
+def content(variant="cpu", own=None):
+    """Everything that decides an environment's content, as plain data (hashed by
+    dlscale.environment.build): the workload environment's, or (`own`) that framework's own."""
+    if own is not None:
+        return {"variant": variant, "own": own, "pins": own_pins(own, variant), "build_pins": BUILD_PINS}
     return {
         "variant": variant,
         "pins": all_pins(variant),

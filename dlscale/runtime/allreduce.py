@@ -1,6 +1,7 @@
 """Allreduce sweep (run under mpirun with mpi4py) and its analysis.
 
-`python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b]`: every rank allreduces
+`python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b] [--no-reference]`:
+every rank allreduces
 float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
 after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
 the slowest rank's time of each repetition. Three paths on the CPU, one after the other:
@@ -20,8 +21,10 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
   `sweep` part: `torch` (PyTorch's process group, gloo), `jax` (JAX's pmean in a jitted
   shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
   MANY_PIECES (their per-tensor cost).
-With `--device gpu` only the horovod path runs, on CUDA tensors of the rank's GPU (its local
-rank), which in the cuda environment Horovod reduces with NCCL.
+With `--no-reference` only the `--native` paths run (in a framework's own environment, which has no
+Horovod: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu` only the horovod path
+runs, on CUDA tensors of the rank's GPU (its local rank), which in the cuda environment Horovod
+reduces with NCCL.
 
 Bandwidths follow nccl-tests: algorithm bandwidth = bytes / time; bus bandwidth for allreduce =
 algbw x 2(n-1)/n. The latency-bandwidth (alpha-beta) model of ring allreduce on n ranks,
@@ -149,17 +152,18 @@ def _own_paths(native):
 OWN_MESSAGES = (("", FUSED_PIECES), (TENSORS_SUFFIX, MANY_PIECES))
 
 
-def _paths(device, n, max_bytes, native=()):
+def _paths(device, n, max_bytes, native=(), reference=True):
     """(path, maker, expected element 0, sizes) of every path the sweep runs on `device` for a study
-    that runs the frameworks `native` through their own libraries."""
+    that runs the frameworks `native` through their own libraries (without `reference`, only theirs)."""
     if device == "gpu":
         return [("horovod", gpu_allreduce, n, sizes(max_bytes))]
     few = [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
-    return [
+    references = [
         ("mpi", host_allreduce, n, sizes(max_bytes)),
         ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
         ("horovod_tensors", horovod_tensors_allreduce, 1, few),
-    ] + [
+    ]
+    return references * reference + [
         (path, functools.partial(make, tensors=pieces), 1, sizes(max_bytes) if pieces == FUSED_PIECES else few)
         for path, make, pieces in _own_paths(native)
     ]
@@ -189,11 +193,11 @@ def main(argv=None):
     out = argv[0]
     max_bytes = int(argv[argv.index("--max-bytes") + 1]) if "--max-bytes" in argv else 256 * MIB
     device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
-    native = argv[argv.index("--native") + 1].split(",") if "--native" in argv else []
+    native = [fw for fw in argv[argv.index("--native") + 1].split(",") if fw] if "--native" in argv else []
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
     fh = open(out, "w") if rank == 0 else None
-    for path, make, expected, swept in _paths(device, n, max_bytes, native):
+    for path, make, expected, swept in _paths(device, n, max_bytes, native, "--no-reference" not in argv):
         allreduce, transport = make(comm)
         for nbytes in swept:
             times, result = _repeated(comm, allreduce(nbytes))

@@ -1,8 +1,10 @@
-"""Each framework's Python: the environment dlscale builds (./bootstrap.sh), or the user's own, named
-by the config key `environments` (a site module's python, a container's), and what a study's runs
-of a framework need from it. A study whose framework's Python lacks what its runs need is refused
-before any run starts (the pipeline's `framework_environment` rule), naming what is missing;
-`dlscale env check` says the same without running anything.
+"""Each framework's Python: the workload environment dlscale builds (./bootstrap.sh), the
+environment of its own a framework has (JAX: `recipe.OWN_ENVIRONMENTS`, built when a study first
+runs it), or the user's own, named by the config key `environments` (a site module's python, a
+container's), and what a study's runs of a framework need from it. A study whose framework's
+Python lacks what its runs need is refused before any run starts (the pipeline's
+`framework_environment` rule), naming what is missing; `dlscale env check` says the same without
+running anything.
 """
 
 import json
@@ -25,6 +27,27 @@ def user_pythons(config):
     """{framework: python} for the study's frameworks the config points at a Python of the user's."""
     given = config.get("environments") or {}
     return {fw: given[fw]["python"] for fw in config["framework"] if fw in given}
+
+
+def built_apart(config, framework):
+    """Whether the study runs `framework` in the environment of its own dlscale builds for it."""
+    return build.own_environment(framework) and framework not in user_pythons(config)
+
+
+def apart(config):
+    """The study's frameworks that run outside the workload environment: in a Python of the user's
+    or in their own environment. Each is admitted (`admit`) before any run."""
+    users = user_pythons(config)
+    return [fw for fw in config["framework"] if fw in users or build.own_environment(fw)]
+
+
+def python_of(config, framework):
+    """The Python a framework that runs apart (`apart`) runs in: the user's (resolved), or its own
+    environment's, which is where it will be built (its folder names the pins it is built from)."""
+    users = user_pythons(config)
+    if framework in users:
+        return str(cfg.resolve(users[framework]))
+    return str(build.env_dir(own=framework) / "bin" / "python")
 
 
 def needs(config, framework):
@@ -78,16 +101,19 @@ def record(checked):
     }
 
 
-def admit(python, declared, out_path):
+def admit(python, declared, out_path, built=False):
     """The pipeline's `framework_environment` step: check `python` against the needs the rule
-    declares ({framework, needs}) and write its record to out_path, or stop the study naming what it
-    lacks."""
+    declares ({framework, needs}) and write its record to out_path (with `built`, the record the
+    environment's build wrote there, the check added), or stop the study naming what it lacks."""
     checked = check(python, declared["framework"], declared["needs"])
     if checked["missing"]:
         label = frameworks.get(declared["framework"]).LABEL
-        raise ConfigError(
-            f"config key 'environments.{declared['framework']}.python': {python} lacks what the study's "
-            f"{label} runs need: " + "; ".join(checked["missing"])
+        where = (
+            f"{label}'s own environment {python}"
+            if built
+            else f"config key 'environments.{declared['framework']}.python': {python}"
         )
+        raise ConfigError(f"{where} lacks what the study's {label} runs need: " + "; ".join(checked["missing"]))
+    made = {**json.loads(Path(out_path).read_text()), "check": checked} if built else record(checked)
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_path).write_text(json.dumps(record(checked), indent=2) + "\n")
+    Path(out_path).write_text(json.dumps(made, indent=2) + "\n")

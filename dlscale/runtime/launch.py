@@ -268,28 +268,35 @@ def _launch_facts(env_record, hosts, argv, cluster):
     }
 
 
-def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root):
-    """Run the allreduce sweep (dlscale.runtime.allreduce) on the run's hosts and ranks (`measure`)."""
+def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, apart=None):
+    """Run the allreduce sweep (dlscale.runtime.allreduce) on the run's hosts and ranks (`measure`):
+    the reference paths and the native paths of the frameworks that run in the workload environment
+    in `env_record`'s Python; each native path of a framework that runs apart ({framework: its
+    environment record}: JAX's own environment, a user's Python) in a job of its own in that Python,
+    its lines (or its failure) appended to out_path and its log to log_path."""
+    apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.native(config)}
+    here = [fw for fw in cfg.native(config) if fw not in apart]
+    measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, *_sweep_job(config, here))
+    if config.get("device", "cpu") == "gpu":
+        return  # a GPU sweep times the horovod path only (dlscale/runtime/allreduce.py)
+    out_path, log_path = Path(out_path), Path(log_path)
+    for fw, record in apart.items():
+        part, part_log = (p.with_name(f"{p.stem}.{fw}{p.suffix}") for p in (out_path, log_path))
+        job_args = _sweep_job(config, [fw], reference=False)
+        measure(config, nodes, ranks_per_node, record, part, part_log, attempts_root, *job_args)
+        with open(out_path, "a") as out, open(log_path, "a") as log:
+            out.write(part.read_text())
+            log.write(f"\n--- {fw}'s native path, in {record['python']} ---\n{part_log.read_text()}")
+        part.unlink()
+        part_log.unlink()
 
-    measure(
-        config,
-        nodes,
-        ranks_per_node,
-        env_record,
-        out_path,
-        log_path,
-        attempts_root,
-        "dlscale.runtime.allreduce",
-        [
-            "--max-bytes",
-            str(config["allreduce_max_bytes"]),
-            "--device",
-            config.get("device", "cpu"),
-            "--native",
-            ",".join(cfg.native(config)),
-        ],
-        allreduce.SCHEMA,
-    )
+
+def _sweep_job(config, native, reference=True):
+    """(module, args, schema) of a sweep job timing the native paths of `native` and, with
+    `reference`, the MPI and Horovod paths."""
+    args = ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]
+    args += ["--native", ",".join(native)] + ([] if reference else ["--no-reference"])
+    return "dlscale.runtime.allreduce", args, allreduce.SCHEMA
 
 
 def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path, log_path, attempts_root):

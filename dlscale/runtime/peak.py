@@ -1,13 +1,13 @@
 """The machine's matrix-multiply rate as each framework reaches it: the denominator of model FLOP
 utilisation (MFU).
 
-Per framework (its package's probe.py), in a process of its own with a rank's threads (`threads_per_rank`) and device: a
-square matrix multiply (float32; float16 for mixed precision) of size N, timed REPEATS times after
-WARMUP, waiting for the result each time; the rate is 2 N^3 / the median time. CPU: N = 2048;
-GPU: N = 8192 (large enough for the BLAS kernels' full speed).
+Per framework, in a process of its own in that framework's Python (`--python FRAMEWORK=PATH` for
+one that runs apart from the workload environment: JAX's own environment, a user's), with a rank's
+threads (`threads_per_rank`) and device: a square matrix multiply (dlscale/workloads/matmul.py);
+the rate is 2 N^3 / the median time.
 
     python -m dlscale.runtime.peak OUT.csv --framework torch tensorflow mxnet --threads 1 [--device cpu|gpu]
-        [--precision fp32|mixed]
+        [--precision fp32|mixed] [--python jax=PATH]
 """
 
 import argparse
@@ -15,36 +15,15 @@ import csv
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from dlscale.core.paths import SOURCE
 from dlscale.runtime import config as cfg
 from dlscale.runtime.execution import execute
 from dlscale.workloads import frameworks
-
-WARMUP, REPEATS = 3, 10
-SIZE = {"cpu": 2048, "gpu": 8192}
-
-
-def _timed(run):
-    for _ in range(WARMUP):
-        run()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times), max(times)
-
-
-def measure(framework, threads, device, precision):
-    """(median, fastest, slowest) seconds of one N x N multiply in `framework` (its probe.py)."""
-    probe = frameworks.module(framework, "probe")
-    return _timed(probe.matmul(SIZE[device], threads, device, precision == "mixed"))
+from dlscale.workloads.matmul import REPEATS, SIZE
 
 
 def _arguments(argv):
@@ -56,7 +35,13 @@ def _arguments(argv):
     ap.add_argument("--threads", type=int, nargs="+", default=[1], help="each measured apart (a row each)")
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     ap.add_argument("--precision", choices=["fp32", "mixed"], default="fp32")
-    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="FRAMEWORK=PATH",
+        help="the Python a framework runs in (default: this one)",
+    )
     return ap.parse_args(argv)
 
 
@@ -79,17 +64,8 @@ def _environment(threads, device):
 def _probe(framework, threads, args, env):
     """One framework's row of the table at `threads`, measured in a process of its own."""
     n = SIZE[args.device]
-    cmd = [
-        sys.executable,
-        "-m",
-        "dlscale.runtime.peak",
-        "--one",
-        "--framework",
-        framework,
-        "--threads",
-        str(threads),
-    ]
-    cmd += ["--device", args.device, "--precision", args.precision]
+    python = dict(p.split("=", 1) for p in args.python).get(framework, sys.executable)
+    cmd = [python, "-m", "dlscale.workloads.matmul", framework, str(threads), args.device, args.precision]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     row = {
@@ -127,10 +103,6 @@ def _probe(framework, threads, args, env):
 
 def main(argv=None):
     args = _arguments(argv)
-    if args.one:
-        median, fastest, slowest = measure(args.framework[0], args.threads[0], args.device, args.precision)
-        print(json.dumps({"median_s": median, "min_s": fastest, "max_s": slowest}))
-        return 0
     rows = [
         _probe(framework, threads, args, _environment(threads, args.device))
         for threads in args.threads
@@ -155,14 +127,17 @@ def rule_settings(config):
     }
 
 
-def rule(settings, python, out_path, log_path):
+def rule(settings, python, out_path, log_path, apart=None):
     """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
-    device (`main`), in a process of its own. `settings` (`rule_settings`): every config value it
-    reads, which the rule declares as its params so that a change to one remakes peak.csv."""
+    device (`main`), in a process of its own, in `python` or, for a framework that runs apart, the
+    Python its environment record in `apart` ({framework: record}) names. `settings`
+    (`rule_settings`): every config value it reads, which the rule declares as its params so that a
+    change to one remakes peak.csv."""
 
     argv = [python, "-m", "dlscale.runtime.peak", str(Path(out_path).resolve()), "--framework", *settings["framework"]]
     argv += ["--threads", *map(str, settings["threads_per_rank"]), "--device", settings["device"]]
     argv += ["--precision", settings["precision"]]
+    argv += [f"--python={fw}={record['python']}" for fw, record in (apart or {}).items()]
     Path(log_path).write_text("")
     rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(SOURCE)})
     if rc:

@@ -242,6 +242,11 @@ def _record(job):
     return json.loads(Path(job.input.env).read_text())
 
 
+def _records(apart):
+    """{framework: environment record} from a rule's params.apart ({framework: record path}, JSON)."""
+    return {fw: json.loads(Path(path).read_text()) for fw, path in json.loads(apart).items()}
+
+
 def run(job):
     """`rule run`: the run params.run names, its status file output[0]."""
     launch.launch(_settings(job), job.params.run, _record(job), job.output[0], job.log[0], job.params.attempts)
@@ -250,9 +255,10 @@ def run(job):
 def allreduce(job):
     """`rule allreduce`: the sweep on params.place (nodes, ranks_per_node)."""
     place = job.params.place
+    apart = _records(job.params.apart)
     launch.sweep_allreduce(
         _settings(job), place["nodes"], place["ranks_per_node"], _record(job), job.output[0], job.log[0],
-        job.params.attempts,
+        job.params.attempts, apart,
     )  # fmt: skip
 
 
@@ -266,7 +272,8 @@ def replay(job):
 
 def peak_rule(job):
     """`rule peak`: the matrix-multiply peak (dlscale/runtime/peak.py) with params.settings."""
-    peak.rule(json.loads(job.params.settings), job.params.python, job.output[0], job.log[0])
+    apart = _records(job.params.apart)
+    peak.rule(json.loads(job.params.settings), job.params.python, job.output[0], job.log[0], apart)
 
 
 def dataset_rule(job):
@@ -275,11 +282,15 @@ def dataset_rule(job):
 
 
 def framework_environment(job):
-    """`rule framework_environment`: the user's Python params.python admitted for params.needs
+    """`rule framework_environment`: the Python params.python (the user's, or with params.build the
+    framework's own environment, built here first) admitted for params.needs
     (dlscale/runtime/environments.py `admit`), its record output[0], or the study stopped."""
-    with open(job.log[0], "w") as log:
+    declared = json.loads(job.params.needs)
+    if job.params.build:
+        build.record_rule(sys.executable, job.output[0], job.log[0], own=declared["framework"])
+    with open(job.log[0], "a") as log:
         log.write(f"checking {job.params.python} for {job.params.needs}\n")
-    environments.admit(job.params.python, json.loads(job.params.needs), job.output[0])
+    environments.admit(job.params.python, declared, job.output[0], built=job.params.build)
 
 
 def environment(job):

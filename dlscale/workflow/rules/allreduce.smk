@@ -5,6 +5,7 @@
 rule allreduce:
     input:
         env=ENV_RECORD,
+        apart=list(SWEPT_APART.values()),
         hostfile=config["hostfile"],
     output:
         f"{RESULTS}/{paths.sweep('{nodes}', '{ranks_per_node}')}.jsonl",
@@ -18,6 +19,7 @@ rule allreduce:
         place=lambda w: {"nodes": int(w.nodes), "ranks_per_node": int(w.ranks_per_node)},
         settings=json.dumps(cfg.sweep_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.sweep(w.nodes, w.ranks_per_node))}",
+        apart=json.dumps(SWEPT_APART, sort_keys=True),
     run:
         step(rule, rule_process.allreduce, input, output, params, log, resources)
 

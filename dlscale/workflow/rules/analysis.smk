@@ -49,6 +49,7 @@ rule run_metrics:
 rule peak:
     input:
         env=ENV_RECORD,
+        apart=list(FRAMEWORK_ENVS.values()),
     output:
         TABLE["peak"],
     log:
@@ -60,6 +61,8 @@ rule peak:
         python=sys.executable,
         # every config value the measurement reads: a change remakes the peak table (and MFU with it)
         settings=json.dumps(peak.rule_settings(config), sort_keys=True),
+        # each framework that runs apart is measured in its own Python
+        apart=json.dumps(FRAMEWORK_ENVS, sort_keys=True),
     run:
         step(rule, rule_process.peak_rule, input, output, params, log, resources)
 

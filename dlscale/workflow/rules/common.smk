@@ -18,9 +18,11 @@ from dlscale.analysis import figures, second_pass, steps
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
 ENV_RECORD = f"{RESULTS}/{env.RECORD}"
-# The frameworks the config runs in a Python of the user's, each admitted by its own check's record.
-USER_PYTHONS = environments.user_pythons(config)
-FRAMEWORK_ENVS = {fw: f"{RESULTS}/{paths.framework_environment(fw)}.json" for fw in USER_PYTHONS}
+# The frameworks the config runs in a Python of the user's, and those with an environment of their
+# own (JAX): each admitted by its own check's record, the rest run in the workload environment.
+FRAMEWORK_ENVS = {fw: f"{RESULTS}/{paths.framework_environment(fw)}.json" for fw in environments.apart(config)}
+# The native paths the allreduce sweep times apart, each in its framework's Python: {framework: record}.
+SWEPT_APART = {fw: FRAMEWORK_ENVS[fw] for fw in cfg.native(config) if fw in FRAMEWORK_ENVS}
 TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
 DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None

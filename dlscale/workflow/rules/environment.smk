@@ -16,15 +16,18 @@ rule environment:
         step(rule, rule_process.environment, input, output, params, log, resources)
 
 
-# A framework the config runs in a Python of the user's (`environments`): checked for what the
-# study's runs of it need; the study stops here, naming what it lacks, before any run.
+# A framework the config runs in a Python of the user's (`environments`), or one with an environment
+# of its own (JAX, built here once per pin set): checked for what the study's runs of it need; the
+# study stops here, naming what it lacks, before any run.
 rule framework_environment:
     output:
         f"{RESULTS}/{paths.framework_environment('{framework}')}.json",
     log:
         f"{LOGS}/{paths.framework_environment('{framework}')}.log",
     params:
-        python=lambda w: str(cfg.resolve(USER_PYTHONS[w.framework])),
+        python=lambda w: environments.python_of(config, w.framework),
+        # a framework's own environment (not the user's Python) is built (once) before the check
+        build=lambda w: environments.built_apart(config, w.framework),
         needs=lambda w: json.dumps({"framework": w.framework, "needs": environments.needs(config, w.framework)}),
     run:
         step(rule, rule_process.framework_environment, input, output, params, log, resources)

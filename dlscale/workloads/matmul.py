@@ -1,0 +1,49 @@
+"""One framework's square matrix multiply, timed in a process of its own, in the framework's own
+Python: what dlscale/runtime/peak.py measures each framework's peak rate with. It imports nothing of
+the study but the framework's probe (its package's probe.py), so that it runs in any Python a
+framework runs in (its own environment, a user's).
+
+    python -m dlscale.workloads.matmul FRAMEWORK THREADS DEVICE PRECISION
+
+prints {"median_s", "min_s", "max_s"} of one N x N multiply (float32; float16 for mixed precision),
+timed REPEATS times after WARMUP, waiting for the result each time. CPU: N = 2048; GPU: N = 8192
+(large enough for the BLAS kernels' full speed).
+"""
+
+import json
+import statistics
+import sys
+import time
+
+from dlscale.workloads import frameworks
+
+WARMUP, REPEATS = 3, 10
+SIZE = {"cpu": 2048, "gpu": 8192}
+
+
+def _timed(run):
+    for _ in range(WARMUP):
+        run()
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times)
+
+
+def measure(framework, threads, device, precision):
+    """(median, fastest, slowest) seconds of one N x N multiply in `framework` (its probe.py)."""
+    probe = frameworks.module(framework, "probe")
+    return _timed(probe.matmul(SIZE[device], threads, device, precision == "mixed"))
+
+
+def main(argv=None):
+    framework, threads, device, precision = sys.argv[1:] if argv is None else argv
+    median, fastest, slowest = measure(framework, int(threads), device, precision)
+    print(json.dumps({"median_s": median, "min_s": fastest, "max_s": slowest}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

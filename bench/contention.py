@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from overhead import machine, write_table  # noqa: E402
+from overhead import framework_python, machine, write_table  # noqa: E402
 
 from dlscale.core.records import parse_file  # noqa: E402
 from dlscale.core.vocabulary import records_name  # noqa: E402
@@ -63,7 +63,7 @@ def start(spec, folder, ranks, env):
         ["localhost"],
         ranks,
         {"name": "mpirun", "bind_to": "none"},
-        launch.workload_command(sys.executable, folder / "spec.json"),
+        launch.workload_command(framework_python(spec["framework"]), folder / "spec.json"),
         env,
         as_root=os.geteuid() == 0,
     )

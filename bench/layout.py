@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from overhead import machine, throughput, write_table  # noqa: E402
+from overhead import framework_python, machine, throughput, write_table  # noqa: E402
 
 from dlscale.runtime import execution, launch, launchers  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
@@ -85,7 +85,7 @@ def main():
                             ["localhost"],
                             1,
                             {"name": "mpirun", "bind_to": "none"},
-                            launch.workload_command(sys.executable, out / "spec.json"),
+                            launch.workload_command(framework_python(framework), out / "spec.json"),
                             env,
                             as_root=os.geteuid() == 0,
                         )

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from dlscale.core.records import parse_file  # noqa: E402
 from dlscale.core.samples import median_interval  # noqa: E402
 from dlscale.core.vocabulary import HOSTS_ENV, records_name  # noqa: E402
+from dlscale.environment import build  # noqa: E402
 from dlscale.runtime import execution, launch, launchers  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 from dlscale.workloads.devices import nvidia_smi_name  # noqa: E402
@@ -106,6 +107,12 @@ def throughput(kind, out, spec, ranks, records=None):
     return ranks * spec["batch_size"] / statistics.mean(steps.values())
 
 
+def framework_python(framework):
+    """The Python a framework's runs use, as in a study: its own environment's (JAX's, built once),
+    else this one (the workload environment's)."""
+    return (build.own_record(framework) or {"python": sys.executable})["python"]
+
+
 def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
     out = Path(tmp) / f"{framework}_{spec['comm_library']}_r{ranks}_t{trial}"
     out.mkdir()
@@ -121,10 +128,11 @@ def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
                 {**spec, "framework": framework, "ranks_per_node": ranks, "timing": timing, "out_dir": str(folder)}
             )
         )
+        python = framework_python(framework)
         script = (
-            [sys.executable, str(ROOT / "bench" / f"bare_{framework}.py"), str(spec_path)]
+            [python, str(ROOT / "bench" / f"bare_{framework}.py"), str(spec_path)]
             if kind == "bare"
-            else launch.workload_command(sys.executable, spec_path)
+            else launch.workload_command(python, spec_path)
         )
         if direct:  # one rank without a launcher (Horovod's Gloo controller, size 1)
             argv, proc_env = (

@@ -25,9 +25,7 @@ ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
 def env_record(framework):
     """The environment record a run of `framework` gets in a study: its own environment's (JAX's:
     built once, as a study's first run of it builds it), else the tests' own interpreter's."""
-    if not build.own_environment(framework):
-        return ENV_RECORD
-    return build.load_record(build.build(quiet=True, own=framework))
+    return build.own_record(framework) or ENV_RECORD
 
 
 @pytest.fixture

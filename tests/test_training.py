@@ -30,7 +30,7 @@ def run_two_ranks(tmp_path, spec, script):
         ["localhost"],
         2,
         {"name": "mpirun", "bind_to": "none"},
-        [sys.executable, str(script), str(spec_path)],
+        [env_record(spec["framework"])["python"], str(script), str(spec_path)],
         launch.rank_env({"threads_per_rank": 1, "launcher": {}}),
         as_root=os.geteuid() == 0,
     )
@@ -72,7 +72,7 @@ def test_two_ranks_average_gradients(tmp_path, framework, library, comm):
     script = ROOT / "tests" / "mpi_one_step.py"
     run_two_ranks(tmp_path, spec, script)
     single = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "spec.json"), "--single", "2"],
+        [env_record(framework)["python"], str(script), str(tmp_path / "spec.json"), "--single", "2"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -102,7 +102,7 @@ def test_a_native_rank_that_cannot_meet_its_peers_fails_saying_where(tmp_path, f
         ["localhost"],
         2,
         {"name": "mpirun", "bind_to": "none"},
-        [sys.executable, str(ROOT / "tests" / "mpi_one_step.py"), str(tmp_path / "spec.json")],
+        [env_record(framework)["python"], str(ROOT / "tests" / "mpi_one_step.py"), str(tmp_path / "spec.json")],
         {**launch.rank_env({"threads_per_rank": 1, "launcher": {}}), HOSTS_ENV: "192.0.2.1"},  # TEST-NET-1
         as_root=os.geteuid() == 0,
     )

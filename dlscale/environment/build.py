@@ -418,6 +418,12 @@ def load_record(path):
     return json.loads((Path(path) / RECORD).read_text())
 
 
+def own_record(framework):
+    """The record of `framework`'s own environment (built first if there is none), or None for a
+    framework that runs in the workload environment."""
+    return load_record(build(quiet=True, own=framework)) if own_environment(framework) else None
+
+
 OVERLAY_MARK = "dlscale-environment.pth"
 
 

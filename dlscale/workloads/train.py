@@ -186,6 +186,7 @@ def train(argv, scratch):
         elapsed_s=time.perf_counter() - started,
         **enough.record(times),
         **extra,
+        **({"compile": trainer.compile_times()} if trainer.compile_times() else {}),
     )
     writer.close()
     leave(data, trainer, scratch)

@@ -147,6 +147,11 @@ class Trainer(abc.ABC):
         last, in native timing), or None where the framework does not report it."""
         return None
 
+    def compile_times(self):
+        """{what: {"s": seconds, "cache": "hit" | "miss"}} of what the framework compiled ahead of its
+        first iterations (in warm-up, never in a measured time), or {} where it compiles nothing so."""
+        return {}
+
     @abc.abstractmethod
     def profile_start(self, folder):
         """Turn the framework's profiler on, writing what it needs under `folder`."""

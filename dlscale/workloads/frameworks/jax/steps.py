@@ -9,7 +9,9 @@ of one) of global arrays, assembled without a copy. `to_native` / `to_local` mov
 the two; the trainer keeps whichever form its last call needed.
 """
 
+import collections
 import functools
+import time
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +25,22 @@ from jax.sharding import PartitionSpec as P
 from dlscale.workloads.frameworks.jax import collectives
 from dlscale.workloads.frameworks.jax.collectives import AXIS, global_array, local_part
 from dlscale.workloads.frameworks.jax.profile import COMM_SCOPE, UPDATE_SCOPE
+
+# Every event JAX's monitoring records in this process, counted: a compile that its persistent
+# cache served records '/jax/compilation_cache/cache_hits' (`compile_once` tells hit from miss).
+_EVENTS = collections.Counter()
+jax.monitoring.register_event_listener(lambda event, **_: _EVENTS.update([event]))
+CACHE_HIT = "/jax/compilation_cache/cache_hits"
+
+
+def compile_once(lowered, what, record):
+    """`lowered` compiled, its seconds and whether JAX's persistent cache served it in record[what].
+    On the CPU only rank 0 is served: each process's cache key names its own devices, and JAX writes
+    entries from process 0 alone, so the other ranks compile in every run (in warm-up)."""
+    hits, start = _EVENTS[CACHE_HIT], time.perf_counter()
+    compiled = lowered.compile()
+    record[what] = {"s": round(time.perf_counter() - start, 3), "cache": "hit" if _EVENTS[CACHE_HIT] > hits else "miss"}
+    return compiled
 
 
 def _stack(tree):
@@ -45,6 +63,7 @@ class Steps:
         self._mean = jax.jit(mean)
         replicated = P()
         self._compiled = self._mean_compiled = None
+        self.compile_record = {}  # what compile_once compiled: seconds, cache hit or miss
         self.step = jax.jit(
             shard_map(
                 self._step,
@@ -95,7 +114,7 @@ class Steps:
 
         parts = jax.tree.map(assemble, grads)
         if self._mean_compiled is None:  # compiled on every rank before its first collective runs
-            self._mean_compiled = self._mean.lower(parts).compile()
+            self._mean_compiled = compile_once(self._mean.lower(parts), "phased mean", self.compile_record)
             collectives.barrier("phased mean compiled", self.rank, self.size)
         averaged = self._mean_compiled(parts)
         return jax.tree.map(lambda a: a.addressable_data(0), averaged)
@@ -118,7 +137,7 @@ class Steps:
         """The whole step, compiled once for these arguments' shapes (kept: its text names the
         operations in traces, and asking jit for it again would compile it again)."""
         if self._compiled is None:  # compiled on every rank before its first collective runs
-            self._compiled = self.step.lower(*args).compile()
+            self._compiled = compile_once(self.step.lower(*args), "native step", self.compile_record)
             collectives.barrier("native step compiled", self.rank, self.size)
         return self._compiled
 

@@ -127,6 +127,9 @@ class Trainer(trainer.Trainer):
             },
         )
 
+    def compile_times(self):
+        return self.steps.compile_record
+
     def gradient_sizes(self):
         return [int(a.size) * a.dtype.itemsize for a in self.steps.ordered(self.params)]
 

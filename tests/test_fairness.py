@@ -291,6 +291,10 @@ def test_jax_operations_take_their_phase_from_the_compiled_modules_metadata():
             "  %convolution.12 = f32[5,5,64,192]{3,2,1,0} convolution(%e, %f)",
             f'  ROOT %multiply_add_fusion.2 = f32[64]{{0}} fusion(%g), metadata={{op_name="{step}/update/add"}}',
             f'  %all-reduce.1 = f32[64]{{0}} all-reduce(%i), metadata={{op_name="{step}/allreduce/psum"}}',
+            # XLA combines the gradients' all-reduces into one of a tuple (JAX 0.10), types with spaces
+            "  %all-reduce.2 = (f32[8,8]{1,0}, f32[8]{0}) all-reduce(%k, %l), channel_id=1, "
+            f'replica_groups={{{{0,1}}}}, to_apply=%region_3.0, metadata={{op_name="{step}/allreduce/psum"}}',
+            "  %wrapped_reduce-window = (f32[2,4,4,8]{3,2,1,0}, s32[2,4,4,8]{3,2,1,0}) fusion(%m, %n), kind=kLoop",
             "  %call.5 = f32[64]{0} call(%j), to_apply=%parallel",
         ]
     )
@@ -301,6 +305,8 @@ def test_jax_operations_take_their_phase_from_the_compiled_modules_metadata():
         "convolution.12": "backward",  # made by XLA without a JAX path: autodiff's
         "multiply_add_fusion.2": "update",
         "all-reduce.1": "comm",
+        "all-reduce.2": "comm",
+        "wrapped_reduce-window": "backward",  # a max pool's indices for its backward, no JAX path
         "call.5": None,  # a container: what it runs is recorded itself
     }
     ev = lambda name: {"name": name, "cat": "framework"}  # noqa: E731
@@ -319,7 +325,7 @@ def test_a_jax_rank_slower_than_gloos_deadline_does_not_fail_the_run(tmp_path, t
     """Rank 1 made slow on purpose, 40 s before each program's first collective (XLA's gloo gives a
     peer 30 s): every rank waits at the coordination service's barrier instead, and the run is ok."""
     from dlscale.runtime import config as cfg
-    from dlscale.workloads.frameworks.jax.collectives import SLOW_RANK_ENV
+    from dlscale.workloads.frameworks.jax import SLOW_RANK_ENV
 
     launcher = cfg.load()["launcher"]
     launcher = {**launcher, "env": {**launcher.get("env", {}), SLOW_RANK_ENV: "1:40"}}

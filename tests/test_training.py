@@ -271,3 +271,24 @@ def test_mixed_precision_needs_a_gpu(tmp_path):
         "(half-precision kernels and loss scaling are what mixed precision means on "
         "the GPUs the study compares)"
     )
+
+
+def test_each_jax_rank_states_what_it_compiled_and_whether_the_cache_served_it(tmp_path):
+    """JAX's persistent compilation cache on the CPU serves rank 0 alone (each process's key covers
+    its own devices; JAX writes from process 0 only): in a second run in the same cache rank 0 loads
+    its step and rank 1 compiles it again, and each rank's end record says so (docs/methods/jax.md)."""
+    ends = []
+    for attempt in ("first", "second"):
+        conf = tiny_config(tmp_path / attempt, framework=["jax"], comm_library=["native"])
+        conf["launcher"]["env"] = {
+            "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",  # every compile written, however short (tinynet's)
+        }
+        run = tiny_run(framework="jax", ranks_per_node=2)
+        status = launch.launch(conf, run, env_record("jax"))
+        assert status["status"] == "ok", status
+        run_dir, _, _ = paths.run_files(conf, run)
+        ends.append([[r for r in parse_file(run_dir / f"rank{k}.jsonl")[0] if r["kind"] == "end"][0] for k in (0, 1)])
+    assert [e["compile"]["native step"]["cache"] for e in ends[0]] == ["miss", "miss"]
+    assert [e["compile"]["native step"]["cache"] for e in ends[1]] == ["hit", "miss"]
+    assert all(e["compile"]["native step"]["s"] > 0 for pair in ends for e in pair)

@@ -20,6 +20,10 @@ LIBRARIES = ("native",)
 NATIVE = "jax.distributed + XLA's collectives (gloo on the CPU, NCCL on GPUs)"
 NOT_BUILT = {"horovod": "Horovod has no JAX binding"}
 
+# Tests make one rank slow on purpose: "<rank>:<seconds>" sleeps that rank before each barrier of
+# collectives.py (named here, where the tests' interpreter, which has no JAX, can read it).
+SLOW_RANK_ENV = "DLSCALE_SLOW_RANK"
+
 LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
 # What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
 DATA_MODULES = TENSORFLOW.MODULES[:1]  # its loader is TensorFlow's tf.data pipeline (loader.py): TensorFlow itself

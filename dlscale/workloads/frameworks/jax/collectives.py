@@ -15,6 +15,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from dlscale.workloads import rendezvous
+from dlscale.workloads.frameworks.jax import SLOW_RANK_ENV
 
 AXIS = "ranks"
 # XLA's gloo gives a peer 30 s to join a collective's first use, and a rank still compiling (a slow
@@ -23,8 +24,6 @@ AXIS = "ranks"
 # collective; that wait ends when all ranks arrive, or when the run's own time limit
 # (`run_timeout_s`, enforced by the launcher) ends the job: the barrier's own bound is only a backstop.
 BARRIER_TIMEOUT_S = 24 * 3600
-# Tests make one rank slow on purpose: "<rank>:<seconds>" sleeps that rank before each barrier.
-SLOW_RANK_ENV = "DLSCALE_SLOW_RANK"
 _joined = False  # this process has joined jax.distributed (it can only once)
 CPU_COLLECTIVES = "gloo"
 

@@ -13,6 +13,7 @@ events (dispatch, the runtime's own spans) keep their names and are not counted.
 """
 
 import gzip
+import itertools
 import json
 import re
 from pathlib import Path
@@ -42,15 +43,33 @@ def phase_of(opcode, op_name):
     return BACKWARD if "transpose(" in op_name else FORWARD
 
 
+def _instruction(line):
+    """(name, opcode) of one instruction's line of HLO text, or None: `%name = TYPE opcode(...`,
+    where TYPE is one array's (`f32[8,8]{1,0}`) or a tuple's, in parentheses with spaces inside
+    (`(f32[8,8]{1,0}, f32[8]{0})`: XLA combines the gradients' all-reduces into one such, and a max
+    pool's backward is a reduce-window of a tuple)."""
+    m = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*", line)
+    if not m:
+        return None
+    rest = line[m.end() :]
+    if rest.startswith("("):  # to the parenthesis that closes the tuple
+        depths = itertools.accumulate({"(": 1, ")": -1}.get(ch, 0) for ch in rest)
+        rest = rest[next((i for i, d in enumerate(depths) if d == 0), len(rest) - 1) + 1 :]
+    else:
+        rest = re.sub(r"^\S+(?:\s*\{[^}]*\})?", "", rest, count=1)
+    op = re.match(r"\s+([\w\-]+)\(", rest)
+    return (m.group(1), op.group(1)) if op else None
+
+
 def instruction_phases(hlo_text):
     """{instruction name: phase} of one compiled module's text (`Compiled.as_text()`)."""
     out = {}
     for line in hlo_text.splitlines():
-        m = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\S+(?:\s*\{[^}]*\})?\s+([\w\-]+)\(", line)
-        if not m:
+        found = _instruction(line)
+        if not found:
             continue
         op_name = re.search(r'op_name="([^"]*)"', line)
-        out[m.group(1)] = phase_of(m.group(2), op_name.group(1) if op_name else "")
+        out[found[0]] = phase_of(found[1], op_name.group(1) if op_name else "")
     return out
 
 

@@ -104,9 +104,12 @@ def _env_check(args):
         own = _own_environment([fw])
         built = env.env_dir(own=own)
         python = args.python or users.get(fw) or (env.load_record(built)["python"] if env.is_complete(built) else None)
+        if python is None and own:  # built from its pins by the first study that runs it: nothing to lack
+            print(f"{fw}: its own environment: not built yet ({built}; a study running {fw} builds it first,")
+            print(f"  or `dlscale env build --framework {fw}`)")
+            continue
         if python is None:
-            how = f"`dlscale env build --framework {fw}` or a study running it" if own else "./bootstrap.sh"
-            print(f"{fw}: the built environment: not built yet ({built}; {how} builds it)")
+            print(f"{fw}: the built environment: not built yet ({built}; ./bootstrap.sh builds it)")
             lacking += 1
             continue
         checked = environments.check(str(cfg.resolve(python)), fw, environments.needs(conf, fw))

@@ -6,19 +6,19 @@ own interpreter, the workload environment, has no JAX (dlscale/environment/recip
 IN.npz: `network`, `classes`, and optionally the reference network's layers (`kinds`, `names`,
 `layer{i}_{j}`: PyTorch's weights.layers) and an input `x` (NHWC). OUT.json: the JAX network's
 weight layers (kind and parameter counts), its trainable and batch-norm totals and, with layers,
-the logits for `x` with those weights loaded, or the error the load raised.
+the logits for `x` with those weights loaded, or the error the load raised; and the digest of the
+synthetic batches this Python makes (`batches`: JAX's numpy is not the workload environment's).
 """
 
+import hashlib
 import json
 import sys
 
-import jax
 import numpy as np
 
 from dlscale.workloads import frameworks
+from dlscale.workloads.batches import SyntheticData
 from dlscale.workloads.registry import build_model
-
-weights = frameworks.module("jax", "weights")
 
 
 def source(given):
@@ -29,7 +29,19 @@ def source(given):
             for k, n, keys in zip(kinds, names, arrays)]  # fmt: skip
 
 
+def batches_digest(layout):
+    """sha256 of ranks 0 and 1's synthetic batches (seed 7, 4 images of 64 px, 10 classes) in `layout`."""
+    digest = hashlib.sha256()
+    for rank in (0, 1):
+        for x, y in SyntheticData(7, rank, 4, 64, 10, layout=layout).batches:
+            digest.update(x.tobytes() + y.tobytes())
+    return digest.hexdigest()
+
+
 def main(in_path, out_path):
+    import jax  # here, not above: tests/test_parity.py imports batches_digest in a Python without JAX
+
+    weights = frameworks.module("jax", "weights")
     given = np.load(in_path)
     model = build_model("jax", str(given["network"]), int(given["classes"]), 64)
     variables = model.init(jax.random.PRNGKey(0), np.zeros((1, 64, 64, 3), np.float32), train=False)
@@ -41,6 +53,7 @@ def main(in_path, out_path):
         "layers": [[kind, sizes(layer)] for layer, kind in model.weight_layers(variables)],
         "trainable": int(sum(a.size for a in jax.tree.leaves(variables["params"]))),
         "bn_stats": int(sum(a.size for a in jax.tree.leaves(variables.get("batch_stats", {})))),
+        "batches": batches_digest("NHWC"),
     }
     if "kinds" in given.files:
         try:

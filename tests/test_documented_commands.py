@@ -85,6 +85,7 @@ COMMANDS = {
     f"{DLSCALE} emulate list": ("run", {}),
     # what it finds: tests/test_environments.py (a bare venv, one that has the frameworks)
     f"{DLSCALE} env check": ("run", {}),
+    f"{DLSCALE} env build --framework jax": ("run", {}),  # built once (the tests' JAX runs need it too)
     f"{DLSCALE} env check --python /opt/site/pytorch/bin/python --framework torch": (
         "run",
         {"/opt/site/pytorch/bin/python": PY},

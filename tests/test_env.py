@@ -26,6 +26,20 @@ def test_key_depends_on_pins_and_mpi(monkeypatch):
     assert env.env_key(mpi) != key
 
 
+def test_a_frameworks_own_environment_is_named_and_rebuilt_by_its_own_pins_alone(monkeypatch):
+    """JAX's own environment (recipe.OWN_ENVIRONMENTS) lives beside the workload environment under a
+    name of its own; a change of its pins names a new one of it and leaves the workload one as is."""
+    mpi = {"version": "mpirun (Open MPI) 4.1.4", "mpicc": "/usr/bin/mpicc"}
+    workload, jax = env.env_dir(mpi), env.env_dir(mpi, own="jax")
+    assert jax.parent == workload.parent and jax.name.startswith("py3") and "-jax-" in jax.name
+    assert env.own_environment("jax") and not env.own_environment("torch")
+    numpy = envspec.own_pins("jax")["numpy"]
+    assert numpy.startswith("2.") and f"numpy=={numpy}" in envspec.requirements(own="jax")  # MXNet's is < 2
+    assert not any(r.startswith(("jax", "flax", "optax")) for r in envspec.requirements())
+    monkeypatch.setitem(envspec.OWN_ENVIRONMENTS["jax"]["cpu"], "jax", "0.11.0")
+    assert env.env_dir(mpi, own="jax") != jax and env.env_dir(mpi) == workload
+
+
 def test_incomplete_environment_is_not_complete(tmp_path):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").write_text("")

@@ -15,6 +15,7 @@ import yaml
 
 from dlscale.core import paths
 from dlscale.core.errors import ConfigError
+from dlscale.environment import build, recipe
 from dlscale.runtime import config as cfg
 from dlscale.runtime import environments
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
@@ -140,3 +141,45 @@ def test_a_study_runs_a_framework_in_the_users_python_and_records_it(pythons, tm
         assert site in spec["launch"]["argv"]
     record = json.loads((tmp_path / "results" / f"{paths.framework_environment('torch')}.json").read_text())
     assert record["python"] == site and record["check"]["missing"] == []
+    report = (tmp_path / "results" / paths.TABLES["report"]).read_text()
+    assert f"- PyTorch ran in the Python `{site}` (config `environments`)" in report
+
+
+@pytest.mark.timeout(900)
+def test_a_study_runs_jax_in_its_own_environment_and_records_it(tmp_path):
+    """JAX's own environment (JAX 0.10, numpy 2: recipe.OWN_ENVIRONMENTS) is built or found by the
+    study's `framework_environment` rule, checked for what the runs need, and every JAX run and rank
+    runs and records it; the workload environment's PyTorch runs beside it."""
+    conf = tiny_config(tmp_path, framework=["torch", "jax"], comm_library=["native"], ranks_per_node=[2])
+    conf.update(logs=str(tmp_path / "logs"))
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    own = build.env_dir(own="jax")
+    record = json.loads((tmp_path / "results" / f"{paths.framework_environment('jax')}.json").read_text())
+    assert (record["key"], record["framework"], record["check"]["missing"]) == (own.name, "jax", [])
+    assert record["pins"]["jax"] == recipe.own_pins("jax")["jax"] and record["horovod"] is None
+    for spec_path in (tmp_path / "results" / paths.RUNS).rglob("spec.json"):
+        spec = json.loads(spec_path.read_text())
+        python = str((own if spec["framework"] == "jax" else build.env_dir()) / "bin" / "python")
+        assert spec["launch"]["argv"].count(python) == 1, spec["launch"]["argv"]
+    status = [json.loads(p.read_text())["status"] for p in (tmp_path / "results" / paths.RUNS).rglob("status.json")]
+    assert status == ["ok", "ok"]
+    sweep = (tmp_path / "results" / f"{paths.sweep(1, 2)}.jsonl").read_text()
+    assert {json.loads(line)["path"] for line in sweep.splitlines()} >= {"mpi", "horovod", "jax", "torch"}
+    numpy = recipe.own_pins("jax")["numpy"]
+    report = (tmp_path / "results" / paths.TABLES["report"]).read_text()
+    assert f"- JAX ran in its own environment `{own.name}`, numpy {numpy}" in report
+
+
+def test_an_own_environment_that_lacks_what_runs_need_stops_the_study_naming_it(pythons, tmp_path):
+    """The check a built environment of its own passes before any run (a recipe that dropped a
+    package, say) refuses it as it refuses a user's Python."""
+    bare, _ = pythons
+    conf = tiny_config(tmp_path, framework=["jax"], comm_library=["native"])
+    out = tmp_path / "jax.json"
+    out.write_text(json.dumps({"python": bare, "key": "py311-jax-test"}))
+    declared = {"framework": "jax", "needs": environments.needs(conf, "jax")}
+    with pytest.raises(ConfigError, match=r"JAX's own environment .* lacks what the study's JAX runs need: numpy"):
+        environments.admit(bare, declared, out, built=True)

@@ -18,6 +18,7 @@ from dlscale.workloads import frameworks
 from dlscale.workloads.batches import SyntheticData
 from dlscale.workloads.registry import build_model
 from tests.conftest import env_record
+from tests.jax_parity import batches_digest
 
 reference = frameworks.module(frameworks.REFERENCE, "weights")
 tf_weights = frameworks.module("tensorflow", "weights")
@@ -130,6 +131,13 @@ def test_transfer_refuses_a_mismatched_network(tmp_path):
     assert jax_side(tmp_path, "alexnet", source, x)["error"] == "JAX model has 8 weight layers, PyTorch 3"
     wider = reference.layers(build_model("torch", "tinynet", 10))
     assert re.search(r"layer 6: shapes .* do not fit 002_dense", jax_side(tmp_path, "tinynet", wider, x)["error"])
+
+
+def test_jaxs_own_python_makes_the_same_synthetic_batches(tmp_path):
+    """JAX runs in its own environment, with another numpy (2.x, the others' 1.26): its ranks'
+    synthetic batches are still the very same numbers."""
+    assert jax_side(tmp_path, "tinynet")["batches"] == batches_digest("NHWC")
+    assert batches_digest("NHWC") != batches_digest("NCHW")  # the digest sees the data
 
 
 def test_every_framework_sees_the_same_data():

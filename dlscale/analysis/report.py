@@ -20,6 +20,7 @@ from dlscale.core.paths import PACKAGE, SOURCE, WORKFLOW
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 from dlscale.runtime.config import left_out
 from dlscale.runtime.design import settings
+from dlscale.workloads import frameworks
 
 CAPTIONS = WORKFLOW / "report"
 # The environment's pins that run the pipeline and the analysis (not the measured software; the
@@ -423,7 +424,20 @@ def _provenance_lines(environment, runs):
         f"- the pipeline and analysis: {', '.join(tooling) or 'n/a'}",
         f"- environment `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}); dlscale commit "
         f"`{commit()}`",
-    ]
+    ] + [_apart_line(record) for record in environment.get("apart", [])]
+
+
+def _apart_line(record):
+    """Where a framework run apart from the workload environment ran: its own environment or the
+    user's Python, with its numpy."""
+    label = frameworks.get(record["framework"]).LABEL
+    where = (
+        f"the Python `{record['python']}` (config `environments`)"
+        if record.get("user")
+        else f"its own environment `{record['key']}`"
+    )
+    numpy = record.get("pins", {}).get("numpy")
+    return f"- {label} ran in {where}" + (f", numpy {numpy}" if numpy else "")
 
 
 def _results_lines(summary, runs):

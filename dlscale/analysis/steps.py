@@ -264,6 +264,8 @@ def write_report(job):
         summary = pd.read_csv(inputs.summary)
         runs = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
         environment = json.loads(Path(inputs.environment).read_text())
+        # the frameworks run in a Python of their own (JAX's environment, a user's): their records
+        environment["apart"] = [json.loads(Path(p).read_text()) for p in getattr(inputs, "apart", [])]
         error = json.loads(Path(inputs.error).read_text())
         model_csv = getattr(inputs, "model", None)  # model.csv: the per-configuration error table
         model_table = pd.read_csv(model_csv, keep_default_na=False, na_values=[""]) if model_csv else None

@@ -154,6 +154,7 @@ rule paper_report:
         comparisons=TABLE["comparisons"],
         runs=TABLE["runs"],
         environment=ENV_RECORD,
+        apart=list(FRAMEWORK_ENVS.values()),
         error=TABLE["model_error"],
         model=TABLE["model"],
         fit=TABLE["allreduce_fit"],

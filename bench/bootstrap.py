@@ -10,7 +10,9 @@ second machine of a site with a shared cache; a first download adds the network'
 row per revision and environment, and one for the revision's total, to bench/results/bootstrap.csv,
 keeping the rows of other revisions.
 
-  python3 bench/bootstrap.py [--rev REV ...] [--out bench/results/bootstrap.csv]
+  .venv/bin/python bench/bootstrap.py [--rev REV ...] [--out bench/results/bootstrap.csv]
+
+Each build runs under `python3` (as ./bootstrap.sh runs it, `$PYTHON` to choose another).
 """
 
 import argparse
@@ -28,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from overhead import machine, write_table  # noqa: E402
 
+PYTHON = os.environ.get("PYTHON", "python3")  # the builder's interpreter, as ./bootstrap.sh's
 OWN = "from dlscale.environment import recipe; print(' '.join(getattr(recipe, 'OWN_ENVIRONMENTS', {})))"
 
 
@@ -37,7 +40,7 @@ def git(*args, cwd=ROOT):
 
 def timed_build(checkout, env_root, framework=None):
     """Seconds `python3 -m dlscale env build [--framework F]` of `checkout` takes into env_root."""
-    argv = [sys.executable, "-m", "dlscale", "env", "build", *(["--framework", framework] if framework else [])]
+    argv = [PYTHON, "-m", "dlscale", "env", "build", *(["--framework", framework] if framework else [])]
     start = time.perf_counter()
     subprocess.run(argv, cwd=checkout, env={**os.environ, "DLSCALE_ENV_ROOT": str(env_root)}, check=True)
     return time.perf_counter() - start
@@ -49,7 +52,7 @@ def measure(rev, tmp):
     checkout, env_root = Path(tmp) / f"checkout-{commit}", Path(tmp) / f"envs-{commit}"
     git("worktree", "add", "--detach", str(checkout), commit)
     try:
-        own = subprocess.run([sys.executable, "-c", OWN], cwd=checkout, check=True, capture_output=True, text=True)
+        own = subprocess.run([PYTHON, "-c", OWN], cwd=checkout, check=True, capture_output=True, text=True)
         builds = [("workload", None)] + [(f"{fw} (its own)", fw) for fw in own.stdout.split()]
         rows = [{"environment": name, "seconds": round(timed_build(checkout, env_root, fw))} for name, fw in builds]
         rows.append({"environment": "all (the workload's and each own)", "seconds": sum(r["seconds"] for r in rows)})

@@ -3,6 +3,7 @@
 it run there, its runs recording that Python. The Pythons are real venvs made here: a bare one, and
 one that sees the workload environment's packages (as a site's install of the same frameworks)."""
 
+import csv
 import importlib.util
 import json
 import subprocess
@@ -168,6 +169,8 @@ def test_a_study_runs_jax_in_its_own_environment_and_records_it(tmp_path):
     assert status == ["ok", "ok"]
     sweep = (tmp_path / "results" / f"{paths.sweep(1, 2)}.jsonl").read_text()
     assert {json.loads(line)["path"] for line in sweep.splitlines()} >= {"mpi", "horovod", "jax", "torch"}
+    peak = {r["framework"]: r for r in csv.DictReader((tmp_path / "results" / paths.TABLES["peak"]).open())}
+    assert peak["jax"]["failure"] == "" and float(peak["jax"]["matmul_flops_s"]) > 0  # measured in JAX's Python
     numpy = recipe.own_pins("jax")["numpy"]
     report = (tmp_path / "results" / paths.TABLES["report"]).read_text()
     assert f"- JAX ran in its own environment `{own.name}`, numpy {numpy}" in report

@@ -52,6 +52,8 @@ def test_mfu_is_useful_flops_per_rank_over_the_frameworks_matmul_rate():
 
 def test_the_matmul_rate_is_measured_per_framework(tmp_path):
     out = tmp_path / "peak.csv"
+    with pytest.raises(SystemExit):  # a Python named without its framework
+        peak.main([str(out), "--framework", "torch", "--python", "/usr/bin/python3"])
     assert peak.main([str(out), "--framework", "torch", "mxnet", "--threads", "1"]) == 0
     table = pd.read_csv(out)
     assert list(table["framework"]) == ["torch", "mxnet"] and (table["n"] == 2048).all()

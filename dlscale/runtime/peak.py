@@ -39,10 +39,19 @@ def _arguments(argv):
         "--python",
         action="append",
         default=[],
+        type=_framework_python,
         metavar="FRAMEWORK=PATH",
         help="the Python a framework runs in (default: this one)",
     )
     return ap.parse_args(argv)
+
+
+def _framework_python(text):
+    """--python's FRAMEWORK=PATH as (framework, path)."""
+    framework, _, path = text.partition("=")
+    if framework not in frameworks.NAMES or not path:
+        raise argparse.ArgumentTypeError(f"{text!r}: FRAMEWORK=PATH, FRAMEWORK one of {', '.join(frameworks.NAMES)}")
+    return framework, path
 
 
 def _environment(threads, device):
@@ -64,7 +73,7 @@ def _environment(threads, device):
 def _probe(framework, threads, args, env):
     """One framework's row of the table at `threads`, measured in a process of its own."""
     n = SIZE[args.device]
-    python = dict(p.split("=", 1) for p in args.python).get(framework, sys.executable)
+    python = dict(args.python).get(framework, sys.executable)
     cmd = [python, "-m", "dlscale.workloads.matmul", framework, str(threads), args.device, args.precision]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]

@@ -251,18 +251,23 @@ def _build(path, mpi, log, variant_name="cpu"):
 
 def _build_own(path, name, mpi, log, variant_name):
     """A framework's own environment (recipe.OWN_ENVIRONMENTS): a venv of its pinned wheels."""
+    py = _venv(path, log)
+    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name, own=name)], log)
+    _write_record(path, py, mpi, variant_name, None, own=name)
+
+
+def _venv(path, log):
+    """A new venv at `path` with the pinned pip; returns its python."""
     py = path / "bin" / "python"
     _run([sys.executable, "-m", "venv", str(path)], log)
     _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
-    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name, own=name)], log)
-    _write_record(path, py, mpi, variant_name, None, own=name)
+    return py
 
 
 def _install_packages(path, py, log, variant_name):
     """Make the venv at `path` and install the pinned packages Horovod is built against, with the
     variant's sitecustomize; returns the venv's site-packages folder."""
-    _run([sys.executable, "-m", "venv", str(path)], log)
-    _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
+    _venv(path, log)
     _run([py, "-m", "pip", "install", *recipe.requirements(variant_name), f"cmake=={recipe.BUILD_PINS['cmake']}"], log)
     if variant_name == "cuda":  # the NCCL on disk must be PyTorch's (see recipe.NCCL_WHEEL)
         nccl = f"{recipe.NCCL_WHEEL}=={recipe.CUDA_EXTRA_PINS[recipe.NCCL_WHEEL]}"

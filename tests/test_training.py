@@ -273,10 +273,11 @@ def test_mixed_precision_needs_a_gpu(tmp_path):
     )
 
 
-def test_each_jax_rank_states_what_it_compiled_and_whether_the_cache_served_it(tmp_path):
-    """JAX's persistent compilation cache on the CPU serves rank 0 alone (each process's key covers
-    its own devices; JAX writes from process 0 only): in a second run in the same cache rank 0 loads
-    its step and rank 1 compiles it again, and each rank's end record says so (docs/methods/jax.md)."""
+def test_every_jax_rank_is_served_by_the_compilation_cache_and_states_it(tmp_path):
+    """On the CPU each JAX process's cache key covers its own devices and JAX writes entries from
+    process 0 alone, so rank 1 compiled its step in every run; the trainer lets every rank write its
+    own entries. In a second run in the same cache both ranks load their step, and each rank's end
+    record says what it compiled and whether the cache served it (docs/methods/jax.md)."""
     ends = []
     for attempt in ("first", "second"):
         conf = tiny_config(tmp_path / attempt, framework=["jax"], comm_library=["native"])
@@ -290,5 +291,5 @@ def test_each_jax_rank_states_what_it_compiled_and_whether_the_cache_served_it(t
         run_dir, _, _ = paths.run_files(conf, run)
         ends.append([[r for r in parse_file(run_dir / f"rank{k}.jsonl")[0] if r["kind"] == "end"][0] for k in (0, 1)])
     assert [e["compile"]["native step"]["cache"] for e in ends[0]] == ["miss", "miss"]
-    assert [e["compile"]["native step"]["cache"] for e in ends[1]] == ["hit", "miss"]
+    assert [e["compile"]["native step"]["cache"] for e in ends[1]] == ["hit", "hit"]
     assert all(e["compile"]["native step"]["s"] > 0 for pair in ends for e in pair)

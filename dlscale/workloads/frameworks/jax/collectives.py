@@ -19,7 +19,7 @@ from dlscale.workloads.frameworks.jax import SLOW_RANK_ENV
 
 AXIS = "ranks"
 # XLA's gloo gives a peer 30 s to join a collective's first use, and a rank still compiling (a slow
-# node, a big network, a cold compilation cache: rank 1 compiles its step in every run) misses it.
+# node, a big network, a cold compilation cache) misses it.
 # So every rank waits at a barrier of JAX's coordination service before a program's first
 # collective; that wait ends when all ranks arrive, or when the run's own time limit
 # (`run_timeout_s`, enforced by the launcher) ends the job: the barrier's own bound is only a backstop.
@@ -38,7 +38,25 @@ def initialize(rank, size, first_host):
         _gloo_on(rendezvous.own_address(first_host) if rank else address)
         jax.distributed.initialize(f"{address}:{port}", num_processes=size, process_id=rank)
         _joined = True
-    return Mesh(np.array(jax.devices()[: max(size, 1)]).reshape(-1), (AXIS,))
+    mesh = Mesh(np.array(jax.devices()[: max(size, 1)]).reshape(-1), (AXIS,))
+    if size > 1 and jax.default_backend() == "cpu":
+        _every_rank_writes_its_cache_entries()
+    return mesh
+
+
+def _every_rank_writes_its_cache_entries():
+    """Let this process write JAX's persistent compilation cache, as process 0 does. JAX writes
+    entries from process 0 alone (jax/_src/compiler.py `_cache_write`: many hosts writing one entry
+    contend on a remote filesystem), but on the CPU each process's cache key covers its own devices
+    and device assignment, so the entry rank k reads is one only rank k makes: without this, every
+    rank but 0 compiles its programs in every run. No two processes write the same entry, so
+    nothing contends. Once the backend has started (the mesh above), JAX 0.10.2 reads the process id
+    only at that write's gate and at GPU-only settings, so the id the write sees is set to 0 here;
+    jax.process_index() (the backend's) is unchanged. tests/test_training.py checks that a second run
+    in the same cache serves every rank."""
+    from jax._src import distributed  # JAX's process state: no public way to change the write's gate
+
+    distributed.global_state.process_id = 0
 
 
 def _gloo_on(address):
@@ -71,8 +89,7 @@ def from_rank0(make, key, rank, size):
     """`make(key)`'s arrays made on rank 0 and sent to every rank (the initial weights, as Horovod's
     broadcast from rank 0 does). Jitted: Flax's initializers run op by op otherwise (24 s for
     GoogLeNet on one thread), and compiled they are loaded from the compilation cache by later runs;
-    only rank 0 runs it (JAX writes and shares that cache from process 0 alone), the others know
-    the arrays' shapes and take rank 0's values."""
+    only rank 0 runs it, the others know the arrays' shapes and take rank 0's values."""
     if size == 1:
         return jax.jit(make)(key)
     if rank == 0:

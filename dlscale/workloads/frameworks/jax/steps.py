@@ -34,9 +34,8 @@ CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 
 def compile_once(lowered, what, record):
-    """`lowered` compiled, its seconds and whether JAX's persistent cache served it in record[what].
-    On the CPU only rank 0 is served: each process's cache key names its own devices, and JAX writes
-    entries from process 0 alone, so the other ranks compile in every run (in warm-up)."""
+    """`lowered` compiled, its seconds and whether JAX's persistent cache served it in record[what]
+    (every rank's own entry on the CPU: collectives._every_rank_writes_its_cache_entries)."""
     hits, start = _EVENTS[CACHE_HIT], time.perf_counter()
     compiled = lowered.compile()
     record[what] = {"s": round(time.perf_counter() - start, 3), "cache": "hit" if _EVENTS[CACHE_HIT] > hits else "miss"}

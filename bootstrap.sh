@@ -6,8 +6,11 @@
 #  2. A C++ compiler (for Horovod), installed the same way when missing.
 #  3. iproute2 and taskset for emulated clusters, and Slurm (slurm-wlm, slurmdbd, munge, mariadb-server)
 #     for the Slurm cluster `dlscale slurm up` makes (root only; their tests skip without them).
-#  4. The workload environment (frameworks, Horovod, snakemake, analysis, pytest): built once per
-#     pin set under ~/.cache/dlscale/envs (10-15 minutes on 2 cores), reused afterwards.
+#  4. The workload environment (snakemake, the analysis, pytest; no framework): built once per pin
+#     set under ~/.cache/dlscale/envs, reused afterwards. Each framework has an environment of its
+#     own, which the first study that runs it builds (Horovod compiled into it for that framework).
+#     With --dev (the tests' command) the Horovod frameworks' own environments are built here too
+#     and .venv imports them all (the tests compare them in one process).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -34,4 +37,11 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 PYTHON=${PYTHON:-python3}
-"$PYTHON" -m dlscale env build --link .venv
+dev=()
+for arg in "$@"; do
+  case "$arg" in
+    --dev) dev=(--dev) ;;
+    *) echo "bootstrap: unknown option $arg (the only one is --dev)" >&2; exit 2 ;;
+  esac
+done
+"$PYTHON" -m dlscale env build --link .venv "${dev[@]}"

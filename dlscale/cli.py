@@ -75,9 +75,12 @@ def cmd_env(args):
     if own and args.link:
         print("dlscale env build --link: the overlay is on the workload environment (no --framework)", file=sys.stderr)
         return 2
+    if args.dev and not args.link:
+        print("dlscale env build --dev: with --link (it adds the frameworks to that overlay)", file=sys.stderr)
+        return 2
     path = env.build(own=own)
     if args.link:
-        env.link(path, args.link)
+        env.link(path, args.link, frameworks=env.dev_frameworks() if args.dev else ())
     if args.record:
         Path(args.record).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path / env.RECORD, args.record)
@@ -540,6 +543,12 @@ def _env_command(sub):
         "--link",
         help="make this path the checkout's overlay on the environment (e.g. .venv): "
         "the environment's packages and commands, this checkout installed editable",
+    )
+    p.add_argument(
+        "--dev",
+        action="store_true",
+        help="with --link: also build the Horovod frameworks' own environments and add their packages to "
+        "the overlay, so that one interpreter imports them all (the tests')",
     )
     p.set_defaults(fn=cmd_env)
 

@@ -54,7 +54,7 @@ DLSCALE = ".venv/bin/dlscale"
 #   manual   cannot run unattended (why); `detail` is the check that runs instead
 COMMANDS = {
     "./bootstrap.sh && .venv/bin/snakemake --cores all": ("study", None),
-    "./bootstrap.sh && .venv/bin/python -m pytest": ("suite", None),
+    "./bootstrap.sh --dev && .venv/bin/python -m pytest": ("suite", None),
     f"{PY} -m dlscale.workloads.images prepare data/mine --tree /data/imagenet/train --shards 64 --on-corrupt skip": (
         "run",
         {"/data/imagenet/train": "data/train", "--shards 64": "--shards 2"},

@@ -4,12 +4,14 @@ The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
 ``~/.cache/dlscale/envs``), in a folder named by a hash of `dlscale.environment.recipe.content()`, the
 interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
 a change of pins, edits or MPI builds a new one. A framework with an environment of its own
-(`recipe.OWN_ENVIRONMENTS`: JAX) has its folder beside it, named and hashed the same way
-(``py311-jax-<hash>``), built only when asked for (`build(own="jax")`: `dlscale env build
---framework jax`, or the pipeline for a study that runs JAX). ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
-variant (CUDA framework builds, Horovod with NCCL; see `dlscale.environment.recipe`) in a folder of
-its own. A folder only counts once its ``COMPLETE`` marker
-exists, which is written last, after `horovodrun --check-build` has shown every framework and MPI;
+(`recipe.OWN_ENVIRONMENTS`: each framework in the cpu variant, JAX in both) has its folder beside
+it, named and hashed the same way (``py311-torch-<hash>``), built only when asked for
+(`build(own="torch")`: `dlscale env build --framework torch`, or the pipeline for a study that runs
+it), with Horovod built into it for that framework alone where it has a Horovod binding.
+``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU variant (CUDA framework builds, Horovod with NCCL;
+see `dlscale.environment.recipe`) in a folder of its own. A folder only counts once its
+``COMPLETE`` marker exists, which is written last, after `horovodrun --check-build` has shown every
+framework it was built for and MPI;
 a half-built folder is removed and built again. A lock keeps two builders apart.
 
 This module uses only the standard library: it runs under the system Python before the
@@ -36,10 +38,9 @@ from dlscale.environment import recipe
 
 MARKER = "COMPLETE"
 RECORD = "environment.json"
-REQUIRED_BUILD_FEATURES = {
-    "cpu": ["TensorFlow", "PyTorch", "MXNet", "MPI"],
-    "cuda": ["TensorFlow", "PyTorch", "MXNet", "MPI", "NCCL"],
-}
+# What `horovodrun --check-build` must list in the cuda variant's workload environment (in the cpu
+# variant each framework's own environment must list that framework and MPI: `check_build`).
+REQUIRED_BUILD_FEATURES = {"cuda": ["TensorFlow", "PyTorch", "MXNet", "MPI", "NCCL"]}
 VARIANT_VAR = "DLSCALE_ENV_VARIANT"
 
 
@@ -144,8 +145,9 @@ def env_dir(mpi=None, variant_name=None, own=None):
 
 
 def own_environment(framework):
-    """Whether `framework` has an environment of its own (else it runs in the workload environment)."""
-    return framework in recipe.OWN_ENVIRONMENTS
+    """Whether `framework` has an environment of its own in this variant (else it runs in the
+    workload environment)."""
+    return recipe.has_own(framework, variant())
 
 
 def is_complete(path):
@@ -171,13 +173,15 @@ def apply_edits(src, edits=recipe.HOROVOD_EDITS):
         path.write_text(text.replace(old, new))
 
 
-def check_build(python, variant_name="cpu", environ=None):
-    """`horovodrun --check-build` output, and the required features it does not list as built."""
+def check_build(python, variant_name="cpu", environ=None, own=None):
+    """`horovodrun --check-build` output, and the required features it does not list as built (in
+    framework `own`'s own environment: that framework and MPI)."""
     out = subprocess.run(
         [str(Path(python).parent / "horovodrun"), "--check-build"], capture_output=True, text=True, env=environ
     ).stdout
     built = set(re.findall(r"\[X\]\s+(\S+)", out))
-    return out, [f for f in REQUIRED_BUILD_FEATURES[variant_name] if f not in built]
+    required = [recipe.HOROVOD_FRAMEWORKS[own][0], "MPI"] if own else REQUIRED_BUILD_FEATURES[variant_name]
+    return out, [f for f in required if f not in built]
 
 
 def nccl_build_env(site):
@@ -228,7 +232,14 @@ def driver_stub(directory, library):
 
 
 def _build(path, mpi, log, variant_name="cpu"):
+    """The workload environment: in the cpu variant a venv of the tools' pins (no framework); in the
+    cuda variant also the three Horovod frameworks and Horovod with NCCL."""
     py = path / "bin" / "python"
+    if variant_name == "cpu":
+        _venv(path, log)
+        _run([py, "-m", "pip", "install", *recipe.requirements(variant_name)], log)
+        _write_record(path, py, mpi, variant_name, None)
+        return
     cuda = {}
     if variant_name == "cuda":
         home = str(find_cuda_home())  # fail before downloading GBs
@@ -239,21 +250,39 @@ def _build(path, mpi, log, variant_name="cpu"):
     with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
         if variant_name == "cuda":
             cuda.update(_cuda_build_env(tmp, site, log))
-        src = _horovod_source(py, tmp, log, variant_name)
-        build_env = _horovod_build_env(path, py, site, cuda, variant_name)
-        _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)], log, env=build_env)
-        out, missing = check_build(py, variant_name, build_env)
-    log.write(out)
-    if missing:
-        raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")
+        out = _build_horovod(py, tmp, log, variant_name, _horovod_build_env(path, py, site, cuda, variant_name))
     _write_record(path, py, mpi, variant_name, out)
 
 
+def _build_horovod(py, tmp, log, variant_name, build_env, own=None):
+    """Horovod built into the venv of `py` from its edited source; returns `horovodrun
+    --check-build`'s output, once it lists every feature the environment needs."""
+    src = _horovod_source(py, tmp, log, variant_name)
+    _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)], log, env=build_env)
+    out, missing = check_build(py, variant_name, build_env, own)
+    log.write(out)
+    if missing:
+        raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")
+    return out
+
+
 def _build_own(path, name, mpi, log, variant_name):
-    """A framework's own environment (recipe.OWN_ENVIRONMENTS): a venv of its pinned wheels."""
+    """A framework's own environment (recipe.OWN_ENVIRONMENTS): a venv of its pinned wheels, and
+    for a Horovod framework Horovod built into it for that framework alone."""
     py = _venv(path, log)
-    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name, own=name)], log)
-    _write_record(path, py, mpi, variant_name, None, own=name)
+    horovod = name in recipe.HOROVOD_FRAMEWORKS
+    cmake = [f"cmake=={recipe.BUILD_PINS['cmake']}"] if horovod else []
+    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name, own=name), *cmake], log)
+    out = None
+    if horovod:
+        site = _site_packages(py)
+        if name == "mxnet":  # the numpy.bool shim, imported through a .pth file (recipe.NUMPY_SHIM_PTH)
+            Path(site, f"{recipe.NUMPY_SHIM_MODULE}.py").write_text(recipe.SITECUSTOMIZE)
+            Path(site, recipe.NUMPY_SHIM_PTH).write_text(f"import {recipe.NUMPY_SHIM_MODULE}\n")
+        with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
+            build_env = _horovod_build_env(path, py, site, {}, variant_name, name)
+            out = _build_horovod(py, tmp, log, variant_name, build_env, name)
+    _write_record(path, py, mpi, variant_name, out, own=name)
 
 
 def _venv(path, log):
@@ -264,6 +293,15 @@ def _venv(path, log):
     return py
 
 
+def _site_packages(py):
+    return subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
 def _install_packages(path, py, log, variant_name):
     """Make the venv at `path` and install the pinned packages Horovod is built against, with the
     variant's sitecustomize; returns the venv's site-packages folder."""
@@ -272,12 +310,7 @@ def _install_packages(path, py, log, variant_name):
     if variant_name == "cuda":  # the NCCL on disk must be PyTorch's (see recipe.NCCL_WHEEL)
         nccl = f"{recipe.NCCL_WHEEL}=={recipe.CUDA_EXTRA_PINS[recipe.NCCL_WHEEL]}"
         _run([py, "-m", "pip", "install", "--force-reinstall", "--no-deps", nccl], log)
-    site = subprocess.run(
-        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    site = _site_packages(py)
     Path(site, "sitecustomize.py").write_text(recipe.sitecustomize(variant_name))
     return site
 
@@ -319,20 +352,23 @@ def _horovod_source(py, tmp, log, variant_name):
     return src
 
 
-def _horovod_build_env(path, py, site, cuda, variant_name):
-    """The environment variables Horovod's build runs with: the recipe's, the CUDA ones in `cuda`,
-    the headers TensorFlow's own include folder lacks, parallel make, and the venv's bin on PATH."""
-    tf_include = (
-        subprocess.run(
-            [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
-            capture_output=True,
-            text=True,
-            check=True,
+def _horovod_build_env(path, py, site, cuda, variant_name, own=None):
+    """The environment variables Horovod's build runs with: the recipe's (framework `own`'s alone in
+    its own environment), the CUDA ones in `cuda`, the headers TensorFlow's own include folder lacks,
+    parallel make, and the venv's bin on PATH."""
+    cpath = []
+    if own in (None, "tensorflow"):
+        tf_include = (
+            subprocess.run(
+                [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
         )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
-    cpath = [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
+        cpath = [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
     if variant_name == "cuda":
         # MXNet's headers include cuBLAS and cuRAND headers, which a minimal CUDA toolkit lacks:
         # those of PyTorch's CUDA 13 library wheels, the toolkit's release, are there.
@@ -341,7 +377,7 @@ def _horovod_build_env(path, py, site, cuda, variant_name):
         cpath.append(os.environ["CPATH"])
     return {
         **os.environ,
-        **recipe.horovod_build_env(variant_name),
+        **(recipe.own_horovod_build_env(own) if own else recipe.horovod_build_env(variant_name)),
         **cuda,
         "CPATH": os.pathsep.join(cpath),
         "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
@@ -351,14 +387,15 @@ def _horovod_build_env(path, py, site, cuda, variant_name):
 
 def _write_record(path, py, mpi, variant_name, check_build_out, own=None):
     """The environment's record (environment.json): where it is, what it was built from, and what
-    `horovodrun --check-build` said (none for a framework's own environment, `own`: no Horovod)."""
+    `horovodrun --check-build` said (none where no Horovod was built: the cpu variant's workload
+    environment, JAX's own)."""
     record = {
         "path": str(path),
         "python": str(py),
         "key": path.name,
         "variant": variant_name,
         "pins": recipe.own_pins(own, variant_name) if own else recipe.all_pins(variant_name),
-        "horovod": None if own else recipe.HOROVOD_VERSION,
+        "horovod": recipe.HOROVOD_VERSION if check_build_out else None,
         "mpi": mpi,
         "check_build": check_build_out,
         **({"framework": own} if own else {}),
@@ -389,7 +426,7 @@ def build(quiet=False, own=None):
         log_path = path.with_name(path.name + ".build.log")
         if not quiet:
             what = f"{own}'s own environment" if own else "the workload environment"
-            takes = "under a minute to a few minutes" if own else "about 10-15 minutes"
+            takes = "a few minutes" if own else "about 10-15 minutes"
             print(f"building {what} in {path} (log: {log_path}); this takes {takes} once", file=sys.stderr)
         with open(log_path, "w") as log:
             try:
@@ -432,13 +469,23 @@ def own_record(framework):
 OVERLAY_MARK = "dlscale-environment.pth"
 
 
-def link(path, link_path, wheel=None):
+def dev_frameworks():
+    """The paths of the Horovod frameworks' own environments in this variant, each built if it is
+    not: what `link(frameworks=...)` adds for the tests (`dlscale env build --link .venv --dev`)."""
+    return [build(own=fw) for fw in recipe.HOROVOD_FRAMEWORKS if own_environment(fw)]
+
+
+def link(path, link_path, wheel=None, frameworks=()):
     """Make `link_path` (`.venv` in the checkout) this checkout's own small venv on top of the shared
     environment `path`: the environment's packages through a .pth file, this checkout installed
     editable (its `dlscale` command; no test or rule edits sys.path), and the environment's commands
     (snakemake, pytest, mkdocs, ...) as scripts run by the overlay's python. The environment is
     shared by every clone on the machine; each clone's overlay points at that clone. With `wheel` (a
-    built dlscale wheel) the overlay installs that instead, as a user's would (tests/test_package.py)."""
+    built dlscale wheel) the overlay installs that instead, as a user's would (tests/test_package.py).
+    With `frameworks` (their own environments' paths, `dev_frameworks`) their packages follow the
+    environment's on the overlay's path: one interpreter that imports every Horovod framework, for
+    the tests that compare them in one process (a study's runs use each framework's own Python; the
+    first Horovod found, PyTorch's, is the overlay's)."""
     link_path, path = Path(link_path), Path(path)
     if link_path.is_symlink():
         link_path.unlink()  # the layout before the overlay: a link to the environment itself
@@ -451,12 +498,11 @@ def link(path, link_path, wheel=None):
         [str(env_python), "-c", "import sys; print(sys._base_executable)"], check=True, capture_output=True, text=True
     ).stdout.strip()
     subprocess.run([base, "-m", "venv", "--without-pip", str(link_path)], check=True)
-    site_of = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    shared = subprocess.run([str(env_python), "-c", site_of], check=True, capture_output=True, text=True).stdout.strip()
     python = link_path.resolve() / "bin" / "python"
-    own = subprocess.run([str(python), "-c", site_of], check=True, capture_output=True, text=True).stdout.strip()
-    # addsitedir (not a plain path line) also reads the environment's own .pth files
-    (Path(own) / OVERLAY_MARK).write_text(f"import site; site.addsitedir({shared!r})\n")
+    own = _site_packages(python)
+    shared = [_site_packages(Path(p) / "bin" / "python") for p in [path, *frameworks]]
+    # addsitedir (not a plain path line) also reads the environments' own .pth files (MXNet's shim)
+    (Path(own) / OVERLAY_MARK).write_text("".join(f"import site; site.addsitedir({s!r})\n" for s in shared))
     _commands(path / "bin", link_path.resolve() / "bin", python)
     subprocess.run(
         [

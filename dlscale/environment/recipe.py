@@ -7,20 +7,11 @@ old one instead of patching it. The pins are recorded with every result (see
 `dlscale/workloads/rank.py` `provenance`, and the environment record, `environment.json`).
 """
 
-# The workload environment's frameworks, those Horovod is built for, and their shared numpy: 1.26.4
-# satisfies all three (TensorFlow 2.21 needs numpy>=1.26, MXNet 1.9.1 needs numpy<2, plus the
-# `numpy.bool` shim below). JAX is not among them: it has an environment of its own (OWN_ENVIRONMENTS).
-FRAMEWORK_PINS = {
-    "torch": "2.13.0",
-    "tensorflow-cpu": "2.21.0",
-    "mxnet": "1.9.1",
-    "numpy": "1.26.4",
-}
-
-# Everything else in the workload environment: MPI bindings, the pipeline, the analysis and the
-# tests, so that one interpreter runs the Horovod frameworks' workloads, the pipeline and the tests.
+# The workload environment: the pipeline, the analysis, the tests' tools and the training images'
+# maker, in one interpreter (`.venv`); in the cpu variant no framework and no Horovod (each framework
+# has an environment of its own: OWN_ENVIRONMENTS), in the cuda variant also the three Horovod
+# frameworks (CUDA_FRAMEWORK_PINS, below).
 TOOL_PINS = {
-    "mpi4py": "4.1.2",
     "snakemake": "9.27.1",
     # pandas < 3: the newest Slurm executor plugin that accepts numpy 1.26 (2.6.1) wants pandas < 3.
     "pandas": "2.3.3",
@@ -45,19 +36,40 @@ TOOL_PINS = {
     # Snakemake's Slurm executor (profiles/slurm) and the job-step executor it runs inside each job.
     "snakemake-executor-plugin-slurm": "2.6.1",
     "snakemake-executor-plugin-slurm-jobstep": "0.6.1",
-    # Horovod's own build and run requirements, pinned so that pip does not pick them.
+}
+
+# What every environment holds: arrays (numpy 1.26.4 satisfies TensorFlow 2.21, >= 1.26, and MXNet
+# 1.9.1, < 2, with the `numpy.bool` shim below; JAX's own has numpy 2) and the ranks' MPI bindings
+# (dlscale/workloads/rendezvous.py).
+RANK_PINS = {"numpy": "1.26.4", "mpi4py": "4.1.2"}
+# Horovod's own run requirements and the tools its build needs, pinned so that pip does not pick them.
+HOROVOD_PINS = {
     "cloudpickle": "3.1.2",
     "cffi": "2.1.1",
+    "psutil": "7.2.2",
+    "pyyaml": "6.0.3",
+    "packaging": "25.0",
     "setuptools": "84.2.1",
     "wheel": "0.48.0",
 }
+# The frameworks Horovod is built into, each in its own environment (the cpu variant): the name
+# `horovodrun --check-build` lists it by and the build switch that asks for it.
+HOROVOD_FRAMEWORKS = {
+    "torch": ("PyTorch", "HOROVOD_WITH_PYTORCH"),
+    "tensorflow": ("TensorFlow", "HOROVOD_WITH_TENSORFLOW"),
+    "mxnet": ("MXNet", "HOROVOD_WITH_MXNET"),
+}
 
 # Frameworks with an environment of their own, beside the workload environment, per variant: a
-# venv of pinned wheels, no Horovod, no edits (built in under a minute). JAX: a current release (0.7
-# on) needs numpy >= 2, which MXNet 1.9.1 cannot import, and JAX has no Horovod binding; sharing the
-# workload environment pinned it at 0.6.2 (bench/results/jax-environment.csv measures both,
-# docs/methods/jax.md says why it moved). Its image loader is TensorFlow's tf.data (CPU build in both
-# variants: it only reads and decodes files), and every rank needs mpi4py (the hosts' rendezvous).
+# venv of pinned wheels, and for a Horovod framework Horovod built into it alone (HOROVOD_FRAMEWORKS),
+# so a study builds only the frameworks it names and a pin change of one rebuilds no other's Horovod.
+# The cuda variant keeps PyTorch, TensorFlow and MXNet in the workload environment (one Horovod with
+# NCCL, as built and checked on a GPU node): its split waits for a GPU to build and check it on.
+# JAX: a current release (0.7 on) needs numpy >= 2, which MXNet 1.9.1 cannot import, and JAX has no
+# Horovod binding; sharing the workload environment pinned it at 0.6.2
+# (bench/results/jax-environment.csv measures both, docs/methods/jax.md says why it moved). Its image
+# loader is TensorFlow's tf.data (CPU build in both variants: it only reads and decodes files), and
+# every rank needs mpi4py (the hosts' rendezvous).
 _JAX_COMMON = {
     "flax": "0.12.8",
     "optax": "0.2.8",
@@ -66,6 +78,11 @@ _JAX_COMMON = {
     "tensorflow-cpu": "2.21.0",
 }
 OWN_ENVIRONMENTS = {
+    # its loader decodes JPEG files with Pillow
+    "torch": {"cpu": {"torch": "2.13.0", "pillow": TOOL_PINS["pillow"], **RANK_PINS, **HOROVOD_PINS}},
+    "tensorflow": {"cpu": {"tensorflow-cpu": "2.21.0", **RANK_PINS, **HOROVOD_PINS}},
+    # numpy 1.26.4 with the `numpy.bool` shim (SITECUSTOMIZE, below): MXNet 1.9.1 needs numpy < 2
+    "mxnet": {"cpu": {"mxnet": "1.9.1", **RANK_PINS, **HOROVOD_PINS}},
     "jax": {
         "cpu": {"jax": "0.10.2", "jaxlib": "0.10.2", **_JAX_COMMON},
         # JAX's CUDA 13 build: its plugin wheels and the CUDA libraries they require from PyPI (not
@@ -78,6 +95,20 @@ OWN_ENVIRONMENTS = {
 def own_pins(name, variant="cpu"):
     """The pins of the environment of its own that framework `name` has (OWN_ENVIRONMENTS)."""
     return OWN_ENVIRONMENTS[name][variant]
+
+
+def has_own(name, variant="cpu"):
+    """Whether framework `name` has an environment of its own in `variant`."""
+    return variant in OWN_ENVIRONMENTS.get(name, {})
+
+
+def own_horovod_build_env(name):
+    """Horovod's build switches for framework `name`'s own environment: that framework and MPI alone."""
+    switches = [switch for _, switch in HOROVOD_FRAMEWORKS.values()]
+    common = {key: value for key, value in HOROVOD_BUILD_ENV.items() if key not in switches}
+    own = HOROVOD_FRAMEWORKS[name][1]
+    without = {switch.replace("_WITH_", "_WITHOUT_"): "1" for switch in switches if switch != own}
+    return {**common, **without, own: "1"}
 
 
 # Tools that build the environment (pip itself, and cmake for Horovod's build).
@@ -293,6 +324,12 @@ class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _MxnetNumpyShim())
 '''
 
+# MXNet's own environment installs the shim as a module its site-packages imports through a .pth
+# file, which also runs where that folder is added to another interpreter's path (the tests' overlay,
+# dlscale.environment.build `link`), unlike a sitecustomize.
+NUMPY_SHIM_MODULE = "_dlscale_mxnet_numpy"
+NUMPY_SHIM_PTH = "dlscale-mxnet-numpy.pth"
+
 # The cuda variant's sitecustomize also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11
 # wheels, which are not on the library path) just before mxnet is imported, dependencies first, so
 # that the loader finds them by name when libmxnet.so asks, and the environment's NCCL, which
@@ -352,10 +389,10 @@ VERSIONED_MODULES = ["torch", "tensorflow", "mxnet", "numpy", "horovod", "mpi4py
 
 
 def all_pins(variant="cpu"):
-    """Every pinned Python package of a variant, frameworks first."""
+    """Every pinned Python package of the workload environment of a variant, frameworks first."""
     if variant == "cuda":
-        return {**CUDA_FRAMEWORK_PINS, **CUDA_EXTRA_PINS, **TOOL_PINS}
-    return {**FRAMEWORK_PINS, **TOOL_PINS}
+        return {**CUDA_FRAMEWORK_PINS, **CUDA_EXTRA_PINS, **RANK_PINS, **TOOL_PINS, **HOROVOD_PINS}
+    return {**RANK_PINS, **TOOL_PINS}
 
 
 def requirements(variant="cpu", own=None):
@@ -375,11 +412,22 @@ def content(variant="cpu", own=None):
     """Everything that decides an environment's content, as plain data (hashed by
     dlscale.environment.build): the workload environment's, or (`own`) that framework's own."""
     if own is not None:
-        return {"variant": variant, "own": own, "pins": own_pins(own, variant), "build_pins": BUILD_PINS}
+        made = {"variant": variant, "own": own, "pins": own_pins(own, variant), "build_pins": BUILD_PINS}
+        if own in HOROVOD_FRAMEWORKS:
+            made |= {
+                "horovod": HOROVOD_VERSION,
+                "horovod_build_env": own_horovod_build_env(own),
+                "horovod_edits": horovod_edits(variant),
+                **({"tf_extra_includes": TF_EXTRA_INCLUDES} if own == "tensorflow" else {}),
+                **({"numpy_shim": SITECUSTOMIZE} if own == "mxnet" else {}),
+            }
+        return made
+    if variant == "cpu":
+        return {"variant": variant, "pins": all_pins(variant), "build_pins": BUILD_PINS}
     return {
         "variant": variant,
         "pins": all_pins(variant),
-        **({"exact_pins": CUDA_EXACT_PINS} if variant == "cuda" else {}),
+        "exact_pins": CUDA_EXACT_PINS,
         "build_pins": BUILD_PINS,
         "horovod": HOROVOD_VERSION,
         "horovod_build_env": horovod_build_env(variant),

@@ -22,22 +22,40 @@ def test_key_depends_on_pins_and_mpi(monkeypatch):
     mpi = {"version": "mpirun (Open MPI) 4.1.4", "mpicc": "/usr/bin/mpicc"}
     key = env.env_key(mpi)
     assert env.env_key({**mpi, "version": "mpirun (Open MPI) 5.0.0"}) != key
-    monkeypatch.setitem(envspec.FRAMEWORK_PINS, "torch", "2.14.0")
+    monkeypatch.setitem(envspec.TOOL_PINS, "snakemake", "9.28.0")
     assert env.env_key(mpi) != key
 
 
-def test_a_frameworks_own_environment_is_named_and_rebuilt_by_its_own_pins_alone(monkeypatch):
-    """JAX's own environment (recipe.OWN_ENVIRONMENTS) lives beside the workload environment under a
-    name of its own; a change of its pins names a new one of it and leaves the workload one as is."""
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "mxnet", "jax"])
+def test_each_framework_has_an_environment_named_and_rebuilt_by_its_own_pins_alone(framework, monkeypatch):
+    """Each framework's own environment (recipe.OWN_ENVIRONMENTS) lives beside the workload
+    environment under a name of its own; a change of its pins names a new one of it and leaves the
+    workload environment and the other frameworks' as they are."""
     mpi = {"version": "mpirun (Open MPI) 4.1.4", "mpicc": "/usr/bin/mpicc"}
-    workload, jax = env.env_dir(mpi), env.env_dir(mpi, own="jax")
-    assert jax.parent == workload.parent and jax.name.startswith("py3") and "-jax-" in jax.name
-    assert env.own_environment("jax") and not env.own_environment("torch")
-    numpy = envspec.own_pins("jax")["numpy"]
-    assert numpy.startswith("2.") and f"numpy=={numpy}" in envspec.requirements(own="jax")  # MXNet's is < 2
-    assert not any(r.startswith(("jax", "flax", "optax")) for r in envspec.requirements())
-    monkeypatch.setitem(envspec.OWN_ENVIRONMENTS["jax"]["cpu"], "jax", "0.11.0")
-    assert env.env_dir(mpi, own="jax") != jax and env.env_dir(mpi) == workload
+    workload, own = env.env_dir(mpi), env.env_dir(mpi, own=framework)
+    others = {fw: env.env_dir(mpi, own=fw) for fw in envspec.OWN_ENVIRONMENTS if fw != framework}
+    assert own.parent == workload.parent and own.name.startswith("py3") and f"-{framework}-" in own.name
+    assert env.own_environment(framework)
+    pins = envspec.own_pins(framework)
+    first = next(iter(pins))
+    monkeypatch.setitem(envspec.OWN_ENVIRONMENTS[framework]["cpu"], first, "0.0.1")
+    assert env.env_dir(mpi, own=framework) != own and env.env_dir(mpi) == workload
+    assert {fw: env.env_dir(mpi, own=fw) for fw in others} == others
+
+
+def test_the_workload_environment_holds_no_framework_and_each_horovod_is_built_for_one():
+    """The cpu workload environment (the pipeline, the analysis, the tests' tools) has no framework
+    and no Horovod; each Horovod framework's own environment builds Horovod for it alone; JAX's has
+    numpy 2 and no Horovod."""
+    assert not set(envspec.all_pins("cpu")) & {"torch", "tensorflow-cpu", "mxnet", "jax", "cmake"}
+    assert "horovod" not in envspec.content("cpu")
+    for fw, (_, switch) in envspec.HOROVOD_FRAMEWORKS.items():
+        switches = envspec.content("cpu", own=fw)["horovod_build_env"]
+        without = {s.replace("_WITH_", "_WITHOUT_") for _, s in envspec.HOROVOD_FRAMEWORKS.values()}
+        others = without - {switch.replace("_WITH_", "_WITHOUT_")}
+        assert switches[switch] == "1" and all(switches[o] == "1" for o in others) and len(others) == 2
+        assert envspec.own_pins(fw)["numpy"] == "1.26.4"
+    assert envspec.own_pins("jax")["numpy"].startswith("2.") and "horovod" not in envspec.content("cpu", own="jax")
 
 
 def test_incomplete_environment_is_not_complete(tmp_path):
@@ -48,15 +66,20 @@ def test_incomplete_environment_is_not_complete(tmp_path):
     assert env.is_complete(tmp_path)
 
 
-def test_running_environment_has_every_framework_built_into_horovod():
-    out, missing = env.check_build(sys.executable)
+@pytest.mark.parametrize("framework", list(envspec.HOROVOD_FRAMEWORKS))
+def test_each_horovod_frameworks_environment_has_horovod_built_for_it(framework):
+    out, missing = env.check_build(env.build(quiet=True, own=framework) / "bin" / "python", own=framework)
     assert missing == [], out
 
 
-def test_mxnet_imports_through_the_numpy_shim():
+def test_mxnet_imports_through_the_numpy_shim_in_its_environment_and_the_tests_overlay():
+    """MXNet 1.9.1 reads numpy.bool (gone from numpy 1.24 on): the shim its environment imports
+    through a .pth file restores it, in MXNet's own Python and in the tests' overlay on it."""
     code = "import numpy, mxnet; print(numpy.__version__, mxnet.__version__, float(mxnet.nd.ones(3).sum().asscalar()))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == [envspec.FRAMEWORK_PINS["numpy"], envspec.FRAMEWORK_PINS["mxnet"], "3.0"]
+    pins = envspec.own_pins("mxnet")
+    for python in (env.build(quiet=True, own="mxnet") / "bin" / "python", sys.executable):
+        out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.split() == [pins["numpy"], pins["mxnet"], "3.0"]
 
 
 def test_cuda_variant_is_a_separate_environment(monkeypatch):
@@ -65,14 +88,13 @@ def test_cuda_variant_is_a_separate_environment(monkeypatch):
     cuda = envspec.content("cuda")
     assert cuda["horovod_build_env"]["HOROVOD_GPU_OPERATIONS"] == "NCCL"
     assert {"torch", "tensorflow[and-cuda]", "mxnet-cu117", "nvidia-nccl-cu13"} <= set(cuda["pins"])
-    assert (
-        "tensorflow-cpu" not in cuda["pins"]
-        and "HOROVOD_GPU_OPERATIONS" not in envspec.content("cpu")["horovod_build_env"]
-    )
+    assert "tensorflow-cpu" not in cuda["pins"]
+    for fw in envspec.HOROVOD_FRAMEWORKS:
+        assert "HOROVOD_GPU_OPERATIONS" not in envspec.content("cpu", own=fw)["horovod_build_env"]
     # the CUDA torch exactly (a local 2.13.0+cpu wheel satisfies ==2.13.0, not ===2.13.0)
     # one NCCL version whichever of the two NCCL wheels writes libnccl.so.2 last
     assert cuda["pins"]["nvidia-nccl-cu12"] == cuda["pins"][envspec.NCCL_WHEEL]
-    assert "torch===2.13.0" in envspec.requirements("cuda") and "torch==2.13.0" in envspec.requirements("cpu")
+    assert "torch===2.13.0" in envspec.requirements("cuda") and "torch==2.13.0" in envspec.requirements(own="torch")
     monkeypatch.setenv(env.VARIANT_VAR, "cuda")
     assert env.env_dir(mpi).name.startswith(f"py{sys.version_info.major}{sys.version_info.minor}-cuda-")
     monkeypatch.setenv(env.VARIANT_VAR, "rocm")

@@ -5,6 +5,8 @@ what it read, wrote and found to the rule's declared log."""
 
 import contextlib
 import json
+import os
+import subprocess
 import sys
 import threading
 import warnings
@@ -13,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.analysis import comm, comparisons, figures, metrics, prediction, replayed, report, second_pass, tidy
+from dlscale.core.paths import SOURCE
 from dlscale.core.vocabulary import RUN_KEYS
 from dlscale.runtime import design, replay
 from dlscale.workloads import flops
@@ -97,10 +100,16 @@ def write_order(job):
 
 def write_flops(job):
     """flops.csv: the training FLOPs per image of each of the study's networks (params models,
-    image_size, classes; dlscale/workloads/flops.py)."""
+    image_size, classes; dlscale/workloads/flops.py), counted in the reference framework's Python
+    (input env's record)."""
     p = job.params
+    python = json.loads(Path(job.input.env).read_text())["python"]
+    argv = [python, "-m", flops.__name__, ",".join(p.models), str(p.image_size), str(p.classes)]
     with logged(job.log[0]):
-        table = pd.DataFrame(flops.table(p.models, p.image_size, p.classes), columns=flops.COLUMNS)
+        done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
+        if done.returncode:
+            raise RuntimeError(f"counting FLOPs in {python} failed: {done.stderr.strip()[-2000:]}")
+        table = pd.DataFrame(json.loads(done.stdout.splitlines()[-1]), columns=flops.COLUMNS)
         table.to_csv(job.output[0], index=False)
         print(f"counted {len(table)} networks ({flops.CONVENTION})")
         _wrote(job.output[0])

@@ -10,10 +10,10 @@ from dlscale.runtime.execution import execute
 from dlscale.workloads import images
 
 
-def prepare_rule(config, python, manifest, log):
-    """The pipeline's `dataset` rule: `prepare` for the study's data, in a process of its own (it
-    loads TensorFlow and MXNet for the converters), its output in the rule's log. A file that stops
-    it (on_corrupt: fail) is named in the error."""
+def prepare_rule(config, python, manifest, log, writers):
+    """The pipeline's `dataset` rule: `prepare` for the study's data, in a process of its own, the
+    formats of `writers` ({framework: its Python}) each written in its framework's Python, its output
+    in the rule's log. A file that stops it (on_corrupt: fail) is named in the error."""
     data = config["data"]
     argv = [
         python,
@@ -34,6 +34,8 @@ def prepare_rule(config, python, manifest, log):
     ]
     if data.get("path"):
         argv += ["--tree", str(resolve(data["path"]))]
+    argv += [f"--python={framework}={path}" for framework, path in sorted(writers.items())]
+    argv += [] if writers else ["--no-formats"]
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     Path(log).write_text("")
     rc, _ = execute(argv, log, None, {**os.environ, "PYTHONPATH": str(SOURCE), "TF_CPP_MIN_LOG_LEVEL": "2"})

@@ -278,7 +278,9 @@ def peak_rule(job):
 
 def dataset_rule(job):
     """`rule dataset`: the study's training images (dlscale/runtime/dataset.py) from params.data."""
-    dataset.prepare_rule(json.loads(job.params.data), job.params.python, job.output[0], job.log[0])
+    dataset.prepare_rule(
+        json.loads(job.params.data), job.params.python, job.output[0], job.log[0], json.loads(job.params.writers)
+    )
 
 
 def framework_environment(job):

@@ -13,6 +13,8 @@ study's input size. At 224x224 the forward multiply-adds are torchvision's publi
 (AlexNet 0.714 G, GoogLeNet 1.498 G, ResNet-50 4.089 G; tested).
 """
 
+import json
+import sys
 from functools import cache
 
 from dlscale.workloads import frameworks
@@ -35,3 +37,15 @@ def per_image(model, image_size, classes=1000):
     """{"forward_macs", "train_flops"} of one image through `model` at image_size x image_size."""
     forward = frameworks.module(frameworks.REFERENCE, "flops").forward_macs(model, image_size, classes)
     return {"forward_macs": forward, "train_flops": 3 * 2 * forward}
+
+
+def main(argv=None):
+    """`python -m dlscale.workloads.flops MODELS IMAGE_SIZE CLASSES` (MODELS comma-separated): `table`
+    as JSON, in the Python that has the reference framework (the pipeline's flops step runs it there)."""
+    argv = sys.argv[1:] if argv is None else argv
+    print(json.dumps(table(argv[0].split(","), int(argv[1]), int(argv[2]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,7 +17,8 @@ every machine with the same Pillow (its libjpeg codes the files); `content_hash`
     python -m dlscale.workloads.images make DIR [--images N] [--classes C] [--seed S]   (ImageFolder tree)
     python -m dlscale.workloads.images tfrecord DIR OUT [--shards K]                    (tf.data's format)
     python -m dlscale.workloads.images recordio DIR OUT                                 (MXNet's .rec + .idx)
-(one command per framework with a format of its own: its package's data.py, COMMAND)
+(one command per framework with a format of its own: its package's data.py, COMMAND; each runs in
+its framework's own environment where this Python lacks the framework)
     python -m dlscale.workloads.images prepare OUT [--tree DIR] [--on-corrupt skip|fail] (all of it, checked)
 
 The converters read any ImageNet-style tree (DIR/<class>/<image>.jpg|jpeg|JPEG|png): the user's own
@@ -27,14 +28,17 @@ numbered in sorted order of their folder names, as torchvision's ImageFolder doe
 
 import argparse
 import hashlib
+import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from dlscale.environment import build
 from dlscale.workloads import frameworks
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -159,8 +163,14 @@ def content_hash(folder):
 
 
 def listed(source):
-    """[(path, label)]: a tree's samples, or the list itself."""
+    """[(path, label)]: a tree's samples, the list itself, or the list in a JSON file (FILES_SUFFIX:
+    what `prepare` hands a format written in its framework's own Python)."""
+    if isinstance(source, (str, Path)) and str(source).endswith(FILES_SUFFIX):
+        return [(Path(p), label) for p, label in json.loads(Path(source).read_text())]
     return samples(source) if isinstance(source, (str, Path)) else list(source)
+
+
+FILES_SUFFIX = ".files.json"
 
 
 class DataError(RuntimeError):
@@ -207,7 +217,7 @@ class Dataset:
             "skipped": len(m["skipped"]),
             "skipped_files": [s["file"] for s in m["skipped"]],
             "converted": len(m["converted"]),
-            "forms": {f.FORMAT: len(self.manifest.get(f.FORMAT, [])) for f in formats()},
+            "forms": {f.FORMAT: len(self.manifest.get(f.FORMAT, [])) for f in formats().values()},
         }
 
 
@@ -232,15 +242,45 @@ def check(path, out_dir):
 
 
 def formats():
-    """Every framework's own dataset format (the data.py of its package), in the registry's order."""
-    return [frameworks.module(name, "data") for name in frameworks.with_part("data")]
+    """{framework: its own dataset format (the data.py of its package)}, in the registry's order."""
+    return {name: frameworks.module(name, "data") for name in frameworks.with_part("data")}
 
 
-def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corrupt="fail"):
+def python_for(framework):
+    """The Python that writes `framework`'s format when the caller names none: this one where it
+    imports the framework, else the framework's own environment's (built first if it is not)."""
+    if importlib.util.find_spec(frameworks.get(framework).MODULES[0]) is not None:
+        return sys.executable
+    return str(build.build(own=framework) / "bin" / "python")
+
+
+def write_format(framework, source, out, shards, python=None):
+    """Write `source` (a tree, or [(path, label)]) in `framework`'s own format at `out` with the
+    Python `python` (default `python_for`): in this process where that is this Python, else in a
+    process of that Python's; returns the files written."""
+    python = python or python_for(framework)
+    form = formats()[framework]
+    if Path(python).absolute() == Path(sys.executable).absolute():
+        return form.write(source, out, shards)
+    if not isinstance(source, (str, Path)):
+        listing = Path(out).parent / f".{Path(out).name}{FILES_SUFFIX}"
+        listing.parent.mkdir(parents=True, exist_ok=True)
+        listing.write_text(json.dumps([[str(p), label] for p, label in source]))
+        source = listing
+    argv = [python, "-m", __name__, form.COMMAND, str(source), str(out)]
+    argv += ["--shards", str(shards)] if form.SHARDED else []
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode:
+        raise DataError(f"writing {form.FORMAT} in {python} failed: {done.stderr.strip()[-2000:]}")
+    return [Path(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corrupt="fail", pythons=None):
     """Make (or take, `tree`: the user's ImageNet-style folder) the training set, check that every
-    file decodes, and write it in every framework's own format beside OUT/manifest.json. A file that
-    does not decode is skipped and listed in the manifest (`on_corrupt: skip`) or stops the
-    preparation with its name (`fail`). Returns the Dataset."""
+    file decodes, and write it in the frameworks' own formats beside OUT/manifest.json: those of the
+    frameworks in `pythons` ({framework: the Python that writes its format}: a study's), else every
+    framework's (`python_for`). A file that does not decode is skipped and listed in the manifest
+    (`on_corrupt: skip`) or stops the preparation with its name (`fail`). Returns the Dataset."""
     if on_corrupt not in ON_CORRUPT:
         raise ValueError(f"on_corrupt {on_corrupt!r}: one of {', '.join(ON_CORRUPT)}")
     out = Path(out)
@@ -272,8 +312,10 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
         "skipped": skipped,
         "converted": converted,
     }
-    for form in formats():
-        manifest[form.FORMAT] = [rel(p) for p in form.write(kept, out / form.FOLDER, shards)]
+    for name, form in formats().items():
+        if pythons is None or name in pythons:
+            written = write_format(name, kept, out / form.FOLDER, shards, (pythons or {}).get(name))
+            manifest[form.FORMAT] = [rel(p) for p in written]
     tmp = out / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset
@@ -300,6 +342,17 @@ def _checked(tree, out, on_corrupt):
     return kept, skipped, converted
 
 
+def _pythons(ap, given):
+    """{framework: python} from --python FRAMEWORK=PATH values (None: none given, every format)."""
+    pythons = {}
+    for item in given:
+        name, sep, path = item.partition("=")
+        if not sep or not path or name not in formats():
+            ap.error(f"--python {item!r}: FRAMEWORK=PATH, FRAMEWORK one of {', '.join(formats())}")
+        pythons[name] = path
+    return pythons or None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="python -m dlscale.workloads.images",
@@ -312,7 +365,7 @@ def main(argv=None):
     p.add_argument("--images", type=int, default=1000)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    for form in formats():
+    for form in formats().values():
         p = sub.add_parser(form.COMMAND, help=form.__doc__.split("\n\n")[0].replace("\n", " "))
         p.add_argument("dir")
         p.add_argument("out")
@@ -326,16 +379,26 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--on-corrupt", choices=ON_CORRUPT, default="fail")
+    p.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="FRAMEWORK=PATH",
+        help="write only these frameworks' formats, each with this Python (default: every format, each "
+        "here or in its framework's own environment)",
+    )
+    p.add_argument("--no-formats", action="store_true", help="write no framework's format (the tree alone)")
     args = ap.parse_args(argv)
     if args.action == "prepare":
-        d = prepare(args.out, args.tree, args.images, args.classes, args.seed, args.shards, args.on_corrupt)
+        pythons = {} if args.no_formats else _pythons(ap, args.python)
+        d = prepare(args.out, args.tree, args.images, args.classes, args.seed, args.shards, args.on_corrupt, pythons)
         print(json.dumps(d.describe(), indent=1))
     elif args.action == "make":
         make(args.dir, args.images, args.classes, args.seed)
         print(f"{args.dir}: {args.images} images, {args.classes} classes, sha256 {content_hash(args.dir)}")
     else:
-        form = next(f for f in formats() if f.COMMAND == args.action)
-        print(*form.write(args.dir, args.out, getattr(args, "shards", None)), sep="\n")
+        name = next(name for name, f in formats().items() if f.COMMAND == args.action)
+        print(*write_format(name, args.dir, args.out, getattr(args, "shards", None)), sep="\n")
     return 0
 
 

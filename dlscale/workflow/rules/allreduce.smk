@@ -4,7 +4,7 @@
 
 rule allreduce:
     input:
-        env=ENV_RECORD,
+        env=REFERENCE_ENV,
         apart=list(SWEPT_APART.values()),
         hostfile=config["hostfile"],
     output:

@@ -69,7 +69,7 @@ rule peak:
 
 rule flops:
     input:
-        env=ENV_RECORD,
+        env=REFERENCE_ENV,
     output:
         TABLE["flops"],
     log:

@@ -14,18 +14,36 @@ from dlscale.runtime import peak
 from dlscale.runtime import rule as rule_process
 from dlscale.runtime import environments
 from dlscale.analysis import figures, second_pass, steps
+from dlscale.workloads import frameworks
 
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
 ENV_RECORD = f"{RESULTS}/{env.RECORD}"
 # The frameworks the config runs in a Python of the user's, and those with an environment of their
-# own (JAX): each admitted by its own check's record, the rest run in the workload environment.
+# own (every framework in the cpu variant): each admitted by its own check's record, the rest run in
+# the workload environment.
 FRAMEWORK_ENVS = {fw: f"{RESULTS}/{paths.framework_environment(fw)}.json" for fw in environments.apart(config)}
+# The reference collectives (the allreduce sweep's MPI and Horovod paths, the replays) and the FLOPs
+# count go through frameworks.REFERENCE (PyTorch): they run in its Python, built and admitted as a
+# study's framework is, whether or not the study runs it.
+REFERENCE_ENV = (
+    f"{RESULTS}/{paths.framework_environment(frameworks.REFERENCE)}.json"
+    if frameworks.REFERENCE in FRAMEWORK_ENVS or environments.built_apart(config, frameworks.REFERENCE)
+    else ENV_RECORD
+)
 # The native paths the allreduce sweep times apart, each in its framework's Python: {framework: record}.
-SWEPT_APART = {fw: FRAMEWORK_ENVS[fw] for fw in cfg.native(config) if fw in FRAMEWORK_ENVS}
+SWEPT_APART = {
+    fw: FRAMEWORK_ENVS[fw] for fw in cfg.native(config) if fw in FRAMEWORK_ENVS and FRAMEWORK_ENVS[fw] != REFERENCE_ENV
+}
 TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
 DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
+# {framework: the Python that writes its record format} for the study's frameworks that have one.
+DATA_WRITERS = {
+    fw: environments.python_of(config, fw) if fw in FRAMEWORK_ENVS else sys.executable
+    for fw in config["framework"]
+    if fw in images.formats()
+}
 RUNS = [f"{RESULTS}/{paths.run_status(run)}" for run in cfg.matrix(config)]
 SECOND_PASS = config.get("second_pass")
 # An MPI job's time limit: the rules' resource, not a param, so that a longer limit remakes nothing;

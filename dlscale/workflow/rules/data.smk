@@ -1,6 +1,7 @@
 # The training images (data: {kind: images}): generated (or the user's folder), every file checked,
-# and written in each framework's record format, once per recipe under the data cache; every study
-# asking for the same images reuses them. Synthetic data needs none of this.
+# and written in the record formats of the study's frameworks (each in its framework's Python), once
+# per recipe under the data cache; every study asking for the same images reuses them (a study with
+# other frameworks makes them again). Synthetic data needs none of this.
 
 
 localrules:
@@ -8,6 +9,8 @@ localrules:
 
 
 rule dataset:
+    input:
+        [FRAMEWORK_ENVS[fw] for fw in DATA_WRITERS if fw in FRAMEWORK_ENVS],
     output:
         DATA_MANIFEST,
     log:
@@ -16,5 +19,6 @@ rule dataset:
     params:
         python=sys.executable,
         data=json.dumps(cfg.dataset_settings(config), sort_keys=True),
+        writers=json.dumps(DATA_WRITERS, sort_keys=True),
     run:
         step(rule, rule_process.dataset_rule, input, output, params, log, resources)

@@ -24,7 +24,7 @@ rule replay_plans:
 
 rule replay:
     input:
-        env=ENV_RECORD,
+        env=REFERENCE_ENV,
         hostfile=config["hostfile"],
         plans=REPLAY_PLANS,
     output:

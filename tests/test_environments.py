@@ -147,33 +147,41 @@ def test_a_study_runs_a_framework_in_the_users_python_and_records_it(pythons, tm
 
 
 @pytest.mark.timeout(900)
-def test_a_study_runs_jax_in_its_own_environment_and_records_it(tmp_path):
-    """JAX's own environment (JAX 0.10, numpy 2: recipe.OWN_ENVIRONMENTS) is built or found by the
-    study's `framework_environment` rule, checked for what the runs need, and every JAX run and rank
-    runs and records it; the workload environment's PyTorch runs beside it."""
+def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_path):
+    """Each framework's own environment (PyTorch's with Horovod built for it; JAX 0.10 with numpy 2:
+    recipe.OWN_ENVIRONMENTS) is built or found by the study's `framework_environment` rule, checked
+    for what the runs need, and every run and rank runs in it and records it; the sweep's reference
+    paths run in PyTorch's, JAX's native path in JAX's, the peak of each in its own."""
     conf = tiny_config(tmp_path, framework=["torch", "jax"], comm_library=["native"], ranks_per_node=[2])
     conf.update(logs=str(tmp_path / "logs"))
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(conf))
     proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    own = build.env_dir(own="jax")
-    record = json.loads((tmp_path / "results" / f"{paths.framework_environment('jax')}.json").read_text())
-    assert (record["key"], record["framework"], record["check"]["missing"]) == (own.name, "jax", [])
-    assert record["pins"]["jax"] == recipe.own_pins("jax")["jax"] and record["horovod"] is None
+    own = {fw: build.env_dir(own=fw) for fw in ("torch", "jax")}
+    records = {
+        fw: json.loads((tmp_path / "results" / f"{paths.framework_environment(fw)}.json").read_text()) for fw in own
+    }
+    for fw, record in records.items():
+        assert (record["key"], record["framework"], record["check"]["missing"]) == (own[fw].name, fw, [])
+        assert record["pins"] == recipe.own_pins(fw)
+    assert records["jax"]["horovod"] is None and records["torch"]["horovod"] == recipe.HOROVOD_VERSION
     for spec_path in (tmp_path / "results" / paths.RUNS).rglob("spec.json"):
         spec = json.loads(spec_path.read_text())
-        python = str((own if spec["framework"] == "jax" else build.env_dir()) / "bin" / "python")
+        python = str(own[spec["framework"]] / "bin" / "python")
         assert spec["launch"]["argv"].count(python) == 1, spec["launch"]["argv"]
     status = [json.loads(p.read_text())["status"] for p in (tmp_path / "results" / paths.RUNS).rglob("status.json")]
     assert status == ["ok", "ok"]
     sweep = (tmp_path / "results" / f"{paths.sweep(1, 2)}.jsonl").read_text()
     assert {json.loads(line)["path"] for line in sweep.splitlines()} >= {"mpi", "horovod", "jax", "torch"}
     peak = {r["framework"]: r for r in csv.DictReader((tmp_path / "results" / paths.TABLES["peak"]).open())}
-    assert peak["jax"]["failure"] == "" and float(peak["jax"]["matmul_flops_s"]) > 0  # measured in JAX's Python
-    numpy = recipe.own_pins("jax")["numpy"]
+    for fw in own:  # each measured in its framework's own Python
+        assert peak[fw]["failure"] == "" and float(peak[fw]["matmul_flops_s"]) > 0
     report = (tmp_path / "results" / paths.TABLES["report"]).read_text()
-    assert f"- JAX ran in its own environment `{own.name}`, numpy {numpy}" in report
+    for fw, label in (("torch", "PyTorch"), ("jax", "JAX")):
+        numpy = recipe.own_pins(fw)["numpy"]
+        assert f"- {label} ran in its own environment `{own[fw].name}`, numpy {numpy}" in report
+    assert f"Horovod {recipe.HOROVOD_VERSION}" in report
 
 
 def test_an_own_environment_that_lacks_what_runs_need_stops_the_study_naming_it(pythons, tmp_path):

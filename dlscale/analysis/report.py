@@ -411,8 +411,12 @@ def _provenance_lines(environment, runs):
     python = ok["python_version"].dropna().iloc[0] if len(ok) and ok["python_version"].notna().any() else "n/a"
     pins = environment.get("pins", {})
     measured = [f"{fw} {v}" for fw, v in sorted(versions.items())]
+    # the workload environment's Horovod (cuda variant), else the one built into the frameworks' own
+    horovod = environment.get("horovod") or next(
+        (r["horovod"] for r in environment.get("apart", []) if r.get("horovod")), None
+    )
     measured += [
-        f"Horovod {environment.get('horovod', 'n/a')}",
+        f"Horovod {horovod or 'n/a'}",
         f"MPI {environment.get('mpi', {}).get('version', 'n/a')}",
     ]
     measured += [f"Python {python}"] + ([f"numpy {pins['numpy']}"] if "numpy" in pins else [])

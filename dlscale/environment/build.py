@@ -426,7 +426,8 @@ def build(quiet=False, own=None):
         log_path = path.with_name(path.name + ".build.log")
         if not quiet:
             what = f"{own}'s own environment" if own else "the workload environment"
-            takes = "a few minutes" if own else "about 10-15 minutes"
+            takes = "a few minutes" if own or variant_name == "cuda" else "a minute or two"
+            takes = "about 10-15 minutes" if variant_name == "cuda" and not own else takes
             print(f"building {what} in {path} (log: {log_path}); this takes {takes} once", file=sys.stderr)
         with open(log_path, "w") as log:
             try:

@@ -36,6 +36,9 @@ TOOL_PINS = {
     # Snakemake's Slurm executor (profiles/slurm) and the job-step executor it runs inside each job.
     "snakemake-executor-plugin-slurm": "2.6.1",
     "snakemake-executor-plugin-slurm-jobstep": "0.6.1",
+    # The overlay's editable install of the checkout (dlscale.environment.build `link`, no build isolation).
+    "setuptools": "84.2.1",
+    "wheel": "0.48.0",
 }
 
 # What every environment holds: arrays (numpy 1.26.4 satisfies TensorFlow 2.21, >= 1.26, and MXNet
@@ -49,8 +52,8 @@ HOROVOD_PINS = {
     "psutil": "7.2.2",
     "pyyaml": "6.0.3",
     "packaging": "25.0",
-    "setuptools": "84.2.1",
-    "wheel": "0.48.0",
+    "setuptools": TOOL_PINS["setuptools"],
+    "wheel": TOOL_PINS["wheel"],
 }
 # The frameworks Horovod is built into, each in its own environment (the cpu variant): the name
 # `horovodrun --check-build` lists it by and the build switch that asks for it.

@@ -80,12 +80,33 @@ def cmd_env(args):
         return 2
     path = env.build(own=own)
     if args.link:
-        env.link(path, args.link, frameworks=env.dev_frameworks() if args.dev else ())
+        dev = args.dev or env.is_dev(args.link)
+        env.link(path, args.link, frameworks=env.dev_frameworks() if dev else ())
     if args.record:
         Path(args.record).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path / env.RECORD, args.record)
     print(path)
     return 0
+
+
+def _run_record(conf, framework):
+    """The environment record a run of `framework` launched by hand runs in, as in the pipeline: the
+    user's Python (checked), the framework's own environment (built if it is not), or the workload one."""
+    from dlscale.runtime import config as cfg  # bare python
+    from dlscale.runtime import environments  # bare python
+
+    if framework in environments.user_pythons(conf):
+        python = environments.python_of(conf, framework)
+        checked = environments.check(python, framework, environments.needs(conf, framework))
+        if checked["missing"]:
+            raise cfg.ConfigError(f"{python} lacks what a {framework} run needs: " + "; ".join(checked["missing"]))
+        return environments.record(checked)
+    return env.own_record(framework) or env.load_record(env.build())
+
+
+def _prepared(manifest, form):
+    """Whether the dataset at `manifest` exists with `form`'s files (a framework's own format)."""
+    return manifest.exists() and (form is None or form.FORMAT in json.loads(manifest.read_text()))
 
 
 def _own_environment(framework):
@@ -169,12 +190,14 @@ def cmd_launch(args):
     if why:
         raise cfg.ConfigError(f"run {run['framework']} with comm_library={run['comm_library']}: {why}")
 
-    record = env.load_record(env.build())
+    record = _run_record(conf, run["framework"])
     folder = cfg.dataset_folder(conf)
-
-    if folder and not (folder / images.MANIFEST).exists():  # as the pipeline's dataset rule would
+    form = images.formats().get(run["framework"])
+    if folder and not _prepared(folder / images.MANIFEST, form):  # as the pipeline's dataset rule would
         print(f"preparing the training images in {folder} ...", file=sys.stderr)
-        dataset.prepare_rule(conf, record["python"], folder / images.MANIFEST, folder.parent / f"{folder.name}.log")
+        writers = {run["framework"]: record["python"]} if form else {}
+        manifest, log = folder / images.MANIFEST, folder.parent / f"{folder.name}.log"
+        dataset.prepare_rule(conf, env.load_record(env.build())["python"], manifest, log, writers)
     try:
         with interruptible():
             status = launch.launch(conf, run, record)
@@ -548,7 +571,7 @@ def _env_command(sub):
         "--dev",
         action="store_true",
         help="with --link: also build the Horovod frameworks' own environments and add their packages to "
-        "the overlay, so that one interpreter imports them all (the tests')",
+        "the overlay, so that one interpreter imports them all (the tests'); kept by a later --link",
     )
     p.set_defaults(fn=cmd_env)
 

@@ -476,6 +476,15 @@ def dev_frameworks():
     return [build(own=fw) for fw in recipe.HOROVOD_FRAMEWORKS if own_environment(fw)]
 
 
+def is_dev(link_path):
+    """Whether the overlay at `link_path` was made with the frameworks (`link(frameworks=...)`): a
+    bootstrap without --dev then keeps them (the tests run `./bootstrap.sh`, the README's command)."""
+    return (Path(link_path) / DEV_MARK).is_file()
+
+
+DEV_MARK = "dlscale-dev"
+
+
 def link(path, link_path, wheel=None, frameworks=()):
     """Make `link_path` (`.venv` in the checkout) this checkout's own small venv on top of the shared
     environment `path`: the environment's packages through a .pth file, this checkout installed
@@ -504,6 +513,8 @@ def link(path, link_path, wheel=None, frameworks=()):
     shared = [_site_packages(Path(p) / "bin" / "python") for p in [path, *frameworks]]
     # addsitedir (not a plain path line) also reads the environments' own .pth files (MXNet's shim)
     (Path(own) / OVERLAY_MARK).write_text("".join(f"import site; site.addsitedir({s!r})\n" for s in shared))
+    if frameworks:
+        (link_path / DEV_MARK).write_text("".join(f"{p}\n" for p in frameworks))
     _commands(path / "bin", link_path.resolve() / "bin", python)
     subprocess.run(
         [

@@ -285,6 +285,7 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
         raise ValueError(f"on_corrupt {on_corrupt!r}: one of {', '.join(ON_CORRUPT)}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    before = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
     (out / MANIFEST).unlink(missing_ok=True)
     if tree is None:
         tree, source = (
@@ -312,10 +313,13 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
         "skipped": skipped,
         "converted": converted,
     }
+    same = {k: before.get(k) for k in ("content_hash", "files")} == {k: manifest[k] for k in ("content_hash", "files")}
     for name, form in formats().items():
         if pythons is None or name in pythons:
             written = write_format(name, kept, out / form.FOLDER, shards, (pythons or {}).get(name))
             manifest[form.FORMAT] = [rel(p) for p in written]
+        elif same and form.FORMAT in before:  # written before from these very files: kept
+            manifest[form.FORMAT] = before[form.FORMAT]
     tmp = out / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset

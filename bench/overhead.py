@@ -108,8 +108,8 @@ def throughput(kind, out, spec, ranks, records=None):
 
 
 def framework_python(framework):
-    """The Python a framework's runs use, as in a study: its own environment's (JAX's, built once),
-    else this one (the workload environment's)."""
+    """The Python a framework's runs use, as in a study: its own environment's (built once), else
+    this one (the workload environment's: the cuda variant's Horovod frameworks)."""
     return (build.own_record(framework) or {"python": sys.executable})["python"]
 
 

@@ -10,9 +10,9 @@ run [STUDY] [--configfile F]... [--config K=V]... [-- SNAKEMAKE ARGS...]
                                           in STUDY (a stale lock a killed snakemake left is removed first)
 report [STUDY] [--configfile F]... [--config K=V]...
                                           the study's report.md and Snakemake's report.html
-env build [--framework F] [--record FILE] [--link PATH]
-                                          build (once) or find the workload environment, or (F: jax)
-                                          the environment of its own that framework F runs in
+env build [--framework F] [--record FILE] [--link PATH [--dev]]
+                                          build (once) or find the workload environment, or the
+                                          environment of its own that framework F runs in
 env check [--python P] [--framework F]    what each framework's Python has of what the study needs
 env path [--framework F]                  print the environment's folder (exit 1 if not built)
 check-config [CONFIG...] [--config K=V]... validate the study config/config.yaml and these
@@ -556,8 +556,7 @@ def _env_command(sub):
         "--framework",
         action="append",
         default=[],
-        help="build, path: the environment this framework runs in (its own, for jax); "
-        "check: only this framework (repeatable)",
+        help="build, path: the environment of its own this framework runs in; check: only this framework (repeatable)",
     )
     p.add_argument("--configfile", action="append", default=[], help="check: overlays on the study's config")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="check: as snakemake --config")

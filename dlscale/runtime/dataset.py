@@ -1,5 +1,6 @@
 """The pipeline's `dataset` rule: the study's training images made (or converted from the user's
-tree) by dlscale/workloads/images.py in the workload environment, in a process of its own."""
+tree) by dlscale/workloads/images.py in the workload environment, in a process of its own, each
+framework's record format written in that framework's Python."""
 
 import os
 from pathlib import Path

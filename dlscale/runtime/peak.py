@@ -2,7 +2,7 @@
 utilisation (MFU).
 
 Per framework, in a process of its own in that framework's Python (`--python FRAMEWORK=PATH` for
-one that runs apart from the workload environment: JAX's own environment, a user's), with a rank's
+one that runs apart from the workload environment: its own environment, a user's), with a rank's
 threads (`threads_per_rank`) and device: a square matrix multiply (dlscale/workloads/matmul.py);
 the rate is 2 N^3 / the median time.
 

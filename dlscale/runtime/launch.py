@@ -270,8 +270,8 @@ def _launch_facts(env_record, hosts, argv, cluster):
 
 def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, apart=None):
     """Run the allreduce sweep (dlscale.runtime.allreduce) on the run's hosts and ranks (`measure`):
-    the reference paths and the native paths of the frameworks that run in the reference framework's
-    Python in `env_record`'s Python (that one's); each native path of a framework that runs apart ({framework: its
+    the reference paths, and the native paths of the frameworks that run in the same Python, in
+    `env_record`'s Python (the reference framework's); each native path of a framework that runs apart ({framework: its
     environment record}: its own environment, a user's Python) in a job of its own in that Python,
     its lines (or its failure) appended to out_path and its log to log_path."""
     apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.native(config)}

@@ -240,16 +240,13 @@ def _build(path, mpi, log, variant_name="cpu"):
         _run([py, "-m", "pip", "install", *recipe.requirements(variant_name)], log)
         _write_record(path, py, mpi, variant_name, None)
         return
-    cuda = {}
-    if variant_name == "cuda":
-        home = str(find_cuda_home())  # fail before downloading GBs
-        # Horovod's CMake reads HOROVOD_CUDA_HOME; its PyTorch part asks torch.utils.cpp_extension,
-        # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
-        cuda.update(HOROVOD_CUDA_HOME=home, CUDA_HOME=home)
+    home = str(find_cuda_home())  # fail before downloading GBs
+    # Horovod's CMake reads HOROVOD_CUDA_HOME; its PyTorch part asks torch.utils.cpp_extension,
+    # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
+    cuda = {"HOROVOD_CUDA_HOME": home, "CUDA_HOME": home}
     site = _install_packages(path, py, log, variant_name)
     with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
-        if variant_name == "cuda":
-            cuda.update(_cuda_build_env(tmp, site, log))
+        cuda.update(_cuda_build_env(tmp, site, log))
         out = _build_horovod(py, tmp, log, variant_name, _horovod_build_env(path, py, site, cuda, variant_name))
     _write_record(path, py, mpi, variant_name, out)
 

@@ -159,6 +159,8 @@ def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_p
     proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     own = {fw: build.env_dir(own=fw) for fw in ("torch", "jax")}
+    made = sorted(p.stem for p in (tmp_path / "results" / paths.framework_environment("x")).parent.glob("*.json"))
+    assert made == ["jax", "torch"]  # the frameworks the study names, and no other
     records = {
         fw: json.loads((tmp_path / "results" / f"{paths.framework_environment(fw)}.json").read_text()) for fw in own
     }

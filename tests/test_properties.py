@@ -263,7 +263,8 @@ def analyse(study, draw=True):
     steps.write_tables(Job.of(input=[str(p) for p in study.status], output=tables, log=log("tidy")))
     steps.write_run_metrics(Job.of(input=[csv["tidy"]], output=[csv["run_metrics"]], log=log("run_metrics")))
     flops_params = {k: c[k] for k in ("image_size", "classes")} | {"models": c["model"]}
-    steps.write_flops(Job.of(output=[csv["flops"]], params=flops_params, log=log("flops")))
+    flops_in = {"env": str(res / "environment.json")}  # the reference framework's Python: this one
+    steps.write_flops(Job.of(input=flops_in, output=[csv["flops"]], params=flops_params, log=log("flops")))
     summary_in = {k: csv[k] for k in ("run_metrics", "runs", "peak", "flops")} | {"plan": []}
     summary_out = {k: csv[k] for k in ("summary", "comparisons")}
     steps.write_summary(Job.of(input=summary_in, output=summary_out, log=log("summary")))

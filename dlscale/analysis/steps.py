@@ -104,15 +104,22 @@ def write_flops(job):
     (input env's record)."""
     p = job.params
     python = json.loads(Path(job.input.env).read_text())["python"]
-    argv = [python, "-m", flops.__name__, ",".join(p.models), str(p.image_size), str(p.classes)]
     with logged(job.log[0]):
-        done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
-        if done.returncode:
-            raise RuntimeError(f"counting FLOPs in {python} failed: {done.stderr.strip()[-2000:]}")
-        table = pd.DataFrame(json.loads(done.stdout.splitlines()[-1]), columns=flops.COLUMNS)
+        table = pd.DataFrame(_flops_in(python, p.models, p.image_size, p.classes), columns=flops.COLUMNS)
         table.to_csv(job.output[0], index=False)
         print(f"counted {len(table)} networks ({flops.CONVENTION})")
         _wrote(job.output[0])
+
+
+def _flops_in(python, models, image_size, classes):
+    """flops.table counted in `python`: here where that is this Python, else in a process of its own."""
+    if Path(python).absolute() == Path(sys.executable).absolute():
+        return flops.table(models, image_size, classes)
+    argv = [python, "-m", flops.__name__, ",".join(models), str(image_size), str(classes)]
+    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
+    if done.returncode:
+        raise RuntimeError(f"counting FLOPs in {python} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def write_second_pass(job):

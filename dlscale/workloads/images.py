@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlscale.core.paths import SOURCE
 from dlscale.environment import build
 from dlscale.workloads import frameworks
 
@@ -267,9 +268,9 @@ def write_format(framework, source, out, shards, python=None):
         listing.parent.mkdir(parents=True, exist_ok=True)
         listing.write_text(json.dumps([[str(p), label] for p, label in source]))
         source = listing
-    argv = [python, "-m", __name__, form.COMMAND, str(source), str(out)]
+    argv = [python, "-m", __spec__.name, form.COMMAND, str(source), str(out)]  # (__name__ is __main__ under -m)
     argv += ["--shards", str(shards)] if form.SHARDED else []
-    done = subprocess.run(argv, capture_output=True, text=True)
+    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
     if done.returncode:
         raise DataError(f"writing {form.FORMAT} in {python} failed: {done.stderr.strip()[-2000:]}")
     return [Path(line) for line in done.stdout.splitlines() if line.strip()]

@@ -1,7 +1,8 @@
 # The training images (data: {kind: images}): generated (or the user's folder), every file checked,
 # and written in the record formats of the study's frameworks (each in its framework's Python), once
 # per recipe under the data cache; every study asking for the same images reuses them (a study with
-# other frameworks makes them again). Synthetic data needs none of this.
+# other frameworks checks the images again and adds its formats; those written before stay in the
+# manifest). Synthetic data needs none of this.
 
 
 localrules:

@@ -5,8 +5,6 @@ what it read, wrote and found to the rule's declared log."""
 
 import contextlib
 import json
-import os
-import subprocess
 import sys
 import threading
 import warnings
@@ -15,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.analysis import comm, comparisons, figures, metrics, prediction, replayed, report, second_pass, tidy
-from dlscale.core.paths import SOURCE
 from dlscale.core.vocabulary import RUN_KEYS
+from dlscale.environment import build
 from dlscale.runtime import design, replay
 from dlscale.workloads import flops
 
@@ -113,10 +111,9 @@ def write_flops(job):
 
 def _flops_in(python, models, image_size, classes):
     """flops.table counted in `python`: here where that is this Python, else in a process of its own."""
-    if Path(python).absolute() == Path(sys.executable).absolute():
+    if build.is_this_python(python):
         return flops.table(models, image_size, classes)
-    argv = [python, "-m", flops.__name__, ",".join(models), str(image_size), str(classes)]
-    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
+    done = build.run_module(python, flops.__name__, [",".join(models), image_size, classes])
     if done.returncode:
         raise RuntimeError(f"counting FLOPs in {python} failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])

@@ -454,6 +454,18 @@ def record_rule(python, record_path, log_path, own=None):
         )
 
 
+def is_this_python(python):
+    """Whether `python` is the interpreter running this code (then its work runs in this process)."""
+    return Path(python).absolute() == Path(sys.executable).absolute()
+
+
+def run_module(python, module, args):
+    """`python -m module args` with this package on its path (a framework's own environment has no
+    dlscale of its own): its completed process, output captured."""
+    argv = [str(python), "-m", module, *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(paths.SOURCE)})
+
+
 def load_record(path):
     return json.loads((Path(path) / RECORD).read_text())
 

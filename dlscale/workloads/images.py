@@ -32,13 +32,11 @@ import importlib.util
 import io
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from dlscale.core.paths import SOURCE
 from dlscale.environment import build
 from dlscale.workloads import frameworks
 
@@ -261,16 +259,15 @@ def write_format(framework, source, out, shards, python=None):
     process of that Python's; returns the files written."""
     python = python or python_for(framework)
     form = formats()[framework]
-    if Path(python).absolute() == Path(sys.executable).absolute():
+    if build.is_this_python(python):
         return form.write(source, out, shards)
     if not isinstance(source, (str, Path)):
         listing = Path(out).parent / f".{Path(out).name}{FILES_SUFFIX}"
         listing.parent.mkdir(parents=True, exist_ok=True)
         listing.write_text(json.dumps([[str(p), label] for p, label in source]))
         source = listing
-    argv = [python, "-m", __spec__.name, form.COMMAND, str(source), str(out)]  # (__name__ is __main__ under -m)
-    argv += ["--shards", str(shards)] if form.SHARDED else []
-    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
+    args = [form.COMMAND, source, out] + (["--shards", shards] if form.SHARDED else [])
+    done = build.run_module(python, __spec__.name, args)  # (__name__ is __main__ under -m)
     if done.returncode:
         raise DataError(f"writing {form.FORMAT} in {python} failed: {done.stderr.strip()[-2000:]}")
     return [Path(line) for line in done.stdout.splitlines() if line.strip()]

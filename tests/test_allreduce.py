@@ -64,8 +64,8 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     )
     assert {r["transport"] for r in rows} == {
         "mpi (host memory)",
-        "horovod mpi (host memory, 4 tensors fused)",
-        "horovod mpi (host memory, 128 tensors fused)",
+        "horovod mpi (host memory, 4 tensors fused, PyTorch's binding)",
+        "horovod mpi (host memory, 128 tensors fused, PyTorch's binding)",
     }
     table, fits = comm.tables([(out, 2, 1)])
     assert len(table) == len(rows) and set(fits["path"]) == set(allreduce.PATHS)
@@ -149,13 +149,15 @@ def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):
 def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predicts_them_from_it(tmp_path, native):
     """A study that runs a framework through its own library sweeps its path too (JAX's pmean, in
     JAX's own environment, in a job of its own; PyTorch's process group; averaging: element 0 stays
-    1); a study without it sweeps none; the model's costs hold the libraries apart."""
+    1); a study without it sweeps none; a study that runs nothing through Horovod sweeps no Horovod
+    path (and needs no framework's binding); the model's costs hold the libraries apart."""
     out, log = tmp_path / "sweep.jsonl", tmp_path / "log"
     conf = tiny_config(tmp_path, framework=[native], comm_library=["native"], allreduce_max_bytes=1 << 16)
     apart = {native: env_record(native)} if build.own_environment(native) else {}
     launch.sweep_allreduce(conf, 1, 2, ENV_RECORD, out, log, tmp_path / "attempts", apart)
     assert "failed" not in out.read_text(), log.read_text()[-3000:]
-    assert {json.loads(line)["path"] for line in out.read_text().splitlines()} >= {"mpi", "horovod", native}
+    swept = {json.loads(line)["path"] for line in out.read_text().splitlines()}
+    assert swept == {"mpi", native, f"{native}_tensors"}
     assert (f"--- {native}'s native path, in " in log.read_text()) == bool(apart)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     own_rows = [r for r in rows if r["path"] == native]

@@ -19,6 +19,7 @@ from dlscale.core.errors import ConfigError
 from dlscale.environment import build, recipe
 from dlscale.runtime import config as cfg
 from dlscale.runtime import environments
+from dlscale.workloads import flops
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
 
 CHECK = [str(ROOT / ".venv" / "bin" / "dlscale"), "env", "check", "--configfile"]
@@ -150,8 +151,9 @@ def test_a_study_runs_a_framework_in_the_users_python_and_records_it(pythons, tm
 def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_path):
     """Each framework's own environment (PyTorch's with Horovod built for it; JAX 0.10 with numpy 2:
     recipe.OWN_ENVIRONMENTS) is built or found by the study's `framework_environment` rule, checked
-    for what the runs need, and every run and rank runs in it and records it; the sweep's reference
-    paths run in PyTorch's, JAX's native path in JAX's, the peak of each in its own."""
+    for what the runs need, and every run and rank runs in it and records it; each native path of
+    the sweep runs in its framework's Python (the study runs nothing through Horovod: no Horovod
+    path), the peak of each in its own."""
     conf = tiny_config(tmp_path, framework=["torch", "jax"], comm_library=["native"], ranks_per_node=[2])
     conf.update(logs=str(tmp_path / "logs"))
     path = tmp_path / "study.yaml"
@@ -175,7 +177,13 @@ def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_p
     status = [json.loads(p.read_text())["status"] for p in (tmp_path / "results" / paths.RUNS).rglob("status.json")]
     assert status == ["ok", "ok"]
     sweep = (tmp_path / "results" / f"{paths.sweep(1, 2)}.jsonl").read_text()
-    assert {json.loads(line)["path"] for line in sweep.splitlines()} >= {"mpi", "horovod", "jax", "torch"}
+    assert {json.loads(line)["path"] for line in sweep.splitlines()} == {
+        "mpi",
+        "jax",
+        "jax_tensors",
+        "torch",
+        "torch_tensors",
+    }
     peak = {r["framework"]: r for r in csv.DictReader((tmp_path / "results" / paths.TABLES["peak"]).open())}
     for fw in own:  # each measured in its framework's own Python
         assert peak[fw]["failure"] == "" and float(peak[fw]["matmul_flops_s"]) > 0
@@ -184,6 +192,33 @@ def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_p
         numpy = recipe.own_pins(fw)["numpy"]
         assert f"- {label} ran in its own environment `{own[fw].name}`, numpy {numpy}" in report
     assert f"Horovod {recipe.HOROVOD_VERSION}" in report
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(
+    not build.own_environment("mxnet"), reason="the cuda variant runs every framework in one environment"
+)
+def test_a_study_without_pytorch_builds_and_uses_no_pytorch(tmp_path):
+    """MXNet through Horovod and JAX through its own collectives: only their environments are made;
+    the sweep hands Horovod its tensors through MXNet's binding, in MXNet's Python, and the FLOPs
+    are counted on MXNet's definitions (equal to PyTorch's: tests/test_flops.py)."""
+    conf = tiny_config(tmp_path, framework=["mxnet", "jax"], ranks_per_node=[2], logs=str(tmp_path / "logs"))
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = tmp_path / "results"
+    made = sorted(p.stem for p in (results / paths.framework_environment("x")).parent.glob("*.json"))
+    assert made == ["jax", "mxnet"]
+    status = [json.loads(p.read_text())["status"] for p in (results / paths.RUNS).rglob("status.json")]
+    assert status == ["ok", "ok"]
+    rows = [json.loads(line) for line in (results / f"{paths.sweep(1, 2)}.jsonl").read_text().splitlines()]
+    transports = {r["path"]: r["transport"] for r in rows}
+    assert set(transports) == {"mpi", "horovod", "horovod_tensors", "jax", "jax_tensors"}
+    assert transports["horovod"] == "horovod mpi (host memory, 4 tensors fused, MXNet's binding)"
+    assert "counted 1 networks on MXNet's definitions" in (tmp_path / "logs" / "flops.log").read_text()
+    counted = list(csv.DictReader((results / paths.TABLES["flops"]).open()))
+    assert int(counted[0]["forward_macs"]) == flops.per_image("tinynet", 64, 1000)["forward_macs"]  # PyTorch's, here
 
 
 def test_an_own_environment_that_lacks_what_runs_need_stops_the_study_naming_it(pythons, tmp_path):

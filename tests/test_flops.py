@@ -1,12 +1,16 @@
 """Compute efficiency: FLOPs per image counted from the networks' definitions, the measured
 matrix-multiply rate, and model FLOP utilisation (MFU) in the summary."""
 
+import json
+
 import pandas as pd
 import pytest
+from conftest import env_record
 
 from dlscale.analysis import metrics
+from dlscale.environment import build
 from dlscale.runtime import peak
-from dlscale.workloads import flops
+from dlscale.workloads import flops, frameworks
 
 
 @pytest.mark.parametrize("model, gmacs", [("alexnet", 0.714), ("googlenet", 1.498), ("resnet50", 4.089)])
@@ -21,6 +25,32 @@ def test_a_network_counted_by_hand():
     # conv 8->16 (stride 2) 16x16x16 of 72, the classifier 10 x 256
     macs = 8 * 32 * 32 * 27 + 16 * 16 * 16 * 72 + 10 * 256
     assert flops.per_image("tinynet", 64, 10) == {"forward_macs": macs, "train_flops": 6 * macs}
+
+
+@pytest.mark.parametrize("framework", [fw for fw in frameworks.NAMES if fw != frameworks.REFERENCE])
+def test_every_framework_counts_the_references_work(framework):
+    # each in its own Python, as the pipeline's flops step counts on a study without PyTorch; sizes
+    # that pool and pad unevenly
+    models = ["alexnet", "googlenet", "resnet50", "tinynet"]
+    python = env_record(framework)["python"]
+    for size, classes in [(224, 1000), (131, 7)]:
+        done = build.run_module(python, flops.__name__, [framework, ",".join(models), size, classes])
+        assert done.returncode == 0, done.stderr[-2000:]
+        counted = json.loads(done.stdout.splitlines()[-1])
+        assert counted == flops.table(models, size, classes), (framework, size)
+
+
+@pytest.mark.parametrize(
+    "study, counter",
+    [
+        (["jax", "torch"], "torch"),
+        (["jax", "mxnet"], "mxnet"),
+        (["jax"], "jax"),
+        (["mxnet", "tensorflow"], "tensorflow"),
+    ],
+)
+def test_a_study_counts_on_the_reference_where_it_runs_it_else_on_the_first_it_runs(study, counter):
+    assert flops.counter(study) == counter
 
 
 def test_mfu_is_useful_flops_per_rank_over_the_frameworks_matmul_rate():

@@ -263,6 +263,7 @@ def analyse(study, draw=True):
     steps.write_tables(Job.of(input=[str(p) for p in study.status], output=tables, log=log("tidy")))
     steps.write_run_metrics(Job.of(input=[csv["tidy"]], output=[csv["run_metrics"]], log=log("run_metrics")))
     flops_params = {k: c[k] for k in ("image_size", "classes")} | {"models": c["model"]}
+    flops_params["framework"] = frameworks.REFERENCE
     flops_in = {"env": str(res / "environment.json")}  # the reference framework's Python: this one
     steps.write_flops(Job.of(input=flops_in, output=[csv["flops"]], params=flops_params, log=log("flops")))
     summary_in = {k: csv[k] for k in ("run_metrics", "runs", "peak", "flops")} | {"plan": []}

@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 
 from dlscale.analysis import comm, model, replayed
+from dlscale.core import paths
 from dlscale.core.vocabulary import BASELINE_KEYS
-from dlscale.runtime import allreduce, emulate, launch, replay
-from tests.conftest import needs_emulation, tiny_config
+from dlscale.runtime import allreduce, emulate, execution, launch, launchers, replay
+from dlscale.workloads import frameworks
+from tests.conftest import env_record, needs_emulation, tiny_config
 
 PHASES = {"io_s": 0.002, "h2d_s": 0.0, "forward_s": 0.03, "backward_s": 0.06, "update_s": 0.01}
 
@@ -155,6 +157,43 @@ def _tinynet_plans():
         details = {"base": PHASES, "sizes": sizes, "ready": ready, "threshold": 1 << 27, "cycle": 1e-3}
         plans += replay.plans({_key(comm=mode): details}, ["tinynet"])
     return plans
+
+
+@pytest.mark.parametrize("framework", frameworks.with_part("instrument"))
+def test_every_horovod_binding_hands_the_sweep_and_the_replay_their_tensors(tmp_path, framework):
+    """What a study that runs `framework` through Horovod, and not PyTorch, sweeps and replays with:
+    its binding, in its own Python (its environment has no other framework's Horovod)."""
+    python = env_record(framework)["python"]
+
+    def mpirun(module, *args):
+        argv = launchers.mpirun_argv(
+            ["localhost"],
+            2,
+            {"name": "mpirun", "bind_to": "none"},
+            [python, "-m", module, *map(str, args)],
+            {"PYTHONPATH": str(paths.SOURCE)},
+            as_root=os.geteuid() == 0,
+        )
+        rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=300)
+        assert rc == 0 and not timed_out, (tmp_path / "log").read_text()[-3000:]
+        return [json.loads(line) for line in args[0].read_text().splitlines()]
+
+    rows = mpirun("dlscale.runtime.allreduce", tmp_path / "sweep.jsonl", "--max-bytes", 4096, "--instrument", framework)
+    label = frameworks.get(framework).LABEL
+    assert {(r["path"], r["transport"]) for r in rows if r["path"] != "mpi"} == {
+        ("horovod", f"horovod mpi (host memory, 4 tensors fused, {label}'s binding)"),
+        ("horovod_tensors", f"horovod mpi (host memory, 128 tensors fused, {label}'s binding)"),
+    }
+    plans = _tinynet_plans()
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"iterations": 3, "warmup": 1, "instrument": framework, "plans": plans}))
+    rows = mpirun("dlscale.runtime.replay", tmp_path / "replay.jsonl", spec)
+    assert [(r["comm"], r["iteration"], r["ranks"]) for r in rows] == [
+        (plan["key"]["comm"], i, 2) for plan in plans for i in range(3)
+    ]
+    # each iteration waited where the run computed, and its averaged gradients came back as ones
+    # (the replay stops otherwise)
+    assert all(min(r["iteration_s"]) >= sum(PHASES.values()) for r in rows)
 
 
 @needs_emulation

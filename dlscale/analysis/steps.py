@@ -16,7 +16,7 @@ from dlscale.analysis import comm, comparisons, figures, metrics, prediction, re
 from dlscale.core.vocabulary import RUN_KEYS
 from dlscale.environment import build
 from dlscale.runtime import design, replay
-from dlscale.workloads import flops
+from dlscale.workloads import flops, frameworks
 
 # Snakemake runs the rules' steps in threads of its own process (profiles/default); the standard
 # output, the warning filters and pyplot's figures are the process's, so steps run one at a time.
@@ -98,22 +98,24 @@ def write_order(job):
 
 def write_flops(job):
     """flops.csv: the training FLOPs per image of each of the study's networks (params models,
-    image_size, classes; dlscale/workloads/flops.py), counted in the reference framework's Python
-    (input env's record)."""
+    image_size, classes; dlscale/workloads/flops.py), counted on the definitions of params framework
+    (`flops.counter`), in its Python (input env's record)."""
     p = job.params
     python = json.loads(Path(job.input.env).read_text())["python"]
     with logged(job.log[0]):
-        table = pd.DataFrame(_flops_in(python, p.models, p.image_size, p.classes), columns=flops.COLUMNS)
+        rows = _flops_in(python, p.framework, p.models, p.image_size, p.classes)
+        table = pd.DataFrame(rows, columns=flops.COLUMNS)
         table.to_csv(job.output[0], index=False)
-        print(f"counted {len(table)} networks ({flops.CONVENTION})")
+        on = frameworks.get(p.framework).LABEL
+        print(f"counted {len(table)} networks on {on}'s definitions ({flops.CONVENTION})")
         _wrote(job.output[0])
 
 
-def _flops_in(python, models, image_size, classes):
+def _flops_in(python, framework, models, image_size, classes):
     """flops.table counted in `python`: here where that is this Python, else in a process of its own."""
     if build.is_this_python(python):
-        return flops.table(models, image_size, classes)
-    done = build.run_module(python, flops.__name__, [",".join(models), image_size, classes])
+        return flops.table(models, image_size, classes, framework)
+    done = build.run_module(python, flops.__name__, [framework, ",".join(models), image_size, classes])
     if done.returncode:
         raise RuntimeError(f"counting FLOPs in {python} failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])

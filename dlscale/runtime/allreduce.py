@@ -1,13 +1,15 @@
 """Allreduce sweep (run under mpirun with mpi4py) and its analysis.
 
-`python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b] [--no-reference]`:
-every rank allreduces
+`python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b]
+[--instrument FRAMEWORK|none] [--no-reference]`: every rank allreduces
 float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
 after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
 the slowest rank's time of each repetition. Three paths on the CPU, one after the other:
 - `mpi`: host buffers reduced by MPI_Allreduce (mpi4py), the network's reference;
-- `horovod`: the path gradients take. Horovod's PyTorch allreduce, in place and averaging like
-  its DistributedOptimizer, of FUSED_PIECES tensors submitted together, which Horovod's
+- `horovod`: the path gradients take. Horovod's allreduce through `--instrument`'s binding
+  (`frameworks.first_with`: PyTorch's where the study runs PyTorch through Horovod, else the first
+  framework it runs through Horovod), averaging like its distributed optimizer, of FUSED_PIECES
+  tensors submitted together, which Horovod's
   background thread negotiates, copies into its fusion buffer, reduces as one MPI allreduce and
   copies back. The time includes the wait for the thread's next cycle (at most
   HOROVOD_CYCLE_TIME). The Horovod core (negotiation, fusion, MPI calls) is the same C++ code
@@ -21,7 +23,8 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
   `sweep` part: `torch` (PyTorch's process group, gloo), `jax` (JAX's pmean in a jitted
   shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
   MANY_PIECES (their per-tensor cost).
-With `--no-reference` only the `--native` paths run (in a framework's own environment, which has no
+With `--instrument none` (a study that runs nothing through Horovod) the two Horovod paths do not
+run. With `--no-reference` only the `--native` paths run (in a framework's own environment, which has no
 Horovod: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu` only the horovod path
 runs, on CUDA tensors of the rank's GPU (its local rank), which in the cuda environment Horovod
 reduces with NCCL.
@@ -117,26 +120,37 @@ def host_allreduce(comm):
     return prepare, "mpi (host memory)"
 
 
-def _instrument():
-    """The Horovod binding the sweep hands its tensors through (dlscale/workloads/frameworks/__init__.py)."""
-    return frameworks.module(frameworks.REFERENCE, "instrument")
+def horovod_allreduce(comm, instrument, tensors=FUSED_PIECES):
+    """Horovod's allreduce of host tensors through `instrument`'s binding (its framework's package's
+    `instrument` part): `tensors` tensors per message (fewer where the message has fewer float32
+    elements), submitted together, averaged (so the result stays 1 and each repetition reduces the
+    same numbers). For a size, a callable that runs one and returns element 0."""
+    binding = frameworks.module(instrument, "instrument")
+    binding.start(comm)
+
+    def prepare(nbytes):
+        count = nbytes // 4
+        pieces = min(tensors, count)
+        bufs = [binding.ones(n) for n in [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]]
+
+        def run():
+            handles = [binding.submit(b, f"sweep.{tensors}x.{nbytes}.{i}") for i, b in enumerate(bufs)]
+            return [binding.first(binding.wait(h)) for h in handles][0]
+
+        return run
+
+    label = frameworks.get(instrument).LABEL
+    return prepare, f"horovod mpi (host memory, {tensors} tensors fused, {label}'s binding)"
 
 
-def horovod_allreduce(comm, tensors=FUSED_PIECES):
-    """Horovod's allreduce of host tensors, `tensors` per message, in place and averaged."""
-    return _instrument().fused(comm, tensors)
-
-
-def horovod_tensors_allreduce(comm):
-    return horovod_allreduce(comm, MANY_PIECES)
-
-
-def gpu_allreduce(comm):
-    """Horovod's allreduce of CUDA tensors on the local rank's GPU."""
-    instrument = _instrument()
+def gpu_allreduce(comm, instrument):
+    """Horovod's allreduce of CUDA tensors on the local rank's GPU (PyTorch's binding alone has it)."""
+    binding = frameworks.module(instrument, "instrument")
+    if not hasattr(binding, "on_gpu"):
+        raise SweepError(f"allreduce sweep on device gpu: {frameworks.get(instrument).LABEL}'s binding has no GPU path")
     try:
-        return instrument.on_gpu(comm)
-    except instrument.NoDevice as e:
+        return binding.on_gpu(comm)
+    except binding.NoDevice as e:
         raise SweepError(str(e)) from None
 
 
@@ -152,17 +166,18 @@ def _own_paths(native):
 OWN_MESSAGES = (("", FUSED_PIECES), (TENSORS_SUFFIX, MANY_PIECES))
 
 
-def _paths(device, n, max_bytes, native=(), reference=True):
+def _paths(device, n, max_bytes, native=(), reference=True, instrument=frameworks.REFERENCE):
     """(path, maker, expected element 0, sizes) of every path the sweep runs on `device` for a study
-    that runs the frameworks `native` through their own libraries (without `reference`, only theirs)."""
+    that runs the frameworks `native` through their own libraries (without `reference`, only theirs)
+    and hands Horovod its tensors through `instrument`'s binding (None: no Horovod path)."""
     if device == "gpu":
-        return [("horovod", gpu_allreduce, n, sizes(max_bytes))]
+        return [("horovod", functools.partial(gpu_allreduce, instrument=instrument), n, sizes(max_bytes))]
     few = [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
-    references = [
-        ("mpi", host_allreduce, n, sizes(max_bytes)),
-        ("horovod", horovod_allreduce, 1, sizes(max_bytes)),
-        ("horovod_tensors", horovod_tensors_allreduce, 1, few),
-    ]
+    hvd = functools.partial(horovod_allreduce, instrument=instrument)
+    references = [("mpi", host_allreduce, n, sizes(max_bytes))] + [
+        ("horovod", hvd, 1, sizes(max_bytes)),
+        ("horovod_tensors", functools.partial(hvd, tensors=MANY_PIECES), 1, few),
+    ] * bool(instrument)
     return references * reference + [
         (path, functools.partial(make, tensors=pieces), 1, sizes(max_bytes) if pieces == FUSED_PIECES else few)
         for path, make, pieces in _own_paths(native)
@@ -194,10 +209,12 @@ def main(argv=None):
     max_bytes = int(argv[argv.index("--max-bytes") + 1]) if "--max-bytes" in argv else 256 * MIB
     device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
     native = [fw for fw in argv[argv.index("--native") + 1].split(",") if fw] if "--native" in argv else []
+    instrument = argv[argv.index("--instrument") + 1] if "--instrument" in argv else frameworks.REFERENCE
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
     fh = open(out, "w") if rank == 0 else None
-    for path, make, expected, swept in _paths(device, n, max_bytes, native, "--no-reference" not in argv):
+    reference, instrument = "--no-reference" not in argv, None if instrument == "none" else instrument
+    for path, make, expected, swept in _paths(device, n, max_bytes, native, reference, instrument):
         allreduce, transport = make(comm)
         for nbytes in swept:
             times, result = _repeated(comm, allreduce(nbytes))

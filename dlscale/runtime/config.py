@@ -131,6 +131,11 @@ def check_replay(config):
         raise ConfigError(
             f"config key 'replay.models': {', '.join(missing)} not in the study's models ({', '.join(config['model'])})"
         )
+    if not horovod(config):
+        raise ConfigError(
+            "config key 'replay': replays the gradients of the study's Horovod runs, and it runs no framework "
+            "through Horovod (see 'comm_library')"
+        )
 
 
 def check_device(config):
@@ -322,6 +327,25 @@ def native(config):
     ]
 
 
+def horovod(config):
+    """The frameworks the study runs through Horovod."""
+    return [
+        fw
+        for fw in config["framework"]
+        if frameworks.HOROVOD in libraries(config, fw) and not frameworks.not_built(fw, frameworks.HOROVOD)
+    ]
+
+
+def instrument(config):
+    """The framework whose Horovod binding the allreduce sweep and the replays hand their tensors
+    through (`frameworks.first_with` of those the study runs through Horovod; a GPU sweep's CUDA
+    tensors go through PyTorch's, the one binding with a GPU path), or None where the study runs
+    nothing through Horovod: then neither needs a framework the study does not run."""
+    if config.get("device", "cpu") == "gpu":
+        return frameworks.REFERENCE
+    return frameworks.first_with("instrument", horovod(config))
+
+
 def check_matrix(config):
     """A study whose every framework x library pair is left out would run nothing."""
     if not matrix(config):
@@ -379,8 +403,10 @@ def dataset_settings(config):
 
 
 def replay_settings(config):
-    """What the `replay` rule hands a replay: the replay settings (its plans are an input)."""
-    return {**job_settings(config), "replay": config["replay"]}
+    """What the `replay` rule hands a replay: the replay settings (its plans are an input) and the
+    frameworks, whose first through Horovod lends the replay its binding (`instrument`)."""
+    keys = ("framework", "comm_library")
+    return {**job_settings(config), "replay": config["replay"], **{k: config.get(k) for k in keys}}
 
 
 def title(config, configfiles):

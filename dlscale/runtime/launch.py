@@ -270,8 +270,9 @@ def _launch_facts(env_record, hosts, argv, cluster):
 
 def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, apart=None):
     """Run the allreduce sweep (dlscale.runtime.allreduce) on the run's hosts and ranks (`measure`):
-    the reference paths, and the native paths of the frameworks that run in the same Python, in
-    `env_record`'s Python (the reference framework's); each native path of a framework that runs apart ({framework: its
+    the MPI and Horovod paths, and the native paths of the frameworks that run in the same Python, in
+    `env_record`'s Python (that of the framework whose binding hands Horovod its tensors,
+    `cfg.instrument`); each native path of a framework that runs apart ({framework: its
     environment record}: its own environment, a user's Python) in a job of its own in that Python,
     its lines (or its failure) appended to out_path and its log to log_path."""
     apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.native(config)}
@@ -295,7 +296,8 @@ def _sweep_job(config, native, reference=True):
     """(module, args, schema) of a sweep job timing the native paths of `native` and, with
     `reference`, the MPI and Horovod paths."""
     args = ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]
-    args += ["--native", ",".join(native)] + ([] if reference else ["--no-reference"])
+    args += ["--native", ",".join(native), "--instrument", cfg.instrument(config) or "none"]
+    args += [] if reference else ["--no-reference"]
     return "dlscale.runtime.allreduce", args, allreduce.SCHEMA
 
 
@@ -304,7 +306,8 @@ def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path,
     each (`measure`), from the spec it writes to spec_path (the replay settings and the plans)."""
 
     spec_path = Path(spec_path)
-    _write_json(spec_path, {**config["replay"], "plans": json.loads(Path(plans_path).read_text())})
+    plans = json.loads(Path(plans_path).read_text())
+    _write_json(spec_path, {**config["replay"], "instrument": cfg.instrument(config), "plans": plans})
     measure(
         config,
         nodes,

@@ -4,9 +4,9 @@
 for each plan (one 1-rank configuration of the study: its phase times, its gradients' sizes and the
 time into backward at which each is ready, or none where communication starts after backward),
 every rank runs `warmup` + `iterations` iterations that wait where the 1-rank run computed and hand
-gradients of the measured sizes to real Horovod allreduces (through the reference framework's
-binding, PyTorch's: host tensors, in place, averaged, like DistributedOptimizer) in the measured
-order:
+gradients of the measured sizes to real Horovod allreduces (through SPEC's `instrument`, the binding
+of a framework the study runs through Horovod, PyTorch's where it runs PyTorch: host tensors,
+averaged, like its distributed optimizer) in the measured order:
 
     sleep io + h2d + forward; at each gradient's ready time submit its allreduce; sleep to the end
     of backward; wait for every allreduce; sleep update.
@@ -74,14 +74,15 @@ def _sleep_until(deadline):
         time.sleep(left)
 
 
-def replay(plan, hvd, ones, iterations, warmup):
-    """This rank's (iteration s, exposed communication s) per measured iteration of one plan."""
+def replay(plan, binding, iterations, warmup):
+    """This rank's (iteration s, exposed communication s) per measured iteration of one plan,
+    handing Horovod its gradients through `binding` (a framework package's `instrument` part)."""
     phases, sizes = plan["phases"], plan["sizes"]
     backward = phases[BACKWARD_S]
     ready = [backward] * len(sizes) if plan["ready"] is None else [min(r, backward) for r in plan["ready"]]
     order = sorted(range(len(sizes)), key=lambda i: ready[i])
-    grads = [ones(m // 4) for m in sizes]
-    out = []
+    grads = [binding.ones(m // 4) for m in sizes]
+    out, reduced = [], []
     for it in range(warmup + iterations):
         start = time.perf_counter()
         _sleep_until(start + sum(phases[k] for k in PHASES_BEFORE))
@@ -89,16 +90,15 @@ def replay(plan, hvd, ones, iterations, warmup):
         handles = []
         for i in order:
             _sleep_until(backward_start + ready[i])
-            handles.append(hvd.allreduce_async_(grads[i], op=hvd.Average, name=f"grad.{i}"))
+            handles.append(binding.submit(grads[i], f"grad.{i}"))
         _sleep_until(backward_start + backward)
         backward_end = time.perf_counter()
-        for handle in handles:
-            hvd.synchronize(handle)
+        reduced = [binding.wait(handle) for handle in handles]
         comm_end = time.perf_counter()
         _sleep_until(comm_end + phases[UPDATE_S])
         if it >= warmup:
             out.append((time.perf_counter() - start, comm_end - backward_end))
-    if any(float(g[0]) != 1.0 for g in grads):
+    if any(binding.first(g) != 1.0 for g in reduced):
         raise ReplayError(f"replay plan {plan['key']}: an averaged gradient of ones is not one")
     return out
 
@@ -109,12 +109,12 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(open(argv[1]).read())
     comm = MPI.COMM_WORLD
-    instrument = frameworks.module(frameworks.REFERENCE, "instrument")
-    hvd = instrument.start(comm, threads=1)
+    binding = frameworks.module(spec["instrument"], "instrument")
+    hvd = binding.start(comm, threads=1)
     fh = open(argv[0], "w") if hvd.rank() == 0 else None
     for plan in spec["plans"]:
         check_plan(plan)
-        mine = replay(plan, hvd, instrument.ones, spec["iterations"], spec["warmup"])
+        mine = replay(plan, binding, spec["iterations"], spec["warmup"])
         every = comm.gather(mine, root=0)
         if fh:
             for i in range(len(mine)):

@@ -4,7 +4,7 @@
 
 rule allreduce:
     input:
-        env=REFERENCE_ENV,
+        env=INSTRUMENT_ENV,
         apart=list(SWEPT_APART.values()),
         hostfile=config["hostfile"],
     output:

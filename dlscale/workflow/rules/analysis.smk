@@ -69,12 +69,13 @@ rule peak:
 
 rule flops:
     input:
-        env=REFERENCE_ENV,
+        env=FLOPS_ENV,
     output:
         TABLE["flops"],
     log:
         f"{LOGS}/flops.log",
     params:
+        framework=FLOPS_COUNTER,
         models=config["model"],
         image_size=config["image_size"],
         classes=config["classes"],

@@ -14,7 +14,7 @@ from dlscale.runtime import peak
 from dlscale.runtime import rule as rule_process
 from dlscale.runtime import environments
 from dlscale.analysis import figures, second_pass, steps
-from dlscale.workloads import frameworks
+from dlscale.workloads import flops
 
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
@@ -23,17 +23,17 @@ ENV_RECORD = f"{RESULTS}/{env.RECORD}"
 # own (every framework in the cpu variant): each admitted by its own check's record, the rest run in
 # the workload environment.
 FRAMEWORK_ENVS = {fw: f"{RESULTS}/{paths.framework_environment(fw)}.json" for fw in environments.apart(config)}
-# The reference collectives (the allreduce sweep's MPI and Horovod paths, the replays) and the FLOPs
-# count go through frameworks.REFERENCE (PyTorch): they run in its Python, built and admitted as a
-# study's framework is, whether or not the study runs it.
-REFERENCE_ENV = (
-    f"{RESULTS}/{paths.framework_environment(frameworks.REFERENCE)}.json"
-    if frameworks.REFERENCE in FRAMEWORK_ENVS or environments.built_apart(config, frameworks.REFERENCE)
-    else ENV_RECORD
-)
+# The allreduce sweep's MPI and Horovod paths and the replays run in the Python of the framework
+# whose Horovod binding they hand their tensors to (cfg.instrument; a study that runs nothing
+# through Horovod: the workload environment, which has mpi4py), the FLOPs count in that of the
+# framework whose definitions count them (flops.counter): each one the study runs, so a study
+# builds no framework it does not run.
+INSTRUMENT_ENV = FRAMEWORK_ENVS.get(cfg.instrument(config), ENV_RECORD)
+FLOPS_COUNTER = flops.counter(config["framework"])
+FLOPS_ENV = FRAMEWORK_ENVS.get(FLOPS_COUNTER, ENV_RECORD)
 # The native paths the allreduce sweep times apart, each in its framework's Python: {framework: record}.
 SWEPT_APART = {
-    fw: FRAMEWORK_ENVS[fw] for fw in cfg.native(config) if fw in FRAMEWORK_ENVS and FRAMEWORK_ENVS[fw] != REFERENCE_ENV
+    fw: FRAMEWORK_ENVS[fw] for fw in cfg.native(config) if fw in FRAMEWORK_ENVS and FRAMEWORK_ENVS[fw] != INSTRUMENT_ENV
 }
 TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
 DATASET = cfg.dataset_folder(config)

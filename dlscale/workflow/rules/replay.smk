@@ -24,7 +24,7 @@ rule replay_plans:
 
 rule replay:
     input:
-        env=REFERENCE_ENV,
+        env=INSTRUMENT_ENV,
         hostfile=config["hostfile"],
         plans=REPLAY_PLANS,
     output:

@@ -22,7 +22,9 @@ and its modules do the work, importing the framework:
   probe.py     matmul(): the matrix-multiply peak (dlscale/runtime/peak.py)
   weights.py   weights copied from the reference framework's network (tests/test_parity.py)
   data.py      (where it reads a format of its own) write(): the dataset in that format
-  flops.py, instrument.py  (REFERENCE only) multiply-adds per image; Horovod's allreduce of tensors
+  flops.py     layers(): its convolution and fully connected layers, counted by dlscale/workloads/flops.py
+  instrument.py  (where it has a Horovod binding) Horovod's allreduce of its tensors, for the
+               allreduce sweep and the replays of a study that runs it (`first_with`)
 Adding a framework is one new package, its word in NAMES (the config schema takes this list) and
 its pins in dlscale/environment/recipe.py (tests/test_architecture.py counts it with a throwaway one).
 """
@@ -32,9 +34,8 @@ import importlib.util
 
 NAMES = ("torch", "tensorflow", "mxnet", "jax")
 # The framework whose network definitions are the reference: the others' weights are copied from
-# it to prove the networks identical, the FLOPs per image are counted on it, and its Horovod
-# binding is the instrument of the allreduce sweep and of the replay (Horovod's core is the same
-# under every binding).
+# it to prove the networks identical; a study that runs it counts its FLOPs per image on it and hands
+# the allreduce sweep's and the replays' tensors to Horovod through its binding (`first_with`).
 REFERENCE = "torch"
 # The communication libraries a study compares (its `comm_library` dimension): Horovod, the same
 # C++ core under every binding, and each framework's own data-parallel path.
@@ -84,3 +85,11 @@ def sweep_path(name, library):
 def with_part(part):
     """The frameworks that have the working module `part` (e.g. a dataset format of their own)."""
     return [n for n in NAMES if importlib.util.find_spec(f"{__name__}.{n}.{part}") is not None]
+
+
+def first_with(part, study):
+    """Of the frameworks `study`, the one whose `part` does a job any of them could (count the
+    networks' FLOPs, hand tensors to Horovod): the reference where the study has it, else the first
+    that has the part; None where none has. A study needs no framework it does not run."""
+    having = [fw for fw in [REFERENCE, *NAMES] if fw in study and fw in with_part(part)]
+    return having[0] if having else None

@@ -1,29 +1,22 @@
-"""Multiply-adds of one image through a PyTorch network: its convolutions and fully connected
-layers, counted by forward hooks (the convention: dlscale/workloads/flops.py)."""
+"""The convolution and fully connected layers of one image's forward pass through a PyTorch network,
+found by forward hooks (what dlscale/workloads/flops.py counts)."""
 
 import torch
 
 from dlscale.workloads.registry import build_model
 
 
-def forward_macs(model, image_size, classes):
-    """Multiply-adds of the forward pass of one image_size x image_size image through `model`."""
+def layers(model, image_size, classes):
+    """[(weight elements, output elements, output channels)] of one image_size x image_size image."""
     net = build_model("torch", model, classes).eval()
-    macs = []
+    found = []
 
-    def conv(m, _inputs, out):
-        macs.append(out[0].numel() * (m.in_channels // m.groups) * m.kernel_size[0] * m.kernel_size[1])
+    def hook(m, _inputs, out):
+        found.append((m.weight.numel(), out[0].numel(), m.weight.shape[0]))
 
-    def linear(m, _inputs, out):
-        macs.append(out[0].numel() * m.in_features)
-
-    hooks = [
-        m.register_forward_hook(conv if isinstance(m, torch.nn.Conv2d) else linear)
-        for m in net.modules()
-        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))
-    ]
+    hooks = [m.register_forward_hook(hook) for m in net.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
     with torch.no_grad():
         net(torch.zeros(1, 3, image_size, image_size))
     for h in hooks:
         h.remove()
-    return sum(macs)
+    return found

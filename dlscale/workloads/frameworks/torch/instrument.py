@@ -1,7 +1,9 @@
-"""PyTorch's Horovod binding as the study's communication instrument (the registry's REFERENCE):
-the allreduce sweep (dlscale/runtime/allreduce.py) and the replay (dlscale/runtime/replay.py) hand Horovod tensors
-through it. Horovod's core (negotiation, fusion, MPI or NCCL calls) is the same C++ code under
-every binding; only the hand-over of the framework's tensors differs."""
+"""PyTorch's Horovod binding as the study's communication instrument: the allreduce sweep
+(dlscale/runtime/allreduce.py) and the replay (dlscale/runtime/replay.py) hand Horovod tensors
+through it (`frameworks.instrument` says which framework's binding a study uses). Horovod's core
+(negotiation, fusion, MPI or NCCL calls) is the same C++ code under every binding; only the
+hand-over of the framework's tensors differs. Every instrument has start, ones, submit, wait and
+first; PyTorch's alone also reduces CUDA tensors (on_gpu)."""
 
 import horovod.torch as hvd
 import torch
@@ -24,29 +26,19 @@ def ones(count):
     return torch.ones(count)
 
 
-def fused(comm, tensors):
-    """Horovod's allreduce of host tensors: `tensors` tensors per message (fewer where the message
-    has fewer float32 elements), in place, averaged (so the result stays 1 and each repetition
-    reduces the same numbers). For a size, a callable that runs one and returns element 0."""
-    start(comm)
+def submit(tensor, name):
+    """Start Horovod's averaging allreduce of `tensor` in place, as DistributedOptimizer does with a
+    gradient; returns at once, with what `wait` takes."""
+    return hvd.allreduce_async_(tensor, op=hvd.Average, name=name)
 
-    def prepare(nbytes):
-        count = nbytes // 4
-        pieces = min(tensors, count)
-        bufs = [torch.ones(n) for n in [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]]
 
-        def run():
-            handles = [
-                hvd.allreduce_async_(b, op=hvd.Average, name=f"sweep.{tensors}x.{nbytes}.{i}")
-                for i, b in enumerate(bufs)
-            ]
-            for handle in handles:
-                hvd.synchronize(handle)
-            return bufs[0][0].item()
+def wait(handle):
+    """The reduced tensor of a `submit`, once Horovod has reduced it."""
+    return hvd.synchronize(handle)
 
-        return run
 
-    return prepare, f"horovod mpi (host memory, {tensors} tensors fused)"
+def first(tensor):
+    return float(tensor[0])
 
 
 def on_gpu(comm):

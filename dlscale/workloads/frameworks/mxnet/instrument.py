@@ -1,0 +1,32 @@
+"""MXNet's Horovod binding as the communication instrument of a study that runs MXNet and not
+PyTorch (dlscale/workloads/frameworks/torch/instrument.py says what an instrument does)."""
+
+import horovod.mxnet as hvd
+import mxnet as mx
+
+
+def start(comm, threads=None):
+    """Horovod on the MPI communicator `comm`; the binding. MXNet takes its threads from
+    OMP_NUM_THREADS, which the launcher sets, not at run time."""
+    hvd.init(comm=comm)
+    return hvd
+
+
+def ones(count):
+    return mx.nd.ones((count,), dtype="float32")
+
+
+def submit(tensor, name):
+    """Horovod's averaging allreduce of `tensor` in place, queued on MXNet's engine as its
+    DistributedTrainer queues a gradient's; returns at once."""
+    hvd.allreduce_(tensor, op=hvd.Average, name=name)
+    return tensor
+
+
+def wait(handle):
+    handle.wait_to_read()
+    return handle
+
+
+def first(tensor):
+    return float(tensor[0].asscalar())

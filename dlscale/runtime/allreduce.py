@@ -134,8 +134,8 @@ def horovod_allreduce(comm, instrument, tensors=FUSED_PIECES):
         bufs = [binding.ones(n) for n in [count // pieces] * (pieces - 1) + [count - count // pieces * (pieces - 1)]]
 
         def run():
-            handles = [binding.submit(b, f"sweep.{tensors}x.{nbytes}.{i}") for i, b in enumerate(bufs)]
-            return [binding.first(binding.wait(h)) for h in handles][0]
+            names = [f"sweep.{tensors}x.{nbytes}.{i}" for i in range(len(bufs))]
+            return binding.first(binding.wait(binding.submit(bufs, names))[0])
 
         return run
 

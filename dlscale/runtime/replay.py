@@ -90,10 +90,10 @@ def replay(plan, binding, iterations, warmup):
         handles = []
         for i in order:
             _sleep_until(backward_start + ready[i])
-            handles.append(binding.submit(grads[i], f"grad.{i}"))
+            handles.append(binding.submit([grads[i]], [f"grad.{i}"]))
         _sleep_until(backward_start + backward)
         backward_end = time.perf_counter()
-        reduced = [binding.wait(handle) for handle in handles]
+        reduced = [tensor for handle in handles for tensor in binding.wait(handle)]
         comm_end = time.perf_counter()
         _sleep_until(comm_end + phases[UPDATE_S])
         if it >= warmup:

@@ -16,15 +16,17 @@ def ones(count):
     return mx.nd.ones((count,), dtype="float32")
 
 
-def submit(tensor, name):
-    """Horovod's averaging allreduce of `tensor` in place, queued on MXNet's engine as its
-    DistributedTrainer queues a gradient's; returns at once."""
-    hvd.allreduce_(tensor, op=hvd.Average, name=name)
-    return tensor
+def submit(tensors, names):
+    """Horovod's averaging allreduce of each of `tensors` in place, queued on MXNet's engine as its
+    DistributedTrainer queues each gradient's; returns at once."""
+    for tensor, name in zip(tensors, names):
+        hvd.allreduce_(tensor, op=hvd.Average, name=name)
+    return tensors
 
 
 def wait(handle):
-    handle.wait_to_read()
+    for tensor in handle:
+        tensor.wait_to_read()
     return handle
 
 

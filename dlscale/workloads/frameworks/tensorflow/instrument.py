@@ -2,10 +2,12 @@
 through Horovod and neither PyTorch nor MXNet (dlscale/workloads/frameworks/torch/instrument.py says
 what an instrument does).
 
-Each allreduce is a traced function of its own, run in a thread of its own: a traced step runs its
-gradients' allreduce ops as their gradients are ready, each op named by its tensor, and lets go of
-the GIL while they run. (An eager allreduce would not do: the kernel TensorFlow caches for it keeps
-the name of its first call, so two in flight at once collide in Horovod under one name.)"""
+The tensors handed over together are allreduced by one traced function (traced once per set of
+names), run in a thread of its own, as a traced training step holds its gradients' allreduce ops,
+each named by its tensor, and TensorFlow runs them side by side, letting go of the GIL. (Eager
+allreduces would not do: the kernel TensorFlow caches for one keeps the name of its first call, so
+two in flight at once collide in Horovod under one name; and one thread and call per tensor costs
+~0.35 ms a tensor, 40x PyTorch's hand-over, seen in bench/instruments.py's first trial.)"""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,7 +16,7 @@ import tensorflow as tf
 
 # More threads than any network has gradients in flight at once (ResNet-50 has 161 tensors).
 _POOL = ThreadPoolExecutor(max_workers=256)
-_TRACED = {}  # {tensor name: its allreduce as a traced function}, traced once, run every iteration
+_TRACED = {}  # {tensor names: their allreduces as a traced function}, traced once, run every iteration
 
 
 def start(comm, threads=None):
@@ -29,15 +31,16 @@ def ones(count):
     return tf.ones([count], dtype=tf.float32)
 
 
-def _allreduce(tensor, name):
-    if name not in _TRACED:
-        _TRACED[name] = tf.function(lambda t: hvd.allreduce(t, op=hvd.Average, name=name))
-    return _TRACED[name](tensor)
+def _allreduce(tensors, names):
+    key = tuple(names)
+    if key not in _TRACED:
+        _TRACED[key] = tf.function(lambda ts: [hvd.allreduce(t, op=hvd.Average, name=n) for t, n in zip(ts, key)])
+    return _TRACED[key](list(tensors))
 
 
-def submit(tensor, name):
-    """Horovod's averaging allreduce of `tensor`, started in a thread; returns at once."""
-    return _POOL.submit(_allreduce, tensor, name)
+def submit(tensors, names):
+    """Horovod's averaging allreduce of each of `tensors`, started in a thread; returns at once."""
+    return _POOL.submit(_allreduce, tensors, names)
 
 
 def wait(handle):

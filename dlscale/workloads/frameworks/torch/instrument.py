@@ -2,8 +2,9 @@
 (dlscale/runtime/allreduce.py) and the replay (dlscale/runtime/replay.py) hand Horovod tensors
 through it (`frameworks.instrument` says which framework's binding a study uses). Horovod's core
 (negotiation, fusion, MPI or NCCL calls) is the same C++ code under every binding; only the
-hand-over of the framework's tensors differs. Every instrument has start, ones, submit, wait and
-first; PyTorch's alone also reduces CUDA tensors (on_gpu)."""
+hand-over of the framework's tensors differs: each instrument hands them over as its framework's
+distributed optimizer does (bench/instruments.py measures what that adds). Every instrument has
+start, ones, submit, wait and first; PyTorch's alone also reduces CUDA tensors (on_gpu)."""
 
 import horovod.torch as hvd
 import torch
@@ -26,15 +27,16 @@ def ones(count):
     return torch.ones(count)
 
 
-def submit(tensor, name):
-    """Start Horovod's averaging allreduce of `tensor` in place, as DistributedOptimizer does with a
-    gradient; returns at once, with what `wait` takes."""
-    return hvd.allreduce_async_(tensor, op=hvd.Average, name=name)
+def submit(tensors, names):
+    """Start Horovod's averaging allreduce of each of `tensors` (named `names`) in place, as
+    DistributedOptimizer does with the gradients ready together; returns at once, with what `wait`
+    takes."""
+    return [hvd.allreduce_async_(t, op=hvd.Average, name=n) for t, n in zip(tensors, names)]
 
 
 def wait(handle):
-    """The reduced tensor of a `submit`, once Horovod has reduced it."""
-    return hvd.synchronize(handle)
+    """The reduced tensors of a `submit`, once Horovod has reduced them."""
+    return [hvd.synchronize(h) for h in handle]
 
 
 def first(tensor):

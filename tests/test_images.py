@@ -86,9 +86,9 @@ def test_recordio_holds_every_sample_in_order(tree, tmp_path):
 @pytest.mark.parametrize("framework", list(images.formats()))
 def test_a_format_written_in_its_frameworks_own_python_is_the_one_written_here(framework, tree, tmp_path):
     """The pipeline writes each record format in its framework's own Python (a process of that
-    Python's, handed prepare's list of files): the same files, of the same sizes, as written here,
-    holding every image's bytes (not byte for byte: a tf.train.Example's features serialize in an
-    order of the process's own)."""
+    Python's, handed prepare's list of files in a file it removes after): the same files, of the
+    same sizes, as written here, holding every image's bytes (not byte for byte: a
+    tf.train.Example's features serialize in an order of the process's own), and nothing else."""
     from dlscale.environment import build
 
     here = images.write_format(framework, images.samples(tree), tmp_path / "here" / "out", 2)
@@ -98,6 +98,9 @@ def test_a_format_written_in_its_frameworks_own_python_is_the_one_written_here(f
     assert [p.stat().st_size for p in apart] == [p.stat().st_size for p in here]
     written = b"".join(p.read_bytes() for p in apart)
     assert all(path.read_bytes() in written for path, _ in images.samples(tree))
+    assert sorted(p.name for p in (tmp_path / "apart").iterdir()) == sorted(
+        p.name for p in (tmp_path / "here").iterdir()
+    )
 
 
 def test_a_tree_without_classes_or_images_is_named(tmp_path):

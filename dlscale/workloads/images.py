@@ -261,13 +261,18 @@ def write_format(framework, source, out, shards, python=None):
     form = formats()[framework]
     if build.is_this_python(python):
         return form.write(source, out, shards)
-    if not isinstance(source, (str, Path)):
+    listing = None
+    if not isinstance(source, (str, Path)):  # handed over as a file, removed once written
         listing = Path(out).parent / f".{Path(out).name}{FILES_SUFFIX}"
         listing.parent.mkdir(parents=True, exist_ok=True)
         listing.write_text(json.dumps([[str(p), label] for p, label in source]))
         source = listing
     args = [form.COMMAND, source, out] + (["--shards", shards] if form.SHARDED else [])
-    done = build.run_module(python, __spec__.name, args)  # (__name__ is __main__ under -m)
+    try:
+        done = build.run_module(python, __spec__.name, args)  # (__name__ is __main__ under -m)
+    finally:
+        if listing:
+            listing.unlink(missing_ok=True)
     if done.returncode:
         raise DataError(f"writing {form.FORMAT} in {python} failed: {done.stderr.strip()[-2000:]}")
     return [Path(line) for line in done.stdout.splitlines() if line.strip()]

@@ -92,15 +92,11 @@ def cmd_env(args):
 def _run_record(conf, framework):
     """The environment record a run of `framework` launched by hand runs in, as in the pipeline: the
     user's Python (checked), the framework's own environment (built if it is not), or the workload one."""
-    from dlscale.runtime import config as cfg  # bare python
     from dlscale.runtime import environments  # bare python
 
     if framework in environments.user_pythons(conf):
         python = environments.python_of(conf, framework)
-        checked = environments.check(python, framework, environments.needs(conf, framework))
-        if checked["missing"]:
-            raise cfg.ConfigError(f"{python} lacks what a {framework} run needs: " + "; ".join(checked["missing"]))
-        return environments.record(checked)
+        return environments.admitted(python, framework, environments.needs(conf, framework))
     return env.own_record(framework) or env.load_record(env.build())
 
 

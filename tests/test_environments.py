@@ -128,6 +128,12 @@ def test_a_study_in_a_python_that_lacks_its_framework_is_refused_before_any_run(
     assert proc.returncode != 0
     assert "lacks what the study's PyTorch runs need" in proc.stdout + proc.stderr, proc.stderr[-3000:]
     assert not (tmp_path / "results" / paths.RUNS).exists()
+    # and so is a run launched by hand
+    launch = [str(ROOT / ".venv" / "bin" / "dlscale"), "launch", str(path)]
+    proc = subprocess.run(launch, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert f"config key 'environments.torch.python': {bare} lacks what the study's PyTorch runs need" in proc.stderr
+    assert not (tmp_path / "results" / paths.RUNS).exists()
 
 
 @pytest.mark.timeout(900)

@@ -101,19 +101,23 @@ def record(checked):
     }
 
 
-def admit(python, declared, out_path, built=False):
-    """The pipeline's `framework_environment` step: check `python` against the needs the rule
-    declares ({framework, needs}) and write its record to out_path (with `built`, the record the
-    environment's build wrote there, the check added), or stop the study naming what it lacks."""
-    checked = check(python, declared["framework"], declared["needs"])
+def admitted(python, framework, needs, built=None):
+    """The record `framework`'s runs run in: `python` checked for `needs` (with `built`, the record
+    of the framework's own environment's build, the check added), or ConfigError naming what it lacks."""
+    checked = check(python, framework, needs)
     if checked["missing"]:
-        label = frameworks.get(declared["framework"]).LABEL
-        where = (
-            f"{label}'s own environment {python}"
-            if built
-            else f"config key 'environments.{declared['framework']}.python': {python}"
-        )
+        label = frameworks.get(framework).LABEL
+        key = f"config key 'environments.{framework}.python'"
+        where = f"{label}'s own environment {python}" if built else f"{key}: {python}"
         raise ConfigError(f"{where} lacks what the study's {label} runs need: " + "; ".join(checked["missing"]))
-    made = {**json.loads(Path(out_path).read_text()), "check": checked} if built else record(checked)
+    return {**built, "check": checked} if built else record(checked)
+
+
+def admit(python, declared, out_path, built=False):
+    """The pipeline's `framework_environment` step: `python` admitted for the needs the rule
+    declares ({framework, needs}), its record written to out_path (with `built`, over the record
+    the environment's build wrote there), or the study stopped naming what it lacks."""
+    base = json.loads(Path(out_path).read_text()) if built else None
+    made = admitted(python, declared["framework"], declared["needs"], base)
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(json.dumps(made, indent=2) + "\n")

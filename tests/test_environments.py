@@ -198,6 +198,7 @@ def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_p
         numpy = recipe.own_pins(fw)["numpy"]
         assert f"- {label} ran in its own environment `{own[fw].name}`, numpy {numpy}" in report
     assert f"Horovod {recipe.HOROVOD_VERSION}" in report
+    assert "shared memory (MPI's on-node transport); measured by the allreduce sweep's mpi path" in report
 
 
 @pytest.mark.timeout(900)
@@ -225,6 +226,7 @@ def test_a_study_without_pytorch_builds_and_uses_no_pytorch(tmp_path):
     assert "counted 1 networks on MXNet's definitions" in (tmp_path / "logs" / "flops.log").read_text()
     counted = list(csv.DictReader((results / paths.TABLES["flops"]).open()))
     assert int(counted[0]["forward_macs"]) == flops.per_image("tinynet", 64, 1000)["forward_macs"]  # PyTorch's, here
+    assert "measured by the allreduce sweep's horovod path" in (results / paths.TABLES["report"]).read_text()
 
 
 def test_an_own_environment_that_lacks_what_runs_need_stops_the_study_naming_it(pythons, tmp_path):

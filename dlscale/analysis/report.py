@@ -374,7 +374,8 @@ def _hosts(runs):
 
 
 def _link(config, fits):
-    """What joins the ranks, and the allreduce sweep's measured bandwidth (Horovod's path) per placement."""
+    """What joins the ranks, and the allreduce sweep's measured bandwidth per placement: Horovod's
+    path, or MPI's where the study runs nothing through Horovod (its sweep has no Horovod path)."""
     emulate = config.get("emulate")
     if emulate:
         kind = (
@@ -385,13 +386,16 @@ def _link(config, fits):
         kind = "one node: shared memory (MPI's on-node transport)"
     else:
         kind = f"the hostfile's hosts over the network MPI chooses (launcher {config.get('launcher', {}).get('name')})"
-    measured = []
-    if fits is not None and len(fits):
-        ok = fits[(fits["path"] == "horovod") & fits["alpha_s"].notna()]
+    measured, path = [], None
+    for path in ("horovod", "mpi") if fits is not None and len(fits) else ():
+        ok = fits[(fits["path"].fillna("mpi") == path) & fits["alpha_s"].notna()]
         measured = [f"{r.nodes} node(s) x {r.ranks_per_node} rank(s): {_rate(r)}" for r in ok.itertuples()]
+        if measured:
+            break
     if not measured:
         return kind + "; no allreduce sweep measured it"
-    return kind + "; measured by the allreduce sweep (ring fit, `allreduce_fit.csv`): " + "; ".join(measured)
+    fit = f"measured by the allreduce sweep's {path} path (ring fit, `allreduce_fit.csv`)"
+    return f"{kind}; {fit}: " + "; ".join(measured)
 
 
 def _rate(fit):

@@ -236,6 +236,33 @@ def test_replay_needs_its_one_rank_runs_and_its_hosts(base_config):
         cfg.validate(base_config)
 
 
+def test_a_replay_of_a_study_that_runs_nothing_through_horovod_is_refused(base_config):
+    base_config.update(framework=["torch", "jax"], model=["alexnet"], comm_library=["native"])
+    base_config["replay"] = {"nodes": [2], "models": ["alexnet"], "iterations": 5, "warmup": 1}
+    with pytest.raises(cfg.ConfigError, match="'replay': replays the gradients of the study's Horovod runs"):
+        cfg.check_replay(base_config)
+    base_config["comm_library"] = ["native", "horovod"]
+    cfg.check_replay(base_config)
+
+
+@pytest.mark.parametrize(
+    "framework, library, device, binding",
+    [
+        (["jax", "mxnet", "tensorflow"], None, "cpu", "tensorflow"),  # the registry's order
+        (["jax", "mxnet", "torch"], None, "cpu", "torch"),  # the reference, where the study runs it
+        (["torch", "jax"], ["native"], "cpu", None),  # nothing through Horovod: no binding
+        (["mxnet"], None, "gpu", "torch"),  # PyTorch's binding alone has a GPU path
+    ],
+)
+def test_the_sweeps_binding_is_that_of_a_framework_the_study_runs_through_horovod(
+    base_config, framework, library, device, binding
+):
+    base_config.update(framework=framework, device=device)
+    if library:
+        base_config["comm_library"] = library
+    assert cfg.instrument(base_config) == binding
+
+
 def test_srun_study_does_not_read_the_hostfile(base_config):
     base_config["launcher"].update(name="srun", mpi="pmix")
     base_config["hostfile"] = "no/such/hostfile"

@@ -9,9 +9,8 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
 - `horovod`: the path gradients take. Horovod's allreduce through `--instrument`'s binding
   (`frameworks.first_with`: PyTorch's where the study runs PyTorch through Horovod, else the first
   framework it runs through Horovod), averaging like its distributed optimizer, of FUSED_PIECES
-  tensors submitted together, which Horovod's
-  background thread negotiates, copies into its fusion buffer, reduces as one MPI allreduce and
-  copies back. The time includes the wait for the thread's next cycle (at most
+  tensors submitted together, which Horovod's background thread negotiates, copies into its fusion
+  buffer, reduces as one MPI allreduce and copies back. The time includes the wait for the thread's next cycle (at most
   HOROVOD_CYCLE_TIME). The Horovod core (negotiation, fusion, MPI calls) is the same C++ code
   for PyTorch, TensorFlow and MXNet; only the hand-over of the framework's tensors differs.
 - `horovod_tensors`: the same with MANY_PIECES tensors per message, from MANY_PIECES x 4 bytes to
@@ -24,8 +23,8 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
   shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
   MANY_PIECES (their per-tensor cost).
 With `--instrument none` (a study that runs nothing through Horovod) the two Horovod paths do not
-run. With `--no-reference` only the `--native` paths run (in a framework's own environment, which has no
-Horovod: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu` only the horovod path
+run. With `--no-reference` only the `--native` paths run (in a framework's own environment, which
+has no Horovod: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu` only the horovod path
 runs, on CUDA tensors of the rank's GPU (its local rank), which in the cuda environment Horovod
 reduces with NCCL.
 

@@ -318,22 +318,20 @@ def matrix(config):
     return runs
 
 
+def _through(config, library):
+    """The frameworks the study runs through `library`."""
+    runs = [fw for fw in config["framework"] if library in libraries(config, fw)]
+    return [fw for fw in runs if not frameworks.not_built(fw, library)]
+
+
 def native(config):
     """The frameworks the study runs through their own library (whose allreduce the sweep times)."""
-    return [
-        fw
-        for fw in config["framework"]
-        if frameworks.NATIVE in libraries(config, fw) and not frameworks.not_built(fw, frameworks.NATIVE)
-    ]
+    return _through(config, frameworks.NATIVE)
 
 
 def horovod(config):
     """The frameworks the study runs through Horovod."""
-    return [
-        fw
-        for fw in config["framework"]
-        if frameworks.HOROVOD in libraries(config, fw) and not frameworks.not_built(fw, frameworks.HOROVOD)
-    ]
+    return _through(config, frameworks.HOROVOD)
 
 
 def instrument(config):

@@ -67,7 +67,7 @@ HOROVOD_FRAMEWORKS = {
 # venv of pinned wheels, and for a Horovod framework Horovod built into it alone (HOROVOD_FRAMEWORKS),
 # so a study builds only the frameworks it names and a pin change of one rebuilds no other's Horovod.
 # The cuda variant keeps PyTorch, TensorFlow and MXNet in the workload environment (one Horovod with
-# NCCL, as built and checked on a GPU node): its split waits for a GPU to build and check it on.
+# NCCL, as built and checked on a GPU node): not split yet (docs/limits.md).
 # JAX: a current release (0.7 on) needs numpy >= 2, which MXNet 1.9.1 cannot import, and JAX has no
 # Horovod binding; sharing the workload environment pinned it at 0.6.2
 # (bench/results/jax-environment.csv measures both, docs/methods/jax.md says why it moved). Its image

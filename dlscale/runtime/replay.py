@@ -18,6 +18,7 @@ measured iteration with every rank's iteration time and exposed communication (t
 backward).
 """
 
+import itertools
 import json
 import sys
 import time
@@ -76,11 +77,15 @@ def _sleep_until(deadline):
 
 def replay(plan, binding, iterations, warmup):
     """This rank's (iteration s, exposed communication s) per measured iteration of one plan,
-    handing Horovod its gradients through `binding` (a framework package's `instrument` part)."""
+    handing Horovod its gradients through `binding` (a framework package's `instrument` part); the
+    gradients ready at the same time are handed over together, as a step hands them (TensorFlow's,
+    whose allreduces start after backward, in one traced function: one call per gradient took the
+    replay 16% over the model's prediction on 4 emulated nodes)."""
     phases, sizes = plan["phases"], plan["sizes"]
     backward = phases[BACKWARD_S]
     ready = [backward] * len(sizes) if plan["ready"] is None else [min(r, backward) for r in plan["ready"]]
     order = sorted(range(len(sizes)), key=lambda i: ready[i])
+    together = [(at, list(group)) for at, group in itertools.groupby(order, key=lambda i: ready[i])]
     grads = [binding.ones(m // 4) for m in sizes]
     out, reduced = [], []
     for it in range(warmup + iterations):
@@ -88,9 +93,9 @@ def replay(plan, binding, iterations, warmup):
         _sleep_until(start + sum(phases[k] for k in PHASES_BEFORE))
         backward_start = time.perf_counter()
         handles = []
-        for i in order:
-            _sleep_until(backward_start + ready[i])
-            handles.append(binding.submit([grads[i]], [f"grad.{i}"]))
+        for at, group in together:
+            _sleep_until(backward_start + at)
+            handles.append(binding.submit([grads[i] for i in group], [f"grad.{i}" for i in group]))
         _sleep_until(backward_start + backward)
         backward_end = time.perf_counter()
         reduced = [tensor for handle in handles for tensor in binding.wait(handle)]

@@ -80,7 +80,7 @@ def replay(plan, binding, iterations, warmup):
     handing Horovod its gradients through `binding` (a framework package's `instrument` part); the
     gradients ready at the same time are handed over together, as a step hands them (TensorFlow's,
     whose allreduces start after backward, in one traced function: one call per gradient took the
-    replay 16% over the model's prediction on 4 emulated nodes)."""
+    replay 16% over the model's prediction on 4 emulated nodes, bench/results/replay-bindings.csv)."""
     phases, sizes = plan["phases"], plan["sizes"]
     backward = phases[BACKWARD_S]
     ready = [backward] * len(sizes) if plan["ready"] is None else [min(r, backward) for r in plan["ready"]]

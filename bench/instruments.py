@@ -22,10 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from overhead import machine, write_table  # noqa: E402
+from overhead import framework_python, machine, write_table  # noqa: E402
 
 from dlscale.core import paths  # noqa: E402
-from dlscale.environment import build  # noqa: E402
 from dlscale.runtime import execution, launchers  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 
@@ -34,7 +33,7 @@ HOROVOD_PATHS = ("horovod", "horovod_tensors")
 
 def sweep(framework, max_bytes, folder):
     """{(path, bytes): median s} of one 2-rank sweep through `framework`'s binding, in its Python."""
-    python = (build.own_record(framework) or {"python": sys.executable})["python"]
+    python = framework_python(framework)
     out = Path(folder) / f"{framework}.jsonl"
     module = [python, "-m", "dlscale.runtime.allreduce", str(out), "--max-bytes", str(max_bytes)]
     argv = launchers.mpirun_argv(

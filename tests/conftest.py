@@ -1,11 +1,13 @@
+import os
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from dlscale.core import paths
 from dlscale.environment import build
-from dlscale.runtime import emulate
+from dlscale.runtime import emulate, execution, launchers
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (a study folder too)
 
@@ -20,6 +22,16 @@ needs_emulation = pytest.mark.skipif(not EMULATION, reason=WHY_NO_EMULATION or "
 # The checkout is installed (editable) in the environment's overlay, .venv: `import dlscale` finds it.
 # The environment record launch.launch needs: the tests' own interpreter.
 ENV_RECORD = {"python": sys.executable, "key": "test", "mpi": {}, "pins": {}}
+
+
+def mpirun_module(python, module, args, log, ranks=2, timeout_s=300):
+    """`python -m module args` on `ranks` local ranks under mpirun, this checkout on their path, the
+    output in `log`: (exit code, whether it timed out)."""
+    command = [str(python), "-m", module, *map(str, args)]
+    launcher = {"name": "mpirun", "bind_to": "none"}
+    env = {"PYTHONPATH": str(paths.SOURCE)}
+    argv = launchers.mpirun_argv(["localhost"], ranks, launcher, command, env, as_root=os.geteuid() == 0)
+    return execution.execute(argv, log, timeout_s=timeout_s)
 
 
 def env_record(framework):

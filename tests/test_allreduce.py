@@ -1,18 +1,16 @@
 """Allreduce sweep: the model maths on known numbers, and a real 2-rank sweep through mpirun."""
 
 import json
-import os
 import sys
 
 import numpy as np
 import pytest
 
 from dlscale.analysis import comm, prediction
-from dlscale.core import paths
 from dlscale.environment import build
-from dlscale.runtime import allreduce, execution, launch, launchers
+from dlscale.runtime import allreduce, launch
 from dlscale.workloads import frameworks
-from tests.conftest import ENV_RECORD, env_record, needs_emulation, tiny_config
+from tests.conftest import ENV_RECORD, env_record, mpirun_module, needs_emulation, tiny_config
 
 
 def test_sizes_and_repetitions():
@@ -44,15 +42,8 @@ def test_fit_recovers_known_alpha_beta():
 
 def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     out = tmp_path / "sweep.jsonl"
-    argv = launchers.mpirun_argv(
-        ["localhost"],
-        2,
-        {"name": "mpirun", "bind_to": "none"},
-        [sys.executable, "-m", "dlscale.runtime.allreduce", str(out), "--max-bytes", str(4 << 20)],
-        {"PYTHONPATH": str(paths.SOURCE)},
-        as_root=os.geteuid() == 0,
-    )
-    rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
+    args = [out, "--max-bytes", 4 << 20]
+    rc, timed_out = mpirun_module(sys.executable, "dlscale.runtime.allreduce", args, tmp_path / "log", timeout_s=120)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     many = [m for m in allreduce.sizes(4 << 20) if 128 * 4 <= m <= 1 << 20]

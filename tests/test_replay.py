@@ -10,11 +10,10 @@ import pandas as pd
 import pytest
 
 from dlscale.analysis import comm, model, replayed
-from dlscale.core import paths
 from dlscale.core.vocabulary import BASELINE_KEYS
-from dlscale.runtime import allreduce, emulate, execution, launch, launchers, replay
+from dlscale.runtime import allreduce, emulate, launch, replay
 from dlscale.workloads import frameworks
-from tests.conftest import env_record, needs_emulation, tiny_config
+from tests.conftest import env_record, mpirun_module, needs_emulation, tiny_config
 
 PHASES = {"io_s": 0.002, "h2d_s": 0.0, "forward_s": 0.03, "backward_s": 0.06, "update_s": 0.01}
 
@@ -166,15 +165,7 @@ def test_every_horovod_binding_hands_the_sweep_and_the_replay_their_tensors(tmp_
     python = env_record(framework)["python"]
 
     def mpirun(module, *args):
-        argv = launchers.mpirun_argv(
-            ["localhost"],
-            2,
-            {"name": "mpirun", "bind_to": "none"},
-            [python, "-m", module, *map(str, args)],
-            {"PYTHONPATH": str(paths.SOURCE)},
-            as_root=os.geteuid() == 0,
-        )
-        rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=300)
+        rc, timed_out = mpirun_module(python, module, args, tmp_path / "log")
         assert rc == 0 and not timed_out, (tmp_path / "log").read_text()[-3000:]
         return [json.loads(line) for line in args[0].read_text().splitlines()]
 

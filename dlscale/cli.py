@@ -91,13 +91,13 @@ def cmd_env(args):
 
 def _run_record(conf, framework):
     """The environment record a run of `framework` launched by hand runs in, as in the pipeline: the
-    user's Python (checked), the framework's own environment (built if it is not), or the workload one."""
+    user's Python (checked), or the framework's own environment (built if it is not)."""
     from dlscale.runtime import environments  # bare python
 
     if framework in environments.user_pythons(conf):
         python = environments.python_of(conf, framework)
         return environments.admitted(python, framework, environments.needs(conf, framework))
-    return env.own_record(framework) or env.load_record(env.build())
+    return env.own_record(framework)
 
 
 def _prepared(manifest, form):
@@ -106,9 +106,9 @@ def _prepared(manifest, form):
 
 
 def _own_environment(framework):
-    """The framework asked for (`--framework`, at most one) if it has an environment of its own, else
-    None: the workload environment, which the others run in."""
-    return framework[0] if framework and env.own_environment(framework[0]) else None
+    """The framework asked for (`--framework`, at most one: its own environment), else None (the
+    workload environment)."""
+    return framework[0] if framework else None
 
 
 def _env_check(args):
@@ -121,16 +121,11 @@ def _env_check(args):
     users = environments.user_pythons(conf)
     lacking = 0
     for fw in args.framework or conf["framework"]:
-        own = _own_environment([fw])
-        built = env.env_dir(own=own)
+        built = env.env_dir(own=fw)
         python = args.python or users.get(fw) or (env.load_record(built)["python"] if env.is_complete(built) else None)
-        if python is None and own:  # built from its pins by the first study that runs it: nothing to lack
+        if python is None:  # built from its pins by the first study that runs it: nothing to lack
             print(f"{fw}: its own environment: not built yet ({built}; a study running {fw} builds it first,")
             print(f"  or `dlscale env build --framework {fw}`)")
-            continue
-        if python is None:
-            print(f"{fw}: the built environment: not built yet ({built}; ./bootstrap.sh builds it)")
-            lacking += 1
             continue
         checked = environments.check(str(cfg.resolve(python)), fw, environments.needs(conf, fw))
         print(f"{fw}: {checked['python']}: {'ok' if not checked['missing'] else 'lacks what the study needs'}")

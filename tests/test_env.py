@@ -1,5 +1,6 @@
 """The environment builder's pure parts, and the environment the tests run in."""
 
+import io
 import os
 import subprocess
 import sys
@@ -35,7 +36,6 @@ def test_each_framework_has_an_environment_named_and_rebuilt_by_its_own_pins_alo
     workload, own = env.env_dir(mpi), env.env_dir(mpi, own=framework)
     others = {fw: env.env_dir(mpi, own=fw) for fw in envspec.OWN_ENVIRONMENTS if fw != framework}
     assert own.parent == workload.parent and own.name.startswith("py3") and f"-{framework}-" in own.name
-    assert env.own_environment(framework)
     pins = envspec.own_pins(framework)
     first = next(iter(pins))
     monkeypatch.setitem(envspec.OWN_ENVIRONMENTS[framework]["cpu"], first, "0.0.1")
@@ -44,17 +44,21 @@ def test_each_framework_has_an_environment_named_and_rebuilt_by_its_own_pins_alo
 
 
 def test_the_workload_environment_holds_no_framework_and_each_horovod_is_built_for_one():
-    """The cpu workload environment (the pipeline, the analysis, the tests' tools) has no framework
-    and no Horovod; each Horovod framework's own environment builds Horovod for it alone; JAX's has
-    numpy 2 and no Horovod."""
-    assert not set(envspec.all_pins("cpu")) & {"torch", "tensorflow-cpu", "mxnet", "jax", "cmake"}
-    assert "horovod" not in envspec.content("cpu")
+    """The workload environment (the pipeline, the analysis, the tests' tools) has no framework and
+    no Horovod in either variant; each Horovod framework's own environment builds Horovod for it
+    alone; JAX's has numpy 2 and no Horovod."""
+    frameworks = {"torch", "tensorflow-cpu", "tensorflow[and-cuda]", "mxnet", "mxnet-cu117", "jax", "cmake"}
+    assert not set(envspec.all_pins()) & frameworks
+    for variant in envspec.VARIANTS:
+        assert "horovod" not in envspec.content(variant)
+        assert envspec.requirements(variant) == envspec.requirements("cpu")
     for fw, (_, switch) in envspec.HOROVOD_FRAMEWORKS.items():
-        switches = envspec.content("cpu", own=fw)["horovod_build_env"]
-        without = {s.replace("_WITH_", "_WITHOUT_") for _, s in envspec.HOROVOD_FRAMEWORKS.values()}
-        others = without - {switch.replace("_WITH_", "_WITHOUT_")}
-        assert switches[switch] == "1" and all(switches[o] == "1" for o in others) and len(others) == 2
-        assert envspec.own_pins(fw)["numpy"] == "1.26.4"
+        for variant in envspec.VARIANTS:
+            switches = envspec.content(variant, own=fw)["horovod_build_env"]
+            without = {s.replace("_WITH_", "_WITHOUT_") for _, s in envspec.HOROVOD_FRAMEWORKS.values()}
+            others = without - {switch.replace("_WITH_", "_WITHOUT_")}
+            assert switches[switch] == "1" and all(switches[o] == "1" for o in others) and len(others) == 2
+            assert envspec.own_pins(fw, variant)["numpy"] == "1.26.4"
     assert envspec.own_pins("jax")["numpy"].startswith("2.") and "horovod" not in envspec.content("cpu", own="jax")
 
 
@@ -82,21 +86,29 @@ def test_mxnet_imports_through_the_numpy_shim_in_its_environment_and_the_tests_o
         assert out.split() == [pins["numpy"], pins["mxnet"], "3.0"]
 
 
-def test_cuda_variant_is_a_separate_environment(monkeypatch):
+def test_cuda_variant_builds_each_framework_apart_with_nccl(monkeypatch):
+    """The cuda variant's environments are folders of their own; each Horovod framework's holds its
+    GPU build alone, with Horovod built for it with NCCL, and all three the same NCCL release."""
     mpi = {"version": "mpirun (Open MPI) 4.1.4", "mpicc": "/usr/bin/mpicc"}
     assert env.env_key(mpi, "cuda") != env.env_key(mpi, "cpu")
-    cuda = envspec.content("cuda")
-    assert cuda["horovod_build_env"]["HOROVOD_GPU_OPERATIONS"] == "NCCL"
-    assert {"torch", "tensorflow[and-cuda]", "mxnet-cu117", "nvidia-nccl-cu13"} <= set(cuda["pins"])
-    assert "tensorflow-cpu" not in cuda["pins"]
-    for fw in envspec.HOROVOD_FRAMEWORKS:
+    builds = {"torch": "torch", "tensorflow": "tensorflow[and-cuda]", "mxnet": "mxnet-cu117"}
+    nccl = set()
+    for fw, wheel in builds.items():
+        cuda = envspec.content("cuda", own=fw)
+        assert cuda["horovod_build_env"]["HOROVOD_GPU_OPERATIONS"] == "NCCL"
         assert "HOROVOD_GPU_OPERATIONS" not in envspec.content("cpu", own=fw)["horovod_build_env"]
+        assert wheel in cuda["pins"] and not set(cuda["pins"]) & (set(builds.values()) - {wheel})
+        assert envspec.horovod_features(fw, "cuda")[-1] == "NCCL" and "NCCL" not in envspec.horovod_features(fw)
+        nccl |= {version for name, version in cuda["pins"].items() if name.startswith("nvidia-nccl-")}
+    assert len(nccl) == 1
+    assert "tensorflow-cpu" not in envspec.own_pins("tensorflow", "cuda")
     # the CUDA torch exactly (a local 2.13.0+cpu wheel satisfies ==2.13.0, not ===2.13.0)
-    # one NCCL version whichever of the two NCCL wheels writes libnccl.so.2 last
-    assert cuda["pins"]["nvidia-nccl-cu12"] == cuda["pins"][envspec.NCCL_WHEEL]
-    assert "torch===2.13.0" in envspec.requirements("cuda") and "torch==2.13.0" in envspec.requirements(own="torch")
+    assert "torch===2.13.0" in envspec.requirements("cuda", own="torch")
+    assert "torch==2.13.0" in envspec.requirements(own="torch")
     monkeypatch.setenv(env.VARIANT_VAR, "cuda")
-    assert env.env_dir(mpi).name.startswith(f"py{sys.version_info.major}{sys.version_info.minor}-cuda-")
+    py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    assert env.env_dir(mpi).name.startswith(f"{py}-cuda-")
+    assert env.env_dir(mpi, own="mxnet").name.startswith(f"{py}-cuda-mxnet-")
     monkeypatch.setenv(env.VARIANT_VAR, "rocm")
     with pytest.raises(env.EnvError, match="DLSCALE_ENV_VARIANT='rocm': the environment variants are cpu, cuda"):
         env.variant()
@@ -139,8 +151,8 @@ def test_cuda_build_finds_the_toolkit_of_the_right_release_and_links_pip_nccl(tm
     monkeypatch.setenv("HOROVOD_CUDA_HOME", str(fake_toolkit(tmp_path / "cuda-12.4", "12.4")))
     with pytest.raises(
         env.EnvError,
-        match=r"cuda-12.4 is release 12.4, and the cuda environment's PyTorch is "
-        r"built with CUDA 13.x",
+        match=r"cuda-12.4 is release 12.4, and the cuda environments build Horovod with CUDA 13.x, "
+        r"the release of PyTorch's wheel",
     ):
         env.find_cuda_home()
     monkeypatch.undo()
@@ -150,6 +162,42 @@ def test_cuda_build_finds_the_toolkit_of_the_right_release_and_links_pip_nccl(tm
     settings = env.nccl_build_env(tmp_path)
     assert settings["HOROVOD_NCCL_HOME"] == str(tmp_path / "nvidia" / "nccl")
     assert (lib / "libnccl.so").resolve() == (lib / "libnccl.so.2").resolve()
+
+
+def test_a_frameworks_gpu_build_gets_its_own_nccl_headers_and_switches(tmp_path):
+    """Each cuda environment builds Horovod with the toolkit found, the NCCL of its own wheels, the
+    headers of its own CUDA wheels (MXNet's cuBLAS and cuRAND, PyTorch's CUDA 13 ones) and NCCL
+    for that framework alone; only MXNet's build needs the driver stub (its library links the driver)."""
+    site = tmp_path / "site"
+    (site / "nvidia" / "nccl" / "lib").mkdir(parents=True)
+    (site / "nvidia" / "nccl" / "lib" / "libnccl.so.2").write_text("")
+    (site / "mxnet").mkdir()
+    (tmp_path / "m.c").write_text("int cuInit(unsigned); int probe(void) { return cuInit(0); }\n")
+    libmxnet = site / "mxnet" / "libmxnet.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(libmxnet), str(tmp_path / "m.c")], check=True)
+    venv = tmp_path / "venv"
+    for fw in envspec.HOROVOD_FRAMEWORKS:
+        (tmp_path / fw).mkdir()
+        cuda = env._cuda_build_env(tmp_path / fw, site, io.StringIO(), fw, "/opt/cuda-13.0")
+        build_env = env._horovod_build_env(venv, sys.executable, cuda, fw, "cuda") if fw != "tensorflow" else None
+        headers = [str(site / "nvidia" / lib / "include") for lib in envspec.CUDA_WHEEL_HEADERS.get(fw, [])]
+        assert cuda["CPATH"] == headers and cuda["HOROVOD_CUDA_HOME"] == cuda["CUDA_HOME"] == "/opt/cuda-13.0"
+        assert cuda["HOROVOD_NCCL_HOME"] == str(site / "nvidia" / "nccl")
+        stubbed = (tmp_path / fw / "libcuda.so.1").exists()
+        assert stubbed == (fw == "mxnet" and not driver_here()), fw
+        if build_env:  # TensorFlow's also asks its own include folder (needs TensorFlow itself)
+            assert build_env["CPATH"].split(os.pathsep)[: len(headers)] == headers
+            assert build_env["HOROVOD_GPU_OPERATIONS"] == "NCCL" and build_env[envspec.HOROVOD_FRAMEWORKS[fw][1]] == "1"
+
+
+def driver_here():
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
 
 
 def test_driver_stub_lets_a_library_that_links_the_driver_load_without_one(tmp_path):
@@ -182,7 +230,7 @@ def test_driver_stub_lets_a_library_that_links_the_driver_load_without_one(tmp_p
     assert out.strip() == str(100 * 1000 + 100)  # CUDA_ERROR_NO_DEVICE from both
 
 
-def test_cuda_sitecustomize_keeps_the_numpy_shim(tmp_path):
+def test_cuda_shim_keeps_the_numpy_shim(tmp_path):
     """The cuda variant's second import hook (MXNet's CUDA 11 libraries) must not hide the first."""
     (tmp_path / "sitecustomize.py").write_text(envspec.sitecustomize("cuda"))
     (tmp_path / "mxnet").mkdir()  # a stand-in: the hooks fire on the name, whichever build it is

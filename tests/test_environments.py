@@ -202,9 +202,6 @@ def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_p
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(
-    not build.own_environment("mxnet"), reason="the cuda variant runs every framework in one environment"
-)
 def test_a_study_without_pytorch_builds_and_uses_no_pytorch(tmp_path):
     """MXNet through Horovod and JAX through its own collectives: only their environments are made;
     the sweep hands Horovod its tensors through MXNet's binding, in MXNet's Python, and the FLOPs

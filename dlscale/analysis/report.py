@@ -415,10 +415,8 @@ def _provenance_lines(environment, runs):
     python = ok["python_version"].dropna().iloc[0] if len(ok) and ok["python_version"].notna().any() else "n/a"
     pins = environment.get("pins", {})
     measured = [f"{fw} {v}" for fw, v in sorted(versions.items())]
-    # the workload environment's Horovod (cuda variant), else the one built into the frameworks' own
-    horovod = environment.get("horovod") or next(
-        (r["horovod"] for r in environment.get("apart", []) if r.get("horovod")), None
-    )
+    # the Horovod built into the frameworks' own environments (the workload environment has none)
+    horovod = next((r["horovod"] for r in environment.get("apart", []) if r.get("horovod")), None)
     measured += [
         f"Horovod {horovod or 'n/a'}",
         f"MPI {environment.get('mpi', {}).get('version', 'n/a')}",

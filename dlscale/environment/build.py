@@ -3,16 +3,16 @@
 The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
 ``~/.cache/dlscale/envs``), in a folder named by a hash of `dlscale.environment.recipe.content()`, the
 interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
-a change of pins, edits or MPI builds a new one. A framework with an environment of its own
-(`recipe.OWN_ENVIRONMENTS`: each framework in the cpu variant, JAX in both) has its folder beside
-it, named and hashed the same way (``py311-torch-<hash>``), built only when asked for
-(`build(own="torch")`: `dlscale env build --framework torch`, or the pipeline for a study that runs
-it), with Horovod built into it for that framework alone where it has a Horovod binding.
-``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU variant (CUDA framework builds, Horovod with NCCL;
-see `dlscale.environment.recipe`) in a folder of its own. A folder only counts once its
-``COMPLETE`` marker exists, which is written last, after `horovodrun --check-build` has shown every
-framework it was built for and MPI;
-a half-built folder is removed and built again. A lock keeps two builders apart.
+a change of pins, edits or MPI builds a new one. Each framework has an environment of its own
+(`recipe.OWN_ENVIRONMENTS`) in a folder beside it, named and hashed the same way
+(``py311-torch-<hash>``), built only when asked for (`build(own="torch")`: `dlscale env build
+--framework torch`, or the pipeline for a study that runs it), with Horovod built into it for that
+framework alone where it has a Horovod binding. ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
+variant (the frameworks' CUDA builds, Horovod with NCCL; see `dlscale.environment.recipe`) in
+folders of their own (``py311-cuda-torch-<hash>``). A folder only counts once its ``COMPLETE``
+marker exists, which is written last, after `horovodrun --check-build` has shown the framework it
+was built for, MPI (and NCCL in the cuda variant); a half-built folder is removed and built again.
+A lock keeps two builders apart.
 
 This module uses only the standard library: it runs under the system Python before the
 environment exists.
@@ -38,9 +38,6 @@ from dlscale.environment import recipe
 
 MARKER = "COMPLETE"
 RECORD = "environment.json"
-# What `horovodrun --check-build` must list in the cuda variant's workload environment (in the cpu
-# variant each framework's own environment must list that framework and MPI: `check_build`).
-REQUIRED_BUILD_FEATURES = {"cuda": ["TensorFlow", "PyTorch", "MXNet", "MPI", "NCCL"]}
 VARIANT_VAR = "DLSCALE_ENV_VARIANT"
 
 
@@ -96,7 +93,8 @@ def _nvcc_facts(nvcc):
 def find_cuda_home():
     """The CUDA toolkit Horovod's GPU build compiles with ($HOROVOD_CUDA_HOME, $CUDA_HOME, the nvcc
     on PATH, /usr/local/cuda): its root folder, checked to hold nvcc and the runtime headers and to
-    be the CUDA release PyTorch's wheel was built with; otherwise an EnvError saying what to load."""
+    be the CUDA release PyTorch's wheel was built with (recipe.CUDA_TOOLKIT_MAJOR, asked of every
+    framework's build); otherwise an EnvError saying what to load."""
     candidates = [
         os.environ.get("HOROVOD_CUDA_HOME"),
         os.environ.get("CUDA_HOME"),
@@ -112,10 +110,10 @@ def find_cuda_home():
             continue
         if release is None or release.split(".")[0] != recipe.CUDA_TOOLKIT_MAJOR:
             raise EnvError(
-                f"the CUDA toolkit in {home} is release {release}, and the cuda environment's PyTorch "
-                f"is built with CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x, whose headers Horovod's GPU "
-                f"build compiles against: load a CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x toolkit "
-                "(or point $HOROVOD_CUDA_HOME at one)"
+                f"the CUDA toolkit in {home} is release {release}, and the cuda environments build "
+                f"Horovod with CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x, the release of PyTorch's wheel, whose "
+                f"headers its GPU build compiles against: load a CUDA {recipe.CUDA_TOOLKIT_MAJOR}.x "
+                "toolkit (or point $HOROVOD_CUDA_HOME at one)"
             )
         return home
     raise EnvError(
@@ -144,12 +142,6 @@ def env_dir(mpi=None, variant_name=None, own=None):
     return env_root() / f"py{sys.version_info.major}{sys.version_info.minor}-{tag}{key}"
 
 
-def own_environment(framework):
-    """Whether `framework` has an environment of its own in this variant (else it runs in the
-    workload environment)."""
-    return recipe.has_own(framework, variant())
-
-
 def is_complete(path):
     return (Path(path) / MARKER).is_file() and (Path(path) / "bin" / "python").exists()
 
@@ -173,15 +165,14 @@ def apply_edits(src, edits=recipe.HOROVOD_EDITS):
         path.write_text(text.replace(old, new))
 
 
-def check_build(python, variant_name="cpu", environ=None, own=None):
-    """`horovodrun --check-build` output, and the required features it does not list as built (in
-    framework `own`'s own environment: that framework and MPI)."""
+def check_build(python, own, variant_name="cpu", environ=None):
+    """`horovodrun --check-build` output, and the features framework `own`'s environment needs
+    (`recipe.horovod_features`) that it does not list as built."""
     out = subprocess.run(
         [str(Path(python).parent / "horovodrun"), "--check-build"], capture_output=True, text=True, env=environ
     ).stdout
     built = set(re.findall(r"\[X\]\s+(\S+)", out))
-    required = [recipe.HOROVOD_FRAMEWORKS[own][0], "MPI"] if own else REQUIRED_BUILD_FEATURES[variant_name]
-    return out, [f for f in required if f not in built]
+    return out, [f for f in recipe.horovod_features(own, variant_name) if f not in built]
 
 
 def nccl_build_env(site):
@@ -232,31 +223,18 @@ def driver_stub(directory, library):
 
 
 def _build(path, mpi, log, variant_name="cpu"):
-    """The workload environment: in the cpu variant a venv of the tools' pins (no framework); in the
-    cuda variant also the three Horovod frameworks and Horovod with NCCL."""
-    py = path / "bin" / "python"
-    if variant_name == "cpu":
-        _venv(path, log)
-        _run([py, "-m", "pip", "install", *recipe.requirements(variant_name)], log)
-        _write_record(path, py, mpi, variant_name, None)
-        return
-    home = str(find_cuda_home())  # fail before downloading GBs
-    # Horovod's CMake reads HOROVOD_CUDA_HOME; its PyTorch part asks torch.utils.cpp_extension,
-    # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
-    cuda = {"HOROVOD_CUDA_HOME": home, "CUDA_HOME": home}
-    site = _install_packages(path, py, log, variant_name)
-    with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
-        cuda.update(_cuda_build_env(tmp, site, log))
-        out = _build_horovod(py, tmp, log, variant_name, _horovod_build_env(path, py, site, cuda, variant_name))
-    _write_record(path, py, mpi, variant_name, out)
+    """The workload environment: a venv of the tools' pins (no framework, in either variant)."""
+    py = _venv(path, log)
+    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name)], log)
+    _write_record(path, py, mpi, variant_name, None)
 
 
-def _build_horovod(py, tmp, log, variant_name, build_env, own=None):
+def _build_horovod(py, tmp, log, variant_name, build_env, own):
     """Horovod built into the venv of `py` from its edited source; returns `horovodrun
-    --check-build`'s output, once it lists every feature the environment needs."""
+    --check-build`'s output, once it lists every feature framework `own`'s environment needs."""
     src = _horovod_source(py, tmp, log, variant_name)
     _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)], log, env=build_env)
-    out, missing = check_build(py, variant_name, build_env, own)
+    out, missing = check_build(py, own, variant_name, build_env)
     log.write(out)
     if missing:
         raise EnvError(f"horovodrun --check-build does not list {', '.join(missing)} as built; see {log.name}")
@@ -265,19 +243,25 @@ def _build_horovod(py, tmp, log, variant_name, build_env, own=None):
 
 def _build_own(path, name, mpi, log, variant_name):
     """A framework's own environment (recipe.OWN_ENVIRONMENTS): a venv of its pinned wheels, and
-    for a Horovod framework Horovod built into it for that framework alone."""
-    py = _venv(path, log)
+    for a Horovod framework Horovod built into it for that framework alone (with NCCL and the
+    site's CUDA toolkit in the cuda variant)."""
     horovod = name in recipe.HOROVOD_FRAMEWORKS
+    # Horovod's CMake reads HOROVOD_CUDA_HOME; its PyTorch part asks torch.utils.cpp_extension,
+    # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
+    # Found before GBs of wheels are downloaded.
+    home = str(find_cuda_home()) if horovod and variant_name == "cuda" else None
+    py = _venv(path, log)
     cmake = [f"cmake=={recipe.BUILD_PINS['cmake']}"] if horovod else []
     _run([py, "-m", "pip", "install", *recipe.requirements(variant_name, own=name), *cmake], log)
     out = None
     if horovod:
         site = _site_packages(py)
         if name == "mxnet":  # the numpy.bool shim, imported through a .pth file (recipe.NUMPY_SHIM_PTH)
-            Path(site, f"{recipe.NUMPY_SHIM_MODULE}.py").write_text(recipe.SITECUSTOMIZE)
+            Path(site, f"{recipe.NUMPY_SHIM_MODULE}.py").write_text(recipe.sitecustomize(variant_name))
             Path(site, recipe.NUMPY_SHIM_PTH).write_text(f"import {recipe.NUMPY_SHIM_MODULE}\n")
         with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
-            build_env = _horovod_build_env(path, py, site, {}, variant_name, name)
+            cuda = _cuda_build_env(tmp, site, log, name, home) if home else {}
+            build_env = _horovod_build_env(path, py, cuda, name, variant_name)
             out = _build_horovod(py, tmp, log, variant_name, build_env, name)
     _write_record(path, py, mpi, variant_name, out, own=name)
 
@@ -299,24 +283,13 @@ def _site_packages(py):
     ).stdout.strip()
 
 
-def _install_packages(path, py, log, variant_name):
-    """Make the venv at `path` and install the pinned packages Horovod is built against, with the
-    variant's sitecustomize; returns the venv's site-packages folder."""
-    _venv(path, log)
-    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name), f"cmake=={recipe.BUILD_PINS['cmake']}"], log)
-    if variant_name == "cuda":  # the NCCL on disk must be PyTorch's (see recipe.NCCL_WHEEL)
-        nccl = f"{recipe.NCCL_WHEEL}=={recipe.CUDA_EXTRA_PINS[recipe.NCCL_WHEEL]}"
-        _run([py, "-m", "pip", "install", "--force-reinstall", "--no-deps", nccl], log)
-    site = _site_packages(py)
-    Path(site, "sitecustomize.py").write_text(recipe.sitecustomize(variant_name))
-    return site
-
-
-def _cuda_build_env(tmp, site, log):
-    """The GPU build's NCCL settings and, on a machine without the NVIDIA driver, the driver stub
-    (made in `tmp`) ahead on LD_LIBRARY_PATH."""
-    env = nccl_build_env(site)
-    stub = driver_stub(tmp, Path(site) / "mxnet" / "libmxnet.so")
+def _cuda_build_env(tmp, site, log, name, home):
+    """Framework `name`'s GPU build settings: the CUDA toolkit at `home`, the environment's NCCL,
+    the headers of its CUDA wheels (recipe.CUDA_WHEEL_HEADERS) and, for MXNet on a machine without
+    the NVIDIA driver, the driver stub (made in `tmp`) ahead on LD_LIBRARY_PATH."""
+    env = {"HOROVOD_CUDA_HOME": home, "CUDA_HOME": home, **nccl_build_env(site)}
+    env["CPATH"] = [str(Path(site) / "nvidia" / lib / "include") for lib in recipe.CUDA_WHEEL_HEADERS.get(name, [])]
+    stub = driver_stub(tmp, Path(site) / "mxnet" / "libmxnet.so") if name == "mxnet" else None
     if stub:
         log.write(f"no NVIDIA driver here: building with the driver stub {stub}/libcuda.so.1\n")
         env["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), env["LD_LIBRARY_PATH"]])
@@ -349,12 +322,13 @@ def _horovod_source(py, tmp, log, variant_name):
     return src
 
 
-def _horovod_build_env(path, py, site, cuda, variant_name, own=None):
-    """The environment variables Horovod's build runs with: the recipe's (framework `own`'s alone in
-    its own environment), the CUDA ones in `cuda`, the headers TensorFlow's own include folder lacks,
-    parallel make, and the venv's bin on PATH."""
-    cpath = []
-    if own in (None, "tensorflow"):
+def _horovod_build_env(path, py, cuda, own, variant_name):
+    """The environment variables Horovod's build runs with: the recipe's for framework `own` alone in
+    `variant_name`, the CUDA ones in `cuda` (its "CPATH" a list of header folders), the headers
+    TensorFlow's own include folder lacks, parallel make, and the venv's bin on PATH."""
+    cuda = dict(cuda)
+    cpath = cuda.pop("CPATH", [])
+    if own == "tensorflow":
         tf_include = (
             subprocess.run(
                 [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
@@ -365,16 +339,12 @@ def _horovod_build_env(path, py, site, cuda, variant_name, own=None):
             .stdout.strip()
             .splitlines()[-1]
         )
-        cpath = [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
-    if variant_name == "cuda":
-        # MXNet's headers include cuBLAS and cuRAND headers, which a minimal CUDA toolkit lacks:
-        # those of PyTorch's CUDA 13 library wheels, the toolkit's release, are there.
-        cpath.append(str(Path(site) / "nvidia" / "cu13" / "include"))
+        cpath += [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
     if os.environ.get("CPATH"):
         cpath.append(os.environ["CPATH"])
     return {
         **os.environ,
-        **(recipe.own_horovod_build_env(own) if own else recipe.horovod_build_env(variant_name)),
+        **recipe.own_horovod_build_env(own, variant_name),
         **cuda,
         "CPATH": os.pathsep.join(cpath),
         "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
@@ -384,14 +354,14 @@ def _horovod_build_env(path, py, site, cuda, variant_name, own=None):
 
 def _write_record(path, py, mpi, variant_name, check_build_out, own=None):
     """The environment's record (environment.json): where it is, what it was built from, and what
-    `horovodrun --check-build` said (none where no Horovod was built: the cpu variant's workload
-    environment, JAX's own)."""
+    `horovodrun --check-build` said (none where no Horovod was built: the workload environment,
+    JAX's own)."""
     record = {
         "path": str(path),
         "python": str(py),
         "key": path.name,
         "variant": variant_name,
-        "pins": recipe.own_pins(own, variant_name) if own else recipe.all_pins(variant_name),
+        "pins": recipe.own_pins(own, variant_name) if own else recipe.all_pins(),
         "horovod": recipe.HOROVOD_VERSION if check_build_out else None,
         "mpi": mpi,
         "check_build": check_build_out,
@@ -423,8 +393,8 @@ def build(quiet=False, own=None):
         log_path = path.with_name(path.name + ".build.log")
         if not quiet:
             what = f"{own}'s own environment" if own else "the workload environment"
-            takes = "a few minutes" if own or variant_name == "cuda" else "a minute or two"
-            takes = "about 10-15 minutes" if variant_name == "cuda" and not own else takes
+            takes = "a few minutes" if own else "a minute or two"
+            takes = "about 10 minutes" if own in recipe.HOROVOD_FRAMEWORKS and variant_name == "cuda" else takes
             print(f"building {what} in {path} (log: {log_path}); this takes {takes} once", file=sys.stderr)
         with open(log_path, "w") as log:
             try:
@@ -471,9 +441,8 @@ def load_record(path):
 
 
 def own_record(framework):
-    """The record of `framework`'s own environment (built first if there is none), or None for a
-    framework that runs in the workload environment."""
-    return load_record(build(quiet=True, own=framework)) if own_environment(framework) else None
+    """The record of `framework`'s own environment, built first if there is none."""
+    return load_record(build(quiet=True, own=framework))
 
 
 OVERLAY_MARK = "dlscale-environment.pth"
@@ -482,7 +451,7 @@ OVERLAY_MARK = "dlscale-environment.pth"
 def dev_frameworks():
     """The paths of the Horovod frameworks' own environments in this variant, each built if it is
     not: what `link(frameworks=...)` adds for the tests (`dlscale env build --link .venv --dev`)."""
-    return [build(own=fw) for fw in recipe.HOROVOD_FRAMEWORKS if own_environment(fw)]
+    return [build(own=fw) for fw in recipe.HOROVOD_FRAMEWORKS]
 
 
 def is_dev(link_path):

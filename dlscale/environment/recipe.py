@@ -8,9 +8,8 @@ old one instead of patching it. The pins are recorded with every result (see
 """
 
 # The workload environment: the pipeline, the analysis, the tests' tools and the training images'
-# maker, in one interpreter (`.venv`); in the cpu variant no framework and no Horovod (each framework
-# has an environment of its own: OWN_ENVIRONMENTS), in the cuda variant also the three Horovod
-# frameworks (CUDA_FRAMEWORK_PINS, below).
+# maker, in one interpreter (`.venv`); no framework and no Horovod in either variant (each framework
+# has an environment of its own: OWN_ENVIRONMENTS).
 TOOL_PINS = {
     "snakemake": "9.27.1",
     # pandas < 3: the newest Slurm executor plugin that accepts numpy 1.26 (2.6.1) wants pandas < 3.
@@ -63,11 +62,10 @@ HOROVOD_FRAMEWORKS = {
     "mxnet": ("MXNet", "HOROVOD_WITH_MXNET"),
 }
 
-# Frameworks with an environment of their own, beside the workload environment, per variant: a
-# venv of pinned wheels, and for a Horovod framework Horovod built into it alone (HOROVOD_FRAMEWORKS),
-# so a study builds only the frameworks it names and a pin change of one rebuilds no other's Horovod.
-# The cuda variant keeps PyTorch, TensorFlow and MXNet in the workload environment (one Horovod with
-# NCCL, as built and checked on a GPU node): not split yet (docs/limits.md).
+# Each framework's environment of its own, beside the workload environment, per variant: a venv of
+# pinned wheels, and for a Horovod framework Horovod built into it alone (HOROVOD_FRAMEWORKS; in the
+# cuda variant with NCCL for GPU collectives), so a study builds only the frameworks it names and a
+# pin change of one rebuilds no other's Horovod.
 # JAX: a current release (0.7 on) needs numpy >= 2, which MXNet 1.9.1 cannot import, and JAX has no
 # Horovod binding; sharing the workload environment pinned it at 0.6.2
 # (bench/results/jax-environment.csv measures both, docs/methods/jax.md says why it moved). Its image
@@ -80,12 +78,60 @@ _JAX_COMMON = {
     "mpi4py": "4.1.2",
     "tensorflow-cpu": "2.21.0",
 }
+# The cuda variant's builds (for GPU clusters), as read from the wheels (November 2026; not yet run
+# on a GPU by this project):
+# - torch 2.13.0 from PyPI is the CUDA 13.0 build: compute capability 7.5-12.0 (T4, A100, H100,
+#   B200), NVIDIA driver >= 580.
+# - tensorflow[and-cuda] 2.21.0: CUDA 12.5+ libraries from PyPI; kernels for sm_60-sm_89, H100
+#   (sm_90) through PTX compiled at start-up.
+# - mxnet-cu117 1.9.1, the last CUDA build of MXNet: kernels for sm_50, 60, 70, 80, 86 and no PTX,
+#   so it runs on V100/A100-class GPUs but not on H100 or newer: there its runs fail (MXNet
+#   reports that no kernel image is available), they do not fall back to the CPU.
+# mxnet-cu117 links CUDA 11 libraries by name (libcudart.so.11.0, libcublas.so.11, libcudnn.so.8,
+# ...) and ships none of them; these wheels provide them (CUDA 11.8, which 11.7 builds run on).
+MXNET_CUDA11_PINS = {
+    "nvidia-cuda-runtime-cu11": "11.8.89",
+    "nvidia-cublas-cu11": "11.11.3.6",
+    "nvidia-cudnn-cu11": "8.9.6.50",
+    "nvidia-cufft-cu11": "10.9.0.58",
+    "nvidia-curand-cu11": "10.3.0.86",
+    "nvidia-cusolver-cu11": "11.4.1.48",
+    "nvidia-cusparse-cu11": "11.7.5.86",
+    "nvidia-cuda-nvrtc-cu11": "11.8.89",
+    "nvidia-nvtx-cu11": "11.8.86",
+}
+# NCCL, which Horovod's GPU collectives (and MXNet's own libmxnet.so) link: one release in all three,
+# so their allreduces run the same library. PyTorch's wheel requires its CUDA 13 build; TensorFlow's
+# and-cuda extra the CUDA 12 one, which MXNet takes too (it links libnccl.so.2 by name; NCCL carries
+# its own CUDA runtime). Both wheels install nvidia/nccl/lib/libnccl.so.2, which Horovod builds against.
+NCCL_VERSION = "2.29.7"
 OWN_ENVIRONMENTS = {
     # its loader decodes JPEG files with Pillow
-    "torch": {"cpu": {"torch": "2.13.0", "pillow": TOOL_PINS["pillow"], **RANK_PINS, **HOROVOD_PINS}},
-    "tensorflow": {"cpu": {"tensorflow-cpu": "2.21.0", **RANK_PINS, **HOROVOD_PINS}},
+    "torch": {
+        "cpu": {"torch": "2.13.0", "pillow": TOOL_PINS["pillow"], **RANK_PINS, **HOROVOD_PINS},
+        "cuda": {
+            "torch": "2.13.0",
+            "nvidia-nccl-cu13": NCCL_VERSION,
+            "pillow": TOOL_PINS["pillow"],
+            **RANK_PINS,
+            **HOROVOD_PINS,
+        },
+    },
+    "tensorflow": {
+        "cpu": {"tensorflow-cpu": "2.21.0", **RANK_PINS, **HOROVOD_PINS},
+        "cuda": {"tensorflow[and-cuda]": "2.21.0", "nvidia-nccl-cu12": NCCL_VERSION, **RANK_PINS, **HOROVOD_PINS},
+    },
     # numpy 1.26.4 with the `numpy.bool` shim (SITECUSTOMIZE, below): MXNet 1.9.1 needs numpy < 2
-    "mxnet": {"cpu": {"mxnet": "1.9.1", **RANK_PINS, **HOROVOD_PINS}},
+    "mxnet": {
+        "cpu": {"mxnet": "1.9.1", **RANK_PINS, **HOROVOD_PINS},
+        "cuda": {
+            "mxnet-cu117": "1.9.1",
+            **MXNET_CUDA11_PINS,
+            "nvidia-nccl-cu12": NCCL_VERSION,
+            **RANK_PINS,
+            **HOROVOD_PINS,
+        },
+    },
     "jax": {
         "cpu": {"jax": "0.10.2", "jaxlib": "0.10.2", **_JAX_COMMON},
         # JAX's CUDA 13 build: its plugin wheels and the CUDA libraries they require from PyPI (not
@@ -100,18 +146,19 @@ def own_pins(name, variant="cpu"):
     return OWN_ENVIRONMENTS[name][variant]
 
 
-def has_own(name, variant="cpu"):
-    """Whether framework `name` has an environment of its own in `variant`."""
-    return variant in OWN_ENVIRONMENTS.get(name, {})
-
-
-def own_horovod_build_env(name):
-    """Horovod's build switches for framework `name`'s own environment: that framework and MPI alone."""
+def own_horovod_build_env(name, variant="cpu"):
+    """Horovod's build switches for framework `name`'s own environment: that framework and MPI alone
+    (and NCCL in the cuda variant)."""
     switches = [switch for _, switch in HOROVOD_FRAMEWORKS.values()]
-    common = {key: value for key, value in HOROVOD_BUILD_ENV.items() if key not in switches}
+    common = {key: value for key, value in horovod_build_env(variant).items() if key not in switches}
     own = HOROVOD_FRAMEWORKS[name][1]
     without = {switch.replace("_WITH_", "_WITHOUT_"): "1" for switch in switches if switch != own}
     return {**common, **without, own: "1"}
+
+
+def horovod_features(name, variant="cpu"):
+    """What `horovodrun --check-build` must list as built in framework `name`'s own environment."""
+    return [HOROVOD_FRAMEWORKS[name][0], "MPI", *(["NCCL"] if variant == "cuda" else [])]
 
 
 # Tools that build the environment (pip itself, and cmake for Horovod's build).
@@ -129,50 +176,25 @@ HOROVOD_BUILD_ENV = {
     "HOROVOD_CPU_OPERATIONS": "MPI",
 }
 
-# The CUDA variant (DLSCALE_ENV_VARIANT=cuda, for GPU clusters): GPU builds of the three
-# frameworks from PyPI, and Horovod built with NCCL for GPU collectives. What each build supports,
-# as read from the wheels (November 2026; not yet run on a GPU by this project):
-# - torch 2.13.0 from PyPI is the CUDA 13.0 build: compute capability 7.5-12.0 (T4, A100, H100,
-#   B200), NVIDIA driver >= 580.
-# - tensorflow[and-cuda] 2.21.0: CUDA 12.5+ libraries from PyPI; kernels for sm_60-sm_89, H100
-#   (sm_90) through PTX compiled at start-up.
-# - mxnet-cu117 1.9.1, the last CUDA build of MXNet: kernels for sm_50, 60, 70, 80, 86 and no PTX,
-#   so it runs on V100/A100-class GPUs but not on H100 or newer: there its runs fail (MXNet
-#   reports that no kernel image is available), they do not fall back to the CPU.
-CUDA_FRAMEWORK_PINS = {
-    "torch": "2.13.0",
-    "tensorflow[and-cuda]": "2.21.0",
-    "mxnet-cu117": "1.9.1",
-    "numpy": "1.26.4",
-}
-# Horovod's GPU build compiles its PyTorch extension against the CUDA headers of the toolkit it
-# finds, so that toolkit must be the release PyTorch's wheel was built with (CUDA 13).
+# The CUDA variant (DLSCALE_ENV_VARIANT=cuda, for GPU clusters): each Horovod framework's GPU build
+# from PyPI (OWN_ENVIRONMENTS' "cuda" pins), with Horovod built into it with NCCL for GPU
+# collectives, compiled by the site's CUDA toolkit. Horovod's PyTorch extension compiles against the
+# CUDA headers of that toolkit, so it must be the release PyTorch's wheel was built with (CUDA 13);
+# the builder asks the same release of every framework's build (one toolkit to load, and the one
+# release built and checked here), whose nvcc makes Horovod's kernels for sm_75 on.
 CUDA_TOOLKIT_MAJOR = "13"
-# NCCL for Horovod's build and run: the one PyTorch's wheel requires (nvidia-nccl-cu13, the same
-# version). TensorFlow's and-cuda extra requires nvidia-nccl-cu12 too, and the cu12 and cu13 NCCL
-# wheels write the same file (nvidia/nccl/lib/libnccl.so.2): whichever pip installs last wins (seen:
-# a newer cu12 NCCL replaced PyTorch's). So both are pinned to one NCCL version, and the builder
-# reinstalls PyTorch's (NCCL_WHEEL) after everything else, so that the file on disk is always it.
-NCCL_WHEEL = "nvidia-nccl-cu13"
-# mxnet-cu117 links CUDA 11 libraries by name (libcudart.so.11.0, libcublas.so.11, libcudnn.so.8,
-# ...) and ships none of them; these wheels provide them (CUDA 11.8, which 11.7 builds run on).
-# They install beside TensorFlow's CUDA 12 libraries under different file names.
-MXNET_CUDA11_PINS = {
-    "nvidia-cuda-runtime-cu11": "11.8.89",
-    "nvidia-cublas-cu11": "11.11.3.6",
-    "nvidia-cudnn-cu11": "8.9.6.50",
-    "nvidia-cufft-cu11": "10.9.0.58",
-    "nvidia-curand-cu11": "10.3.0.86",
-    "nvidia-cusolver-cu11": "11.4.1.48",
-    "nvidia-cusparse-cu11": "11.7.5.86",
-    "nvidia-cuda-nvrtc-cu11": "11.8.89",
-    "nvidia-nvtx-cu11": "11.8.86",
-}
-CUDA_EXTRA_PINS = {NCCL_WHEEL: "2.29.7", "nvidia-nccl-cu12": "2.29.7", **MXNET_CUDA11_PINS}
 # Pins the cuda variant asks for with `===` (exactly this version string): PyPI's torch 2.13.0 is
 # the CUDA build, and `==` would also take a local CPU build `2.13.0+cpu` that a site's pip
 # configuration offers (find-links), as it does on this project's machines.
 CUDA_EXACT_PINS = ("torch",)
+# Header folders of a framework's CUDA library wheels (under site-packages/nvidia) that Horovod's
+# build of it needs on CPATH: MXNet's headers include the headers of CUDA's libraries (cuBLAS,
+# cuRAND, cuSOLVER, ...), which a minimal CUDA toolkit lacks: its CUDA 11 wheels' (not the CUDA
+# runtime's, which would hide the toolkit's own); PyTorch's CUDA 13 wheels hold its own release's.
+CUDA_WHEEL_HEADERS = {
+    "torch": ["cu13"],
+    "mxnet": ["cublas", "curand", "cusolver", "cusparse", "cufft", "cuda_nvrtc", "cudnn"],
+}
 CUDA_HOROVOD_BUILD_ENV = {**HOROVOD_BUILD_ENV, "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_LINK": "SHARED"}
 VARIANTS = ("cpu", "cuda")
 
@@ -296,6 +318,10 @@ inline GpuStreamHandle AsGpuStreamValue(Stream* stream) {
 ]
 
 
+def horovod_build_env(variant="cpu"):
+    return CUDA_HOROVOD_BUILD_ENV if variant == "cuda" else HOROVOD_BUILD_ENV
+
+
 def horovod_edits(variant="cpu"):
     return HOROVOD_EDITS + (CUDA_HOROVOD_EDITS if variant == "cuda" else [])
 
@@ -327,17 +353,17 @@ class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _MxnetNumpyShim())
 '''
 
-# MXNet's own environment installs the shim as a module its site-packages imports through a .pth
-# file, which also runs where that folder is added to another interpreter's path (the tests' overlay,
-# dlscale.environment.build `link`), unlike a sitecustomize.
+# MXNet's own environment installs the shim (`sitecustomize(variant)`) as a module its site-packages
+# imports through a .pth file, which also runs where that folder is added to another interpreter's
+# path (the tests' overlay, dlscale.environment.build `link`), unlike a sitecustomize.
 NUMPY_SHIM_MODULE = "_dlscale_mxnet_numpy"
 NUMPY_SHIM_PTH = "dlscale-mxnet-numpy.pth"
 
-# The cuda variant's sitecustomize also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11
+# The cuda variant's shim also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11
 # wheels, which are not on the library path) just before mxnet is imported, dependencies first, so
 # that the loader finds them by name when libmxnet.so asks, and the environment's NCCL, which
-# libmxnet.so links too (PyTorch loads it for itself, MXNet alone does not). libcuda.so.1 (the driver) is not among
-# them: it comes from the GPU node's NVIDIA driver.
+# libmxnet.so links too. libcuda.so.1 (the driver) is not among them: it comes from the GPU node's
+# NVIDIA driver.
 MXNET_CUDA11_LIBS = [
     "libcudart.so.11.0",
     "libcublasLt.so.11",
@@ -391,24 +417,18 @@ def sitecustomize(variant="cpu"):
 VERSIONED_MODULES = ["torch", "tensorflow", "mxnet", "numpy", "horovod", "mpi4py"]
 
 
-def all_pins(variant="cpu"):
-    """Every pinned Python package of the workload environment of a variant, frameworks first."""
-    if variant == "cuda":
-        return {**CUDA_FRAMEWORK_PINS, **CUDA_EXTRA_PINS, **RANK_PINS, **TOOL_PINS, **HOROVOD_PINS}
+def all_pins():
+    """Every pinned Python package of the workload environment (the same in both variants)."""
     return {**RANK_PINS, **TOOL_PINS}
 
 
 def requirements(variant="cpu", own=None):
-    """The pip requirement strings of a variant's pins: the workload environment's, or (`own`) those
-    of that framework's own environment."""
-    if own is not None:
-        return [f"{name}=={version}" for name, version in own_pins(own, variant).items()]
+    """The pip requirement strings of the workload environment's pins, or (`own`) of that framework's
+    own environment in `variant`."""
+    if own is None:
+        return [f"{name}=={version}" for name, version in all_pins().items()]
     exact = CUDA_EXACT_PINS if variant == "cuda" else ()
-    return [f"{name}{'===' if name in exact else '=='}{version}" for name, version in all_pins(variant).items()]
-
-
-def horovod_build_env(variant="cpu"):
-    return CUDA_HOROVOD_BUILD_ENV if variant == "cuda" else HOROVOD_BUILD_ENV
+    return [f"{name}{'===' if name in exact else '=='}{version}" for name, version in own_pins(own, variant).items()]
 
 
 def content(variant="cpu", own=None):
@@ -419,22 +439,13 @@ def content(variant="cpu", own=None):
         if own in HOROVOD_FRAMEWORKS:
             made |= {
                 "horovod": HOROVOD_VERSION,
-                "horovod_build_env": own_horovod_build_env(own),
+                "horovod_build_env": own_horovod_build_env(own, variant),
                 "horovod_edits": horovod_edits(variant),
                 **({"tf_extra_includes": TF_EXTRA_INCLUDES} if own == "tensorflow" else {}),
-                **({"numpy_shim": SITECUSTOMIZE} if own == "mxnet" else {}),
+                **({"numpy_shim": sitecustomize(variant)} if own == "mxnet" else {}),
             }
+            if variant == "cuda":
+                made |= {"exact_pins": CUDA_EXACT_PINS, "toolkit": CUDA_TOOLKIT_MAJOR}
+                made |= {"wheel_headers": CUDA_WHEEL_HEADERS.get(own, [])}
         return made
-    if variant == "cpu":
-        return {"variant": variant, "pins": all_pins(variant), "build_pins": BUILD_PINS}
-    return {
-        "variant": variant,
-        "pins": all_pins(variant),
-        "exact_pins": CUDA_EXACT_PINS,
-        "build_pins": BUILD_PINS,
-        "horovod": HOROVOD_VERSION,
-        "horovod_build_env": horovod_build_env(variant),
-        "horovod_edits": horovod_edits(variant),
-        "tf_extra_includes": TF_EXTRA_INCLUDES,
-        "sitecustomize": sitecustomize(variant),
-    }
+    return {"variant": variant, "pins": all_pins(), "build_pins": BUILD_PINS}

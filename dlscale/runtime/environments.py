@@ -1,7 +1,6 @@
 """Each framework's Python: the environment of its own a framework has (`recipe.OWN_ENVIRONMENTS`,
-built when a study first runs it; in the cuda variant the three Horovod frameworks share the
-workload environment), or the user's own, named by the config key `environments` (a site module's python, a
-container's), and what a study's runs of a framework need from it. A study whose framework's
+built when a study first runs it), or the user's own, named by the config key `environments` (a
+site module's python, a container's), and what a study's runs of a framework need from it. A study whose framework's
 Python lacks what its runs need is refused before any run starts (the pipeline's
 `framework_environment` rule), naming what is missing; `dlscale env check` says the same without
 running anything.
@@ -30,20 +29,14 @@ def user_pythons(config):
 
 
 def built_apart(config, framework):
-    """Whether the study runs `framework` in the environment of its own dlscale builds for it."""
-    return build.own_environment(framework) and framework not in user_pythons(config)
-
-
-def apart(config):
-    """The study's frameworks that run outside the workload environment: in a Python of the user's
-    or in their own environment. Each is admitted (`admit`) before any run."""
-    users = user_pythons(config)
-    return [fw for fw in config["framework"] if fw in users or build.own_environment(fw)]
+    """Whether the study runs `framework` in the environment of its own dlscale builds for it (not
+    in a Python of the user's)."""
+    return framework not in user_pythons(config)
 
 
 def python_of(config, framework):
-    """The Python a framework that runs apart (`apart`) runs in: the user's (resolved), or its own
-    environment's, which is where it will be built (its folder names the pins it is built from)."""
+    """The Python `framework` runs in: the user's (resolved), or its own environment's, which is
+    where it will be built (its folder names the pins it is built from)."""
     users = user_pythons(config)
     if framework in users:
         return str(cfg.resolve(users[framework]))

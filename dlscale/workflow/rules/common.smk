@@ -19,10 +19,9 @@ from dlscale.workloads import flops
 RESULTS = config.get("results", "results")
 LOGS = config.get("logs", "logs")
 ENV_RECORD = f"{RESULTS}/{env.RECORD}"
-# The frameworks the config runs in a Python of the user's, and those with an environment of their
-# own (every framework in the cpu variant): each admitted by its own check's record, the rest run in
-# the workload environment.
-FRAMEWORK_ENVS = {fw: f"{RESULTS}/{paths.framework_environment(fw)}.json" for fw in environments.apart(config)}
+# Each framework of the study runs in a Python of the user's or in its own environment, admitted by
+# its own check's record.
+FRAMEWORK_ENVS = {fw: f"{RESULTS}/{paths.framework_environment(fw)}.json" for fw in config["framework"]}
 # The allreduce sweep's MPI and Horovod paths and the replays run in the Python of the framework
 # whose Horovod binding they hand their tensors to (cfg.instrument; a study that runs nothing
 # through Horovod: the workload environment, which has mpi4py), the FLOPs count in that of the
@@ -32,18 +31,12 @@ INSTRUMENT_ENV = FRAMEWORK_ENVS.get(cfg.instrument(config), ENV_RECORD)
 FLOPS_COUNTER = flops.counter(config["framework"])
 FLOPS_ENV = FRAMEWORK_ENVS.get(FLOPS_COUNTER, ENV_RECORD)
 # The native paths the allreduce sweep times apart, each in its framework's Python: {framework: record}.
-SWEPT_APART = {
-    fw: FRAMEWORK_ENVS[fw] for fw in cfg.native(config) if fw in FRAMEWORK_ENVS and FRAMEWORK_ENVS[fw] != INSTRUMENT_ENV
-}
+SWEPT_APART = {fw: FRAMEWORK_ENVS[fw] for fw in cfg.native(config) if FRAMEWORK_ENVS[fw] != INSTRUMENT_ENV}
 TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
 DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None
 # {framework: the Python that writes its record format} for the study's frameworks that have one.
-DATA_WRITERS = {
-    fw: environments.python_of(config, fw) if fw in FRAMEWORK_ENVS else sys.executable
-    for fw in config["framework"]
-    if fw in images.formats()
-}
+DATA_WRITERS = {fw: environments.python_of(config, fw) for fw in config["framework"] if fw in images.formats()}
 RUNS = [f"{RESULTS}/{paths.run_status(run)}" for run in cfg.matrix(config)]
 SECOND_PASS = config.get("second_pass")
 # An MPI job's time limit: the rules' resource, not a param, so that a longer limit remakes nothing;
@@ -78,8 +71,9 @@ def step(rule_name, function, input, output, params, log, resources):
 
 
 def run_environment(wildcards):
-    """The environment record a run of wildcards.framework runs in: the user's Python's, or the built one's."""
-    return FRAMEWORK_ENVS.get(wildcards.framework, ENV_RECORD)
+    """The environment record a run of wildcards.framework runs in: the user's Python's, or its own
+    environment's."""
+    return FRAMEWORK_ENVS[wildcards.framework]
 
 
 def study_runs(wildcards):

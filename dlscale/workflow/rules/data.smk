@@ -11,7 +11,7 @@ localrules:
 
 rule dataset:
     input:
-        [FRAMEWORK_ENVS[fw] for fw in DATA_WRITERS if fw in FRAMEWORK_ENVS],
+        [FRAMEWORK_ENVS[fw] for fw in DATA_WRITERS],
     output:
         DATA_MANIFEST,
     log:

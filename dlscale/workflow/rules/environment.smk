@@ -1,5 +1,6 @@
-# The workload environment (frameworks + Horovod + MPI bindings), built once per pin set and
-# machine under ~/.cache/dlscale/envs and reused; this rule records which one the study uses.
+# The workload environment (the pipeline's and the analysis' tools, numpy and mpi4py; no framework),
+# built once per pin set and machine under ~/.cache/dlscale/envs and reused; this rule records which
+# one the study uses.
 
 
 rule environment:
@@ -16,9 +17,9 @@ rule environment:
         step(rule, rule_process.environment, input, output, params, log, resources)
 
 
-# A framework the config runs in a Python of the user's (`environments`), or one with an environment
-# of its own (JAX, built here once per pin set): checked for what the study's runs of it need; the
-# study stops here, naming what it lacks, before any run.
+# Each framework of the study, in a Python of the user's (`environments`) or in its own environment
+# (built here once per pin set): checked for what the study's runs of it need; the study stops here,
+# naming what it lacks, before any run.
 rule framework_environment:
     output:
         f"{RESULTS}/{paths.framework_environment('{framework}')}.json",

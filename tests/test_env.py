@@ -36,9 +36,9 @@ def test_each_framework_has_an_environment_named_and_rebuilt_by_its_own_pins_alo
     workload, own = env.env_dir(mpi), env.env_dir(mpi, own=framework)
     others = {fw: env.env_dir(mpi, own=fw) for fw in envspec.OWN_ENVIRONMENTS if fw != framework}
     assert own.parent == workload.parent and own.name.startswith("py3") and f"-{framework}-" in own.name
-    pins = envspec.own_pins(framework)
+    pins = envspec.own_pins(framework, env.variant())  # the variant's (the tests also run in the cuda one)
     first = next(iter(pins))
-    monkeypatch.setitem(envspec.OWN_ENVIRONMENTS[framework]["cpu"], first, "0.0.1")
+    monkeypatch.setitem(envspec.OWN_ENVIRONMENTS[framework][env.variant()], first, "0.0.1")
     assert env.env_dir(mpi, own=framework) != own and env.env_dir(mpi) == workload
     assert {fw: env.env_dir(mpi, own=fw) for fw in others} == others
 
@@ -72,7 +72,8 @@ def test_incomplete_environment_is_not_complete(tmp_path):
 
 @pytest.mark.parametrize("framework", list(envspec.HOROVOD_FRAMEWORKS))
 def test_each_horovod_frameworks_environment_has_horovod_built_for_it(framework):
-    out, missing = env.check_build(env.build(quiet=True, own=framework) / "bin" / "python", own=framework)
+    python = env.build(quiet=True, own=framework) / "bin" / "python"
+    out, missing = env.check_build(python, framework, env.variant())  # NCCL too in the cuda variant
     assert missing == [], out
 
 

@@ -35,9 +35,9 @@ def mpirun_module(python, module, args, log, ranks=2, timeout_s=300):
 
 
 def env_record(framework):
-    """The environment record a run of `framework` gets in a study: its own environment's (JAX's:
-    built once, as a study's first run of it builds it), else the tests' own interpreter's."""
-    return build.own_record(framework) or ENV_RECORD
+    """The environment record a run of `framework` gets in a study: its own environment's (built
+    once, as a study's first run of it builds it)."""
+    return build.own_record(framework)
 
 
 @pytest.fixture

@@ -174,7 +174,7 @@ def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_p
     }
     for fw, record in records.items():
         assert (record["key"], record["framework"], record["check"]["missing"]) == (own[fw].name, fw, [])
-        assert record["pins"] == recipe.own_pins(fw)
+        assert record["pins"] == recipe.own_pins(fw, build.variant())
     assert records["jax"]["horovod"] is None and records["torch"]["horovod"] == recipe.HOROVOD_VERSION
     for spec_path in (tmp_path / "results" / paths.RUNS).rglob("spec.json"):
         spec = json.loads(spec_path.read_text())

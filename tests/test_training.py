@@ -261,6 +261,38 @@ def test_gpu_run_on_a_cpu_build_fails_with_the_reason(tmp_path, framework, name)
     assert "sees no GPU" in reason and "cuda environment" in reason
 
 
+def test_a_jax_plugin_that_does_not_start_is_the_reason_a_gpu_run_gives_not_a_traceback_before_it():
+    """JAX logs a PJRT plugin that fails to start (its CUDA plugin on a machine without a GPU or
+    driver: seen with JAX's cuda environment here) with its traceback and goes on with the CPU; the
+    run's reason then was the plugin's exception, ahead of the trainer's. The trainer holds what JAX
+    logs while its backends start and gives it as the reason it sees no GPU."""
+    code = """
+import logging, sys, types
+from dlscale.workloads.devices import DeviceError
+from dlscale.workloads.frameworks.jax import trainer
+logger = logging.getLogger("jax._src.xla_bridge")
+with trainer._PluginErrors() as plugins:
+    try:
+        raise RuntimeError("Unable to load cuPTI. Is it installed?")
+    except RuntimeError:
+        logger.exception("Jax plugin configuration error: Exception when calling %s.initialize()", "xla_cuda13")
+assert logger.propagate and plugins not in logger.handlers
+try:
+    trainer.Trainer._check_device(types.SimpleNamespace(gpu=True, local_rank=0), plugins.messages)
+except DeviceError as error:
+    print(error)
+"""
+    python = env_record("jax")["python"]
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, env=environ)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.strip().startswith("device gpu: JAX ") and proc.stdout.strip().endswith(
+        " sees no GPU (its CUDA plugin did not start: Jax plugin configuration error: Exception when calling "
+        "xla_cuda13.initialize() (RuntimeError: Unable to load cuPTI. Is it installed?)); run device gpu studies on "
+        "GPU nodes in the cuda environment (DLSCALE_ENV_VARIANT=cuda)"
+    ), proc.stdout
+
+
 def test_mixed_precision_needs_a_gpu(tmp_path):
     conf = tiny_config(tmp_path, precision="mixed")
     run = tiny_run()

@@ -24,7 +24,9 @@ random numbers are the same on every machine). Threads: XLA's CPU compute runs o
 rank when threads_per_rank is 1 (XLA_FLAGS, set before JAX starts its backend, recorded).
 """
 
+import logging
 import os
+import sys
 from pathlib import Path
 
 import flax
@@ -65,20 +67,26 @@ class Trainer(trainer.Trainer):
         self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()
         self.gpu = spec.get("device", "cpu") == "gpu"
         self.ahead = 1 if self.gpu else 0  # (the module's docstring: CPU dispatch of a donating step is not queued)
-        self.mesh = collectives.initialize(self.rank, self.size, rendezvous.first_host())
-        self._check_device()
+        with _PluginErrors() as plugins:  # the backends start with the mesh
+            self.mesh = collectives.initialize(self.rank, self.size, rendezvous.first_host())
+        self._check_device(plugins.messages)
         self.overlap = spec["comm"] == "overlap"
         self.lr, self.mu = spec["lr"], spec["momentum"]
         self._build(spec)
         self.pending = self.grads = self.vjp = None
         self.profile_dir, self.compiled = None, {}
 
-    def _check_device(self):
+    def _check_device(self, plugin_errors):
+        """The device asked for, or a DeviceError; `plugin_errors`: what JAX logged of plugins that
+        did not start (`_PluginErrors`): the reason where it sees no GPU, else printed as JAX would."""
         if self.gpu:
             count = len([d for d in jax.local_devices() if d.platform == "gpu"])
-            gpu_for_rank(LABEL, jax.__version__, count, self.local_rank, "a CPU-only jaxlib")
+            build = f"its CUDA plugin did not start: {plugin_errors[-1]}" if plugin_errors else "a CPU-only jaxlib"
+            gpu_for_rank(LABEL, jax.__version__, count, self.local_rank, build)
         elif jax.default_backend() != "cpu":
             raise DeviceError(f"device cpu: JAX's default backend is {jax.default_backend()}; set JAX_PLATFORMS=cpu")
+        for message in plugin_errors:  # the device asked for is there
+            print(f"JAX plugin error (logged, not raised): {message}", file=sys.stderr, flush=True)
 
     def _build(self, spec):
         self.model = build_model(NAME, spec["model"], spec["classes"], spec["image_size"])
@@ -224,3 +232,32 @@ class Trainer(trainer.Trainer):
         if self.size > 1:
             jax.distributed.shutdown()
         MPI.Finalize()
+
+
+class _PluginErrors(logging.Handler):
+    """Holds what JAX logs while its backends start. A PJRT plugin that fails to start (JAX's CUDA
+    plugin on a node without a GPU or driver) is logged with its traceback and JAX goes on with the
+    CPU; in the rank's log that traceback came before the run's own error, and the run's reason
+    became the plugin's ("Unknown CUPTI error 999"). Held here, it is the reason the GPU check
+    gives (`_check_device`), or printed where a GPU was found."""
+
+    LOGGER = "jax._src.xla_bridge"
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        cause = record.exc_info[1] if record.exc_info else None
+        self.messages.append(record.getMessage() + (f" ({type(cause).__name__}: {cause})" if cause else ""))
+
+    def __enter__(self):
+        logger = logging.getLogger(self.LOGGER)
+        self.propagate, logger.propagate = logger.propagate, False
+        logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logger = logging.getLogger(self.LOGGER)
+        logger.removeHandler(self)
+        logger.propagate = self.propagate

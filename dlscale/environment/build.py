@@ -394,7 +394,6 @@ def build(quiet=False, own=None):
         if not quiet:
             what = f"{own}'s own environment" if own else "the workload environment"
             takes = "a few minutes" if own else "a minute or two"
-            takes = "about 10 minutes" if own in recipe.HOROVOD_FRAMEWORKS and variant_name == "cuda" else takes
             print(f"building {what} in {path} (log: {log_path}); this takes {takes} once", file=sys.stderr)
         with open(log_path, "w") as log:
             try:

@@ -257,7 +257,7 @@ def _build_own(path, name, mpi, log, variant_name):
     if horovod:
         site = _site_packages(py)
         if name == "mxnet":  # the numpy.bool shim, imported through a .pth file (recipe.NUMPY_SHIM_PTH)
-            Path(site, f"{recipe.NUMPY_SHIM_MODULE}.py").write_text(recipe.sitecustomize(variant_name))
+            Path(site, f"{recipe.NUMPY_SHIM_MODULE}.py").write_text(recipe.mxnet_shim(variant_name))
             Path(site, recipe.NUMPY_SHIM_PTH).write_text(f"import {recipe.NUMPY_SHIM_MODULE}\n")
         with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
             cuda = _cuda_build_env(tmp, site, log, name, home) if home else {}

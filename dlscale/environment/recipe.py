@@ -121,7 +121,7 @@ OWN_ENVIRONMENTS = {
         "cpu": {"tensorflow-cpu": "2.21.0", **RANK_PINS, **HOROVOD_PINS},
         "cuda": {"tensorflow[and-cuda]": "2.21.0", "nvidia-nccl-cu12": NCCL_VERSION, **RANK_PINS, **HOROVOD_PINS},
     },
-    # numpy 1.26.4 with the `numpy.bool` shim (SITECUSTOMIZE, below): MXNet 1.9.1 needs numpy < 2
+    # numpy 1.26.4 with the `numpy.bool` shim (MXNET_SHIM, below): MXNet 1.9.1 needs numpy < 2
     "mxnet": {
         "cpu": {"mxnet": "1.9.1", **RANK_PINS, **HOROVOD_PINS},
         "cuda": {
@@ -330,10 +330,10 @@ def horovod_edits(variant="cpu"):
 # the default include path (relative to tensorflow's include directory).
 TF_EXTRA_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]
 
-# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24. This sitecustomize installs an
+# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24. This shim installs an
 # import hook that restores the alias just before mxnet is first imported (and only then), so
 # every process of the environment (Horovod's build included) can import mxnet.
-SITECUSTOMIZE = '''\
+MXNET_SHIM = '''\
 """Installed by dlscale's environment builder: numpy.bool shim for MXNet 1.9.1."""
 import importlib.abc
 import sys
@@ -353,7 +353,7 @@ class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _MxnetNumpyShim())
 '''
 
-# MXNet's own environment installs the shim (`sitecustomize(variant)`) as a module its site-packages
+# MXNet's own environment installs the shim (`mxnet_shim(variant)`) as a module its site-packages
 # imports through a .pth file, which also runs where that folder is added to another interpreter's
 # path (the tests' overlay, dlscale.environment.build `link`), unlike a sitecustomize.
 NUMPY_SHIM_MODULE = "_dlscale_mxnet_numpy"
@@ -384,7 +384,7 @@ MXNET_CUDA11_LIBS = [
     "libnvToolsExt.so.1",
     "libnccl.so.2",
 ]
-CUDA_SITECUSTOMIZE = f"""
+MXNET_CUDA_SHIM = f"""
 
 class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
     # Stays in sys.meta_path (removing it while the import system walks the list would skip the
@@ -409,8 +409,8 @@ sys.meta_path.insert(0, _MxnetCuda11Libraries())
 """
 
 
-def sitecustomize(variant="cpu"):
-    return SITECUSTOMIZE + (CUDA_SITECUSTOMIZE if variant == "cuda" else "")
+def mxnet_shim(variant="cpu"):
+    return MXNET_SHIM + (MXNET_CUDA_SHIM if variant == "cuda" else "")
 
 
 # The modules whose versions are recorded with every result.
@@ -442,7 +442,7 @@ def content(variant="cpu", own=None):
                 "horovod_build_env": own_horovod_build_env(own, variant),
                 "horovod_edits": horovod_edits(variant),
                 **({"tf_extra_includes": TF_EXTRA_INCLUDES} if own == "tensorflow" else {}),
-                **({"numpy_shim": sitecustomize(variant)} if own == "mxnet" else {}),
+                **({"numpy_shim": mxnet_shim(variant)} if own == "mxnet" else {}),
             }
             if variant == "cuda":
                 made |= {"exact_pins": CUDA_EXACT_PINS, "toolkit": CUDA_TOOLKIT_MAJOR}

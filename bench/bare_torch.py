@@ -114,3 +114,4 @@ if not native:
     hvd.shutdown()
 elif size > 1:
     dist.destroy_process_group()
+rendezvous.end()

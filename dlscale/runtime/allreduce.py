@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from dlscale.workloads import frameworks
+from dlscale.workloads import frameworks, rendezvous
 
 SCHEMA = "dlscale.allreduce/1"
 MIB = 1 << 20
@@ -239,3 +239,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+    rendezvous.end()

@@ -11,6 +11,7 @@ host name where Slurm placed the ranks (srun). A rank's own address is the one i
 to rank 0's by.
 """
 
+import atexit
 import os
 import socket
 import sys
@@ -112,3 +113,20 @@ def peers(first=None):
     address = _rank0_address(first) if comm.Get_rank() == 0 else own_address(first)
     # free on every address: a worker's server (TensorFlow's gRPC) listens on all of them
     return [f"{a}:{p}" for a, p in comm.allgather((address, _free_port("0.0.0.0")))]
+
+
+def end():
+    """End this rank's process once its work is written: the exit handlers run (Horovod's shutdown,
+    mpi4py's MPI_Finalize, which mpirun needs), the interpreter's teardown does not. In that
+    teardown a thread of PyTorch's gloo process group that still held a tensor took the GIL, was
+    stopped by the finalizing interpreter, and the rank aborted (signal 6 from
+    ProcessGroupGloo::runLoop, seen twice in one run of the tests: the sweep's PyTorch path and a
+    bare PyTorch loop). The harness's ranks end the same way (dlscale/workloads/rank.py `leave`)."""
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()  # CPython's own; there is no public way to run them and skip the teardown
+    if MPI.Is_initialized() and not MPI.Is_finalized():  # mpi4py finalizes in the teardown
+        MPI.Finalize()
+    os._exit(0)

@@ -1,7 +1,7 @@
 """Each framework's Python: the environment of its own a framework has (`recipe.OWN_ENVIRONMENTS`,
 built when a study first runs it), or the user's own, named by the config key `environments` (a
-site module's python, a container's), and what a study's runs of a framework need from it. A study whose framework's
-Python lacks what its runs need is refused before any run starts (the pipeline's
+site module's python, a container's), and what a study's runs of a framework need from it. A study
+whose framework's Python lacks what its runs need is refused before any run starts (the pipeline's
 `framework_environment` rule), naming what is missing; `dlscale env check` says the same without
 running anything.
 """

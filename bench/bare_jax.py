@@ -9,15 +9,14 @@ Usage (under mpirun): python bench/bare_jax.py SPEC.json -> prints {"throughput_
 """
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-from dlscale.workloads.frameworks.jax import xla_flags  # noqa: E402 (imports no JAX)
+from dlscale.workloads.frameworks.jax import hold_threads  # noqa: E402 (imports no JAX)
 
 spec = json.loads(Path(sys.argv[1]).read_text())
-os.environ["XLA_FLAGS"] = xla_flags(spec["threads_per_rank"])  # as the trainer sets them, before JAX starts
+hold_threads(spec["threads_per_rank"])  # as the trainer holds them, before JAX starts
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

@@ -171,7 +171,8 @@ def test_off_target_configurations_say_which_part_of_the_error_is_larger():
     assert far[0]["runs"] == 2 and far[0]["error_iteration"] == pytest.approx((-0.25 - 0.375) / 2, abs=1e-4)
     assert far[0]["reason"].startswith("compute (-")
     assert far[0]["reason"].endswith(
-        "0.9 s of compute per iteration measured, 0.6 s predicted (the model computes at the 1-rank run's speed)"
+        "0.9 s of compute per iteration measured, 0.6 s predicted (the 1-rank run's compute x the slowdown of its "
+        "ranks per node, 1)"
     )
     assert far[1]["reason"] == (
         "exposed communication (-40.0% of the iteration): 1.5 s per iteration measured, 0.7 s predicted"

@@ -18,6 +18,7 @@ import types
 import pytest
 
 from dlscale.core import paths, samples
+from dlscale.core.processes import CpuMeter
 from dlscale.core.records import parse_file
 from dlscale.runtime import launch
 from dlscale.workloads import frameworks, train
@@ -108,7 +109,7 @@ def run(monkeypatch, ahead, host_speed=1.0, warmup=3, total=40):
     monkeypatch.setattr(train, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
     gpu = SimulatedGpu(clock, traced_costs(), ahead, host_speed)
     records = Records()
-    train.native_loop(gpu, lambda it: it, records, warmup, samples.Enough(total - warmup))
+    train.native_loop(gpu, lambda it: it, records, warmup, samples.Enough(total - warmup), CpuMeter())
     measured = [r["wall_s"] for r in records.steps if not r["warmup"]]
     return gpu, records, measured, clock.now
 

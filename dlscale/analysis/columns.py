@@ -119,6 +119,9 @@ RUNS = {
     "median_ci_rel": "rank 0's 95% interval of its median iteration time (order statistics, steady iterations), "
     "half-width over the median",
     "timeline_ops": "fused allreduce operations per measured iteration (tensors executed together count once)",
+    "cores_used": "cores in use: CPU time of a rank's processes (every thread, the loader's worker processes) over "
+    "the wall time of its measured iterations, the most of any rank (dlscale/core/processes.py)",
+    "rank_threads": "threads of a rank's processes at the end of its measured iterations, the most of any rank",
     "started": "when the run started (UTC, ISO 8601)",
     "hardware": "every host the ranks ran on, by name: CPU model, sockets, cores, logical CPUs, memory (GiB), GPUs "
     "(name, memory, driver), as a JSON object (dlscale/core/hardware.py)",
@@ -187,6 +190,11 @@ SUMMARY = {
     "failure_reasons": "the failed repeats' reasons",
     "loader_img_per_s": "the loader's own rate (mean over ok runs of the slowest rank's), images/s",
     "loader_utilisation": "throughput per rank / loader rate: near 1 the step waits for its input",
+    "cores_used": "cores a rank used over its measured iterations (runs.csv), mean over ok repeats",
+    "cores_given": "cores a rank was given: threads_per_rank + loader_workers (each loader worker a core) + "
+    "the allowance for the communication library's and the interpreter's threads (CORES_ALLOWANCE)",
+    "cores_over": "true where cores_used is above cores_given: the configuration used more of the machine "
+    "than its settings promise (the report names it)",
     "runs_target_met": "ok runs whose median iteration time's interval met the samples' target on every rank "
     "(only where the config sets `samples`)",
     "median_ci_rel_max": "the widest of those runs' median intervals (rank 0's, half-width over the median)",
@@ -273,6 +281,8 @@ PEAK = {
     "matmul_flops_s_min": "the rate of the slowest multiply",
     "matmul_flops_s_max": "the rate of the fastest multiply",
     "repeats": "multiplies timed (0 where the framework could not run)",
+    "cores_used": "the probe process's CPU time (all its threads) over the timed multiplies' wall time: more than "
+    "`threads` means the rate came from more cores than a rank is given",
     "failure": "why there is no rate (a framework that cannot use the device)",
 }
 

@@ -45,6 +45,7 @@ from scipy import stats
 
 # Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
 # allreduce time (comm_total) and the part of it overlapped with compute (overlap).
+from dlscale.core.processes import CORES_ALLOWANCE
 from dlscale.core.samples import steady_start
 from dlscale.core.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
 
@@ -179,6 +180,7 @@ def summarize(runs, status=None):
     if status is not None and len(status):
         summary = _add_failures(summary, status)
         summary = add_loader(summary, status)
+        summary = add_cores(summary, status)
         summary = add_samples(summary, status)
     return add_scaling(summary)
 
@@ -287,6 +289,24 @@ def add_loader(summary, status):
     rate = ok.groupby(CONFIG_KEYS, observed=True)["loader_img_per_s"].mean().rename("loader_img_per_s").reset_index()
     summary = summary.merge(rate, on=CONFIG_KEYS, how="left")
     summary["loader_utilisation"] = summary["throughput_img_per_s"] / summary["ranks"] / summary["loader_img_per_s"]
+    return summary
+
+
+def add_cores(summary, status):
+    """The cores a rank used (`cores_used`, mean over ok runs of runs.csv's, the most of any rank) against
+    those its settings give it (`cores_given`: threads_per_rank + loader_workers + CORES_ALLOWANCE), and
+    `cores_over` where it used more: a framework that does not keep the threads promise. Synthetic data
+    has no loader: its workers are given no core."""
+    if "cores_used" not in status:
+        return summary
+    ok = status[status["status"] == "ok"].assign(
+        cores_used=lambda d: pd.to_numeric(d["cores_used"], errors="coerce"),
+        loader=lambda d: d["loader_workers"] * (d["data"] != "synthetic") if "data" in d else d["loader_workers"],
+    )
+    cores = ok.groupby(CONFIG_KEYS, observed=True).agg(cores_used=("cores_used", "mean"), loader=("loader", "max"))
+    summary = summary.merge(cores.reset_index(), on=CONFIG_KEYS, how="left")
+    summary["cores_given"] = summary["threads_per_rank"] + summary.pop("loader") + CORES_ALLOWANCE
+    summary["cores_over"] = summary["cores_used"] > summary["cores_given"]
     return summary
 
 

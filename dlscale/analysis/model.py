@@ -21,6 +21,10 @@ the alpha-beta ring fit where a sweep has too few sizes):
   many-tensor path (dlscale/analysis/comm.py `per_tensor`).
 - Predicted iteration = io + h2d + forward + backward + update + exposed, where exposed is how
   far the last allreduce ends after backward; comm_total is the sum of the buffers' times.
+- A rank that shares its node with others computes slower than one alone (shared caches, memory
+  bandwidth, the cores loaders and interpreters use): the 1-rank phases and ready times are
+  multiplied by the compute slowdown s_k measured for k ranks per node (results/contention.csv,
+  dlscale/runtime/contention.py); 1 where the study measured none, which model.csv says.
 The extrapolation applies the same model with the ring model T(m) = 2(N-1) alpha + 2(N-1)/N m beta
 for given link parameters instead of a measured sweep, and no per-tensor cost (it grows with the
 ranks in ways no link parameter gives).
@@ -118,13 +122,18 @@ def _not_schedulable(ready, sizes, cycle, per_tensor):
     return None
 
 
-def predict(base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
+def predict(
+    base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0, slowdown=1.0
+):
     """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where
     one allreduce of m bytes takes cost(m), plus per_tensor for each tensor beyond FUSED_PIECES.
 
     base: 1-rank phase means (COMPUTE keys); ready: seconds into backward at which each gradient
-    is ready, or None when communication starts after backward.
+    is ready, or None when communication starts after backward; slowdown: a rank's compute beside
+    the others on its node over the 1-rank run's alone (1: as fast as alone).
     """
+    base = {k: base[k] * slowdown for k in COMPUTE}
+    ready = None if ready is None else [r * slowdown for r in ready]
     backward = base[BACKWARD_S]
     compute = sum(base[k] for k in COMPUTE)
     if ranks < 2:

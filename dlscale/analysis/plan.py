@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dlscale.analysis import prediction
+from dlscale.analysis import contention, prediction
 from dlscale.analysis.model import predict, ring_cost
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import TABLES
@@ -35,6 +35,7 @@ FIELDS = {
     "compute_factor",
     "device_study",
     "price",
+    "contention",
 }
 MEASURED = "measured"
 COLUMNS = WORK + [
@@ -49,6 +50,8 @@ COLUMNS = WORK + [
     "model_error",
     "model_error_from",
     "compute_from",
+    "compute_slowdown",
+    "slowdown_from",
     "link_from",
 ]
 
@@ -67,7 +70,21 @@ def load(folder):
     sweep, fits = pd.read_csv(folder / TABLES["allreduce"]), pd.read_csv(folder / TABLES["allreduce_fit"])
     model = pd.read_csv(folder / TABLES["model"], keep_default_na=False, na_values=[""])
     name = folder.name if folder.name != "results" else folder.resolve().parent.name
-    return {"name": name, "bases": bases, "costs": prediction.costs(sweep, fits), "model": model, "runs": table}
+    return {
+        "name": name,
+        "bases": bases,
+        "costs": prediction.costs(sweep, fits),
+        "model": model,
+        "runs": table,
+        "slowdowns": _slowdowns(folder / TABLES["contention"]),
+    }
+
+
+def _slowdowns(path):
+    """The study's measured compute slowdowns (contention.csv; none in a study made before it had one)."""
+    if not path.is_file():
+        return {}
+    return contention.slowdowns(pd.read_csv(path, keep_default_na=False, na_values=[""]))
 
 
 def read_candidates(path, study):
@@ -113,6 +130,8 @@ def _candidate(c, links, path="candidates"):
             raise ConfigError(f"{where}: {key} must be a whole number >= 1")
     if not _positive(out["compute_factor"]) or (out["price"] is not None and not _positive(out["price"])):
         raise ConfigError(f"{where}: compute_factor and price must be numbers > 0")
+    if "contention" in c and not _positive(c["contention"]):
+        raise ConfigError(f"{where}: contention (a rank's compute slowdown beside the others on its node) must be > 0")
     if "device_study" in c and "compute_factor" in c:
         raise ConfigError(f"{where}: give device_study or compute_factor, not both")
     if "link_study" in c and out["link"] != MEASURED:
@@ -142,10 +161,13 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
         cost = _link(link_study or study, candidate, ident, links)
         if compute is None or cost is None:
             continue
-        (base, phases, compute_from), (cost_fn, per_tensor, link_from) = compute, cost
+        (base, phases, compute_from, threads), (cost_fn, per_tensor, link_from) = compute, cost
         ranks = candidate["nodes"] * candidate["devices_per_node"]
         ready = None if ident["comm"] == "sequential" else base["ready"]
-        p = predict(phases, base["sizes"], ready, ranks, cost_fn, base["threshold"], base["cycle"], per_tensor)
+        slowdown, slowdown_from = _slowdown(source, candidate, {**ident, "threads_per_rank": threads})
+        p = predict(
+            phases, base["sizes"], ready, ranks, cost_fn, base["threshold"], base["cycle"], per_tensor, slowdown
+        )
         rate = ranks * ident["batch_size"] / p["iteration_s"]
         error, error_from = model_error(study, ident)
         rows.append(
@@ -162,6 +184,8 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
                 "model_error": error,
                 "model_error_from": error_from,
                 "compute_from": compute_from,
+                "compute_slowdown": slowdown,
+                "slowdown_from": slowdown_from,
                 "link_from": link_from,
             }
         )
@@ -169,7 +193,7 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
 
 
 def _compute(source, candidate, by_threads):
-    """(the device's baseline, its phases, where they come from), or None where `source` has no
+    """(the device's baseline, its phases, where they come from, its threads), or None where `source` has no
     1-rank run of the work with the candidate's threads per rank (default: its fewest)."""
     threads = candidate.get("threads_per_rank") or min(by_threads, default=None)
     if threads not in by_threads:
@@ -178,12 +202,24 @@ def _compute(source, candidate, by_threads):
     phases = {k: v / factor for k, v in base["base"].items()}
     per_rank = f"({threads} thread(s) per rank)"
     if factor == 1:
-        return base, phases, f"measured: {source['name']}'s 1-rank runs {per_rank}"
-    return (
-        base,
-        phases,
-        f"assumed: {source['name']}'s 1-rank phases {per_rank} / {factor:g} (every phase, data I/O too)",
-    )
+        return base, phases, f"measured: {source['name']}'s 1-rank runs {per_rank}", threads
+    stated = f"assumed: {source['name']}'s 1-rank phases {per_rank} / {factor:g} (every phase, data I/O too)"
+    return base, phases, stated, threads
+
+
+def _slowdown(source, candidate, ident):
+    """(a rank's compute slowdown beside the candidate's other devices on its node, where it comes from):
+    the candidate's stated `contention`; else, for the measured device's own node (no compute_factor),
+    the calibration of `source` (its contention.csv) at that many ranks per node; else 1, assumed."""
+    per_node = candidate["devices_per_node"]
+    if per_node == 1:
+        return 1.0, "none: one device per node"
+    if "contention" in candidate:
+        return float(candidate["contention"]), f"stated: {candidate['contention']:g} at {per_node} per node"
+    key = (*(ident[k] for k in BASELINE_KEYS), per_node)
+    if candidate["compute_factor"] == 1 and key in source["slowdowns"]:
+        return source["slowdowns"][key], f"measured: {source['name']}'s contention.csv, {per_node} ranks per node"
+    return 1.0, f"assumed: 1 ({per_node} devices per node computing as fast as one alone; none measured or stated)"
 
 
 def _link(study, candidate, ident, links):
@@ -249,16 +285,19 @@ def report(table, study, out_path):
         g = g.sort_values("predicted_img_per_s", ascending=False)
         best = g.iloc[0]
         lines += [f"## {model} in {fw}", "", _answer(g, best), ""]
-        lines += ["| candidate | devices | img/s | efficiency | img/s per price | model error | compute | link |"]
-        lines += ["| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [HEAD, "|" + " --- |" * HEAD.count(" | ") + " --- |"]
         for r in g.itertuples():
             per_price = "" if pd.isna(r.img_per_s_per_price) else f"{r.img_per_s_per_price:.3g}"
             lines.append(
                 f"| {r.candidate} | {r.nodes} x {r.devices_per_node} | {r.predicted_img_per_s:.3g} | "
-                f"{r.predicted_efficiency:.2f} | {per_price} | {_error(r)} | {r.compute_from} | {r.link_from} |"
+                f"{r.predicted_efficiency:.2f} | {per_price} | {_error(r)} | {r.compute_from} | "
+                f"x{r.compute_slowdown:.3g} ({r.slowdown_from}) | {r.link_from} |"
             )
         lines.append("")
     Path(out_path).write_text("\n".join(lines))
+
+
+HEAD = "| candidate | devices | img/s | efficiency | img/s per price | model error | compute | sharing a node | link |"
 
 
 def _answer(g, best):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from dlscale.analysis.contention import ASSUMED
 from dlscale.analysis.model import COMPUTE, error_parts, predict, relative_error, ring_cost, sweep_cost
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 from dlscale.core.vocabulary import (
@@ -59,6 +60,7 @@ def off_target(table, keys):
     out = []
     for key, group in ok.groupby(keys, sort=True):
         m = group[cols].median()
+        slowdown = group["compute_slowdown"].median() if "compute_slowdown" in group else ASSUMED
         if abs(m.error_iteration) <= TOLERANCE:
             continue
         compute = m.iteration_s - m.comm_exposed_s
@@ -66,7 +68,7 @@ def off_target(table, keys):
             reason = (
                 f"compute ({m.error_from_compute:+.1%} of the iteration): {compute:.3g} s of compute "
                 f"per iteration measured, {m.predicted_iteration_s - m.predicted_comm_exposed_s:.3g} s "
-                f"predicted (the model computes at the 1-rank run's speed)"
+                f"predicted (the 1-rank run's compute x the slowdown of its ranks per node, {slowdown:.3g})"
             )
         else:
             reason = (
@@ -187,15 +189,31 @@ def not_predicted(run, bases, unusable, cost_by, failures):
     return ""
 
 
-def model_table(runs, status, tensors, sweep, fits):
+def slowdown_for(run, slowdowns):
+    """(compute slowdown, where it came from) for a run: 1 with one rank per node (alone on its node),
+    the calibration's where measured (contention.csv), else the assumption of 1, said."""
+    if run["ranks_per_node"] == 1:
+        return 1.0, "one rank per node"
+    measured = slowdowns.get((*(run[k] for k in MATCH), int(run["ranks_per_node"])))
+    if measured is None:
+        return (
+            ASSUMED,
+            f"assumed {ASSUMED:g} (no calibration of {run['ranks_per_node']} ranks per node: contention.csv)",
+        )
+    return measured, "measured (contention.csv)"
+
+
+def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
     """One row per successful run: measured and predicted iteration and communication times.
 
     runs: metrics.run_table; status: runs.csv (gradient, fusion and timeline columns); tensors:
     tensors.csv; sweep and
-    fits: allreduce.csv and allreduce_fit.csv. A run is predicted when its study has the matching
-    1-rank run with phase times and an allreduce sweep for its nodes and ranks per node; any other
-    says why not (`not_predicted`). Returns the table, the `baselines` and those without one.
+    fits: allreduce.csv and allreduce_fit.csv; slowdowns: contention.slowdowns of contention.csv (none:
+    every shared node assumed as fast as one rank alone). A run is predicted when its study has the
+    matching 1-rank run with phase times and an allreduce sweep for its nodes and ranks per node; any
+    other says why not (`not_predicted`). Returns the table, the `baselines` and those without one.
     """
+    slowdowns = slowdowns or {}
     table, bases, unusable = study_baselines(runs, status, tensors)
     cost_by, failures = costs(sweep, fits), sweep_failures(fits)
     rows = []
@@ -210,6 +228,7 @@ def model_table(runs, status, tensors, sweep, fits):
         row = {k: r.get(k) for k in COLUMNS[: COLUMNS.index("iteration_s")]}
         row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r[COMM_S], overlap_ratio=ratio)
         row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
+        row["compute_slowdown"], row["slowdown_source"] = slowdown_for(r, slowdowns)
         if not row["not_predicted"]:
             base = bases[tuple(r[k] for k in MATCH)]
             cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r))]
@@ -222,6 +241,7 @@ def model_table(runs, status, tensors, sweep, fits):
                 base["threshold"],
                 base["cycle"],
                 cost[1],
+                row["compute_slowdown"],
             )
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = relative_error(p["iteration_s"], r["iteration_s"])
@@ -245,6 +265,8 @@ COLUMNS = MATCH + [
     "comm_total_s",
     "comm_exposed_s",
     "overlap_ratio",
+    "compute_slowdown",
+    "slowdown_source",
     "predicted_iteration_s",
     "predicted_comm_total_s",
     "predicted_comm_exposed_s",

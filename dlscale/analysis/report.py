@@ -17,6 +17,7 @@ from dlscale.analysis.metrics import PRECISION
 from dlscale.analysis.prediction import TOLERANCE
 from dlscale.core import hardware
 from dlscale.core.paths import PACKAGE, SOURCE, WORKFLOW
+from dlscale.core.processes import CORES_ALLOWANCE
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 from dlscale.runtime.config import left_out
 from dlscale.runtime.design import settings
@@ -479,6 +480,7 @@ def _results_lines(summary, runs):
             noise_table(noisy),
             "",
         ]
+    parts += _cores_lines(summary)
     if len(failed):
         parts += (
             ["### Failed runs", ""]
@@ -490,6 +492,37 @@ def _results_lines(summary, runs):
             + [""]
         )
     return parts
+
+
+def _cores_lines(summary):
+    """The cores each configuration's ranks used against those their settings give them (measured:
+    CPU time over wall time of every process of a rank), and a warning naming each that used more."""
+    if "cores_used" not in summary or summary["cores_used"].isna().all():
+        return []
+    shown = summary[summary["cores_used"].notna()]
+    head = ["framework", "network", "ranks", "threads per rank", "cores given", "cores used"]
+    rows = [
+        [r.framework, r.model, str(r.ranks), str(r.threads_per_rank), _num(r.cores_given, 3), _num(r.cores_used, 3)]
+        for r in shown.itertuples()
+    ]
+    over = shown[shown["cores_over"].astype(bool)]
+    parts = [
+        "### Cores in use",
+        "",
+        "Each rank's CPU time (all its threads and loader processes) over the wall time of its measured "
+        "iterations, the most of any rank, mean over repeats; given: threads per rank + loader workers (with "
+        f"image data) + {CORES_ALLOWANCE} for the communication library's and the interpreter's threads.",
+        "",
+        _table(head, rows),
+        "",
+    ]
+    parts += [
+        f"- **Warning:** {r.framework} {r.model} at {r.ranks} rank(s) used {_num(r.cores_used, 3)} cores per rank, "
+        f"more than the {_num(r.cores_given, 3)} its settings give: it computed on more of the machine than "
+        "the frameworks it is compared with."
+        for r in over.itertuples()
+    ]
+    return parts + ([""] if len(over) else [])
 
 
 def _rules_lines(summary, config, pairs):

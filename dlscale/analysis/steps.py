@@ -12,7 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.analysis import comm, comparisons, figures, metrics, prediction, replayed, report, second_pass, tidy
+from dlscale.analysis import (
+    comm,
+    comparisons,
+    contention,
+    figures,
+    metrics,
+    prediction,
+    replayed,
+    report,
+    second_pass,
+    tidy,
+)
 from dlscale.core.vocabulary import RUN_KEYS
 from dlscale.environment import build
 from dlscale.runtime import design, replay
@@ -217,6 +228,17 @@ def write_replayed(job):
         _wrote(out_path)
 
 
+def write_contention(job):
+    """params.calibrations: [[identity (the baseline keys and the copies as ranks_per_node), trials file]]
+    of the study's calibrations; output: contention.csv."""
+    with logged(job.log[0]):
+        calibrations = json.loads(job.params.calibrations)
+        table = contention.table([(run, run["ranks_per_node"], path) for run, path in calibrations])
+        table.to_csv(job.output[0], index=False)
+        print(f"{len(table)} calibrations, {table['slowdown'].notna().sum()} measured")
+        _wrote(job.output[0])
+
+
 def write_model(job):
     """params.extrapolate: links and ranks to extrapolate to; input: run_metrics, runs, tensors,
     sweep, fit, and the replays' table with their plans; outputs: table
@@ -229,7 +251,9 @@ def write_model(job):
         runs = _run_metrics(inputs.run_metrics)
         status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
         sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
-        table, bases, unusable = prediction.model_table(runs, status, pd.read_csv(inputs.tensors), sweep, fits)
+        slowdowns = contention.slowdowns(pd.read_csv(inputs.contention, keep_default_na=False, na_values=[""]))
+        tensors = pd.read_csv(inputs.tensors)
+        table, bases, unusable = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
         error = prediction.model_error(table)
         plans = json.loads(Path(inputs.plans[0]).read_text()) if inputs.plans else []
         measured = replayed.read_table(inputs.replayed)

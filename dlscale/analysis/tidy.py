@@ -96,7 +96,7 @@ RUNS_COLUMNS = (
     + ["status", "reasons", "elapsed_s", "run_dir"]
     + list(_provenance_row({"provenance": {}}))
     + list(samples.RECORDED)
-    + ["started", "hardware"]
+    + ["cores_used", "rank_threads", "started", "hardware"]
 )
 
 
@@ -161,6 +161,7 @@ def _read_files(run_dir, row):
         if not ok:
             continue
         end_rec = next((r for r in records if r["kind"] == "end"), {})
+        _add_cpu(row, end_rec.get("cpu") or {})
         if rank == 0 and run_rec:
             tensors = _tensor_rows(identity, run_rec, end_rec)
             row.update({k: end_rec.get(k) for k in samples.RECORDED})
@@ -214,6 +215,15 @@ def _add_run_record(row, rank, run_rec):
         # the slowest rank's loader bounds the step
         rate = run_rec["data"]["loader_img_per_s"]
         row["loader_img_per_s"] = min(rate, row.get("loader_img_per_s") or rate)
+
+
+def _add_cpu(row, cpu):
+    """The most cores any rank used over its measured iterations (CPU time of its processes over
+    their wall time: dlscale/core/processes.py) and the most threads a rank had (a promise of
+    `threads_per_rank` is broken by one rank)."""
+    for column, key in (("cores_used", "cores_used"), ("rank_threads", "threads")):
+        if cpu.get(key) is not None:
+            row[column] = max(cpu[key], row.get(column) or 0)
 
 
 def _record_rows(identity, rank, host, records):

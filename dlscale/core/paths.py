@@ -27,7 +27,7 @@ def shipped_configs():
     return {"default": found.pop("config"), **found}
 
 
-RUNS, ATTEMPTS, SWEEPS, REPLAYS = "runs", "attempts", "allreduce", "replay"
+RUNS, ATTEMPTS, SWEEPS, REPLAYS, CONTENTION = "runs", "attempts", "allreduce", "replay", "contention"
 REPLAY_PLANS = f"{REPLAYS}/plans.json"
 
 # A run's place under runs/ (and attempts/, logs/runs/): its identity, one folder level per word key.
@@ -54,6 +54,26 @@ def run_status(run):
 def sweep(nodes, ranks_per_node):
     """An allreduce sweep's name: add .jsonl for its output, .log for its log."""
     return f"{SWEEPS}/nodes{nodes}_rpn{ranks_per_node}"
+
+
+# A calibration of what sharing a node costs (dlscale/runtime/contention.py): a configuration's 1-rank
+# identity less its place, and the ranks per node it calibrates.
+CONTENTION_PATTERN = (
+    "{framework}/{model}/{comm}/{comm_library}/{layout}/{timing}/bs{batch_size}_lw{loader_workers}_t{threads_per_rank}/"
+    "rpn{ranks_per_node}"
+)
+
+
+def contention(run):
+    """A calibration's name (`run`: a run identity whose ranks_per_node is the copies): add .jsonl for
+    its trials, .log for its log; the name itself is the folder of its copies' runs."""
+    return f"{CONTENTION}/{CONTENTION_PATTERN.format(**run)}"
+
+
+def calibration_from_wildcards(wildcards):
+    """A calibration's run identity (nodes 1, repeat 0) from the contention rule's wildcards."""
+    fixed = {"nodes": 1, "repeat": 0}
+    return run_from_wildcards({k: fixed[k] if k in fixed else wildcards[k] for k in MATRIX_KEYS + ("repeat",)})
 
 
 def replay(nodes):
@@ -116,6 +136,7 @@ TABLES = {
     "model_error": "model_error.json",
     "gradients": "gradients.csv",
     "extrapolation": "extrapolation.csv",
+    "contention": "contention.csv",
     "report": "report.md",
 }
 FIGURES = "figures"

@@ -318,6 +318,20 @@ def matrix(config):
     return runs
 
 
+def calibrations(config):
+    """The contention calibrations the study makes (dlscale/runtime/contention.py): one per configuration
+    of the matrix and ranks_per_node of 2 or more, as a run identity whose ranks_per_node is the copies
+    (nodes and repeat dropped); none with `contention.trials` 0 or on GPUs (each rank has its own)."""
+    if not config.get("contention", {}).get("trials") or config.get("device", "cpu") == "gpu":
+        return []
+    seen = {}
+    for run in matrix(config):
+        if run["ranks_per_node"] > 1:
+            key = {k: v for k, v in run.items() if k not in ("nodes", "repeat")}
+            seen[paths.contention(key)] = key
+    return list(seen.values())
+
+
 def _through(config, library):
     """The frameworks the study runs through `library`."""
     runs = [fw for fw in config["framework"] if library in libraries(config, fw)]

@@ -22,6 +22,7 @@ from pathlib import Path
 from dlscale.core.paths import SOURCE
 from dlscale.runtime import config as cfg
 from dlscale.runtime.execution import execute
+from dlscale.runtime.launch import thread_env
 from dlscale.workloads import frameworks
 from dlscale.workloads.matmul import REPEATS, SIZE
 
@@ -58,9 +59,7 @@ def _environment(threads, device):
     """A probe process's environment: a rank's threads, and no GPU for a CPU peak."""
     env = {
         **os.environ,
-        "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads),
-        "MXNET_CPU_WORKER_NTHREADS": str(threads),
+        **thread_env(threads),  # a rank's (dlscale/runtime/launch.py)
         "TF_ENABLE_ONEDNN_OPTS": "1",
         "TF_CPP_MIN_LOG_LEVEL": "2",
         "PYTHONPATH": str(SOURCE),
@@ -87,6 +86,7 @@ def _probe(framework, threads, args, env):
         "matmul_flops_s_min": math.nan,
         "matmul_flops_s_max": math.nan,
         "repeats": 0,
+        "cores_used": math.nan,
         "failure": "",
     }
     if proc.returncode or not lines:
@@ -101,10 +101,11 @@ def _probe(framework, threads, args, env):
         matmul_flops_s_min=2 * n**3 / t["max_s"],
         matmul_flops_s_max=2 * n**3 / t["min_s"],
         repeats=REPEATS,
+        cores_used=t["cores_used"],
     )
     print(
         f"{framework}: {row['matmul_flops_s'] / 1e9:.1f} GFLOP/s ({args.device}, {args.precision}, "
-        f"{threads} thread(s), n={n})",
+        f"{threads} thread(s), n={n}, {t['cores_used']:.2f} cores used)",
         flush=True,
     )
     return row

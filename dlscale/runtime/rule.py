@@ -34,8 +34,10 @@ import sys
 import time
 from pathlib import Path
 
+from dlscale.core import processes
 from dlscale.core.errors import ConfigError
 from dlscale.environment import build
+from dlscale.runtime import contention as calibration
 from dlscale.runtime import dataset, environments, launch, peak
 from dlscale.runtime.execution import GRACE_S, STOP_SIGNALS, Interrupted, die_with_parent, interruptible
 
@@ -144,17 +146,8 @@ def _call(target, job):
 
 def _rules_processes(pid):
     """This process's descendants that are `python -m dlscale.runtime.rule` processes (from /proc)."""
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        child = todo.pop()
-        todo += children.get(child, [])
+    found = []
+    for child in processes.descendants(pid):
         try:
             argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         except OSError:
@@ -268,6 +261,13 @@ def replay(job):
         _settings(job), job.params.nodes, job.input.plans, _record(job), job.output.out, job.output.spec,
         job.log[0], job.params.attempts,
     )  # fmt: skip
+
+
+def contention(job):
+    """`rule contention`: the calibration of params.run (its ranks_per_node the copies) in params.folder."""
+    settings, run = _settings(job), job.params.run
+    trials = settings["contention"]["trials"]
+    calibration.calibrate(settings, run, run["ranks_per_node"], trials, _record(job), job.output[0], job.params.folder)
 
 
 def peak_rule(job):

@@ -5,12 +5,14 @@ framework runs in (its own environment, a user's).
 
     python -m dlscale.workloads.matmul FRAMEWORK THREADS DEVICE PRECISION
 
-prints {"median_s", "min_s", "max_s"} of one N x N multiply (float32; float16 for mixed precision),
-timed REPEATS times after WARMUP, waiting for the result each time. CPU: N = 2048; GPU: N = 8192
-(large enough for the BLAS kernels' full speed).
+prints {"median_s", "min_s", "max_s", "cores_used"} of one N x N multiply (float32; float16 for mixed
+precision), timed REPEATS times after WARMUP, waiting for the result each time. CPU: N = 2048; GPU:
+N = 8192 (large enough for the BLAS kernels' full speed). `cores_used`: the process's CPU time (all
+its threads) over the timed multiplies' wall time, so a rate that took more cores than THREADS shows it.
 """
 
 import json
+import resource
 import statistics
 import sys
 import time
@@ -21,27 +23,33 @@ WARMUP, REPEATS = 3, 10
 SIZE = {"cpu": 2048, "gpu": 8192}
 
 
+def _cpu_s():
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of the process
+    return usage.ru_utime + usage.ru_stime
+
+
 def _timed(run):
     for _ in range(WARMUP):
         run()
-    times = []
+    times, cpu = [], _cpu_s()
     for _ in range(REPEATS):
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times), max(times)
+    return statistics.median(times), min(times), max(times), (_cpu_s() - cpu) / sum(times)
 
 
 def measure(framework, threads, device, precision):
-    """(median, fastest, slowest) seconds of one N x N multiply in `framework` (its probe.py)."""
+    """(median, fastest, slowest) seconds of one N x N multiply in `framework` (its probe.py), and the
+    cores the timed multiplies used."""
     probe = frameworks.module(framework, "probe")
     return _timed(probe.matmul(SIZE[device], threads, device, precision == "mixed"))
 
 
 def main(argv=None):
     framework, threads, device, precision = sys.argv[1:] if argv is None else argv
-    median, fastest, slowest = measure(framework, int(threads), device, precision)
-    print(json.dumps({"median_s": median, "min_s": fastest, "max_s": slowest}))
+    median, fastest, slowest, cores = measure(framework, int(threads), device, precision)
+    print(json.dumps({"median_s": median, "min_s": fastest, "max_s": slowest, "cores_used": cores}))
     return 0
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from dlscale.core import samples
+from dlscale.core.processes import CpuMeter
 from dlscale.core.records import IDENTITY, Writer
 from dlscale.core.vocabulary import (
     BACKWARD_S,
@@ -169,8 +170,9 @@ def train(argv, scratch):
         data=described,
         provenance=provenance(trainer, spec),
     )
-    started = time.perf_counter()
-    ready, times, enough = measured(trainer, data, writer, spec, out)
+    started, meter = time.perf_counter(), CpuMeter()
+    ready, times, enough = measured(trainer, data, writer, spec, out, meter)
+    cpu = meter.stop()  # the measured iterations' (profiled ones run under the profiler: not theirs)
     total = spec["warmup"] + len(times)
     profiled = spec.get("profile_iterations", 0) if spec["timing"] == "native" else 0
     if profiled:
@@ -185,6 +187,7 @@ def train(argv, scratch):
         checksum=trainer.checksum(),
         elapsed_s=time.perf_counter() - started,
         **enough.record(times),
+        cpu=cpu,
         **extra,
         **({"compile": trainer.compile_times()} if trainer.compile_times() else {}),
     )
@@ -192,18 +195,21 @@ def train(argv, scratch):
     leave(data, trainer, scratch)
 
 
-def measured(trainer, data, writer, spec, out):
+def measured(trainer, data, writer, spec, out, meter):
     """Warm-up and measured iterations, one record each, until enough are measured (dlscale/core/samples.py);
     returns (the measured iterations' gradient ready times (None where the framework reports none),
-    their times, the samples' decision)."""
+    their times, the samples' decision). `meter` (a CpuMeter) is started as the first measured
+    iteration starts: the rank's cores in use are those of its measured iterations."""
     enough = samples.Enough(spec["iterations"], spec.get("samples"), agree(trainer))
     if spec["timing"] == "native":
-        return native_loop(trainer, data, writer, spec["warmup"], enough)
+        return native_loop(trainer, data, writer, spec["warmup"], enough, meter)
     warmup = spec["warmup"]
     # Phased runs: Horovod's timeline (written by rank 0) covers the measured iterations only.
     timeline = trainer.size > 1 and trainer.rank == 0 and os.environ.get("HOROVOD_TIMELINE") == "DYNAMIC"
     ready, times = [], []
     for it in itertools.count():
+        if it == warmup:
+            meter.start()
         if timeline and it == warmup:
             trainer.start_timeline(out / TIMELINE)
         phases, start, loss = timed_step(trainer, lambda it=it: data(it))
@@ -223,7 +229,7 @@ def measured(trainer, data, writer, spec, out):
     return ready, times, enough
 
 
-def native_loop(trainer, data, writer, warmup, enough):
+def native_loop(trainer, data, writer, warmup, enough, meter):
     """Native timing: iteration i+1 is queued (batch staged, work launched) before iteration i is
     finished, `trainer.ahead` iterations at most, so the device never idles while the host stages
     the next batch. An iteration's time runs from the previous iteration's end (the moment `finish`
@@ -232,6 +238,8 @@ def native_loop(trainer, data, writer, warmup, enough):
     None is queued past the most the samples allow; one already queued when the loop decides to stop
     earlier is finished and counts as measured."""
     pending, ready, times = collections.deque(), [], []
+    if warmup == 0:
+        meter.start()
     last, it, stopping, limit = time.perf_counter(), 0, False, warmup + enough.most
     while it < limit and not stopping or pending:
         if it < limit and not stopping:
@@ -246,6 +254,8 @@ def native_loop(trainer, data, writer, warmup, enough):
                 ready.append(trainer.gradient_ready())
                 times.append(end - last)
             writer.write("step", **_step(trainer, done, done < warmup, False, {}, end - last, loss))
+            if done == warmup - 1:
+                meter.start()
             last = end
             if not stopping and enough.due(len(times)):
                 stopping = enough.stop(times)

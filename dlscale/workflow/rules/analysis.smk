@@ -134,6 +134,7 @@ rule model:
         fit=TABLE["allreduce_fit"],
         replayed=TABLE["replayed"],
         plans=[REPLAY_PLANS] if REPLAYS else [],
+        contention=TABLE["contention"],
     output:
         table=TABLE["model"],
         replay=TABLE["replay"],

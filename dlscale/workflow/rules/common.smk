@@ -53,6 +53,8 @@ SWEEPS = {
     if n * r > 1
 }
 REPLAY_PLANS = f"{RESULTS}/{paths.REPLAY_PLANS}"
+# One contention calibration per configuration and ranks_per_node of 2 or more: {trials file: run identity}.
+CONTENTION = {f"{RESULTS}/{paths.contention(run)}.jsonl": run for run in cfg.calibrations(config)}
 REPLAYS = {f"{RESULTS}/{paths.replay(n)}.jsonl": n for n in cfg.replay_nodes(config)}
 FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.FIGURES)
 MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.model_figures(REPLAYS))
@@ -60,7 +62,7 @@ MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.model
 
 # Rules whose work bounds itself (an MPI job: run_timeout_s, a declared resource) or may take long
 # by nature (building the environment, making the images); every other step stops at step_timeout_s.
-UNTIMED = {"run", "allreduce", "replay", "environment", "dataset", "framework_environment"}
+UNTIMED = {"run", "allreduce", "replay", "contention", "environment", "dataset", "framework_environment"}
 
 
 def step(rule_name, function, input, output, params, log, resources):

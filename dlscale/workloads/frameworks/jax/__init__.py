@@ -32,6 +32,18 @@ DATA_MODULES = TENSORFLOW.MODULES[:1]  # its loader is TensorFlow's tf.data pipe
 # The profile's operations carry their phase in their names (profile.py renames them from the
 # compiled module's metadata); the gradients' mean is JAX's own collective, so it is communication
 # here, not in a Horovod timeline.
+def hold_threads(threads):
+    """Hold JAX's CPU compute to `threads` threads, before JAX starts its backend (the trainer's, the
+    probe's and the bare loop's alike): XLA's intra-op pool (`xla_flags`), and the PJRT CPU client's
+    own pool, which sizes itself from PJRT_NPROC where it is set, else from every CPU the process may
+    run on. Measured (jax 0.10.2, a 2-core VM, 2026-11-27, 2048^2 matmul at 1 thread): the flags alone
+    left the probe on 1.97 cores; with PJRT_NPROC=1, 1.00 (bench/results/cores.csv)."""
+    import os
+
+    os.environ["XLA_FLAGS"] = xla_flags(threads)
+    os.environ["PJRT_NPROC"] = str(threads)
+
+
 def xla_flags(threads):
     """XLA_FLAGS for `threads` compute threads per rank on the CPU (set before JAX starts its
     backend), added to any the user set: the trainer's, the probe's and the bare loop's alike."""

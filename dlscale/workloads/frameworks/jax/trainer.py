@@ -21,7 +21,8 @@ One rank communicates nothing in either mode. Batch-norm running statistics stay
 as under Horovod. The update is Optax's SGD with momentum (m = mu m + g; w -= lr m, PyTorch's
 definition). Weights start equal on every rank: every rank initializes from the same seed (JAX's
 random numbers are the same on every machine). Threads: XLA's CPU compute runs on one thread per
-rank when threads_per_rank is 1 (XLA_FLAGS, set before JAX starts its backend, recorded).
+rank when threads_per_rank is 1, and the PJRT CPU client's pool to threads_per_rank (`hold_threads`:
+XLA_FLAGS and PJRT_NPROC, set before JAX starts its backend, recorded).
 """
 
 import logging
@@ -38,7 +39,7 @@ from mpi4py import MPI
 
 from dlscale.workloads import rendezvous, trainer
 from dlscale.workloads.devices import DeviceError, check_precision, gpu_for_rank, resolve_layout
-from dlscale.workloads.frameworks.jax import LABEL, NAME, collectives, profile, steps, xla_flags
+from dlscale.workloads.frameworks.jax import LABEL, NAME, collectives, hold_threads, profile, steps
 from dlscale.workloads.registry import build_model
 
 
@@ -58,7 +59,7 @@ class Trainer(trainer.Trainer):
 
     def __init__(self, spec):
         self.layout = resolve_layout(self.name, spec["layout"])
-        os.environ["XLA_FLAGS"] = xla_flags(spec["threads_per_rank"])
+        hold_threads(spec["threads_per_rank"])
         self.threads = spec["threads_per_rank"]
         check_precision(spec)
         if spec["precision"] != "fp32":
@@ -130,6 +131,7 @@ class Trainer(trainer.Trainer):
                 "optax": optax.__version__,
                 "comm_library": collectives.describe(self.size),
                 "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                "pjrt_nproc": os.environ.get("PJRT_NPROC", ""),
                 "compilation_cache": self.compilation_cache,
                 "compiled": "jax.jit: forward, backward, comm, update (phased); the whole step (native)",
             },

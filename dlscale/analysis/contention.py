@@ -1,0 +1,69 @@
+"""results/contention.csv: each configuration's compute slowdown when k ranks share a node, from the
+calibration's trials (dlscale/runtime/contention.py), and the lookup the model makes in it.
+
+A trial's ratio is the k copies' mean iteration over the copy alone's in the same trial (paired, so
+drift cancels); the slowdown is the geometric mean of the trials' ratios with a Student-t interval
+on the log scale (always positive; none with one trial). A calibration that failed gives no
+slowdown and says why (`failure`); the model then assumes 1 and says so (model.csv)."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+
+COLUMNS = MATCH + [
+    "ranks_per_node",
+    "trials",
+    "alone_s",
+    "together_s",
+    "slowdown",
+    "slowdown_ci_lo",
+    "slowdown_ci_hi",
+    "failure",
+]
+# What the model multiplies a 1-rank run's phases by where no calibration measured it.
+ASSUMED = 1.0
+
+
+def geometric_ci(ratios, confidence=0.95):
+    """(geometric mean, lower, upper) of positive ratios; the interval is NaN with fewer than two."""
+    logs = np.log(np.asarray(ratios, float))
+    mean = float(logs.mean())
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = stats.t.ppf(0.5 + confidence / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def row(identity, copies, lines):
+    """contention.csv's row of one calibration: its identity (MATCH keys), ranks per node and trial lines."""
+    good = [ln for ln in lines if "failure" not in ln]
+    failures = [ln["failure"] for ln in lines if "failure" in ln]
+    out = {**{k: identity[k] for k in MATCH}, "ranks_per_node": copies, "trials": len(good)}
+    out["failure"] = failures[0] if failures else ("" if good else "no trial measured")
+    if good:
+        ratios = [ln["together_s"] / ln["alone_s"] for ln in good]
+        out["slowdown"], out["slowdown_ci_lo"], out["slowdown_ci_hi"] = geometric_ci(ratios)
+        out["alone_s"] = float(np.mean([ln["alone_s"] for ln in good]))
+        out["together_s"] = float(np.mean([ln["together_s"] for ln in good]))
+    return out
+
+
+def table(calibrations):
+    """contention.csv from [(identity, copies, path of its trial lines)]."""
+    rows = []
+    for identity, copies, path in calibrations:
+        text = Path(path).read_text() if Path(path).exists() else ""
+        rows.append(row(identity, copies, [json.loads(ln) for ln in text.splitlines() if ln.strip()]))
+    return pd.DataFrame(rows).reindex(columns=COLUMNS)
+
+
+def slowdowns(contention):
+    """{(MATCH key..., ranks_per_node): slowdown} of the calibrations that measured one."""
+    good = contention.dropna(subset=["slowdown"])
+    return {(*(r[k] for k in MATCH), int(r["ranks_per_node"])): float(r["slowdown"]) for _, r in good.iterrows()}

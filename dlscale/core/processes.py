@@ -1,0 +1,95 @@
+"""Processes as Linux's /proc shows them: who started whom, and how much CPU time a process and
+everything it started used. A rank's `cores_used` (its CPU time over the wall time of its measured
+iterations, every thread and every loader worker process counted) is measured with `CpuMeter`, so
+a promise like `threads_per_rank` is checked, not assumed. Imports nothing of the project."""
+
+import os
+import time
+from pathlib import Path
+
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc's CPU times are in clock ticks
+# Cores a rank may use beyond its compute threads and loader workers: the communication library's
+# progress threads, the interpreter's own work. Measured 2026-11-27 at 1 thread and 1 loader worker:
+# PyTorch 1.09, TensorFlow 1.10, MXNet 1.05 cores (bench/results/cores.csv has this machine's).
+CORES_ALLOWANCE = 0.2
+
+
+def _fields(pid):
+    """/proc/PID/stat's fields after the command's name (which may hold spaces and parentheses):
+    [state, ppid, ...]; field N of proc(5) is at index N - 3."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def children():
+    """{parent pid: [child pids]} of every process now alive."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(_fields(stat.parent.name)[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a process that ended while the table was read
+        table.setdefault(ppid, []).append(int(stat.parent.name))
+    return table
+
+
+def descendants(pid, table=None):
+    """Every live process below `pid` (children, their children, ...)."""
+    table = children() if table is None else table
+    found, todo = [], list(table.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += table.get(child, [])
+    return found
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of `pid` (all its threads); None for a process that has ended."""
+    try:
+        fields = _fields(pid)
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime (proc(5) fields 14, 15)
+
+
+def threads(pid):
+    """Threads of `pid` now (0 for a process that has ended)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+class CpuMeter:
+    """CPU time of a process and its descendants between `start()` and `stop()`, over the wall time
+    between them: the cores the process tree used. A descendant that ends in between takes its time
+    with it (its parent is credited only once it reaps it); a loader's workers live as long as the
+    loop, so they are counted."""
+
+    def __init__(self, pid=None):
+        self.pid = os.getpid() if pid is None else pid
+        self.begin = None
+
+    def _now(self):
+        seconds = {p: cpu_seconds(p) for p in [self.pid, *descendants(self.pid)]}
+        return time.perf_counter(), {p: s for p, s in seconds.items() if s is not None}
+
+    def start(self):
+        self.begin = self._now()
+
+    def stop(self):
+        """{"cpu_s", "cpu_wall_s", "cores_used", "processes", "threads"} since `start()`: CPU seconds
+        of the process tree (a process that started in between counts from 0), the wall time, their
+        ratio, and the tree's processes and threads at the end."""
+        if self.begin is None:  # nothing was measured
+            return {}
+        (t0, before), (t1, after) = self.begin, self._now()
+        cpu = sum(s - before.get(p, 0.0) for p, s in after.items())
+        wall = t1 - t0
+        return {
+            "cpu_s": cpu,
+            "cpu_wall_s": wall,
+            "cores_used": cpu / wall if wall > 0 else None,
+            "processes": len(after),
+            "threads": sum(threads(p) for p in after),
+        }

@@ -1,0 +1,89 @@
+"""What sharing a node costs a rank's compute, measured: the calibration the performance model
+multiplies a 1-rank run's phases by (dlscale/analysis/model.py).
+
+For a configuration of the study and k ranks per node, `calibrate` runs one copy of its 1-rank run
+alone and k copies at once on one node (each a job of its own: no communication between them, the
+same threads, data and loader as a study run), in alternating order over `trials` trials, so that
+the machine's drift falls on both alike. Each trial gives the mean measured iteration of the copies
+together over that of the copy alone: a rank's compute slowdown beside k - 1 others, s_k, which
+shared caches, memory bandwidth and the cores loaders and interpreters use make more than 1.
+The trials' lines go to OUT (JSON lines, CONTENTION_SCHEMA); the analysis turns them into
+results/contention.csv (dlscale/analysis/contention.py).
+"""
+
+import json
+import statistics
+import threading
+from pathlib import Path
+
+from dlscale.core.records import parse_file
+from dlscale.core.vocabulary import STATUS, records_name
+from dlscale.runtime import launch
+
+SCHEMA = "dlscale.contention/1"
+KINDS = ("alone", "together")
+
+
+def copies_of(config, run, count, folder, env_record):
+    """Run `count` copies of the 1-rank run `run` at once, each in folder/copy<i>; returns each copy's
+    mean measured iteration time (s). A copy that fails raises, naming it and why."""
+    one = {**run, "nodes": 1, "ranks_per_node": 1, "repeat": 0}
+    quiet = {**config, "profile_iterations": 0}  # wall time is all a copy needs: no traces to write
+    statuses = [None] * count
+
+    def start(i):
+        where = Path(folder) / f"copy{i}"
+        statuses[i] = launch.launch(quiet, one, env_record, where / STATUS, where / "launch.log", where / "attempts")
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, status in enumerate(statuses):
+        if status is None or status["status"] != "ok":
+            why = "; ".join(status["reasons"]) if status else "it did not start"
+            raise RuntimeError(f"copy {i} of {count} failed: {why}")
+    return [_mean_iteration(Path(folder) / f"copy{i}") for i in range(count)]
+
+
+def _mean_iteration(run_dir):
+    """Mean wall time of a 1-rank run's measured iterations (warm-up and traced ones left out)."""
+    records, errors = parse_file(run_dir / records_name(0))
+    if errors:
+        raise RuntimeError(f"{run_dir}: {errors[0]}")
+    times = [r["wall_s"] for r in records if r["kind"] == "step" and not r["warmup"] and not r.get("profiled")]
+    return statistics.mean(times)
+
+
+def _count(kind, copies):
+    return 1 if kind == "alone" else copies
+
+
+def calibrate(config, run, copies, trials, env_record, out_path, folder):
+    """`trials` trials of the 1-rank run `run` alone and `copies` copies together (alternating which
+    goes first), a line per trial in out_path; a failure ends the file with a line saying why."""
+    out_path, folder = Path(out_path), Path(folder)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_path, "w") as out:
+        for trial in range(trials):
+            order = KINDS if trial % 2 == 0 else KINDS[::-1]
+            try:
+                times = {
+                    k: copies_of(config, run, _count(k, copies), folder / f"trial{trial}" / k, env_record)
+                    for k in order
+                }
+            except RuntimeError as exc:
+                out.write(json.dumps({"schema": SCHEMA, "trial": trial, "failure": str(exc)}) + "\n")
+                return
+            line = {
+                "schema": SCHEMA,
+                "trial": trial,
+                "first": order[0],
+                "copies": copies,
+                "alone_s": times["alone"][0],
+                "together_s": statistics.mean(times["together"]),
+                "together_max_s": max(times["together"]),
+            }
+            out.write(json.dumps(line) + "\n")
+            out.flush()

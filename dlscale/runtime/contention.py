@@ -32,8 +32,11 @@ def copies_of(config, run, count, folder, env_record):
     statuses = [None] * count
 
     def start(i):
-        where = Path(folder) / f"copy{i}"
-        statuses[i] = launch.launch(quiet, one, env_record, where / STATUS, where / "launch.log", where / "attempts")
+        where = Path(folder) / f"copy{i}"  # its log beside it: the run folder keeps a copy of its own
+        try:
+            statuses[i] = launch.launch(quiet, one, env_record, where / STATUS, f"{where}.log", f"{where}.attempts")
+        except Exception as exc:  # noqa: BLE001 (said in the calibration's output, never lost in a thread)
+            statuses[i] = {"status": "failed", "reasons": [f"{type(exc).__name__}: {exc}"]}
 
     threads = [threading.Thread(target=start, args=(i,)) for i in range(count)]
     for t in threads:

@@ -92,6 +92,7 @@ def tiny_config(tmp_path, **overrides):
     )  # compute only; images: tests/test_loaders.py
     conf["samples"] = None  # exactly `iterations` (tests/test_samples.py measures until enough)
     conf["second_pass"] = None  # exactly `repeats` (tests/test_second_pass.py adds repeats)
+    conf["contention"] = {"trials": 0}  # no calibration (tests/test_contention.py makes them)
     conf.update(overrides)
     return conf
 

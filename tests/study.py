@@ -30,6 +30,7 @@ def shrink(config, folder):
         "step_timeout_s": 600,
         "allreduce_max_bytes": 1 << 16,
         "profile_iterations": min(config["profile_iterations"], 1),
+        "contention": {"trials": min(config["contention"]["trials"], 1)},
         "results": str(folder / "results"),
         "logs": str(folder / "logs"),
     }

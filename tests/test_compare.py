@@ -27,7 +27,7 @@ def _study(folder, **over):
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
-    one = _study(root / "one-thread", framework=["torch"], threads_per_rank=1)
+    one = _study(root / "one-thread", framework=["torch"], threads_per_rank=1, contention={"trials": 2})
     two = _study(root / "two-threads", framework=["torch", "mxnet"], threads_per_rank=2)
     return one, two
 
@@ -104,6 +104,8 @@ CANDIDATES = {
         {"name": "two 1-thread devices", "devices_per_node": 2, "price": 2},
         {"name": "four nodes over 10GbE", "nodes": 4, "link": "10GbE", "price": 4},
         {"name": "a device twice as fast", "compute_factor": 2.0},
+        {"name": "two devices twice as fast", "compute_factor": 2.0, "devices_per_node": 2},
+        {"name": "two devices that share badly", "devices_per_node": 2, "contention": 1.5},
     ],
 }
 
@@ -124,6 +126,14 @@ def test_plan_predicts_candidates_saying_what_was_measured_and_what_assumed(stud
     assert row.predicted_iteration_s == pytest.approx(model["predicted_iteration_s"].iloc[0], rel=1e-9)
     assert row.model_error == pytest.approx(model["error_iteration"].abs().median())
     assert row.link_from.startswith("measured: one-thread's allreduce sweep on 1 node(s) x 2")
+    # sharing the node: the study's own calibration for its own device, a stated factor, else 1 said to be assumed
+    slowdown = pd.read_csv(one / "contention.csv")["slowdown"].item()
+    assert row.compute_slowdown == pytest.approx(slowdown) and model["compute_slowdown"].iloc[0] == row.compute_slowdown
+    assert row.slowdown_from == "measured: one-thread's contention.csv, 2 ranks per node"
+    stated, faster = table.loc["two devices that share badly"], table.loc["two devices twice as fast"]
+    assert (stated.compute_slowdown, stated.slowdown_from) == (1.5, "stated: 1.5 at 2 per node")
+    assert faster.compute_slowdown == 1.0 and faster.slowdown_from.startswith("assumed: 1 (2 devices per node")
+    assert table.loc["four nodes over 10GbE", "slowdown_from"] == "none: one device per node"
     assert (
         table.loc["one 2-thread device", "compute_from"] == "measured: two-threads's 1-rank runs (2 thread(s) per rank)"
     )
@@ -156,6 +166,7 @@ def test_plan_without_candidates_predicts_the_studys_own_placements(studies, tmp
         ({"name": "x", "colour": "red"}, "unknown key(s) ['colour']"),
         ({"name": "x", "compute_factor": 2, "device_study": "s"}, "device_study or compute_factor, not both"),
         ({"nodes": 2}, "needs a `name`"),
+        ({"name": "x", "contention": 0}, "contention (a rank's compute slowdown beside the others on its node) must be > 0"),
     ],
 )
 def test_a_bad_candidate_is_named(studies, tmp_path, candidate, message):

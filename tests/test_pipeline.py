@@ -32,6 +32,7 @@ def study(tmp_path_factory):
         classes=10,
         loader_workers=[1],
         data={"kind": "images", "images": 16, "shards": 2, "cache": str(tmp_path / "data")},
+        contention={"trials": 1},
     )
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(conf))
@@ -117,6 +118,14 @@ def test_performance_model_predicts_every_multi_rank_run(study):
     ]
     tensors = _table(results, "tensors")
     assert len(tensors) == 8 * len(params) and tensors["bytes"].gt(0).all()
+    # each 2-rank prediction multiplies the 1-rank compute by the slowdown its calibration measured
+    contention = _table(results, "contention", keep_default_na=False)
+    assert sorted(contention["framework"]) == ["mxnet", "torch"] and (contention["ranks_per_node"] == 2).all()
+    assert (contention["slowdown"] > 0).all() and (contention["trials"] == 1).all()
+    measured = dict(zip(contention["framework"], contention["slowdown"]))
+    assert [measured[f] for f in two["framework"]] == pytest.approx(two["compute_slowdown"].tolist())
+    assert (two["slowdown_source"] == "measured (contention.csv)").all()
+    assert (model.loc[model["ranks"] == 1, "compute_slowdown"] == 1.0).all()
     ext = _table(results, "extrapolation")
     assert ext["ranks"].max() == 1024 and set(ext["link"]) == set(conf["extrapolate"]["links"])
     assert ext["predicted_efficiency"].between(0, 1.0 + 1e-9).all()
@@ -198,7 +207,7 @@ def test_the_model_reads_the_tables_alone(study, tmp_path):
             figures=[str(out / f"{n}.png") for n in ("model", "extrapolation", "replay")],
         )
         inputs = SimpleNamespace(
-            **{k: results / paths.TABLES[k] for k in ("run_metrics", "runs", "tensors", "replayed")},
+            **{k: results / paths.TABLES[k] for k in ("run_metrics", "runs", "tensors", "replayed", "contention")},
             sweep=results / paths.TABLES["allreduce"],
             fit=results / paths.TABLES["allreduce_fit"],
             plans=[],

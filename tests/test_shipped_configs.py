@@ -92,6 +92,7 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
         "extrapolation.csv",
         "peak.csv",
         "flops.csv",
+        "contention.csv",
     ):
         assert (results / table).is_file(), table
     drawn = figures.FIGURES + figures.model_figures(layered.get("replay"))  # the replay figure only with replays

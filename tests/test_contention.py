@@ -1,0 +1,101 @@
+"""What sharing a node costs: the calibration (k copies of a 1-rank run at once, real ranks), its table,
+and the model that multiplies a 1-rank run's compute by it."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from dlscale.analysis import contention, model, prediction
+from dlscale.core.vocabulary import BACKWARD_S, FORWARD_S, H2D_S, IO_S, UPDATE_S
+from dlscale.runtime import contention as calibration
+from tests.conftest import env_record, tiny_config, tiny_run
+
+IDENTITY = {
+    "framework": "torch",
+    "model": "tinynet",
+    "comm": "overlap",
+    "comm_library": "horovod",
+    "layout": "best",
+    "timing": "native",
+    "batch_size": 4,
+    "loader_workers": 0,
+    "image_size": 64,
+    "classes": 10,
+    "threads_per_rank": 1,
+    "precision": "fp32",
+}
+
+
+def test_the_slowdown_is_the_geometric_mean_of_the_paired_trials_with_a_positive_interval():
+    lines = [
+        {"alone_s": 1.0, "together_s": 1.2},
+        {"alone_s": 2.0, "together_s": 2.6},
+        {"alone_s": 1.0, "together_s": 1.25},
+    ]
+    row = contention.row(IDENTITY, 2, lines)
+    assert row["slowdown"] == pytest.approx((1.2 * 1.3 * 1.25) ** (1 / 3))
+    assert 0 < row["slowdown_ci_lo"] < row["slowdown"] < row["slowdown_ci_hi"]
+    assert (row["trials"], row["failure"], row["ranks_per_node"]) == (3, "", 2)
+    one = contention.row(IDENTITY, 2, lines[:1])  # one trial: a slowdown, no interval
+    assert one["slowdown"] == pytest.approx(1.2) and math.isnan(one["slowdown_ci_lo"])
+
+
+def test_a_failed_calibration_has_no_slowdown_and_says_why_and_the_model_assumes_one():
+    failed = contention.row(IDENTITY, 2, [{"trial": 0, "failure": "copy 1 of 2 failed: mpirun exited with code 1"}])
+    assert failed["trials"] == 0 and failed["failure"].startswith("copy 1 of 2 failed")
+    table = pd.DataFrame(
+        [failed, contention.row({**IDENTITY, "model": "alexnet"}, 2, [{"alone_s": 1, "together_s": 1.5}])]
+    )
+    assert contention.slowdowns(table) == {(*{**IDENTITY, "model": "alexnet"}.values(), 2): 1.5}
+    run = {**IDENTITY, "nodes": 1, "ranks_per_node": 2}
+    assert prediction.slowdown_for(run, contention.slowdowns(table))[0] == 1.0
+    assert prediction.slowdown_for(run, contention.slowdowns(table))[1].startswith("assumed 1 (no calibration")
+    assert prediction.slowdown_for({**run, "model": "alexnet"}, contention.slowdowns(table)) == (
+        1.5,
+        "measured (contention.csv)",
+    )
+    assert prediction.slowdown_for({**run, "nodes": 4, "ranks_per_node": 1}, {}) == (1.0, "one rank per node")
+
+
+def test_the_model_multiplies_compute_and_gradient_readiness_by_the_slowdown():
+    base = {IO_S: 0.01, H2D_S: 0.0, FORWARD_S: 0.1, BACKWARD_S: 0.2, UPDATE_S: 0.02}
+    cost = model.ring_cost(2, 1e-4, 1e-9)
+    sizes, ready = [4 << 20, 4 << 20], [0.1, 0.2]
+    alone = model.predict(base, sizes, ready, 2, cost)
+    shared = model.predict(base, sizes, ready, 2, cost, slowdown=1.5)
+    assert model.predict(base, sizes, ready, 1, cost, slowdown=1.5)["iteration_s"] == pytest.approx(1.5 * 0.33)
+    assert shared["iteration_s"] - shared["comm_exposed_s"] == pytest.approx(1.5 * 0.33)
+    # the last gradient is ready at the end of backward, both slowed alike: the same exposed tail
+    assert shared["comm_exposed_s"] == pytest.approx(alone["comm_exposed_s"])
+
+
+def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
+    conf = tiny_config(tmp_path, classes=10, iterations=5)
+    run = tiny_run(framework="torch", ranks_per_node=2)
+    out = tmp_path / "calibration.jsonl"
+    calibration.calibrate(conf, run, 2, 2, env_record("torch"), out, tmp_path / "copies")
+    lines = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert [ln["first"] for ln in lines] == ["alone", "together"] and all("failure" not in ln for ln in lines)
+    assert all(ln["alone_s"] > 0 and ln["together_max_s"] >= ln["together_s"] > 0 for ln in lines)
+    # two copies in each trial's together, each a whole 1-rank run with its own records and status
+    for trial in (0, 1):
+        for copy in (0, 1):
+            status = json.loads(
+                (tmp_path / "copies" / f"trial{trial}" / "together" / f"copy{copy}" / "status.json").read_text()
+            )
+            assert status["status"] == "ok" and (status["nodes"], status["ranks_per_node"]) == (1, 1)
+    identity = {**IDENTITY, "batch_size": run["batch_size"]}
+    row = contention.table([(identity, 2, out)]).iloc[0]
+    assert row["trials"] == 2 and row["slowdown"] > 0 and row["failure"] == ""
+
+
+def test_a_calibration_whose_copies_fail_says_why_in_its_output(tmp_path):
+    conf = tiny_config(tmp_path)
+    run = tiny_run(framework="mxnet", layout="NHWC", ranks_per_node=2)  # MXNet's CPU convolutions are NCHW
+    out = tmp_path / "calibration.jsonl"
+    calibration.calibrate(conf, run, 2, 2, env_record("mxnet"), out, tmp_path / "copies")
+    lines = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert len(lines) == 1 and lines[0]["failure"].startswith("copy 0 of 1 failed:")
+    assert "layout NHWC" in lines[0]["failure"]

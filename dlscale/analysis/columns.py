@@ -210,6 +210,8 @@ SUMMARY = {
     "efficiency_ci_hi": "upper end of the efficiency's 95% interval",
     "train_flops_per_image": "training FLOPs per image (3 x forward; convolutions and fully connected layers)",
     "matmul_flops_s": "the framework's matrix-multiply rate on the study's device (peak.csv)",
+    "matmul_cores_used": "the cores that multiply used (peak.csv `cores_used`)",
+    "matmul_flops_s_bound": "the same multiply bound to threads_per_rank CPUs (peak.csv): what that many cores can do",
     "mfu": "model FLOP utilisation: throughput per rank x training FLOPs per image / matmul_flops_s",
 }
 
@@ -283,6 +285,8 @@ PEAK = {
     "repeats": "multiplies timed (0 where the framework could not run)",
     "cores_used": "the probe process's CPU time (all its threads) over the timed multiplies' wall time: more than "
     "`threads` means the rate came from more cores than a rank is given",
+    "matmul_flops_s_bound": "the same multiply with the process bound to `threads` CPUs (CPU only): what that many "
+    "cores can do; a rate far above it took more cores than it was given",
     "failure": "why there is no rate (a framework that cannot use the device)",
 }
 
@@ -336,7 +340,11 @@ MODEL = {
     "comm_total_s": "measured allreduce work per iteration, overlapped or not",
     "comm_exposed_s": "measured exposed communication: what the step waited for",
     "overlap_ratio": "1 - comm_exposed_s / comm_total_s",
-    "predicted_iteration_s": "the model's iteration: 1-rank compute + exposed communication",
+    "compute_slowdown": "what the model multiplied the 1-rank compute by: the slowdown of a rank sharing its node "
+    "with ranks_per_node - 1 others (contention.csv), 1 with one rank per node",
+    "slowdown_source": "where compute_slowdown came from: `measured (contention.csv)`, `one rank per node`, or "
+    "`assumed 1 (...)` where no calibration measured it",
+    "predicted_iteration_s": "the model's iteration: 1-rank compute x compute_slowdown + exposed communication",
     "predicted_comm_total_s": "the model's sum of the fused buffers' allreduce times",
     "predicted_comm_exposed_s": "how far the model's last allreduce ends after backward",
     "error_iteration": "(predicted - measured) / measured iteration time",
@@ -408,6 +416,18 @@ MODEL_ERROR = {
     "replay.off_target": _OFF_TARGET,
 }
 
+CONTENTION = {
+    **_BASELINE,
+    "ranks_per_node": "ranks sharing one node: the copies of the 1-rank run that ran at once",
+    "trials": "trials measured (each: the 1-rank run alone and the copies together, alternating which first)",
+    "alone_s": "mean iteration time of the copy alone, seconds (mean over trials)",
+    "together_s": "mean iteration time of the copies together, seconds (mean over copies and trials)",
+    "slowdown": "a rank's compute beside the others over alone: the geometric mean of the trials' paired ratios",
+    "slowdown_ci_lo": "lower end of the slowdown's 95% interval (Student-t on the log scale; empty with one trial)",
+    "slowdown_ci_hi": "upper end of the slowdown's 95% interval",
+    "failure": "why the calibration measured nothing (a copy that failed, and its reason)",
+}
+
 # Every table the pipeline writes under `results/`, by file name.
 TABLES = {
     paths.TABLES["tidy"]: TIDY,
@@ -427,6 +447,7 @@ TABLES = {
     paths.TABLES["replay"]: REPLAY,
     paths.TABLES["gradients"]: GRADIENTS,
     paths.TABLES["extrapolation"]: EXTRAPOLATION,
+    paths.TABLES["contention"]: CONTENTION,
 }
 # JSON outputs' keys (nested keys joined by a dot).
 JSON_KEYS = {paths.TABLES["model_error"]: MODEL_ERROR}
@@ -439,6 +460,10 @@ _RUN_PATH = paths.run_folder(
 )
 
 _T = paths.TABLES
+_CALIBRATION = paths.contention(
+    {k: f"<{k}>" for k in paths.WORD_KEYS}
+    | {"batch_size": "<B>", "loader_workers": "<W>", "threads_per_rank": "<T>", "ranks_per_node": "<R>"}
+)
 _REPLAY_FILES = f"{paths.REPLAY_PLANS}, {paths.replay('<N>')}.jsonl, {paths.replay('<N>')}.spec.json"
 
 # What lands where: every file and folder a study writes (paths under `results/` unless they start
@@ -495,6 +520,11 @@ OUTPUTS = {
         "the model's median errors, and the configurations off by more than 5% with the measured reason"
     ),
     _T["gradients"]: "gradient tensors and bytes per iteration, per framework and model",
+    _T["contention"]: "each configuration's compute slowdown when ranks_per_node ranks share a node, measured "
+    "(its 1-rank run alone and that many copies at once, `contention.trials` paired trials): what the model "
+    "multiplies the 1-rank compute by",
+    f"{_CALIBRATION}/": "one calibration: `trial<t>/{alone,together}/copy<i>/` (each a whole 1-rank run) "
+    "and, beside the folder, its trials as JSON lines (`.jsonl`)",
     _T["extrapolation"]: "PREDICTED efficiency for 2 ... `extrapolate.max_ranks` ranks over each link in "
     "`extrapolate.links`",
     "figures/{throughput,efficiency,phases}.{pdf,png}": "seaborn, faceted by model, hue framework, style the rest "

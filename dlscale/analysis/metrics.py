@@ -266,8 +266,11 @@ def add_mfu(summary, peak, flops):
     work = flops[keys + ["train_flops"]].rename(columns={"train_flops": "train_flops_per_image"})
     # a failed run known by its path alone (status.json unreadable) has no image size: no FLOPs
     summary = summary.drop(columns=["train_flops_per_image"], errors="ignore").merge(work, on=keys, how="left")
-    rate = dict(zip(zip(peak["framework"], peak["threads"]), peak["matmul_flops_s"]))
-    summary["matmul_flops_s"] = [rate.get(k, math.nan) for k in zip(summary["framework"], summary["threads_per_rank"])]
+    keys = list(zip(summary["framework"], summary["threads_per_rank"]))
+    # the probe's rate, its cores and its rate bound to that many CPUs (a peak.csv of before has the rate alone)
+    for column, source in (("matmul_flops_s",) * 2, ("matmul_cores_used", "cores_used"), ("matmul_flops_s_bound",) * 2):
+        found = dict(zip(zip(peak["framework"], peak["threads"]), peak[source])) if source in peak else {}
+        summary[column] = [found.get(k, math.nan) for k in keys]
     summary["mfu"] = (
         summary["throughput_img_per_s"]
         / summary["ranks"]

@@ -516,6 +516,7 @@ def _cores_lines(summary):
         _table(head, rows),
         "",
     ]
+    parts += _probe_lines(summary)
     parts += [
         f"- **Warning:** {r.framework} {r.model} at {r.ranks} rank(s) used {_num(r.cores_used, 3)} cores per rank, "
         f"more than the {_num(r.cores_given, 3)} its settings give: it computed on more of the machine than "
@@ -523,6 +524,32 @@ def _cores_lines(summary):
         for r in over.itertuples()
     ]
     return parts + ([""] if len(over) else [])
+
+
+def _probe_lines(summary):
+    """Each framework's matrix-multiply peak (MFU's denominator) beside the cores it used and the rate of
+    the same multiply bound to that many CPUs; a warning where the peak took more than it was given."""
+    if "matmul_cores_used" not in summary or summary["matmul_cores_used"].isna().all():
+        return []
+    probes = summary.drop_duplicates(["framework", "threads_per_rank"]).dropna(subset=["matmul_cores_used"])
+    head = ["framework", "threads", "matmul GFLOP/s", "cores used", "bound to that many CPUs, GFLOP/s"]
+    rows = [_probe_row(r) for r in probes.itertuples()]
+    over = probes[probes["matmul_cores_used"] > probes["threads_per_rank"] + CORES_ALLOWANCE]
+    warnings = [
+        f"- **Warning:** {r.framework}'s {r.threads_per_rank}-thread matrix multiply used {_num(r.matmul_cores_used)} "
+        "cores: its peak, and its MFU, are not of the cores a rank is given."
+        for r in over.itertuples()
+    ]
+    intro = (
+        "The matrix-multiply peak MFU divides by, the cores it used, and the same multiply bound to as many "
+        "CPUs as threads (what that many cores of this machine can do):"
+    )
+    return [intro, "", _table(head, rows), "", *warnings, *([""] if warnings else [])]
+
+
+def _probe_row(r):
+    rate, bound = _num(r.matmul_flops_s / 1e9), _num(r.matmul_flops_s_bound / 1e9)
+    return [r.framework, str(r.threads_per_rank), rate, _num(r.matmul_cores_used), bound]
 
 
 def _rules_lines(summary, config, pairs):

@@ -4,7 +4,9 @@ utilisation (MFU).
 Per framework, in a process of its own in that framework's Python (`--python FRAMEWORK=PATH` for
 one that runs apart from the workload environment: its own environment, a user's), with a rank's
 threads (`threads_per_rank`) and device: a square matrix multiply (dlscale/workloads/matmul.py);
-the rate is 2 N^3 / the median time.
+the rate is 2 N^3 / the median time, and the cores the process used while it multiplied. On the CPU
+the same multiply runs again with the process bound to `threads` CPUs (`matmul_flops_s_bound`): what
+that many cores can do, beside which a rate that took more cores than it was given stands out.
 
     python -m dlscale.runtime.peak OUT.csv --framework torch tensorflow mxnet --threads 1 [--device cpu|gpu]
         [--precision fp32|mixed] [--python jax=PATH]
@@ -87,6 +89,7 @@ def _probe(framework, threads, args, env):
         "matmul_flops_s_max": math.nan,
         "repeats": 0,
         "cores_used": math.nan,
+        "matmul_flops_s_bound": math.nan,
         "failure": "",
     }
     if proc.returncode or not lines:
@@ -96,6 +99,7 @@ def _probe(framework, threads, args, env):
         print(f"{framework}: no matrix-multiply rate ({args.device}): {row['failure']}", flush=True)
         return row
     t = json.loads(lines[-1])
+    row["matmul_flops_s_bound"] = _bound(cmd, env, threads, n) if args.device == "cpu" else math.nan
     row.update(
         matmul_flops_s=2 * n**3 / t["median_s"],
         matmul_flops_s_min=2 * n**3 / t["max_s"],
@@ -109,6 +113,19 @@ def _probe(framework, threads, args, env):
         flush=True,
     )
     return row
+
+
+def _bound(cmd, env, threads, n):
+    """The probe's rate with the process bound to `threads` of the CPUs this one may use (NaN where
+    there are fewer, or it fails)."""
+    cpus = sorted(os.sched_getaffinity(0))[:threads]
+    if len(cpus) < threads:
+        return math.nan
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, preexec_fn=lambda: os.sched_setaffinity(0, cpus)
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    return 2 * n**3 / json.loads(lines[-1])["median_s"] if proc.returncode == 0 and lines else math.nan
 
 
 def main(argv=None):

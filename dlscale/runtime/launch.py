@@ -23,14 +23,15 @@ from dlscale.runtime import allreduce, emulate, replay
 from dlscale.runtime import config as cfg
 from dlscale.runtime.checks import check_run, first_error
 from dlscale.runtime.execution import Interrupted, LaunchError, execute, job, job_failure
+from dlscale.workloads import frameworks
 
 WORKLOAD = ["-m", "dlscale.workloads.train"]
 
 
 def thread_env(threads):
-    """Compute threads of one rank, for every framework: OpenMP/MKL pools (PyTorch, MXNet, oneDNN)
-    and MXNet's engine workers; PyTorch and TensorFlow also set their pools in the workload."""
-    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "MXNET_CPU_WORKER_NTHREADS": str(threads)}
+    """Compute threads of one rank, for every framework (each package's THREAD_ENV); PyTorch, TensorFlow
+    and JAX also set their pools in the workload."""
+    return frameworks.thread_env(threads)
 
 
 def workload_command(python, spec_path):

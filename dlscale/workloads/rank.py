@@ -91,6 +91,8 @@ def provenance(trainer, spec):
                 "NVIDIA_TF32",
                 "OMPI_COMM_WORLD_SIZE",
                 "CUDA_VISIBLE",
+                "PJRT_NPROC",
+                "XLA_FLAGS",
             )
         )
     )

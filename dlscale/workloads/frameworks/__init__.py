@@ -9,6 +9,7 @@ configuration checks and the analysis can read it in an environment without the 
   LAYOUTS, BEST_LAYOUT    the layouts its models run, and the one its developers recommend
   LAYOUT_NOTE             why it runs no other layout (None where it runs both)
   LOADER                  its input pipeline, as a run record describes it
+  THREAD_ENV              the environment variables that hold its compute to a rank's threads
   HOROVOD_MODULE          its Horovod binding (where LIBRARIES has horovod), DATA_MODULES what
                           its loader imports for real images: with MODULES, what its runs need of a
                           Python (dlscale/runtime/environments.py)
@@ -58,6 +59,11 @@ def module(name, part):
     """One of the framework's working modules (`trainer`, `models`, `loader`, ...), imported now."""
     get(name)
     return importlib.import_module(f"{__name__}.{name}.{part}")
+
+
+def thread_env(threads):
+    """A rank's environment for `threads` compute threads: every framework's THREAD_ENV (each reads its own)."""
+    return {var: str(threads) for name in NAMES for var in get(name).THREAD_ENV}
 
 
 def default_library(name):

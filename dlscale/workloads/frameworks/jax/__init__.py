@@ -24,6 +24,10 @@ NOT_BUILT = {"horovod": "Horovod has no JAX binding"}
 # collectives.py (named here, where the tests' interpreter, which has no JAX, can read it).
 SLOW_RANK_ENV = "DLSCALE_SLOW_RANK"
 
+# The environment variables that hold a rank's compute to `threads_per_rank` threads, set by the
+# launcher for every rank and by the probe (frameworks.thread_env): the PJRT CPU client's pool (read
+# as the backend starts; `hold_threads` sets it with XLA_FLAGS).
+THREAD_ENV = ("PJRT_NPROC",)
 LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
 # What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
 DATA_MODULES = TENSORFLOW.MODULES[:1]  # its loader is TensorFlow's tf.data pipeline (loader.py): TensorFlow itself

@@ -20,6 +20,10 @@ NOT_BUILT = {
     "native": "MXNet's own distributed path is a parameter server (kvstore dist_sync) with its own launcher, not built"
 }
 
+# The environment variables that hold a rank's compute to `threads_per_rank` threads, set by the
+# launcher for every rank and by the probe (frameworks.thread_env): its OpenMP pools (its oneDNN
+# kernels) and its engine workers, read at import.
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 LOADER = "mx.io.ImageRecordIter, preprocess threads, OpenCV decode"
 # What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.mxnet"

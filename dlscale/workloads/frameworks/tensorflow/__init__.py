@@ -20,6 +20,10 @@ LIBRARIES = ("horovod", "native")
 NATIVE = "tf.distribute.MultiWorkerMirroredStrategy, collective all-reduce (ring over gRPC on the CPU, NCCL on GPUs)"
 NOT_BUILT = {}
 
+# The environment variables that hold a rank's compute to `threads_per_rank` threads, set by the
+# launcher for every rank and by the probe (frameworks.thread_env): none: its pools are set in the
+# process (tf.config.threading), oneDNN runs on them.
+THREAD_ENV = ()
 LOADER = "tf.data TFRecordDataset, parallel map (private thread pool), decode_and_crop_jpeg"
 # What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.tensorflow"

@@ -17,6 +17,10 @@ LIBRARIES = ("horovod", "native")
 NATIVE = "torch.distributed DistributedDataParallel (gloo on the CPU, NCCL on GPUs)"
 NOT_BUILT = {}
 
+# The environment variables that hold a rank's compute to `threads_per_rank` threads, set by the
+# launcher for every rank and by the probe (frameworks.thread_env): its OpenMP pools (oneDNN runs on
+# OpenMP); the trainer also calls torch.set_num_threads.
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 LOADER = "torch.utils.data.DataLoader, worker processes, Pillow decode"
 # What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.torch"

@@ -166,7 +166,10 @@ def test_plan_without_candidates_predicts_the_studys_own_placements(studies, tmp
         ({"name": "x", "colour": "red"}, "unknown key(s) ['colour']"),
         ({"name": "x", "compute_factor": 2, "device_study": "s"}, "device_study or compute_factor, not both"),
         ({"nodes": 2}, "needs a `name`"),
-        ({"name": "x", "contention": 0}, "contention (a rank's compute slowdown beside the others on its node) must be > 0"),
+        (
+            {"name": "x", "contention": 0},
+            "contention (a rank's compute slowdown beside the others on its node) must be > 0",
+        ),
     ],
 )
 def test_a_bad_candidate_is_named(studies, tmp_path, candidate, message):

@@ -170,7 +170,9 @@ def test_figures_and_reports(study):
     assert md.count("| mxnet (horovod) / torch (horovod) | tinynet |") == len(pairs)
     assert set(pairs["verdict"]) <= {"a faster", "b faster", "equal", "unresolved"} and (pairs["blocks"] >= 2).all()
     # the model's error as a table, one row per predicted configuration; no raw JSON
-    assert "| configuration | runs | measured iteration (s) | predicted (s) | error | reason |" in md
+    head = "| configuration | runs | measured iteration (s) | predicted (s) | compute slowdown | error | reason |"
+    rows = md.split(head)[1].split("\n\n")[0]
+    assert rows.count("(measured (contention.csv))") == 2  # each 2-rank row with its measured slowdown
     assert md.count("| torch tinynet overlap") + md.count("| mxnet tinynet overlap") == 2 and "```json" not in md
     html = results / paths.HTML_REPORT
     proc = subprocess.run(

@@ -236,7 +236,15 @@ def model_tables(model, model_error):
             ]
         lines += [
             _table(
-                ["configuration", "runs", "measured iteration (s)", "predicted (s)", "error", "reason"],
+                [
+                    "configuration",
+                    "runs",
+                    "measured iteration (s)",
+                    "predicted (s)",
+                    "compute slowdown",
+                    "error",
+                    "reason",
+                ],
                 _model_rows(model, model_error),
             ),
             "",
@@ -256,6 +264,9 @@ def _model_rows(model, model_error):
     rows = []
     for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
         m = g[["iteration_s", "predicted_iteration_s", "error_iteration"]].median()
+        slowdown = (
+            f"x{g['compute_slowdown'].median():.3g} ({g['slowdown_source'].iloc[0]})" if "compute_slowdown" in g else ""
+        )
         why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
         rows.append(
             [
@@ -267,6 +278,7 @@ def _model_rows(model, model_error):
                 str(len(g)),
                 _num(m.iteration_s),
                 _num(m.predicted_iteration_s),
+                slowdown,
                 _pct(m.error_iteration),
                 why,
             ]

@@ -109,6 +109,7 @@ FAST_MODULES = {
     "test_metrics",
     "test_model",
     "test_overhead_bench",
+    "test_processes",
     "test_records",
     "test_samples",
 }

@@ -4,6 +4,7 @@ iterations, every thread and every loader worker process counted) is measured wi
 a promise like `threads_per_rank` is checked, not assumed. Imports nothing of the project."""
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc's CPU times are in clock ticks
 # progress threads, the interpreter's own work. Measured 2026-11-27 at 1 thread and 1 loader worker:
 # PyTorch 1.09, TensorFlow 1.10, MXNet 1.05 cores (bench/results/cores.csv has this machine's).
 CORES_ALLOWANCE = 0.2
+BUSIEST = 8  # threads by name a rank's record lists with the cores each used
 
 
 def _fields(pid):
@@ -52,6 +54,20 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime (proc(5) fields 14, 15)
 
 
+def thread_seconds(pid):
+    """{thread name: CPU seconds} of `pid`'s threads now, by the names the threads gave themselves with
+    trailing numbers dropped (a pool's threads add up under one name); {} for a process that has ended."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").glob("[0-9]*"):
+        try:
+            name = re.sub(r"[\d_:-]+$", "", (task / "comm").read_text().strip()) or "?"
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # a thread that ended while it was read
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) * TICK_S
+    return out
+
+
 def threads(pid):
     """Threads of `pid` now (0 for a process that has ended)."""
     try:
@@ -70,29 +86,41 @@ class CpuMeter:
         self.pid = os.getpid() if pid is None else pid
         self.begin = None
 
+    def _named(self, pids):
+        """{thread name: CPU seconds} over the process tree (a loader's worker processes by their names)."""
+        out = {}
+        for pid in pids:
+            for name, s in thread_seconds(pid).items():
+                out[name] = out.get(name, 0.0) + s
+        return out
+
     def _now(self):
         seconds = {p: cpu_seconds(p) for p in descendants(self.pid)}
         # the process itself to the nanosecond where it is this one (/proc counts 10 ms ticks: a short
         # measured loop would read as a whole tick more or less)
         seconds[self.pid] = time.process_time() if self.pid == os.getpid() else cpu_seconds(self.pid)
-        return time.perf_counter(), {p: s for p, s in seconds.items() if s is not None}
+        return time.perf_counter(), {p: s for p, s in seconds.items() if s is not None}, self._named(seconds)
 
     def start(self):
         self.begin = self._now()
 
     def stop(self):
-        """{"cpu_s", "cpu_wall_s", "cores_used", "processes", "threads"} since `start()`: CPU seconds
-        of the process tree (a process that started in between counts from 0), the wall time, their
-        ratio, and the tree's processes and threads at the end."""
+        """{"cpu_s", "cpu_wall_s", "cores_used", "processes", "threads", "by_thread"} since `start()`: CPU
+        seconds of the process tree (a process that started in between counts from 0), the wall time,
+        their ratio, the tree's processes and threads at the end, and the cores its busiest threads
+        used by name (the compute pool, a loader's, the communication library's, apart)."""
         if self.begin is None:  # nothing was measured
             return {}
-        (t0, before), (t1, after) = self.begin, self._now()
+        (t0, before, named_before), (t1, after, named) = self.begin, self._now()
         cpu = sum(s - before.get(p, 0.0) for p, s in after.items())
         wall = t1 - t0
+        busiest = sorted(((s - named_before.get(n, 0.0), n) for n, s in named.items()), reverse=True)[:BUSIEST]
         return {
             "cpu_s": cpu,
             "cpu_wall_s": wall,
             "cores_used": cpu / wall if wall > 0 else None,
             "processes": len(after),
             "threads": sum(threads(p) for p in after),
+            # where the cores went: the busiest threads by name, cores each (10 ms ticks: rough on short loops)
+            "by_thread": {n: round(c / wall, 3) for c, n in busiest if wall > 0 and c > 0},
         }

@@ -3,7 +3,8 @@
 The writer (in every workload) and the parser (in the pipeline) share the constants below. A rank's
 file holds one ``run`` record (identity and provenance), one ``step`` record per iteration
 (warm-up included, flagged; native timing's traced iterations flagged `profiled`) and, if the rank
-finished, one ``end`` record. A step record of a phased run holds every phase's seconds; one of a
+finished, one ``end`` record (with `cpu`: the cores its processes used over the measured iterations,
+dlscale/core/processes.py). A step record of a phased run holds every phase's seconds; one of a
 native run holds the wall time only (its phases come from the trace). A malformed line is an
 error naming the file and line; nothing is dropped silently.
 """

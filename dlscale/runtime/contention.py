@@ -7,7 +7,7 @@ same threads, data and loader as a study run), in alternating order over `trials
 the machine's drift falls on both alike. Each trial gives the mean measured iteration of the copies
 together over that of the copy alone: a rank's compute slowdown beside k - 1 others, s_k, which
 shared caches, memory bandwidth and the cores loaders and interpreters use make more than 1.
-The trials' lines go to OUT (JSON lines, CONTENTION_SCHEMA); the analysis turns them into
+The trials' lines go to OUT (JSON lines, SCHEMA); the analysis turns them into
 results/contention.csv (dlscale/analysis/contention.py).
 """
 
@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from dlscale.core.records import parse_file
+from dlscale.core.samples import steady_start
 from dlscale.core.vocabulary import STATUS, records_name
 from dlscale.runtime import launch
 
@@ -51,12 +52,13 @@ def copies_of(config, run, count, folder, env_record):
 
 
 def _mean_iteration(run_dir):
-    """Mean wall time of a 1-rank run's measured iterations (warm-up and traced ones left out)."""
+    """Mean wall time of a 1-rank run's measured iterations, as the study's own runs are measured (warm-up,
+    traced and not yet steady iterations left out: dlscale/core/samples.py)."""
     records, errors = parse_file(run_dir / records_name(0))
     if errors:
         raise RuntimeError(f"{run_dir}: {errors[0]}")
     times = [r["wall_s"] for r in records if r["kind"] == "step" and not r["warmup"] and not r.get("profiled")]
-    return statistics.mean(times)
+    return statistics.mean(times[steady_start(times) :])
 
 
 def _count(kind, copies):

@@ -275,7 +275,13 @@ def analyse(study, draw=True):
     steps.write_comm(Job.of(output=comm_out, params={"sweeps": sweeps}, log=log("allreduce_tables")))
     model_figures = figures.figure_paths(res / "figures", figures.MODEL_FIGURES)
     study_figures = figures.figure_paths(res / "figures", figures.FIGURES)
-    model_in = {k: csv[k] for k in ("run_metrics", "runs", "tensors", "replayed")}
+    # the shape's calibrations, none of which ran: each says so, and the model assumes no slowdown there
+    fixed = {k: c[k] for k in ("image_size", "classes", "precision")}
+    asked = cfg.calibrations({**c, "contention": {"trials": 1}})  # as if the shape had asked for them
+    calibrations = [[{**run, **fixed}, str(res / f"{paths.contention(run)}.jsonl")] for run in asked]
+    calibrated = {"calibrations": json.dumps(calibrations)}
+    steps.write_contention(Job.of(output=[csv["contention"]], params=calibrated, log=log("contention_table")))
+    model_in = {k: csv[k] for k in ("run_metrics", "runs", "tensors", "replayed", "contention")}
     model_in |= {"sweep": csv["allreduce"], "fit": csv["allreduce_fit"], "plans": []}
     model_out = {
         "table": csv["model"],
@@ -329,6 +335,15 @@ def check_tables(study):
     assert list(pd.read_csv(res / "run_metrics.csv").columns) == metrics.RUN_METRICS_COLUMNS
     assert list(pd.read_csv(res / "allreduce.csv").columns) == comm.SWEEP_COLUMNS
     assert list(pd.read_csv(res / "allreduce_fit.csv").columns) == comm.FIT_COLUMNS
+
+    # a calibration per configuration on 2 or more ranks per node; none ran, so each says so and the
+    # model assumes no slowdown there, saying so too
+    calibrated = pd.read_csv(res / "contention.csv", keep_default_na=False)
+    shared = {(r["framework"], r["model"], r["ranks_per_node"]) for r in study.runs if r["ranks_per_node"] > 1}
+    assert set(zip(calibrated["framework"], calibrated["model"], calibrated["ranks_per_node"])) == shared
+    assert (calibrated["failure"] == "no trial measured").all() and (calibrated["slowdown"] == "").all()
+    modelled = pd.read_csv(res / "model.csv", keep_default_na=False)
+    assert modelled.loc[modelled["ranks_per_node"] > 1, "slowdown_source"].str.startswith("assumed 1").all()
 
     runs = pd.read_csv(res / "runs.csv", keep_default_na=False)
     assert set(tidy.RUNS_COLUMNS) <= set(runs.columns)

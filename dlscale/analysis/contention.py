@@ -63,7 +63,12 @@ def table(calibrations):
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 
+def key(identity, ranks_per_node):
+    """A calibration's key in `slowdowns`: a configuration's MATCH values and its ranks per node."""
+    return (*(identity[k] for k in MATCH), int(ranks_per_node))
+
+
 def slowdowns(contention):
-    """{(MATCH key..., ranks_per_node): slowdown} of the calibrations that measured one."""
+    """{key: slowdown} of the calibrations that measured one."""
     good = contention.dropna(subset=["slowdown"])
-    return {(*(r[k] for k in MATCH), int(r["ranks_per_node"])): float(r["slowdown"]) for _, r in good.iterrows()}
+    return {key(r, r["ranks_per_node"]): float(r["slowdown"]) for _, r in good.iterrows()}

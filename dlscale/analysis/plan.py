@@ -216,7 +216,7 @@ def _slowdown(source, candidate, ident):
         return 1.0, "none: one device per node"
     if "contention" in candidate:
         return float(candidate["contention"]), f"stated: {candidate['contention']:g} at {per_node} per node"
-    key = (*(ident[k] for k in BASELINE_KEYS), per_node)
+    key = contention.key(ident, per_node)
     if candidate["compute_factor"] == 1 and key in source["slowdowns"]:
         return source["slowdowns"][key], f"measured: {source['name']}'s contention.csv, {per_node} ranks per node"
     return 1.0, f"assumed: 1 ({per_node} devices per node computing as fast as one alone; none measured or stated)"

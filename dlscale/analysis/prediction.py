@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from dlscale.analysis import contention
 from dlscale.analysis.contention import ASSUMED
 from dlscale.analysis.model import COMPUTE, error_parts, predict, relative_error, ring_cost, sweep_cost
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
@@ -194,7 +195,7 @@ def slowdown_for(run, slowdowns):
     the calibration's where measured (contention.csv), else the assumption of 1, said."""
     if run["ranks_per_node"] == 1:
         return 1.0, "one rank per node"
-    measured = slowdowns.get((*(run[k] for k in MATCH), int(run["ranks_per_node"])))
+    measured = slowdowns.get(contention.key(run, run["ranks_per_node"]))
     if measured is None:
         return (
             ASSUMED,

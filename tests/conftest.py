@@ -102,6 +102,7 @@ def tiny_config(tmp_path, **overrides):
 # other test is `slow`. `pytest -m "not slow"` runs the fast tier (docs/contributing.md).
 FAST_MODULES = {
     "test_architecture",
+    "test_blocks",
     "test_check_run",
     "test_comparisons",
     "test_config",

@@ -95,7 +95,8 @@ def test_drift_resolved_by_blocks_not_by_independent_analysis():
     assert row["ratio"] == pytest.approx(1.1) and row["verdict"] == "a faster"
     assert row["ratio_ci_lo"] == pytest.approx(1.1) and row["ratio_ci_hi"] == pytest.approx(1.1)
     assert row["ratio_independent"] == pytest.approx(1.1) and row["verdict_independent"] == "unresolved"
-    assert math.isnan(row["blocks_needed"])
+    assert row["ratio_paired"] == pytest.approx(1.1) and row["verdict_paired"] == "a faster"
+    assert math.isnan(row["blocks_needed"]) and math.isnan(row["blocks_needed_paired"])
 
 
 def test_every_framework_compared_at_its_default_library():
@@ -110,6 +111,7 @@ def test_unresolved_pair_says_blocks_needed():
     runs = _runs({"mxnet": [0.10, 0.13, 0.09], "torch": [0.11, 0.10, 0.12]})
     row = comparisons.study(metrics.summarize(runs), runs).iloc[0]
     assert row["verdict"] == "unresolved" and row["blocks_needed"] > 3
+    assert row["verdict_paired"] == "unresolved" and row["blocks_needed_paired"] > 3
 
 
 def test_holm_over_the_family_is_stricter_than_one_test():
@@ -118,8 +120,8 @@ def test_holm_over_the_family_is_stricter_than_one_test():
                           "mean_log_independent": [0.05] * 20, "se_log_independent": [0.02] * 20,
                           "df_independent": [2] * 20})  # fmt: skip
     decided = comparisons.decide(table)
-    assert (decided["p"] < 0.05).all() and (decided["p_holm"] > 0.05).all()
-    assert (decided["verdict"] == "unresolved").all()
+    assert (decided["p_paired"] < 0.05).all() and (decided["p_holm_paired"] > 0.05).all()
+    assert (decided["verdict_paired"] == "unresolved").all()
 
 
 @settings(max_examples=60, deadline=None)
@@ -131,7 +133,7 @@ def test_intervals_always_positive(times, factor):
         assert not (summary[col] <= 0).any()
     assert not np.isinf(summary[["throughput_img_per_s_ci_lo", "throughput_img_per_s_ci_hi"]].to_numpy()).any()
     table = comparisons.study(summary, runs)
-    for col in ("ratio_ci_lo", "ratio_independent_ci_lo"):
+    for col in ("ratio_ci_lo", "ratio_paired_ci_lo", "ratio_independent_ci_lo"):
         assert not (table[col] <= 0).any()
 
 

@@ -155,12 +155,19 @@ def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_
     mean, se = sum(logs) / 3, pd.Series(logs).std(ddof=1) / math.sqrt(3)
     ratio = math.exp(mean)
     lo, hi = math.exp(mean - 4.302653 * se), math.exp(mean + 4.302653 * se)
-    assert ratios.loc["m", "ratio"] == pytest.approx(ratio)
-    assert (ratios.loc["m", "ratio_ci_lo"], ratios.loc["m", "ratio_ci_hi"]) == pytest.approx((lo, hi))
+    assert ratios.loc["m", "ratio_paired"] == pytest.approx(ratio)
+    assert (ratios.loc["m", "ratio_paired_ci_lo"], ratios.loc["m", "ratio_paired_ci_hi"]) == pytest.approx((lo, hi))
     # alone it differs from 1 (p < 0.05); Holm's adjustment over the family (its 2 hypotheses) does not resolve it
-    assert ratios.loc["m", "p"] < 0.05 < ratios.loc["m", "p_holm"] and ratios.loc["m", "blocks"] == 3
-    assert ratios.loc["m", "verdict"] == "unresolved" and ratios.loc["m", "blocks_needed"] > 3
-    assert ratios.loc["other", "verdict"] == "unresolved" and ratios.loc["other", "ratio"] == pytest.approx(1.0)
+    assert ratios.loc["m", "p_paired"] < 0.05 < ratios.loc["m", "p_holm_paired"] and ratios.loc["m", "blocks"] == 3
+    assert ratios.loc["m", "verdict_paired"] == "unresolved" and ratios.loc["m", "blocks_needed_paired"] > 3
+    assert ratios.loc["other", "verdict_paired"] == "unresolved" and ratios.loc["other", "ratio"] == pytest.approx(1.0)
+    # two cells in 3 complete blocks: the block model is the paired t test, its family this one pair
+    assert ratios.loc["m", "ratio"] == pytest.approx(ratio) and ratios.loc["m", "p_tukey"] == pytest.approx(
+        ratios.loc["m", "p_paired"]
+    )
+    assert (ratios.loc["m", "ratio_ci_lo"], ratios.loc["m", "ratio_ci_hi"]) == pytest.approx((lo, hi))
+    assert ratios.loc["m", "verdict"] == ("a faster" if lo > 1 else "b faster" if hi < 1 else "unresolved")
+    assert ratios.loc["other", "verdict"] == "unresolved"  # one block, nothing to pool with
 
     from dlscale.analysis import report
 

@@ -236,15 +236,28 @@ COMPARISONS = {
         )
     },
     "blocks": "blocks (repeat indices) in which both sides ran ok: the paired analysis's sample",
-    "ratio": "paired: a / b throughput, the geometric mean of the blocks' within-block ratios",
-    "ratio_ci_lo": "lower end of the paired ratio's 95% interval (Student-t on the log scale; empty below 2 blocks)",
-    "ratio_ci_hi": "upper end of the paired ratio's 95% interval",
-    "p": "paired: p-value of the ratio being 1 (two-sided t on the blocks' log ratios), unadjusted",
-    "p_holm": "p, Holm-adjusted over the study's paired family (2 hypotheses per comparison)",
-    "p_equal_holm": "paired: p-value of the ratio lying outside 0.95-1.05 (two one-sided tests), Holm-adjusted",
-    "verdict": "paired, at a family-wise 5%: `a faster`, `b faster`, `equal` (within 0.95-1.05) or `unresolved`",
-    "blocks_needed": "for an unresolved paired comparison: the blocks that would resolve it at its measured mean "
-    "and spread (Bonferroni level, Holm's strictest step); 201: out of reach",
+    "ratio": "block model (the verdict): a / b throughput, exp of the difference of the two cells' estimates in "
+    "the configuration's fit of log throughput on cell and block (blocks.csv)",
+    "ratio_ci_lo": "lower end of the block model's simultaneous 95% interval (Tukey-Kramer over the "
+    "configuration's cells; empty without residual degrees of freedom)",
+    "ratio_ci_hi": "upper end of the block model's simultaneous 95% interval",
+    "p_tukey": "block model: p-value of the ratio being 1, Tukey-adjusted over the configuration's pairs of cells",
+    "p_equal_tukey": "block model: p-value of the ratio lying outside 0.95-1.05 (two one-sided tests at the same "
+    "family's critical values)",
+    "verdict": "block model, at 5% per configuration: `a faster`, `b faster`, `equal` (within 0.95-1.05) or "
+    "`unresolved`; agrees with the interval (faster exactly when it excludes 1)",
+    "blocks_needed": "for an unresolved comparison: the complete blocks at which the block model would resolve it "
+    "at its measured ratio and residual spread; 201: out of reach",
+    "ratio_paired": "paired: a / b throughput, the geometric mean of the blocks' within-block ratios",
+    "ratio_paired_ci_lo": "lower end of the paired ratio's 95% interval (Student-t on the log scale; empty below 2 "
+    "blocks; not adjusted)",
+    "ratio_paired_ci_hi": "upper end of the paired ratio's 95% interval",
+    "p_paired": "paired: p-value of the ratio being 1 (two-sided t on the blocks' log ratios), unadjusted",
+    "p_holm_paired": "p_paired, Holm-adjusted over the study's paired family (2 hypotheses per comparison)",
+    "p_equal_holm_paired": "paired: p-value of the ratio lying outside 0.95-1.05 (two one-sided tests), Holm-adjusted",
+    "verdict_paired": "paired, at a family-wise 5% over the study: `a faster`, `b faster`, `equal` or `unresolved`",
+    "blocks_needed_paired": "for an unresolved paired comparison: the blocks that would resolve it at its measured "
+    "mean and spread (Bonferroni level, Holm's strictest step); 201: out of reach",
     "ratio_independent": "independent: a / b of the two throughputs (summary.csv's harmonic means)",
     "ratio_independent_ci_lo": "lower end of the independent ratio's 95% interval (delta method on the log scale)",
     "ratio_independent_ci_hi": "upper end of the independent ratio's 95% interval",
@@ -252,6 +265,24 @@ COMPARISONS = {
     "p_holm_independent": "p_independent, Holm-adjusted over the study's independent family",
     "p_equal_holm_independent": "independent: p-value of the ratio lying outside 0.95-1.05, Holm-adjusted",
     "verdict_independent": "independent, at a family-wise 5%: `a faster`, `b faster`, `equal` or `unresolved`",
+}
+
+BLOCKS = {
+    **{k: v for k, v in RUN.items() if k not in ("framework", "comm_library", "repeat")},
+    "ranks": "nodes x ranks_per_node",
+    "cells": "the (framework, library) cells that ran ok in this configuration: the model's levels",
+    "blocks": "the blocks (repeat indices) with an ok run of this configuration",
+    "runs": "ok runs fitted",
+    "residual_df": "the fit's residual degrees of freedom: runs - cells - blocks + 1 ((cells-1)(blocks-1) when "
+    "complete)",
+    "residual_sd_log": "the fit's residual standard deviation of log throughput (about the run-to-run CV)",
+    "shapiro_p": "Shapiro-Wilk p of the residuals (normality; empty below 3 runs or without spread)",
+    "levene_p": "Levene p (about the median) of equal residual variance across the cells (empty below 2 runs a cell)",
+    "bartlett_p": "Bartlett p of equal residual variances across the study's configurations (each with its own "
+    "degrees of freedom; empty below two)",
+    "pooled": "whether the comparisons use the pooled variance: True where Bartlett's test did not reject at 5%",
+    "df": "the degrees of freedom the comparisons use: pooled over the configurations, or this one's own",
+    "sd_log": "the residual standard deviation the comparisons use: pooled, or this one's own",
 }
 
 ORDER = {
@@ -437,6 +468,7 @@ TABLES = {
     paths.TABLES["summary"]: SUMMARY,
     paths.TABLES["second_pass"]: SECOND_PASS,
     paths.TABLES["comparisons"]: COMPARISONS,
+    paths.TABLES["blocks"]: BLOCKS,
     paths.TABLES["order"]: ORDER,
     paths.TABLES["peak"]: PEAK,
     paths.TABLES["flops"]: FLOPS,
@@ -492,8 +524,12 @@ OUTPUTS = {
     _T["run_metrics"]: "one row per run: its iteration time, throughput and mean phase times over its measured "
     "iterations, the table the summary, the replay plans and the model read",
     _T["comparisons"]: "one row per pair of frameworks (each at its default library) and per framework run through "
-    "both libraries, in each configuration both sides ran: a / b paired by block and independent, each with its 95% "
-    "interval, Holm-adjusted tests and verdict (the report's tables and figure read it)",
+    "both libraries, in each configuration both sides ran: a / b by the block model (the verdict: Tukey's "
+    "simultaneous 95% interval and tests per configuration), and beside it paired by block and independent, each "
+    "with its 95% interval, Holm-adjusted tests and verdict (the report's tables and figure read it)",
+    _T["blocks"]: "one row per configuration: the block model's fit of log throughput on cell (framework, "
+    "library) and block, its residual checks, and whether its comparisons use the variance pooled over the "
+    "configurations (`dlscale/analysis/blocks.py`)",
     _T["order"]: "the first pass's runs in the order the `design` gives them: block by block, each block in its "
     "seeded random order (`dlscale/runtime/design.py`)",
     _T["second_pass"]: "with `second_pass`: one row per configuration of the first pass, its interval and the "

@@ -1,22 +1,25 @@
 """Comparisons of two levels of a dimension (two frameworks, two libraries), configuration by
-configuration, made two ways from the same runs, and decided with the study's family-wise error
-controlled.
+configuration, made three ways from the same runs.
 
-- paired (the design's analysis): a block is one repeat index; under `design: {order: blocked}`
+- the block model (the study's verdict; blocks.py): every run of a configuration in one model of
+  log throughput on cell (framework, library) and block, pairs compared with Tukey's simultaneous
+  intervals and tests, one family per configuration. Columns without a suffix.
+- paired (`_paired`, beside it): a block is one repeat index; under `design: {order: blocked}`
   every configuration runs once per block, so a shared machine's slow drift falls on both sides of
   a pair alike. Each block gives one within-block ratio of the two runs' throughputs; the estimate
   is their geometric mean, its 95% interval Student-t on the log scale (always positive).
-- independent (beside it, on the same runs): the ratio of the two sides' throughputs (summary.csv's
-  harmonic means) with a delta-method interval on the log scale, se(log a/b)^2 = (se_a/a)^2 +
-  (se_b/b)^2, min(n_a, n_b) - 1 degrees of freedom.
+- independent (`_independent`, beside it, on the same runs): the ratio of the two sides'
+  throughputs (summary.csv's harmonic means) with a delta-method interval on the log scale,
+  se(log a/b)^2 = (se_a/a)^2 + (se_b/b)^2, min(n_a, n_b) - 1 degrees of freedom.
 
-Each comparison tests two hypotheses: the ratio is 1 (two-sided t), and the ratio lies outside the
-equivalence band EQUAL (two one-sided tests). Holm's step-down procedure adjusts the p-values of all
-of a study's hypotheses of one analysis together (2 per comparison), so the verdicts hold at a
-family-wise error of ALPHA. A comparison is resolved when one of its two hypotheses is rejected:
-`a faster` / `b faster`, or `equal` (within the band); else `unresolved`, with the blocks a paired
-comparison needs at its measured mean and spread (at the Bonferroni level ALPHA / hypotheses, the
-strictest step of Holm's)."""
+Each per-pair comparison tests two hypotheses: the ratio is 1 (two-sided t), and the ratio lies
+outside the equivalence band EQUAL (two one-sided tests). Holm's step-down procedure adjusts the
+p-values of all of a study's hypotheses of one analysis together (2 per comparison), so its verdicts
+hold at a family-wise error of ALPHA (its intervals are each at 95%, not adjusted: only the block
+model's intervals are simultaneous with its verdicts). A comparison is resolved when one of its two
+hypotheses is rejected: `a faster` / `b faster`, or `equal` (within the band); else `unresolved`,
+with the blocks it needs at its measured spread (`blocks_needed`: the block model's;
+`blocks_needed_paired`: at the Bonferroni level ALPHA / hypotheses, the strictest step of Holm's)."""
 
 import math
 
@@ -24,15 +27,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dlscale.analysis import blocks
+from dlscale.analysis.verdicts import ALPHA, CONFIDENCE, EQUAL, MOST_BLOCKS, RATE, RESOLVED, verdict
 from dlscale.core.vocabulary import CONFIG_KEYS
 from dlscale.workloads.frameworks import HOROVOD, NATIVE, default_library
-
-ALPHA = 0.05
-CONFIDENCE = 0.95
-EQUAL = (0.95, 1.05)  # a ratio inside this band is "equal within the precision target"
-MOST_BLOCKS = 200  # beyond this a comparison is called out of reach
-RESOLVED = ("a faster", "b faster", "equal")
-RATE = "throughput_img_per_s"
 
 
 def log_interval(mean_log, se_log, df, confidence=CONFIDENCE):
@@ -69,15 +67,6 @@ def holm(pvalues):
         running = max(running, min(1.0, (m - i) * p[k]))
         out[k] = running
     return out
-
-
-def verdict(ratio, p_diff, p_equal, alpha=ALPHA):
-    """What the (adjusted) tests resolve: `a faster`, `b faster`, `equal` or `unresolved`."""
-    if p_diff < alpha:
-        return "a faster" if ratio > 1 else "b faster"
-    if p_equal < alpha:
-        return "equal"
-    return "unresolved"
 
 
 def blocks_needed(mean_log, sd_log, level, band=EQUAL, most=MOST_BLOCKS):
@@ -155,14 +144,15 @@ def pairs(summary, runs, dimension, a, b, where=lambda level: {}):
 
 
 def decide(table, alpha=ALPHA):
-    """Both analyses' intervals, Holm-adjusted p-values, verdicts and (paired) blocks needed for
-    every row of `table` (the study's whole family of comparisons)."""
+    """The paired and the independent analyses' intervals, Holm-adjusted p-values and verdicts, and
+    the blocks an unresolved paired comparison needs, for every row of `table` (the study's whole
+    family of comparisons); the block model's columns stay empty (`study` fills them)."""
     if table.empty:
         return pd.DataFrame(columns=COLUMNS)
     out = table.copy()
     se_paired = out["sd_log"] / np.sqrt(out["blocks"].where(out["blocks"] > 0))
     for name, mean, se, df in (
-        ("", out["mean_log"], se_paired, out["blocks"] - 1),
+        ("_paired", out["mean_log"], se_paired, out["blocks"] - 1),
         ("_independent", out["mean_log_independent"], out["se_log_independent"], out["df_independent"]),
     ):
         intervals = [log_interval(m, s, d) for m, s, d in zip(mean, se, df)]
@@ -171,12 +161,38 @@ def decide(table, alpha=ALPHA):
         adjusted = holm(p.ravel()).reshape(-1, 2)
         out[f"p{name}"], out[f"p_holm{name}"], out[f"p_equal_holm{name}"] = p[:, 0], adjusted[:, 0], adjusted[:, 1]
         out[f"verdict{name}"] = [verdict(r, d, e, alpha) for r, d, e in zip(out[f"ratio{name}"], *adjusted.T)]
-    hypotheses = max(2, 2 * int(np.isfinite(out["p"]).sum()))  # the paired family's size
-    out["blocks_needed"] = [
+    hypotheses = max(2, 2 * int(np.isfinite(out["p_paired"]).sum()))  # the paired family's size
+    out["blocks_needed_paired"] = [
         (math.nan if v in RESOLVED else blocks_needed(m, s, alpha / hypotheses))
-        for v, m, s in zip(out["verdict"], out["mean_log"], out["sd_log"])
+        for v, m, s in zip(out["verdict_paired"], out["mean_log"], out["sd_log"])
     ]
     return out.reindex(columns=COLUMNS)
+
+
+def _cells(table):
+    """Each comparison's two cells (framework, library) as the block model names them."""
+    by_framework = table["dimension"] == "framework"
+    a = np.where(by_framework, table["a"], table["framework"]), np.where(by_framework, table["a_library"], table["a"])
+    b = np.where(by_framework, table["b"], table["framework"]), np.where(by_framework, table["b_library"], table["b"])
+    return list(zip(*a)), list(zip(*b))
+
+
+def with_block_model(table, runs, alpha=ALPHA):
+    """`decide`'s table with the block model's columns (blocks.py) for each comparison: its cells'
+    pair in its configuration, the ratio a / b, simultaneous interval, adjusted tests and verdict."""
+    rows, _ = blocks.pair_rows(runs, alpha)
+    if table.empty or rows.empty:
+        return table
+    decided = pd.concat([rows[blocks.KEYS + ["a", "b"]], blocks.decide(rows, alpha)], axis=1)
+    flipped = decided.rename(columns={"a": "b", "b": "a"}).assign(
+        ratio=1 / decided["ratio"], ratio_ci_lo=1 / decided["ratio_ci_hi"], ratio_ci_hi=1 / decided["ratio_ci_lo"],
+        verdict=decided["verdict"].replace({"a faster": "b faster", "b faster": "a faster"}),
+    )  # fmt: skip
+    both = pd.concat([decided, flipped], ignore_index=True).rename(columns={"a": "cell_a", "b": "cell_b"})
+    cell_a, cell_b = _cells(table)
+    keyed = table.drop(columns=BLOCK_MODEL).assign(cell_a=cell_a, cell_b=cell_b)
+    merged = keyed.merge(both, on=blocks.KEYS + ["cell_a", "cell_b"], how="left", validate="one_to_one")
+    return merged.reindex(columns=COLUMNS)
 
 
 def study(summary, runs):
@@ -193,21 +209,34 @@ def study(summary, runs):
     tables += [pairs(ok[ok["framework"] == fw], runs[runs["framework"] == fw], "comm_library", NATIVE, HOROVOD)
                for fw in names]  # fmt: skip
     tables = [t for t in tables if len(t)]
-    return decide(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame())
+    return with_block_model(decide(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()), runs)
+
+
+ANALYSES = {"": "block model", "_paired": "paired", "_independent": "independent"}  # suffix: name
 
 
 def one_analysis(table, name=""):
-    """How many of `table`'s comparisons an analysis ('' paired, '_independent') resolves."""
+    """How many of `table`'s comparisons an analysis resolves: '' the block model's, '_paired',
+    '_independent'."""
     return int(table[f"verdict{name}"].isin(RESOLVED).sum()) if len(table) else 0
 
 
+# The block model's columns (blocks.py), then each per-pair analysis's, named by its suffix.
+BLOCK_MODEL = ["ratio", "ratio_ci_lo", "ratio_ci_hi", "p_tukey", "p_equal_tukey", "verdict", "blocks_needed"]
+PER_PAIR = [
+    c.format(name)
+    for name in ("_paired", "_independent")
+    for c in ("ratio{}", "ratio{}_ci_lo", "ratio{}_ci_hi", "p{}", "p_holm{}", "p_equal_holm{}", "verdict{}")
+]
 # comparisons.csv's columns (dlscale/analysis/columns.py describes each).
 COLUMNS = (
     ["dimension", "a", "b", "a_library", "b_library"]
     + [k for k in CONFIG_KEYS if k != "comm_library"]
     + ["ranks"]
     + [f"{s}_{c}" for s in "ab" for c in ("img_per_s", "img_per_s_ci_lo", "img_per_s_ci_hi", "img_per_s_se", "repeats")]
-    + ["blocks", "ratio", "ratio_ci_lo", "ratio_ci_hi", "p", "p_holm", "p_equal_holm", "verdict", "blocks_needed"]
-    + ["ratio_independent", "ratio_independent_ci_lo", "ratio_independent_ci_hi"]
-    + ["p_independent", "p_holm_independent", "p_equal_holm_independent", "verdict_independent"]
+    + ["blocks"]
+    + BLOCK_MODEL
+    + PER_PAIR[:7]
+    + ["blocks_needed_paired"]
+    + PER_PAIR[7:]
 )

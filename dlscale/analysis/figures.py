@@ -293,8 +293,8 @@ def input_rate(summary, paths):
 
 def comparisons(pairs, paths):
     """Each pair of frameworks in each configuration both ran (`pairs`: comparisons.csv, the summary
-    step's, its framework rows): throughput a / b, paired by block, with its 95% interval on a log-2
-    axis around 1, coloured by its Holm-adjusted verdict."""
+    step's, its framework rows): throughput a / b from the block model, with its simultaneous 95%
+    interval on a log-2 axis around 1, coloured by its verdict (the same family: they agree)."""
     pairs = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
     if pairs.empty:
         return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
@@ -323,8 +323,8 @@ def comparisons(pairs, paths):
     ax.axvspan(0.95, 1.05, color=OKABE_ITO[0], alpha=0.1, linewidth=0)
     ax.set_xscale("log", base=2)
     ax.set_yticks(y, labels)
-    ax.set_xlabel("throughput ratio a / b, paired by block (95% interval; band: equal within ±5%)")
-    ax.set_title("Frameworks compared (verdicts Holm-adjusted over the study)")
+    ax.set_xlabel("throughput ratio a / b, block model (simultaneous 95% interval; band: equal within ±5%)")
+    ax.set_title("Frameworks compared (verdicts at 5% per configuration, Tukey)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return _save(fig, paths, "comparisons")
 

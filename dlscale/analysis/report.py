@@ -309,16 +309,16 @@ def _replay_lines(replay):
 
 
 def write(summary, runs, environment, model_error, figures, config, out_path, pairs, model=None, fits=None,
-          title=None):  # fmt: skip
+          title=None, blocks=None):  # fmt: skip
     """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
     pairs: comparisons.csv (the summary step's comparisons); model: model.csv (per run, measured
     and predicted); fits: allreduce_fit.csv (the measured link); title: the study's (config `title`
-    or its config file's name)."""
+    or its config file's name); blocks: blocks.csv (the block model's fits and checks)."""
     out_path = Path(out_path)
     parts = _study_lines(config, runs, title) + _hardware_lines(runs, config, fits)
     parts += _provenance_lines(environment, runs) + _results_lines(summary, runs)
     parts += _rules_lines(summary, config, pairs)
-    parts += _framework_lines(pairs)
+    parts += _framework_lines(pairs, blocks)
     parts += _library_lines(pairs, config)
     if model_error:
         parts += ["## Performance model", ""] + model_tables(
@@ -606,9 +606,10 @@ def _rules(ok, config, pairs):
         f"normality is tested, not assumed: Student-t in {t} configuration(s) (Shapiro-Wilk did not reject it, "
         f"or 2 repeats could not be tested), percentile bootstrap in {boot}, none in {len(ok) - t - boot} "
         "(1 repeat); per configuration in `summary.csv` (`iteration_s_ci_method`)",
-        "frameworks are compared by their throughput ratio with its interval, paired within blocks (Framework "
-        f"comparisons), verdicts Holm-adjusted over all {len(pairs)} of the study's comparisons: {resolved} of "
-        f"{len(frameworks)} framework pairs resolved (one faster, or equal within ±5%)",
+        "frameworks are compared by their throughput ratio with its simultaneous interval, every run of a "
+        "configuration in one model of log throughput on framework and block (Framework comparisons), verdicts "
+        f"at 5% per configuration (Tukey): {resolved} of {len(frameworks)} framework pairs resolved (one faster, or "
+        "equal within ±5%); the paired and independent analyses beside it",
         "beside the mean, each run's median and 95th percentile iteration time; far-out iterations (above the "
         f"third quartile + 3 interquartile ranges): {int(ok['outlier_iterations'].fillna(0).sum())}, kept in "
         "every mean (`run_metrics.csv`)",
@@ -654,12 +655,20 @@ def _measured(ok, config):
     )
 
 
+def _needed(value):
+    """blocks_needed as a cell: empty where resolved, "> 200" where out of reach."""
+    if pd.isna(value):
+        return ""
+    return f"> {comparisons.MOST_BLOCKS}" if value > comparisons.MOST_BLOCKS else str(int(value))
+
+
 def _comparison_rows(pairs, dimension):
-    """comparisons.csv's rows of one dimension as report cells: both analyses side by side."""
+    """comparisons.csv's rows of one dimension as report cells: the three analyses side by side."""
     rows = pairs[pairs["dimension"] == dimension] if len(pairs) else pairs
     varying = [k for k in ("comm", "layout", "timing", "batch_size") if len(rows) and rows[k].nunique() > 1]
     head = ["a / b", "network", "ranks"] + varying
-    head += ["paired ratio [95% CI]", "blocks", "verdict", "blocks needed", "independent ratio [95% CI]", "verdict"]
+    head += ["ratio [simultaneous 95% CI]", "verdict", "blocks needed", "blocks"]
+    head += ["paired ratio [95% CI]", "verdict", "independent ratio [95% CI]", "verdict"]
     cells = []
     for r in rows.to_dict("records"):
         who = (
@@ -667,16 +676,11 @@ def _comparison_rows(pairs, dimension):
             if dimension == "framework"
             else f"{r['framework']}: {r['a']} / {r['b']}"
         )
-        needed = r["blocks_needed"]
         cells.append(
             [who, r["model"], str(r["ranks"])]
             + [str(r[k]) for k in varying]
-            + [_with_ci(r, "ratio"), str(r["blocks"]), r["verdict"] or "n/a"]
-            + [
-                ""
-                if pd.isna(needed)
-                else (f"> {comparisons.MOST_BLOCKS}" if needed > comparisons.MOST_BLOCKS else str(int(needed)))
-            ]  # fmt: skip
+            + [_with_ci(r, "ratio"), r["verdict"] or "n/a", _needed(r["blocks_needed"]), str(r["blocks"])]
+            + [_with_ci(r, "ratio_paired"), r["verdict_paired"] or "n/a"]
             + [_with_ci(r, "ratio_independent"), r["verdict_independent"] or "n/a"]
         )
     return head, cells
@@ -684,33 +688,86 @@ def _comparison_rows(pairs, dimension):
 
 def _verdicts_sentence(pairs):
     return (
-        "Paired: a block is one repeat index (every configuration ran once per block); the ratio is the geometric "
-        "mean of the blocks' own a / b throughput ratios, its interval Student-t on the log scale, so drift "
-        "shared by a block cancels. Independent: the ratio of the two harmonic-mean throughputs, its interval by "
-        "the delta method on the log scale. A verdict is `a faster` or `b faster` where the ratio's test against "
-        "1 rejects, `equal` where the ratio is shown inside 0.95-1.05 (two one-sided tests), else `unresolved`; "
-        f"both at a family-wise 5%, Holm-adjusted over all {len(pairs)} comparisons of the study (2 hypotheses "
-        "each). `blocks needed`: the blocks an unresolved pair would need at its measured mean and spread."
+        "Block model (the verdict): per configuration, log throughput = framework + block + error over every run "
+        "of the configuration at once (a block is one repeat index: every configuration ran once per block, so "
+        "drift shared by a block cancels); each pair's ratio with a simultaneous 95% interval (Tukey-Kramer over "
+        "the configuration's frameworks), `a faster` or `b faster` exactly where that interval excludes 1, `equal` "
+        "where the simultaneous 90% interval lies inside 0.95-1.05 (two one-sided tests), else `unresolved`; "
+        "`blocks needed`: the complete blocks that would resolve it at its measured ratio and spread. Paired: the "
+        "geometric mean of the blocks' own a / b ratios, its interval Student-t on the log scale. Independent: the "
+        "ratio of the two harmonic-mean throughputs, its interval by the delta method on the log scale. These two "
+        f"intervals are each at 95% while their verdicts are Holm-adjusted over all {len(pairs)} comparisons of the "
+        "study (2 hypotheses each), so an interval clear of 1 can stay `unresolved` there."
     )
 
 
-def _framework_lines(pairs):
-    """Each pair of frameworks (each at its default library) in each configuration both ran
-    (comparisons.csv): both analyses, their verdicts and what an unresolved pair needs."""
-    head, cells = _comparison_rows(pairs, "framework")
-    if not cells:
+def _checks_lines(blocks):
+    """The block model's fits and residual checks (blocks.csv), and whether its variance was pooled."""
+    if blocks is None or blocks.empty:
         return []
-    frameworks = pairs[pairs["dimension"] == "framework"]
+    head = [
+        "network",
+        "ranks",
+        "frameworks",
+        "blocks",
+        "residual df",
+        "residual sd (log, ~CV)",
+        "Shapiro-Wilk p",
+        "Levene p",
+    ]
+    cells = [
+        [
+            r["model"],
+            str(r["ranks"]),
+            str(r["cells"]),
+            str(r["blocks"]),
+            str(r["residual_df"]),
+            _share(r["residual_sd_log"]),
+            _num(r["shapiro_p"]),
+            _num(r["levene_p"]),
+        ]
+        for r in blocks.to_dict("records")
+    ]
+    first = blocks.iloc[0]
+    pooled = (
+        f"the comparisons use the variance pooled over the {len(blocks)} configurations ({int(first['df'])} degrees "
+        f"of freedom, residual sd {_share(first['sd_log'])})"
+        if first["pooled"]
+        else "each configuration uses its own residual variance"
+    )
+    doubtful = blocks[(blocks["shapiro_p"] < 0.05) | (blocks["levene_p"] < 0.05)]
     return [
-        "## Framework comparisons",
-        "",
-        f"Resolved: {comparisons.one_analysis(frameworks)} of {len(frameworks)} pairs paired, "
-        f"{comparisons.one_analysis(frameworks, '_independent')} of {len(frameworks)} independent. "
-        + _verdicts_sentence(pairs),
+        f"Block model's fits (blocks.csv). Bartlett's test of equal residual variance across configurations: p = "
+        f"{_num(first['bartlett_p'])}, so {pooled}."
+        + (
+            f" Residual checks reject normality or equal variance (p < 0.05) in {len(doubtful)} configuration(s): "
+            "there the paired analysis, which assumes neither across frameworks, is the one to read."
+            if len(doubtful)
+            else ""
+        ),
         "",
         _table(head, cells),
         "",
     ]
+
+
+def _framework_lines(pairs, blocks=None):
+    """Each pair of frameworks (each at its default library) in each configuration both ran
+    (comparisons.csv): the three analyses, their verdicts and what an unresolved pair needs; then
+    the block model's checks (blocks.csv)."""
+    head, cells = _comparison_rows(pairs, "framework")
+    if not cells:
+        return []
+    frameworks = pairs[pairs["dimension"] == "framework"]
+    resolved = ", ".join(f"{comparisons.one_analysis(frameworks, n)} {w}" for n, w in comparisons.ANALYSES.items())
+    return [
+        "## Framework comparisons",
+        "",
+        f"Resolved of {len(frameworks)} pairs: {resolved}. " + _verdicts_sentence(pairs),
+        "",
+        _table(head, cells),
+        "",
+    ] + _checks_lines(blocks)
 
 
 def _library_lines(pairs, config):
@@ -725,7 +782,8 @@ def _library_lines(pairs, config):
     if cells:
         parts += [
             "Throughput through each framework's own library against Horovod's, same configuration (native / "
-            "horovod; both analyses as in Framework comparisons).",
+            "horovod; the three analyses as in Framework comparisons, the block model's family every framework x "
+            "library cell of the configuration).",
             "",
             _table(head, cells),
             "",

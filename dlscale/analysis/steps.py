@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.analysis import (
+    blocks,
     comm,
     comparisons,
     contention,
@@ -163,16 +164,17 @@ def write_summary(job):
         summary.to_csv(out.summary, index=False)
         pairs = comparisons.study(summary, runs)
         pairs.to_csv(out.comparisons, index=False)
+        blocks.models(runs)[0].to_csv(out.blocks, index=False)
         print(
             f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} comparisons, resolved: "
-            f"{comparisons.one_analysis(pairs)} paired, {comparisons.one_analysis(pairs, '_independent')} independent"
+            + ", ".join(f"{comparisons.one_analysis(pairs, n)} {w}" for n, w in comparisons.ANALYSES.items())
         )
-        _wrote(out.summary, out.comparisons)
+        _wrote(out.summary, out.comparisons, out.blocks)
 
 
 def _comparisons(path):
     """comparisons.csv: verdicts and names stay text; numbers NaN where empty."""
-    text = ["dimension", "a", "b", "a_library", "b_library", "verdict", "verdict_independent"]
+    text = ["dimension", "a", "b", "a_library", "b_library", "verdict", "verdict_paired", "verdict_independent"]
     return pd.read_csv(path, dtype={c: str for c in text}).fillna({c: "" for c in text})
 
 
@@ -310,6 +312,7 @@ def write_report(job):
         model_table = pd.read_csv(model_csv, keep_default_na=False, na_values=[""]) if model_csv else None
         pairs = _comparisons(inputs.comparisons)
         fits = pd.read_csv(inputs.fit) if getattr(inputs, "fit", None) else None
+        blocks_table = pd.read_csv(inputs.blocks) if getattr(inputs, "blocks", None) else None
         _wrote(
             report.write(
                 summary,
@@ -323,5 +326,6 @@ def write_report(job):
                 model_table,
                 fits,
                 title,
+                blocks_table,
             )  # fmt: skip
         )

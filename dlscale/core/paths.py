@@ -127,6 +127,7 @@ TABLES = {
     "flops": "flops.csv",
     "summary": "summary.csv",
     "comparisons": "comparisons.csv",
+    "blocks": "blocks.csv",
     "order": "order.csv",
     "allreduce": "allreduce.csv",
     "allreduce_fit": "allreduce_fit.csv",

@@ -93,6 +93,7 @@ rule summary:
     output:
         summary=report(TABLE["summary"], caption="../report/summary.rst", category="Tables"),
         comparisons=TABLE["comparisons"],
+        blocks=TABLE["blocks"],
     log:
         f"{LOGS}/summary.log",
     run:
@@ -154,6 +155,7 @@ rule paper_report:
     input:
         summary=TABLE["summary"],
         comparisons=TABLE["comparisons"],
+        blocks=TABLE["blocks"],
         runs=TABLE["runs"],
         environment=ENV_RECORD,
         apart=list(FRAMEWORK_ENVS.values()),

@@ -1,0 +1,233 @@
+"""The block design analysed as one: a randomized complete block design (Montgomery, Design and
+Analysis of Experiments, ch. 4). Under `design: {order: blocked}` every configuration runs once
+per block (one repeat index), so per configuration the log throughput of each run is
+
+    log rate = cell + block + error,
+
+a cell being the framework and communication library the run had, fitted by least squares over
+every run of the configuration at once. Its residual variance has (cells - 1)(blocks - 1) degrees
+of freedom where a paired test of two cells has blocks - 1: 6 against 2 at 4 frameworks and 3
+blocks.
+
+- Checks per configuration: Shapiro-Wilk on the residuals (normality) and Levene's test about the
+  median (Brown-Forsythe) of the residuals across cells (equal variance).
+- Pooling: where Bartlett's test of the configurations' residual variances (each with its model's
+  degrees of freedom) does not reject equal variances at ALPHA, every configuration uses the pooled
+  variance and degrees of freedom; else each its own. Which, and the test's p, in blocks.csv.
+- Every pair of cells in a configuration: the ratio exp(difference of their estimates) with a
+  simultaneous 95% interval (Tukey-Kramer: the studentized range over the configuration's cells),
+  its test against 1, and its test against the equivalence band (two one-sided tests at the same
+  family's critical values: `equal` exactly when the simultaneous 90% interval lies inside the
+  band). One family per configuration, so an interval and its verdict never disagree."""
+
+import functools
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from dlscale.analysis.verdicts import ALPHA, EQUAL, MOST_BLOCKS, RATE, verdict
+from dlscale.core.vocabulary import CONFIG_KEYS
+
+CELL = ["framework", "comm_library"]
+KEYS = [k for k in CONFIG_KEYS if k not in CELL] + ["ranks"]  # a configuration of the block model
+
+
+def range_sf(q, cells, df):
+    """P(studentized range of `cells` means > q) at `df` residual degrees of freedom; with two
+    cells exactly the two-sided Student-t p of q / sqrt(2) (computed so: scipy's range is slow)."""
+    if cells <= 2:
+        return float(2 * stats.t.sf(q / math.sqrt(2), df))
+    return float(stats.studentized_range.sf(q, cells, df))
+
+
+def tukey(diff, se, cells, df, band=EQUAL):
+    """(p of no difference, p of a difference outside `band`) of one pair's log difference with
+    standard error `se`, both adjusted over the pairs of `cells` cells (Tukey-Kramer)."""
+    if not (np.isfinite(diff) and np.isfinite(se) and df >= 1):
+        return math.nan, math.nan
+    if se == 0:  # every block the same: the tests are exact
+        return (0.0 if diff != 0 else 1.0), (0.0 if math.log(band[0]) < diff < math.log(band[1]) else 1.0)
+
+    def one_sided(t):  # the family's one-sided p of a margin t standard errors wide
+        half = range_sf(abs(t) * math.sqrt(2), cells, df) / 2
+        return half if t > 0 else 1 - half
+
+    p_equal = max(one_sided((diff - math.log(band[0])) / se), one_sided((math.log(band[1]) - diff) / se))
+    return range_sf(abs(diff) / se * math.sqrt(2), cells, df), p_equal
+
+
+@functools.cache
+def critical(cells, df, confidence=1 - ALPHA):
+    """The half-width, in standard errors, of a simultaneous interval over `cells` cells' pairs
+    (cached: scipy's studentized range quantile takes a fifth of a second)."""
+    if not df >= 1:
+        return math.nan
+    if cells <= 2:
+        return float(stats.t.ppf(0.5 + confidence / 2, df))
+    return float(stats.studentized_range.ppf(confidence, cells, df)) / math.sqrt(2)
+
+
+def fit(runs):
+    """One configuration's runs (rate > 0): its cells, the cell estimates (log), their unscaled
+    covariance (times the residual variance: theirs), the residuals and residual degrees of freedom."""
+    cells = sorted(set(zip(runs["framework"], runs["comm_library"])))
+    blocks = sorted(runs["repeat"].unique())
+    y = np.log(runs[RATE].to_numpy(dtype=float))
+    x = np.zeros((len(y), len(cells) + len(blocks) - 1))
+    x[np.arange(len(y)), [cells.index(c) for c in zip(runs["framework"], runs["comm_library"])]] = 1
+    for j, block in enumerate(blocks[1:]):  # the first block is the reference: no intercept beside the cells
+        x[(runs["repeat"] == block).to_numpy(), len(cells) + j] = 1
+    unscaled = np.linalg.pinv(x.T @ x)
+    beta = unscaled @ x.T @ y
+    residuals = y - x @ beta
+    k, df = len(cells), len(y) - np.linalg.matrix_rank(x)
+    return cells, len(blocks), beta[:k], unscaled[:k, :k], residuals, df
+
+
+def checks(runs, residuals):
+    """(Shapiro-Wilk p of the residuals, Levene p of equal residual variance across cells); NaN
+    where too few runs or no spread to test."""
+    spread = np.ptp(residuals) > 1e-12 if len(residuals) else False
+    shapiro = float(stats.shapiro(residuals).pvalue) if len(residuals) >= 3 and spread else math.nan
+    groups = [
+        residuals[(runs["framework"] == f).to_numpy() & (runs["comm_library"] == c).to_numpy()]
+        for f, c in sorted(set(zip(runs["framework"], runs["comm_library"])))
+    ]
+    testable = len(groups) >= 2 and all(len(g) >= 2 for g in groups) and spread
+    levene = float(stats.levene(*groups, center="median").pvalue) if testable else math.nan
+    return shapiro, levene
+
+
+def bartlett(variances, dfs):
+    """Bartlett's p of equal variances, each estimated with its own degrees of freedom (NaN below
+    two estimates)."""
+    v, d = np.asarray(variances, dtype=float), np.asarray(dfs, dtype=float)
+    keep = (d >= 1) & (v > 0)
+    v, d = v[keep], d[keep]
+    if len(v) < 2:
+        return math.nan
+    total = d.sum()
+    pooled = (d * v).sum() / total
+    m = total * math.log(pooled) - (d * np.log(v)).sum()
+    c = 1 + ((1 / d).sum() - 1 / total) / (3 * (len(v) - 1))
+    return float(stats.chi2.sf(m / c, len(v) - 1))
+
+
+def _configurations(runs):
+    """Each configuration's ok runs, by its KEYS."""
+    ok = runs[runs[RATE] > 0].assign(ranks=lambda r: r["nodes"] * r["ranks_per_node"])
+    return [(dict(zip(KEYS, key)), group) for key, group in ok.groupby(KEYS, observed=True, dropna=False)]
+
+
+def models(runs, alpha=ALPHA):
+    """blocks.csv: per configuration, the fit and its checks; and whether the pooled variance is used
+    (Bartlett's test across the configurations did not reject equal variances)."""
+    rows, fits = [], []
+    for key, group in _configurations(runs):
+        cells, blocks, est, unscaled, residuals, df = fit(group)
+        shapiro, levene = checks(group, residuals)
+        var = float(residuals @ residuals / df) if df >= 1 else math.nan
+        rows.append(
+            {
+                **key,
+                "cells": len(cells),
+                "blocks": blocks,
+                "runs": len(group),
+                "residual_df": df,
+                "residual_sd_log": math.sqrt(var) if df >= 1 else math.nan,
+                "shapiro_p": shapiro,
+                "levene_p": levene,
+            }
+        )
+        fits.append((cells, est, unscaled))
+    table = pd.DataFrame(rows, columns=BLOCK_COLUMNS[:-4] if not rows else None)
+    if table.empty:
+        return pd.DataFrame(columns=BLOCK_COLUMNS), []
+    variances = table["residual_sd_log"] ** 2
+    p = bartlett(variances, table["residual_df"])
+    pooled = bool(np.isfinite(p) and p >= alpha)
+    known = table["residual_df"] >= 1
+    pooled_df = int(table.loc[known, "residual_df"].sum())
+    pooled_var = (variances[known] * table.loc[known, "residual_df"]).sum() / pooled_df if pooled_df else math.nan
+    table["bartlett_p"], table["pooled"] = p, pooled
+    table["df"] = pooled_df if pooled else table["residual_df"]
+    table["sd_log"] = math.sqrt(pooled_var) if pooled else table["residual_sd_log"]
+    return table.reindex(columns=BLOCK_COLUMNS), fits
+
+
+def blocks_needed(diff, sd, cells, alpha=ALPHA, most=MOST_BLOCKS):
+    """The fewest complete blocks (>= 2) at which the block model resolves a pair with this log
+    difference and residual spread among `cells` cells (its own (cells-1)(blocks-1) degrees of
+    freedom); `most` + 1 where out of reach; NaN without a spread. Bisection: evidence grows with blocks."""
+    if not (np.isfinite(diff) and np.isfinite(sd) and sd > 0):
+        return math.nan
+
+    def resolves(n):
+        return min(tukey(diff, sd * math.sqrt(2 / n), cells, (cells - 1) * (n - 1))) < alpha
+
+    if not resolves(most):
+        return most + 1
+    lo, hi = 1, most  # resolves(hi), and 1 block never does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if resolves(mid) else (mid, hi)
+    return max(hi, 2)
+
+
+def pair_rows(runs, alpha=ALPHA):
+    """Every pair of cells in every configuration (a / b, the cells in name order): the log
+    difference, its standard error and the family's critical value (`decide` tests them); and
+    blocks.csv's table."""
+    table, fits = models(runs, alpha)
+    rows = []
+    for model, (cells, est, unscaled) in zip(table.to_dict("records"), fits):
+        crit = critical(len(cells), int(model["df"])) if model["df"] >= 1 else math.nan
+        for i, a in enumerate(cells):
+            for j in range(i + 1, len(cells)):
+                se = model["sd_log"] * math.sqrt(max(unscaled[i, i] + unscaled[j, j] - 2 * unscaled[i, j], 0))
+                rows.append(
+                    {
+                        **{k: model[k] for k in KEYS},
+                        "a": a,
+                        "b": cells[j],
+                        "diff": est[i] - est[j],
+                        "se": se,
+                        "crit": crit,
+                        "cells": len(cells),
+                        "df": model["df"],
+                        "sd_log": model["sd_log"],
+                    }
+                )
+    return pd.DataFrame(rows), table
+
+
+def decide(pairs, alpha=ALPHA):
+    """The block model's columns of comparisons.csv for `pair_rows`' rows."""
+    ratio = np.exp(pairs["diff"])
+    half = pairs["crit"] * pairs["se"]
+    p = [tukey(d, se, c, df) for d, se, c, df in zip(pairs["diff"], pairs["se"], pairs["cells"], pairs["df"])]
+    out = pd.DataFrame(
+        {
+            "ratio": ratio,
+            "ratio_ci_lo": np.exp(pairs["diff"] - half),
+            "ratio_ci_hi": np.exp(pairs["diff"] + half),
+            "p_tukey": [x[0] for x in p],
+            "p_equal_tukey": [x[1] for x in p],
+        }
+    )
+    out["verdict"] = [verdict(r, d, e, alpha) for r, d, e in zip(ratio, out["p_tukey"], out["p_equal_tukey"])]
+    out["blocks_needed"] = [
+        math.nan if v != "unresolved" else blocks_needed(d, s, c, alpha)
+        for v, d, s, c in zip(out["verdict"], pairs["diff"], pairs["sd_log"], pairs["cells"])
+    ]
+    return out
+
+
+# blocks.csv's columns (dlscale/analysis/columns.py describes each).
+BLOCK_COLUMNS = (
+    KEYS
+    + ["cells", "blocks", "runs", "residual_df", "residual_sd_log", "shapiro_p", "levene_p"]
+    + ["bartlett_p", "pooled", "df", "sd_log"]
+)

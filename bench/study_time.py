@@ -2,11 +2,13 @@
 
 Reads the study's results folder: its runs (each run's own elapsed_s from runs.csv, JAX's apart),
 summary.csv (configurations, and how many have the 95% interval of their iteration time within
-+-5%: metrics.PRECISION), comparisons.csv (framework pairs; how many differ, and how many each
-analysis of the same runs resolves: paired within blocks and independent, Holm-adjusted) and, with
-a second pass, second_pass.csv (runs it added); the study's design from its order.csv (blocked where
-its positions are set); the study's wall time is given (snakemake's, timed outside).
-Appends the row, keeping the table's earlier rows.
++-5%: metrics.PRECISION), comparisons.csv (framework pairs; how many differ by the paired
+analysis, and how many each analysis of the same runs resolves: the block model, paired within
+blocks and independent), peak.csv (the machine's 1-thread matrix-multiply rate, the median over
+the study's frameworks: what tells machines apart) and, with a second pass, second_pass.csv (runs
+it added); the study's design from its order.csv (blocked where its positions are set); the study's
+wall time is given (snakemake's, timed outside). Appends the row, keeping the table's earlier rows
+(`pairs_resolved` before the block model was the paired analysis's: read as `pairs_resolved_paired`).
 
   .venv/bin/python bench/study_time.py RESULTS --elapsed-s 741 [--note TEXT] [--out bench/results/study-time.csv]
 """
@@ -35,11 +37,22 @@ COLUMNS = ["date", "commit", "frameworks", "models", "runs", "elapsed_s", "jax_r
     "pairs_differ",
     "runs_added",
     "design",
-    "pairs_resolved",
+    "pairs_resolved_block",
+    "pairs_resolved_paired",
     "pairs_resolved_independent",
+    "matmul_gflops_1_thread",
     "note",
     "machine",
 ]
+
+
+def _matmul(peak_csv):
+    """The median over frameworks of the 1-thread matrix-multiply rate (GFLOP/s), or empty."""
+    if not peak_csv.is_file():
+        return ""
+    peak = pd.read_csv(peak_csv)
+    one = peak.loc[peak["threads"] == 1, "matmul_flops_s"].dropna()
+    return round(one.median() / 1e9, 1) if len(one) else ""
 
 
 def row(results, elapsed_s, note):
@@ -65,11 +78,13 @@ def row(results, elapsed_s, note):
         "configurations": len(summary),
         "within_5pct": int((summary["iteration_s_ci_rel"] <= PRECISION).sum()),
         "pairs": len(pairs),
-        "pairs_differ": int(pairs["verdict"].isin(RESOLVED[:2]).sum()),
+        "pairs_differ": int(pairs["verdict_paired"].isin(RESOLVED[:2]).sum()),
         "runs_added": "" if plan is None else int((plan["repeats_planned"] - plan["repeats_first"]).sum()),
         "design": "" if order is None else ("blocked" if (order["position"] != "").all() else "unordered"),
-        "pairs_resolved": one_analysis(pairs),
+        "pairs_resolved_block": one_analysis(pairs),
+        "pairs_resolved_paired": one_analysis(pairs, "_paired"),
         "pairs_resolved_independent": one_analysis(pairs, "_independent"),
+        "matmul_gflops_1_thread": _matmul(table["peak"]),
         "note": note,
         "machine": machine(),
     }
@@ -84,6 +99,7 @@ def main():
     args = parser.parse_args()
     out = Path(args.out)
     old = list(csv.DictReader(open(out))) if out.is_file() else []
+    old = [r | ({"pairs_resolved_paired": r["pairs_resolved"]} if "pairs_resolved" in r else {}) for r in old]
     rows = [{k: r.get(k, "") for k in COLUMNS} for r in old] + [row(args.results, args.elapsed_s, args.note)]
     with open(out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")

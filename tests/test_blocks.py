@@ -12,47 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from bench import block_error
+from bench.block_error import FRAMEWORKS
 from dlscale.analysis import blocks, comparisons, metrics
-from dlscale.core.vocabulary import CONFIG_KEYS
-
-FRAMEWORKS = ("jax", "mxnet", "tensorflow", "torch")
-
-
-def _runs(rates, model="m"):
-    """A run-metrics table of one configuration: {framework: [throughput per block]}."""
-    rows = [
-        {
-            **{k: None for k in CONFIG_KEYS},
-            "framework": fw,
-            "comm_library": "native" if fw == "jax" else "horovod",
-            "model": model,
-            "comm": "overlap",
-            "layout": "best",
-            "timing": "native",
-            "nodes": 1,
-            "ranks_per_node": 2,
-            "batch_size": 8,
-            "loader_workers": 1,
-            "image_size": 64,
-            "classes": 10,
-            "threads_per_rank": 1,
-            "precision": "fp32",
-            "repeat": k,
-            "ranks": 2,
-            "iteration_s": 16 / r,
-            "throughput_img_per_s": r,
-        }
-        for fw, per_block in rates.items()
-        for k, r in enumerate(per_block)
-    ]
-    return pd.DataFrame(rows).reindex(columns=metrics.RUN_METRICS_COLUMNS)
 
 
 def _simulated(rng, effects, blocks_n=3, sd=0.03, drift=2.0, model="m"):
-    """One configuration's runs: each framework's log rate = its effect + the block's drift (up to
-    `drift` x across blocks) + noise of sd `sd`."""
-    shift = np.log(rng.uniform(1.0, drift, blocks_n))
-    return _runs({fw: np.exp(4 + e - shift + rng.normal(0, sd, blocks_n)) for fw, e in effects.items()}, model)
+    return block_error.simulated(rng, effects, blocks_n, sd, drift, model)
 
 
 def test_the_fit_is_the_textbook_two_way_analysis_with_tukeys_intervals():
@@ -95,13 +61,10 @@ def test_identical_frameworks_are_called_different_in_at_most_five_percent_of_si
     """The error rate over many studies of one configuration (4 identical frameworks, 3 blocks,
     drift up to 2x): Tukey's family is exact here, so about 5%, and not more beyond the sampling
     error of the simulation (one-sided 99%: 0.05 + 2.33 x its standard error)."""
-    rng = np.random.default_rng(11)
     studies = 1500
-    called = 0
-    for _ in range(studies):
-        rows, _ = blocks.pair_rows(_simulated(rng, {fw: 0.0 for fw in FRAMEWORKS}))
-        called += bool((rows["diff"].abs() > rows["crit"] * rows["se"]).any())
-    rate = called / studies
+    measured = block_error.rates("identical", studies, seed=11, sd=0.03, drift=2.0)
+    rate = measured["block model"]
+    assert measured["paired, unadjusted"] > 0.1  # the same studies, each pair tested alone: the error it avoids
     assert 0.02 < rate <= 0.05 + 2.33 * math.sqrt(0.05 * 0.95 / studies), rate
 
 

@@ -220,6 +220,10 @@ COMMANDS = {
             "--iterations 2 --warmup 1 --trials 1 --ranks 2 --out overhead.csv"
         },
     ),
+    f"{PY} bench/block_error.py --studies 2000": (
+        "run",
+        {f"{PY} bench/block_error.py --studies 2000": f"{PY} {ROOT}/bench/block_error.py --studies 20 --out be.csv"},
+    ),
     f"{PY} bench/overhead.py": (
         "run",
         {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dlscale.core.paths import FIGURES, TABLES
 
-TABLES_KEPT = ("summary", "comparisons", "order")
+TABLES_KEPT = ("summary", "comparisons", "blocks", "order")
 HEADER = (
     '!!! note "An example, not a result to cite"\n'
     "    The report of the default study (`config/config.yaml`) as it ran on one of this project's\n"

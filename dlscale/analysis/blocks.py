@@ -123,7 +123,8 @@ def _configurations(runs):
 
 def models(runs, alpha=ALPHA):
     """blocks.csv: per configuration, the fit and its checks; and whether the pooled variance is used
-    (Bartlett's test across the configurations did not reject equal variances)."""
+    (Bartlett's test across the configurations did not reject equal variances at `alpha`, the
+    pooling test's level whatever level the comparisons test at)."""
     rows, fits = [], []
     for key, group in _configurations(runs):
         cells, blocks, est, unscaled, residuals, df = fit(group)
@@ -178,12 +179,12 @@ def blocks_needed(diff, sd, cells, alpha=ALPHA, most=MOST_BLOCKS):
 
 def pair_rows(runs, alpha=ALPHA):
     """Every pair of cells in every configuration (a / b, the cells in name order): the log
-    difference, its standard error and the family's critical value (`decide` tests them); and
-    blocks.csv's table."""
-    table, fits = models(runs, alpha)
+    difference, its standard error and the family's critical value at `alpha` (`decide` tests them
+    at the same `alpha`); and blocks.csv's table."""
+    table, fits = models(runs)
     rows = []
     for model, (cells, est, unscaled) in zip(table.to_dict("records"), fits):
-        crit = critical(len(cells), int(model["df"])) if model["df"] >= 1 else math.nan
+        crit = critical(len(cells), int(model["df"]), 1 - alpha) if model["df"] >= 1 else math.nan
         for i, a in enumerate(cells):
             for j in range(i + 1, len(cells)):
                 se = model["sd_log"] * math.sqrt(max(unscaled[i, i] + unscaled[j, j] - 2 * unscaled[i, j], 0))

@@ -285,6 +285,19 @@ BLOCKS = {
     "sd_log": "the residual standard deviation the comparisons use: pooled, or this one's own",
 }
 
+SEQUENTIAL = {
+    **{k: v for k, v in BLOCKS.items() if k in RUN or k == "ranks"},
+    "look": "the look (from 0: after the planned blocks); the last row of each configuration is the final analysis",
+    "blocks": "the blocks with an ok run of this configuration at the look",
+    "pairs": "the block model's pairs of cells in this configuration",
+    "unresolved": "of them, unresolved at the look's error (`alpha`)",
+    "blocks_needed": "the most complete blocks any unresolved pair needs at its measured ratio and spread",
+    "run_s": "a whole block of this configuration: its cells' mean run time so far, summed (seconds)",
+    "alpha": "the error each analysis tests at: 5% split over the study's possible looks (Bonferroni)",
+    "decision": "`block added`, or why not: `every pair resolved`, `budget spent`, `max_blocks reached`, "
+    "`within the noise` (needs more blocks than max_blocks), `no look left` (final analysis only)",
+}
+
 ORDER = {
     "block": "the run's block: its repeat index (design `blocked`: every configuration runs once per block)",
     "position": "the run's place within its block (from 0), seeded by `design.seed`; empty for `unordered`",
@@ -469,6 +482,7 @@ TABLES = {
     paths.TABLES["second_pass"]: SECOND_PASS,
     paths.TABLES["comparisons"]: COMPARISONS,
     paths.TABLES["blocks"]: BLOCKS,
+    paths.TABLES["sequential"]: SEQUENTIAL,
     paths.TABLES["order"]: ORDER,
     paths.TABLES["peak"]: PEAK,
     paths.TABLES["flops"]: FLOPS,
@@ -527,6 +541,9 @@ OUTPUTS = {
     "both libraries, in each configuration both sides ran: a / b by the block model (the verdict: Tukey's "
     "simultaneous 95% interval and tests per configuration), and beside it paired by block and independent, each "
     "with its 95% interval, Holm-adjusted tests and verdict (the report's tables and figure read it)",
+    _T["sequential"]: "with `design.until_resolved`: one row per look and configuration (each look's own table "
+    "is results/looks/look-N.csv), then the final analysis's rows: what each look decided and why "
+    "(`dlscale/analysis/sequential.py`); empty without it",
     _T["blocks"]: "one row per configuration: the block model's fit of log throughput on cell (framework, "
     "library) and block, its residual checks, and whether its comparisons use the variance pooled over the "
     "configurations (`dlscale/analysis/blocks.py`)",

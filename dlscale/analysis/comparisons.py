@@ -195,10 +195,11 @@ def with_block_model(table, runs, alpha=ALPHA):
     return merged.reindex(columns=COLUMNS)
 
 
-def study(summary, runs):
+def study(summary, runs, alpha=ALPHA):
     """comparisons.csv: every pair of the study's frameworks (name order, a / b), each at its default
     library, in every configuration both ran; and each framework run through both libraries, native
-    / horovod; decided together as one family (`decide`)."""
+    / horovod; the per-pair analyses decided together as one family (`decide`), the block model per
+    configuration at `alpha` (sequential.alpha: split over the looks of a sequential design)."""
     ok = summary[summary["repeats_ok"] > 0]
     names = sorted(ok["framework"].unique())
     tables = [
@@ -209,7 +210,8 @@ def study(summary, runs):
     tables += [pairs(ok[ok["framework"] == fw], runs[runs["framework"] == fw], "comm_library", NATIVE, HOROVOD)
                for fw in names]  # fmt: skip
     tables = [t for t in tables if len(t)]
-    return with_block_model(decide(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()), runs)
+    table = decide(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame())
+    return with_block_model(table, runs, alpha)
 
 
 ANALYSES = {"": "block model", "_paired": "paired", "_independent": "independent"}  # suffix: name

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.analysis import comparisons
+from dlscale.analysis import comparisons, sequential
 from dlscale.analysis.metrics import PRECISION
 from dlscale.analysis.prediction import TOLERANCE
 from dlscale.core import hardware
@@ -309,16 +309,17 @@ def _replay_lines(replay):
 
 
 def write(summary, runs, environment, model_error, figures, config, out_path, pairs, model=None, fits=None,
-          title=None, blocks=None):  # fmt: skip
+          title=None, blocks=None, looks=None):  # fmt: skip
     """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
     pairs: comparisons.csv (the summary step's comparisons); model: model.csv (per run, measured
     and predicted); fits: allreduce_fit.csv (the measured link); title: the study's (config `title`
-    or its config file's name); blocks: blocks.csv (the block model's fits and checks)."""
+    or its config file's name); blocks: blocks.csv (the block model's fits and checks); looks:
+    sequential.csv (design.until_resolved's looks)."""
     out_path = Path(out_path)
     parts = _study_lines(config, runs, title) + _hardware_lines(runs, config, fits)
     parts += _provenance_lines(environment, runs) + _results_lines(summary, runs)
     parts += _rules_lines(summary, config, pairs)
-    parts += _framework_lines(pairs, blocks)
+    parts += _framework_lines(pairs, blocks) + _sequential_lines(looks, config)
     parts += _library_lines(pairs, config)
     if model_error:
         parts += ["## Performance model", ""] + model_tables(
@@ -747,6 +748,26 @@ def _checks_lines(blocks):
         ),
         "",
         _table(head, cells),
+        "",
+    ]
+
+
+def _sequential_lines(looks, config):
+    """design.until_resolved: the looks made, the blocks added, and why each configuration stands
+    where it does after the last (sequential.csv)."""
+    settings = (config.get("design") or {}).get("until_resolved")
+    if not settings or looks is None or looks.empty:
+        return []
+    final = looks[looks["look"] == looks["look"].max()]
+    added = looks[looks["decision"] == sequential.ADDED]
+    why = "; ".join(f"{count} {reason}" for reason, count in final["decision"].value_counts().items())
+    return [
+        f"Design: blocks added until resolved (`design.until_resolved`: at most {settings['max_blocks']} blocks, "
+        f"{settings['budget_minutes']:g} minutes of added runs): {looks['look'].max()} look(s) after the "
+        f"{config.get('repeats')} planned blocks added {len(added)} block(s) of a configuration; each analysis, the "
+        f"final one too, at {final['alpha'].iloc[0]:.3g} (5% split over "
+        f"{sequential.looks(settings, config.get('repeats', 0))} possible looks, Bonferroni). After the last look, "
+        f"per configuration: {why} (`sequential.csv`).",
         "",
     ]
 

@@ -23,6 +23,7 @@ from dlscale.analysis import (
     replayed,
     report,
     second_pass,
+    sequential,
     tidy,
 )
 from dlscale.core.vocabulary import RUN_KEYS
@@ -149,6 +150,22 @@ def write_second_pass(job):
         _wrote(out_path)
 
 
+def write_look(job):
+    """looks/look-N.csv: look N of `design.until_resolved` over every run so far (its status files;
+    params settings, repeats, look; dlscale/analysis/sequential.py); the block it adds is the rules'."""
+    status_paths, out_path = list(job.input), job.output[0]
+    with logged(job.log[0]):
+        table, runs, _ = tidy.build(status_paths)
+        planned = sequential.plan(
+            metrics.run_table(table), runs, job.params.look, json.loads(job.params.settings), job.params.repeats
+        )
+        planned.to_csv(out_path, index=False)
+        print(f"look {job.params.look} over {len(status_paths)} runs, at alpha {planned['alpha'].max():.4g}:")
+        for reason, count in planned["decision"].value_counts().items():
+            print(f"  {reason}: {count} configurations")
+        _wrote(out_path)
+
+
 def write_summary(job):
     """summary.csv, one row per configuration, and comparisons.csv, each pair of frameworks (and of
     libraries) in each configuration both ran, paired by block and independent
@@ -162,14 +179,28 @@ def write_summary(job):
         for plan_path in inputs.plan:
             summary = second_pass.add_plan(summary, pd.read_csv(plan_path))
         summary.to_csv(out.summary, index=False)
-        pairs = comparisons.study(summary, runs)
+        level = job.params.alpha
+        pairs = comparisons.study(summary, runs, level)
         pairs.to_csv(out.comparisons, index=False)
         blocks.models(runs)[0].to_csv(out.blocks, index=False)
+        _write_sequential(job, runs, _runs(inputs.runs), out.sequential)
         print(
             f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} comparisons, resolved: "
             + ", ".join(f"{comparisons.one_analysis(pairs, n)} {w}" for n, w in comparisons.ANALYSES.items())
         )
         _wrote(out.summary, out.comparisons, out.blocks)
+
+
+def _write_sequential(job, runs, status, out_path):
+    """sequential.csv: every look's table of `design.until_resolved` and the final analysis's (empty
+    without it)."""
+    settings = json.loads(job.params.until_resolved)
+    if not settings:
+        pd.DataFrame(columns=sequential.COLUMNS).to_csv(out_path, index=False)
+        return
+    done = [pd.read_csv(p) for p in job.input.looks]
+    final = sequential.plan(runs, status, len(done), settings, job.params.repeats, final=True)
+    pd.concat(done + [final], ignore_index=True).reindex(columns=sequential.COLUMNS).to_csv(out_path, index=False)
 
 
 def _comparisons(path):
@@ -313,6 +344,7 @@ def write_report(job):
         pairs = _comparisons(inputs.comparisons)
         fits = pd.read_csv(inputs.fit) if getattr(inputs, "fit", None) else None
         blocks_table = pd.read_csv(inputs.blocks) if getattr(inputs, "blocks", None) else None
+        looks = pd.read_csv(inputs.sequential) if getattr(inputs, "sequential", None) else None
         _wrote(
             report.write(
                 summary,
@@ -327,5 +359,6 @@ def write_report(job):
                 fits,
                 title,
                 blocks_table,
+                looks,
             )  # fmt: skip
         )

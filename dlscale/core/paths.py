@@ -128,6 +128,7 @@ TABLES = {
     "summary": "summary.csv",
     "comparisons": "comparisons.csv",
     "blocks": "blocks.csv",
+    "sequential": "sequential.csv",
     "order": "order.csv",
     "allreduce": "allreduce.csv",
     "allreduce_fit": "allreduce_fit.csv",
@@ -141,4 +142,5 @@ TABLES = {
     "report": "report.md",
 }
 FIGURES = "figures"
+LOOK_PATTERN = "looks/look-{look}.csv"  # design.until_resolved: each look's table, under the results folder
 HTML_REPORT = "report.html"  # snakemake --report's

@@ -78,6 +78,7 @@ def validate(config):
     check_device(config)
     check_data(config)
     check_replay(config)
+    check_design(config)
     check_environments(config)
     if config.get("emulate"):
         ok, why = emulate.available()
@@ -111,6 +112,24 @@ def validate(config):
     for nodes in replay_nodes(config):
         select_hosts(hosts, nodes, 1, hostfile=config["hostfile"])
     return config
+
+
+def check_design(config):
+    """Blocks added until resolved need blocks (a blocked design), more of them than planned, and no
+    second pass (both would add repeats)."""
+    design = config.get("design") or {}
+    sequential = design.get("until_resolved")
+    if not sequential:
+        return
+    if design.get("order") != "blocked":
+        raise ConfigError("config key 'design.until_resolved': needs design.order blocked (it adds whole blocks)")
+    if sequential["max_blocks"] <= config["repeats"]:
+        raise ConfigError(
+            f"config key 'design.until_resolved.max_blocks': {sequential['max_blocks']} adds no block to the "
+            f"{config['repeats']} planned (`repeats`); give more, or leave until_resolved out"
+        )
+    if config.get("second_pass"):
+        raise ConfigError("config key 'design.until_resolved': not with second_pass (both add repeats); choose one")
 
 
 def replay_nodes(config):

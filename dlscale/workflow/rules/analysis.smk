@@ -22,6 +22,30 @@ if SECOND_PASS:
             step(rule, steps.write_second_pass, input, output, params, log, resources)
 
 
+# With `design.until_resolved`, a checkpoint per look adds a block to the configurations the block model
+# leaves unresolved (dlscale/analysis/sequential.py); the tables read the runs they add too.
+if UNTIL_RESOLVED:
+
+    localrules:
+        look,
+
+    checkpoint look:
+        input:
+            look_runs,
+        output:
+            LOOK,
+        log:
+            f"{LOGS}/looks/look-{{look}}.log",
+        wildcard_constraints:
+            look=r"\d+",
+        params:
+            settings=json.dumps(UNTIL_RESOLVED, sort_keys=True),
+            repeats=config["repeats"],
+            look=lambda w: int(w.look),
+        run:
+            step(rule, steps.write_look, input, output, params, log, resources)
+
+
 rule tidy:
     input:
         study_runs,
@@ -90,12 +114,18 @@ rule summary:
         peak=TABLE["peak"],
         flops=TABLE["flops"],
         plan=[TABLE["second_pass"]] if SECOND_PASS else [],
+        looks=looks_done,
     output:
         summary=report(TABLE["summary"], caption="../report/summary.rst", category="Tables"),
         comparisons=TABLE["comparisons"],
         blocks=TABLE["blocks"],
+        sequential=TABLE["sequential"],
     log:
         f"{LOGS}/summary.log",
+    params:
+        alpha=ALPHA,
+        until_resolved=json.dumps(UNTIL_RESOLVED or {}),
+        repeats=config["repeats"],
     run:
         step(rule, steps.write_summary, input, output, params, log, resources)
 
@@ -156,6 +186,7 @@ rule paper_report:
         summary=TABLE["summary"],
         comparisons=TABLE["comparisons"],
         blocks=TABLE["blocks"],
+        sequential=TABLE["sequential"],
         runs=TABLE["runs"],
         environment=ENV_RECORD,
         apart=list(FRAMEWORK_ENVS.values()),

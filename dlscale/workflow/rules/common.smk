@@ -13,7 +13,7 @@ from dlscale.environment import build as env
 from dlscale.runtime import peak
 from dlscale.runtime import rule as rule_process
 from dlscale.runtime import environments
-from dlscale.analysis import figures, second_pass, steps
+from dlscale.analysis import figures, second_pass, sequential, steps
 from dlscale.workloads import flops
 
 RESULTS = config.get("results", "results")
@@ -43,6 +43,10 @@ SECOND_PASS = config.get("second_pass")
 # text, because Snakemake cuts a number resource to an integer (90.5 s would be 90).
 RUN_TIMEOUT = str(config["run_timeout_s"])
 DESIGN = design.settings(config)
+# design.until_resolved: blocks added look by look (dlscale/analysis/sequential.py); each analysis's error.
+UNTIL_RESOLVED = DESIGN.get("until_resolved")
+ALPHA = sequential.alpha(DESIGN, config["repeats"])
+LOOK = f"{RESULTS}/{paths.LOOK_PATTERN}"
 TITLE = cfg.title(config, workflow.configfiles)
 # One allreduce sweep per (nodes, ranks_per_node) of the study with at least 2 ranks, and per
 # node count replayed (one rank per node).
@@ -78,8 +82,41 @@ def run_environment(wildcards):
     return FRAMEWORK_ENVS[wildcards.framework]
 
 
+def looks_before(upto):
+    """[(look table, the runs it added)] of the looks before look `upto` (each look a checkpoint:
+    reading one waits for it), up to the first look that added none."""
+    import pandas as pd
+
+    made, matrix = [], cfg.matrix(config)
+    for look in range(upto):
+        table = checkpoints.look.get(look=look).output[0]
+        added = sequential.added_runs(matrix, pd.read_csv(table), config["repeats"] + look)
+        made.append((table, [f"{RESULTS}/{paths.run_status(run)}" for run in added]))
+        if not added:
+            break
+    return made
+
+
+def look_runs(wildcards):
+    """Every run a look analyses: the planned blocks' and the blocks the looks before it added."""
+    return RUNS + [run for _, added in looks_before(int(wildcards.look)) for run in added]
+
+
+def all_looks():
+    """Every look the study makes: looks until one adds no block or the last block is added."""
+    return looks_before(sequential.looks(UNTIL_RESOLVED, config["repeats"]) - 1) if UNTIL_RESOLVED else []
+
+
+def looks_done(wildcards):
+    """The tables of the looks the study made."""
+    return [table for table, _ in all_looks()]
+
+
 def study_runs(wildcards):
-    """The first pass's runs and, with a second pass, the runs its plan (a checkpoint) adds."""
+    """The first pass's runs and, with a second pass, the runs its plan (a checkpoint) adds; with
+    design.until_resolved, the blocks its looks add."""
+    if UNTIL_RESOLVED:
+        return RUNS + [run for _, added in all_looks() for run in added]
     if not SECOND_PASS:
         return RUNS
     import pandas as pd

@@ -1,0 +1,122 @@
+"""Blocks added until the comparisons are answered: `design: {until_resolved: {max_blocks, budget_minutes}}`.
+
+After the planned blocks (`repeats`), a look (a Snakemake checkpoint) analyses every run so far with
+the block model (blocks.py) and gives one more whole block (a run of every cell, in the design's
+seeded order) to each configuration that still has an unresolved pair, while the predicted time of
+the added runs (each cell's mean run time so far) fits the budget; then the next look, up to
+`max_blocks` blocks. Configurations closest to an answer (fewest blocks needed) go first.
+
+Looking more than once raises the chance of calling a difference that is not there, so the error is
+split over the looks (Bonferroni): with L = max_blocks - repeats + 1 possible analyses (at repeats,
+repeats + 1, ..., max_blocks blocks), each look and the final analysis test at ALPHA / L. A
+configuration left unresolved says why: the budget was spent, max_blocks was reached, or its ratio
+is within the noise (the blocks it needs at its measured spread exceed max_blocks: adding blocks
+would not answer it)."""
+
+import math
+
+import pandas as pd
+
+from dlscale.analysis import blocks
+from dlscale.analysis.verdicts import ALPHA
+from dlscale.core.vocabulary import MATRIX_KEYS
+
+ADDED, ANSWERED, BUDGET, LAST, NOISE, NO_LOOK = (
+    "block added",
+    "every pair resolved",
+    "budget spent",
+    "max_blocks reached",
+    "within the noise",
+    "no look left",
+)
+CONFIG = [k for k in MATRIX_KEYS if k not in blocks.CELL]  # a configuration of the block model, by matrix keys
+COLUMNS = blocks.KEYS + ["look", "blocks", "pairs", "unresolved", "blocks_needed", "run_s", "alpha", "decision"]
+
+
+def looks(settings, repeats):
+    """How many analyses the study may make: at repeats, repeats + 1, ..., max_blocks blocks."""
+    return max(int(settings["max_blocks"]) - int(repeats), 0) + 1
+
+
+def alpha(design, repeats):
+    """The error each analysis of the study's comparisons tests at: ALPHA split over the looks, or ALPHA."""
+    settings = (design or {}).get("until_resolved")
+    return ALPHA / looks(settings, repeats) if settings else ALPHA
+
+
+def plan(run_metrics, status, look, settings, repeats, final=False):
+    """Look `look` (from 0): per configuration, the block model's pairs and unresolved ones at the
+    split error, and whether block repeats + look is added for it (`decision`, in COLUMNS).
+    `run_metrics`: every ok run so far; `status`: runs.csv (every run so far, its elapsed_s).
+    `final`: the analysis after the last look, which adds nothing: why each stays unresolved."""
+    level = ALPHA / looks(settings, repeats)
+    rows, table = blocks.pair_rows(run_metrics, level)
+    rows = pd.concat([rows, blocks.decide(rows, level)], axis=1) if len(rows) else rows
+    budget_s = 60.0 * float(settings["budget_minutes"]) - _spent(status, repeats)
+    out = []
+    for model in table.to_dict("records"):
+        key = {k: model[k] for k in blocks.KEYS}
+        mine = rows[_matches(rows, key)] if len(rows) else rows
+        open_ = mine[mine["verdict"] == "unresolved"] if len(mine) else mine
+        needed = float(open_["blocks_needed"].max()) if len(open_) else math.nan
+        out.append(
+            {**key, "look": look, "blocks": model["blocks"], "pairs": len(mine), "unresolved": len(open_)}
+            | {"blocks_needed": needed, "run_s": _cost(status, key), "alpha": level}
+            | {"decision": _decision(len(open_), needed, model["blocks"], int(settings["max_blocks"]))}
+        )
+    planned = _within_budget(pd.DataFrame(out, columns=COLUMNS), budget_s)
+    if final:  # nothing more runs: a block it would still get was not looked for
+        planned["decision"] = planned["decision"].replace(ADDED, NO_LOOK)
+    return planned
+
+
+def _decision(unresolved, needed, blocks_so_far, max_blocks):
+    """Before the budget: whether a configuration wants another block, or why not."""
+    if not unresolved:
+        return ANSWERED
+    if blocks_so_far >= max_blocks:
+        return LAST
+    return NOISE if needed > max_blocks else ADDED
+
+
+def _within_budget(planned, budget_s):
+    """The added blocks the budget affords, closest to an answer first, then cheapest."""
+    for i in planned[planned["decision"] == ADDED].sort_values(["blocks_needed", "run_s"]).index:
+        cost = planned.at[i, "run_s"]
+        if cost > budget_s:
+            planned.at[i, "decision"] = BUDGET
+        else:
+            budget_s -= cost
+    return planned
+
+
+def _matches(table, key):
+    mask = pd.Series(True, index=table.index)
+    for k, v in key.items():
+        mask &= (table[k] == v) | (table[k].isna() & pd.isna(v))
+    return mask
+
+
+def _spent(status, repeats):
+    """Seconds the runs of added blocks took so far."""
+    added = status[status["repeat"] >= repeats]
+    return float(pd.to_numeric(added["elapsed_s"], errors="coerce").fillna(0).sum())
+
+
+def _cost(status, key):
+    """A whole block of one configuration: its cells' mean run time so far, summed."""
+    runs = status.assign(ranks=status["nodes"] * status["ranks_per_node"])
+    runs = runs[_matches(runs, key)]
+    per_cell = pd.to_numeric(runs["elapsed_s"], errors="coerce").groupby([runs[c] for c in blocks.CELL]).mean()
+    return float(per_cell.sum())
+
+
+def added_runs(matrix, planned, block):
+    """The runs (identity dicts of the first pass's `matrix`, dlscale/runtime/config.py) of block
+    `block` for the configurations `planned` (a look's table) gives one."""
+    chosen = {_config(r) for r in planned[planned["decision"] == ADDED].to_dict("records")}
+    return [{**run, "repeat": block} for run in matrix if run["repeat"] == 0 and _config(run) in chosen]
+
+
+def _config(row):
+    return tuple(str(row[k]) for k in CONFIG)

@@ -266,9 +266,10 @@ def analyse(study, draw=True):
     flops_params["framework"] = frameworks.REFERENCE
     flops_in = {"env": str(res / "environment.json")}  # the reference framework's Python: this one
     steps.write_flops(Job.of(input=flops_in, output=[csv["flops"]], params=flops_params, log=log("flops")))
-    summary_in = {k: csv[k] for k in ("run_metrics", "runs", "peak", "flops")} | {"plan": []}
-    summary_out = {k: csv[k] for k in ("summary", "comparisons")}
-    steps.write_summary(Job.of(input=summary_in, output=summary_out, log=log("summary")))
+    summary_in = {k: csv[k] for k in ("run_metrics", "runs", "peak", "flops")} | {"plan": [], "looks": []}
+    summary_out = {k: csv[k] for k in ("summary", "comparisons", "blocks", "sequential")}
+    summary_params = {"alpha": 0.05, "until_resolved": "{}", "repeats": c["repeats"]}
+    steps.write_summary(Job.of(input=summary_in, output=summary_out, params=summary_params, log=log("summary")))
     steps.write_replayed(Job.of(output=[csv["replayed"]], params={"replays": []}, log=log("replay_tables")))
     sweeps = [{"path": path, "nodes": n, "ranks_per_node": r} for path, (n, r) in study.sweeps.items()]
     comm_out = {"sweep": csv["allreduce"], "fit": csv["allreduce_fit"]}
@@ -296,7 +297,7 @@ def analyse(study, draw=True):
     if draw:
         figures_in = {k: csv[k] for k in ("summary", "comparisons")}
         steps.write_figures(Job.of(input=figures_in, output=study_figures, log=log("figures")))
-        report_in = {k: csv[k] for k in ("summary", "comparisons", "runs", "model")}
+        report_in = {k: csv[k] for k in ("summary", "comparisons", "blocks", "sequential", "runs", "model")}
         report_in |= {"environment": str(res / "environment.json"), "error": str(res / "model_error.json")}
         report_in |= {"figures": study_figures + model_figures}
         report_params = {"title": "a study of this shape", "config": json.dumps(c, default=str)}

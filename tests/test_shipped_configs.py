@@ -99,6 +99,9 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
     for path in figures.figure_paths(results / "figures", drawn):
         assert Path(path).stat().st_size > 1000, path
     assert ("replay" in drawn) == (results / "figures" / "replay.png").is_file()
+    if why == "GPU":  # no framework may time its CPU as the GPU (TensorFlow's soft placement did)
+        peak = pd.read_csv(results / "peak.csv", keep_default_na=False)
+        assert peak["failure"].str.contains("GPU|CUDA").all(), peak[["framework", "failure"]]
     error = json.loads((results / "model_error.json").read_text())
     report = (results / "report.md").read_text()
     multi_rank = any(r["nodes"] * r["ranks_per_node"] > 1 for r in matrix)

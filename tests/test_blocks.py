@@ -17,13 +17,9 @@ from bench.block_error import FRAMEWORKS
 from dlscale.analysis import blocks, comparisons, metrics
 
 
-def _simulated(rng, effects, blocks_n=3, sd=0.03, drift=2.0, model="m"):
-    return block_error.simulated(rng, effects, blocks_n, sd, drift, model)
-
-
 def test_the_fit_is_the_textbook_two_way_analysis_with_tukeys_intervals():
     rng = np.random.default_rng(7)
-    runs = _simulated(rng, {fw: 0.05 * i for i, fw in enumerate(FRAMEWORKS)})
+    runs = block_error.simulated(rng, {fw: 0.05 * i for i, fw in enumerate(FRAMEWORKS)})
     rows, table = blocks.pair_rows(runs)
     # Montgomery's RCBD by hand: y_ij - row mean - column mean + grand mean, (a-1)(b-1) df
     y = np.log(runs.pivot(index="framework", columns="repeat", values="throughput_img_per_s").to_numpy())
@@ -43,7 +39,7 @@ def test_the_fit_is_the_textbook_two_way_analysis_with_tukeys_intervals():
 
 def test_a_ten_percent_difference_under_twofold_drift_is_resolved_where_the_independent_analysis_is_not():
     rng = np.random.default_rng(3)
-    runs = _simulated(rng, {"mxnet": math.log(1.1), "torch": 0.0, "tensorflow": 0.0}, sd=0.02)
+    runs = block_error.simulated(rng, {"mxnet": math.log(1.1), "torch": 0.0, "tensorflow": 0.0}, sd=0.02)
     table = comparisons.study(metrics.summarize(runs), runs)
     row = table[(table["a"] == "mxnet") & (table["b"] == "torch")].iloc[0]
     assert row["verdict"] == "a faster" and row["ratio_ci_lo"] > 1 and 1.03 < row["ratio"] < 1.17
@@ -52,7 +48,7 @@ def test_a_ten_percent_difference_under_twofold_drift_is_resolved_where_the_inde
 
 def test_identical_frameworks_measured_precisely_are_called_equal():
     rng = np.random.default_rng(5)
-    runs = _simulated(rng, {fw: 0.0 for fw in FRAMEWORKS}, blocks_n=6, sd=0.005)
+    runs = block_error.simulated(rng, {fw: 0.0 for fw in FRAMEWORKS}, blocks_n=6, sd=0.005)
     table = comparisons.study(metrics.summarize(runs), runs)
     assert (table["verdict"] == "equal").all() and len(table) == 6
 
@@ -70,18 +66,18 @@ def test_identical_frameworks_are_called_different_in_at_most_five_percent_of_si
 
 def test_pooling_follows_bartletts_test():
     rng = np.random.default_rng(2)
-    alike = pd.concat([_simulated(rng, {fw: 0.0 for fw in FRAMEWORKS}, model=m, sd=0.03) for m in ("a", "b")])
+    same = {fw: 0.0 for fw in FRAMEWORKS}
+    alike = pd.concat([block_error.simulated(rng, same, model=m, sd=0.03) for m in ("a", "b")])
     table, _ = blocks.models(alike)
     assert table["pooled"].all() and (table["df"] == 12).all() and table["bartlett_p"].iloc[0] >= 0.05
-    same = {fw: 0.0 for fw in FRAMEWORKS}
-    unlike = pd.concat([_simulated(rng, same, model=m, sd=sd) for m, sd in (("a", 0.002), ("b", 0.2))])
+    unlike = pd.concat([block_error.simulated(rng, same, model=m, sd=sd) for m, sd in (("a", 0.002), ("b", 0.2))])
     table, _ = blocks.models(unlike)
     assert not table["pooled"].any() and (table["df"] == 6).all() and table["bartlett_p"].iloc[0] < 0.05
 
 
 def test_a_missing_run_leaves_an_incomplete_block_fitted_not_dropped():
     rng = np.random.default_rng(4)
-    runs = _simulated(rng, {fw: 0.0 for fw in FRAMEWORKS}, blocks_n=4)
+    runs = block_error.simulated(rng, {fw: 0.0 for fw in FRAMEWORKS}, blocks_n=4)
     runs = runs.drop(index=runs.index[(runs["framework"] == "torch") & (runs["repeat"] == 2)])
     rows, table = blocks.pair_rows(runs)
     assert table.iloc[0]["runs"] == 15 and table.iloc[0]["residual_df"] == 15 - 4 - 4 + 1
@@ -107,7 +103,8 @@ def test_blocks_needed_falls_as_the_spread_narrows_and_resolves_where_it_says():
     st.integers(0, 2**32 - 1),
 )
 def test_a_verdict_and_its_interval_never_disagree(effects, blocks_n, sd, seed):
-    runs = _simulated(np.random.default_rng(seed), dict(zip(("mxnet", "tensorflow", "torch"), effects)), blocks_n, sd)
+    named = dict(zip(("mxnet", "tensorflow", "torch"), effects))
+    runs = block_error.simulated(np.random.default_rng(seed), named, blocks_n, sd)
     rows, _ = blocks.pair_rows(runs)
     decided = blocks.decide(rows)
     clear = (decided["ratio_ci_lo"] > 1) | (decided["ratio_ci_hi"] < 1)

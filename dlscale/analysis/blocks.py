@@ -143,9 +143,9 @@ def models(runs, alpha=ALPHA):
             }
         )
         fits.append((cells, est, unscaled))
-    table = pd.DataFrame(rows, columns=BLOCK_COLUMNS[:-4] if not rows else None)
-    if table.empty:
+    if not rows:
         return pd.DataFrame(columns=BLOCK_COLUMNS), []
+    table = pd.DataFrame(rows)
     variances = table["residual_sd_log"] ** 2
     p = bartlett(variances, table["residual_df"])
     pooled = bool(np.isfinite(p) and p >= alpha)

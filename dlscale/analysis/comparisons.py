@@ -185,9 +185,11 @@ def with_block_model(table, runs, alpha=ALPHA):
         return table
     decided = pd.concat([rows[blocks.KEYS + ["a", "b"]], blocks.decide(rows, alpha)], axis=1)
     flipped = decided.rename(columns={"a": "b", "b": "a"}).assign(
-        ratio=1 / decided["ratio"], ratio_ci_lo=1 / decided["ratio_ci_hi"], ratio_ci_hi=1 / decided["ratio_ci_lo"],
+        ratio=1 / decided["ratio"],
+        ratio_ci_lo=1 / decided["ratio_ci_hi"],
+        ratio_ci_hi=1 / decided["ratio_ci_lo"],
         verdict=decided["verdict"].replace({"a faster": "b faster", "b faster": "a faster"}),
-    )  # fmt: skip
+    )
     both = pd.concat([decided, flipped], ignore_index=True).rename(columns={"a": "cell_a", "b": "cell_b"})
     cell_a, cell_b = _cells(table)
     keyed = table.drop(columns=BLOCK_MODEL).assign(cell_a=cell_a, cell_b=cell_b)

@@ -168,9 +168,10 @@ def write_look(job):
 
 def write_summary(job):
     """summary.csv, one row per configuration, and comparisons.csv, each pair of frameworks (and of
-    libraries) in each configuration both ran, paired by block and independent
-    (dlscale/analysis/comparisons.py: the report's and the figure's one source); with a second pass,
-    its plan's columns."""
+    libraries) in each configuration both ran, by the block model at params.alpha and beside it paired
+    and independent (dlscale/analysis/comparisons.py: the report's and the figure's one source);
+    blocks.csv, the block model's fits; sequential.csv, the looks of design.until_resolved (empty
+    without); with a second pass, its plan's columns."""
     inputs, out = job.input, job.output
     with logged(job.log[0]):
         runs = _run_metrics(inputs.run_metrics)
@@ -188,7 +189,7 @@ def write_summary(job):
             f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} comparisons, resolved: "
             + ", ".join(f"{comparisons.one_analysis(pairs, n)} {w}" for n, w in comparisons.ANALYSES.items())
         )
-        _wrote(out.summary, out.comparisons, out.blocks)
+        _wrote(out.summary, out.comparisons, out.blocks, out.sequential)
 
 
 def _write_sequential(job, runs, status, out_path):

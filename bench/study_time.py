@@ -46,7 +46,13 @@ COLUMNS = ["date", "commit", "frameworks", "models", "runs", "elapsed_s", "jax_r
 ]
 
 
-def _matmul(peak_csv):
+def commit():
+    """The checkout's short commit (the table's `commit`)."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def matmul(peak_csv):
     """The median over frameworks of the 1-thread matrix-multiply rate (GFLOP/s), or empty."""
     if not peak_csv.is_file():
         return ""
@@ -65,10 +71,9 @@ def row(results, elapsed_s, note):
     order = pd.read_csv(table["order"], keep_default_na=False) if table["order"].is_file() else None
     plan = pd.read_csv(table["second_pass"]) if table["second_pass"].is_file() else None
     jax = runs["framework"] == "jax"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return {
         "date": datetime.date.today().isoformat(),
-        "commit": commit.stdout.strip(),
+        "commit": commit(),
         "frameworks": ", ".join(dict.fromkeys(runs["framework"])),
         "models": ", ".join(dict.fromkeys(runs["model"])),
         "runs": len(runs),
@@ -84,7 +89,7 @@ def row(results, elapsed_s, note):
         "pairs_resolved_block": one_analysis(pairs),
         "pairs_resolved_paired": one_analysis(pairs, "_paired"),
         "pairs_resolved_independent": one_analysis(pairs, "_independent"),
-        "matmul_gflops_1_thread": _matmul(table["peak"]),
+        "matmul_gflops_1_thread": matmul(table["peak"]),
         "note": note,
         "machine": machine(),
     }

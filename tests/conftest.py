@@ -112,6 +112,7 @@ FAST_MODULES = {
     "test_overhead_bench",
     "test_processes",
     "test_records",
+    "test_run_cost",
     "test_samples",
 }
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlscale.analysis import second_pass
+from dlscale.analysis import cost, second_pass
 from dlscale.core import paths
 from dlscale.core.vocabulary import CONFIG_KEYS
 from dlscale.runtime import config as cfg
@@ -80,13 +80,14 @@ def _study(tmp_path, **second):
     path.write_text(yaml.safe_dump(conf))
     proc = subprocess.run(SNAKEMAKE + ["--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return path, Path(conf["results"])
+    return path, Path(conf["results"]), proc.stdout
 
 
 def test_a_study_runs_the_repeats_its_first_pass_asks_for_and_says_so(tmp_path):
     """A target no run meets: the one configuration gets its third repeat, in every table, and a
     second snakemake has nothing to do."""
-    path, results = _study(tmp_path)
+    path, results, said = _study(tmp_path)
+    assert "dlscale: 3 of 3 runs done, 3 of 3 blocks complete" in said  # the added repeat counts itself
     plan = pd.read_csv(results / paths.TABLES["second_pass"])
     assert plan[["repeats_first", "repeats_planned", "second_pass"]].values.tolist() == [[2, 3, second_pass.BY_REPEATS]]
     assert sorted(pd.read_csv(results / paths.TABLES["runs"])["repeat"]) == [0, 1, 2]
@@ -110,10 +111,20 @@ def test_a_study_runs_the_repeats_its_first_pass_asks_for_and_says_so(tmp_path):
     assert subprocess.run(bench, capture_output=True, text=True).returncode == 0
     (row,) = pd.read_csv(out).to_dict("records")
     assert (row["runs"], row["configurations"], row["pairs"], row["runs_added"], row["elapsed_s"]) == (3, 1, 0, 1, 60)
+    # where its runs' time went (bench/run_cost.py): every part, summing to the runs' time
+    out = tmp_path / "run-cost.csv"
+    bench = [sys.executable, str(ROOT / "bench" / "run_cost.py"), str(results), "--label", "test", "--out", str(out)]
+    assert subprocess.run(bench, capture_output=True, text=True).returncode == 0
+    rows = pd.read_csv(out)
+    assert rows["framework"].tolist() == ["torch", "all"] and rows["runs"].tolist() == [3, 3]
+    parts = rows[[f"{p}_s" for p in ("start", *cost.AFTER)]].sum(axis=1)
+    assert parts.iloc[-1] == pytest.approx(rows["elapsed_s"].iloc[-1], abs=0.5)
+    assert rows[[f"{p}_s" for p in cost.STARTUP]].notna().all().all()
 
 
 def test_a_study_without_seconds_to_spare_adds_no_run(tmp_path):
-    _, results = _study(tmp_path, max_seconds=0.001)
+    _, results, said = _study(tmp_path, max_seconds=0.001)
+    assert "dlscale: 1 of 2 runs done, 1 of 2 blocks complete; the runs left take about" in said
     plan = pd.read_csv(results / paths.TABLES["second_pass"])
     assert plan[["repeats_planned", "second_pass"]].values.tolist() == [[2, second_pass.BY_SECONDS]]
     assert sorted(pd.read_csv(results / paths.TABLES["runs"])["repeat"]) == [0, 1]

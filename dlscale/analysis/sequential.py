@@ -3,8 +3,9 @@
 After the planned blocks (`repeats`), a look (a Snakemake checkpoint) analyses every run so far with
 the block model (blocks.py) and gives one more whole block (a run of every cell, in the design's
 seeded order) to each configuration that still has an unresolved pair, while the predicted time of
-the added runs (each cell's mean run time so far) fits the budget; then the next look, up to
-`max_blocks` blocks. Configurations closest to an answer (fewest blocks needed) go first.
+the added runs (what each took in the blocks so far, as the progress line predicts it) fits the
+budget; then the next look, up to `max_blocks` blocks. Configurations closest to an answer (fewest
+blocks needed) go first.
 
 Looking more than once raises the chance of calling a difference that is not there, so the error is
 split over the looks (Bonferroni): with L = max_blocks - repeats + 1 possible analyses (at repeats,
@@ -20,6 +21,7 @@ import pandas as pd
 from dlscale.analysis import blocks
 from dlscale.analysis.verdicts import ALPHA
 from dlscale.core.vocabulary import MATRIX_KEYS
+from dlscale.runtime import progress
 
 ADDED, ANSWERED, BUDGET, LAST, NOISE, NO_LOOK = (
     "block added",
@@ -104,11 +106,11 @@ def _spent(status, repeats):
 
 
 def _cost(status, key):
-    """A whole block of one configuration: its cells' mean run time so far, summed."""
+    """A whole block of one configuration: a run of each of its cells, each predicted as the progress
+    line predicts it (dlscale/runtime/progress.py: what the same run took in the blocks so far)."""
     runs = status.assign(ranks=status["nodes"] * status["ranks_per_node"])
-    runs = runs[_matches(runs, key)]
-    per_cell = pd.to_numeric(runs["elapsed_s"], errors="coerce").groupby([runs[c] for c in blocks.CELL]).mean()
-    return float(per_cell.sum())
+    cells = runs[_matches(runs, key)].drop_duplicates(blocks.CELL)
+    return progress.predicted_s(status.to_dict("records"), cells.to_dict("records")) or 0.0
 
 
 def added_runs(matrix, planned, block):

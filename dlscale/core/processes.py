@@ -22,6 +22,14 @@ def _fields(pid):
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
+def started_at(pid="self"):
+    """When process `pid` started, in seconds since the epoch (to /proc's clock tick, 10 ms): its
+    start in ticks after boot (proc(5) field 22) placed against now's uptime."""
+    since_boot = int(_fields(pid)[19]) * TICK_S
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return time.time() - uptime + since_boot
+
+
 def children():
     """{parent pid: [child pids]} of every process now alive."""
     table = {}

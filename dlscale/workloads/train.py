@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from dlscale.core import samples
-from dlscale.core.processes import CpuMeter
+from dlscale.core.processes import CpuMeter, started_at
 from dlscale.core.records import IDENTITY, Writer
 from dlscale.core.vocabulary import (
     BACKWARD_S,
@@ -53,12 +53,18 @@ from dlscale.workloads.batches import open_data
 from dlscale.workloads.rank import leave, private_tmpdir, provenance
 
 
-def load_trainer(spec):
+def load_trainer(spec, startup=None):
+    """The spec's framework's Trainer; `startup` (a dict) gets when its module was imported and when
+    the Trainer was built (Horovod started, model and optimizer made), in seconds since the epoch."""
+    startup = {} if startup is None else startup
     try:
         trainer = frameworks.module(spec["framework"], "trainer")
     except frameworks.UnknownFramework as e:
         raise SystemExit(str(e)) from None
-    return trainer.Trainer(spec)
+    startup["imported"] = time.time()
+    built = trainer.Trainer(spec)
+    startup["built"] = time.time()
+    return built
 
 
 def timed_step(trainer, fetch):
@@ -123,7 +129,9 @@ def profile(trainer, data, first, count, out):
     trainer.profiling = False
     events = trainer.profile_stop()
     trainer.stop_timeline()
-    if trainer.size > 1:  # one rank communicates nothing, and its timeline stays empty
+    # one rank communicates nothing, and its timeline stays empty; a run without Horovod writes none
+    # (waiting for one cost every JAX run of 2 ranks or more 5 s: bench/results/run-cost.csv)
+    if trainer.size > 1 and trainer.writes_timeline:
         _settled(timeline)
     trace.write(out / trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events, timeline)
     return spans
@@ -154,11 +162,15 @@ def train(argv, scratch):
     if spec["timing"] == "native" and spec.get("profile_iterations"):
         # Horovod reads it at init; the launchers set it, a rank started by hand needs it too
         os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
-    trainer = load_trainer(spec)
+    # when the rank's process started and reached each point before its first iteration (the run's
+    # cost before it measures anything: bench/run_cost.py)
+    startup = {"process": started_at(), "harness": time.time()}
+    trainer = load_trainer(spec, startup)
     out = Path(spec["out_dir"])
     writer = Writer(out / records_name(trainer.rank))
     sizes = trainer.gradient_sizes()
     data, described = open_data(trainer, spec)
+    startup["data"] = time.time()
     writer.write(
         "run",
         **{k: spec[k] for k in IDENTITY},
@@ -169,6 +181,7 @@ def train(argv, scratch):
         gradients={"tensors": len(sizes), "bytes": sum(sizes), "sizes": sizes},
         data=described,
         provenance=provenance(trainer, spec),
+        startup=startup,
     )
     started, meter = time.perf_counter(), CpuMeter()
     ready, times, enough = measured(trainer, data, writer, spec, out, meter)

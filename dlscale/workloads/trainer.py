@@ -164,6 +164,12 @@ class Trainer(abc.ABC):
     def profile_stop(self):
         """Turn the profiler off; the framework's events as Chrome trace "X" events."""
 
+    @property
+    def writes_timeline(self):
+        """Whether `start_timeline` records Horovod's timeline: a run through Horovod (its module as
+        `hvd`), not one through the framework's own collectives."""
+        return getattr(self.hvd, "__name__", "").startswith("horovod")
+
     def start_timeline(self, path):
         """Horovod's timeline of this rank's communication from now on, into `path`."""
         self.hvd.start_timeline(str(path))

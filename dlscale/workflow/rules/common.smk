@@ -5,6 +5,7 @@ from pathlib import Path
 
 from dlscale.runtime import config as cfg
 from dlscale.runtime import design
+from dlscale.runtime import progress
 from dlscale.core import paths
 from dlscale.core.vocabulary import STATUS
 from dlscale.workloads import images
@@ -71,9 +72,18 @@ UNTIMED = {"run", "allreduce", "replay", "contention", "environment", "dataset",
 
 def step(rule_name, function, input, output, params, log, resources):
     """Every rule's work: `function` given the rule's declared lists, in a process of its own, stopped
-    by a signal and, unless UNTIMED, after step_timeout_s (dlscale/runtime/rule.py `step`)."""
+    by a signal and, unless UNTIMED, after step_timeout_s (dlscale/runtime/rule.py `step`); after a
+    run, the study's progress line."""
     limit = None if rule_name in UNTIMED else config["step_timeout_s"]
     rule_process.step(rule_name, function, input, output, params, log, resources, timeout_s=limit)
+    if rule_name == "run":
+        say_progress(output[0])
+
+
+def say_progress(status):
+    """After a run: the study's progress line (dlscale/runtime/progress.py) on the terminal, over the
+    first pass's runs and `status` (a run a look or a second pass added)."""
+    print(progress.line(sorted({*RUNS, str(status)})), flush=True)
 
 
 def run_environment(wildcards):

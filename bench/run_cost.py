@@ -8,7 +8,8 @@ sums every run. Appends the rows labelled `--label` (before or after a change) w
 commit, the machine and the study's 1-thread matrix-multiply rate (which tells machines apart),
 keeping the table's other rows. A run recorded before its startup was stamped has `start` only.
 
-  .venv/bin/python bench/run_cost.py RESULTS --label after [--note TEXT] [--out bench/results/run-cost.csv]
+  .venv/bin/python bench/run_cost.py RESULTS --label after [--commit SHA] [--note TEXT]
+      [--out bench/results/run-cost.csv]
 """
 
 import argparse
@@ -50,9 +51,10 @@ def _median(values):
     return round(statistics.median(values), 3) if values else None
 
 
-def rows(table, label, note, results):
-    """The table's rows of one study: per framework, model and ranks, then the study's sum."""
-    common = {"label": label, "date": datetime.date.today().isoformat(), "commit": commit()}
+def rows(table, label, note, results, made_by=None):
+    """The table's rows of one study (made by commit `made_by`, this checkout's where None): per
+    framework, model and ranks, then the study's sum."""
+    common = {"label": label, "date": datetime.date.today().isoformat(), "commit": made_by or commit()}
     common |= {"matmul_gflops_1_thread": matmul(Path(results) / paths.TABLES["peak"]), "note": note}
     common |= {"machine": machine()}
     out = []
@@ -71,10 +73,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", help="a finished study's results folder")
     ap.add_argument("--label", required=True, help="before or after the change measured")
+    ap.add_argument("--commit", help="the commit the study ran (default: this checkout's)")
     ap.add_argument("--note", default="")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "run-cost.csv"))
     args = ap.parse_args(argv)
-    new = pd.DataFrame(rows(costs(args.results), args.label, args.note, args.results), columns=COLUMNS)
+    new = pd.DataFrame(rows(costs(args.results), args.label, args.note, args.results, args.commit), columns=COLUMNS)
     out = Path(args.out)
     table = pd.concat([pd.read_csv(out), new], ignore_index=True) if out.exists() else new
     table[COLUMNS].to_csv(out, index=False)

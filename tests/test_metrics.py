@@ -310,6 +310,11 @@ def test_skewed_repeats_get_a_bootstrap_interval_normal_ones_student_t():
     assert method.startswith("t (Shapiro-Wilk p=") and (lo, hi) == pytest.approx(metrics.mean_ci(normal)[1:])
     assert metrics.interval([2.0])[3] == "none (1 repeat)" and math.isnan(metrics.interval([2.0])[1])
     assert metrics.interval([2.0, 2.0, 2.0])[1:3] == pytest.approx((2.0, 2.0))
+    # skewed but too few to resample (3 values have 10 distinct means): t on the log scale, named so
+    few = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 3.0, 1.0]
+    mean, lo, hi, method = metrics.interval(few)
+    assert method.startswith("t on the log scale (Shapiro-Wilk p=") and "too few repeats" in method
+    assert (mean, lo, hi) == pytest.approx(metrics.log_ci(few)) and lo * hi == pytest.approx(mean**2)
 
 
 def test_a_planted_garbage_collection_is_kept_counted_and_shown_beside_the_median():
@@ -338,7 +343,8 @@ def test_the_report_says_how_it_meets_each_of_the_twelve_rules():
     assert [line.split(".")[0] for line in text.splitlines() if line[:2].rstrip(".").isdigit()] == [
         str(i) for i in range(1, 13)
     ]
-    assert "Student-t in 0 configuration(s)" in text and "percentile bootstrap in 1" in text
+    # one skewed configuration of 3 repeats: too few to resample, t on the log scale
+    assert "Student-t in 1 configuration(s)" in text and "percentile bootstrap in 0 (from 10 repeats)" in text
     assert "Warm-up iterations (2) are excluded; each run measures 10 iterations" in text and "timing `phased`" in text
     assert "interquartile ranges): 1, kept" in text and "within ±5% of it in 0 of 1 configurations" in text
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.analysis import comparisons, sequential
-from dlscale.analysis.metrics import PRECISION
+from dlscale.analysis.metrics import MIN_BOOTSTRAP, PRECISION
 from dlscale.analysis.prediction import TOLERANCE
 from dlscale.core import hardware
 from dlscale.core.paths import PACKAGE, SOURCE, WORKFLOW
@@ -605,8 +605,9 @@ def _rules(ok, config, pairs):
         f"nothing here is deterministic: every number has a 95% interval over {_repeats(ok, config)}; the mean "
         f"iteration time's interval is within ±{PRECISION:.0%} of it in {tight} of {len(ok)} configurations",
         f"normality is tested, not assumed: Student-t in {t} configuration(s) (Shapiro-Wilk did not reject it, "
-        f"or 2 repeats could not be tested), percentile bootstrap in {boot}, none in {len(ok) - t - boot} "
-        "(1 repeat); per configuration in `summary.csv` (`iteration_s_ci_method`)",
+        f"or 2 repeats could not be tested; on the log scale where it rejected it with fewer than "
+        f"{MIN_BOOTSTRAP} repeats), percentile bootstrap in {boot} (from {MIN_BOOTSTRAP} repeats), "
+        f"none in {len(ok) - t - boot} (1 repeat); per configuration in `summary.csv` (`iteration_s_ci_method`)",
         "frameworks are compared by their throughput ratio with its simultaneous interval, every run of a "
         "configuration in one model of log throughput on framework and block (Framework comparisons), verdicts "
         f"at 5% per configuration (Tukey): {resolved} of {len(frameworks)} framework pairs resolved (one faster, or "

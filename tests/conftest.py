@@ -106,6 +106,7 @@ FAST_MODULES = {
     "test_check_run",
     "test_comparisons",
     "test_config",
+    "test_figures",
     "test_launch",
     "test_metrics",
     "test_model",

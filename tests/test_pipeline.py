@@ -151,6 +151,9 @@ def test_figures_and_reports(study):
     for name in ("throughput", "efficiency", "phases", "input", "comparisons", "model", "extrapolation"):
         for ext in ("pdf", "png"):
             assert (results / paths.FIGURES / f"{name}.{ext}").stat().st_size > 1000
+    # the figure checker (figures.problems) found nothing to say in any of them
+    for log in ("figures.log", "model.log"):
+        assert "figure " not in (Path(study[0]["logs"]) / log).read_text()
     # the paper-ready report and Snakemake's HTML report
     md = (results / paths.TABLES["report"]).read_text()
     # only the columns that vary; the constant ones said once above the table

@@ -189,6 +189,8 @@ SUMMARY = {
     "repeats_failed": "repeats that failed",
     "failure_reasons": "the failed repeats' reasons",
     "loader_img_per_s": "the loader's own rate (mean over ok runs of the slowest rank's), images/s",
+    "loader_img_per_s_ci_lo": "95% interval of the loader's rate over the ok runs, lower bound, images/s",
+    "loader_img_per_s_ci_hi": "95% interval of the loader's rate over the ok runs, upper bound, images/s",
     "loader_utilisation": "throughput per rank / loader rate: near 1 the step waits for its input",
     "cores_used": "cores a rank used over its measured iterations (runs.csv), mean over ok repeats",
     "cores_given": "cores a rank was given: threads_per_rank + loader_workers (each loader worker a core) + "
@@ -580,9 +582,12 @@ OUTPUTS = {
     "and, beside the folder, its trials as JSON lines (`.jsonl`)",
     _T["extrapolation"]: "PREDICTED efficiency for 2 ... `extrapolate.max_ranks` ranks over each link in "
     "`extrapolate.links`",
-    "figures/{throughput,efficiency,phases}.{pdf,png}": "seaborn, faceted by model, hue framework, style the rest "
+    "figures/{throughput,efficiency}.{pdf,png}": "seaborn, faceted by model, hue framework, style the rest "
     "of the configuration (`setting`)",
-    "figures/input.{pdf,png}": "per rank, the loader's own rate against what training takes from it",
+    "figures/phases.{pdf,png}": "per network and phase (its own scale) the mean seconds per iteration with 95% "
+    "intervals, a row per configuration, in the framework's colour",
+    "figures/input.{pdf,png}": "per configuration and rank, the loader's own rate against what training takes "
+    "from it, with 95% intervals",
     "figures/model.{pdf,png}": "predicted against measured iteration and communication time, one point per run",
     "figures/extrapolation.{pdf,png}": "predicted efficiency up to `extrapolate.max_ranks` ranks per link, titled as "
     "a prediction",

@@ -8,6 +8,7 @@ ever two configurations. Each figure is written as PDF and PNG.
 """
 
 import math
+import sys
 import textwrap
 from pathlib import Path
 
@@ -15,8 +16,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 from dlscale.core.vocabulary import BASELINE_KEYS, PHASES, seconds  # noqa: E402
 from dlscale.workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
@@ -39,7 +42,6 @@ OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "
 FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, OKABE_ITO))
 # Each line's setting names its dimension: "library: native", not a bare word two keys share.
 LABELS = {"comm": "comm", "comm_library": "library", "layout": "layout", "timing": "timing"}
-PHASE_COLOURS = dict(zip(PHASES, sns.color_palette("muted", len(PHASES)).as_hex()))
 sns.set_theme(context="paper", style="whitegrid")
 
 
@@ -49,15 +51,54 @@ def figure_paths(folder, names):
 
 
 def _save(fig, paths, name):
-    """Write `fig` to those of the declared output `paths` that are the figure `name`."""
+    """Write `fig` to those of the declared output `paths` that are the figure `name`; what `problems`
+    finds in it is said on stderr (the figures step's log)."""
     mine = [Path(p) for p in paths if Path(p).stem == name]
     if not mine:
         raise ValueError(f"no output path for figure {name!r} among {list(map(str, paths))}")
+    for problem in problems(fig):
+        print(f"figure {name}: {problem}", file=sys.stderr)
     for path in mine:
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=150, bbox_inches="tight")
     plt.close(fig)
     return mine
+
+
+def _data_lines(ax):
+    """The lines `ax` draws in data coordinates (not reference lines such as axhline's), each with
+    its number of finite points."""
+    out = []
+    for line in ax.get_lines():
+        if line.get_transform() is ax.transData and line.get_visible():
+            x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+            out.append(int(np.isfinite(x * y).sum()))
+    return out
+
+
+def _drawn(ax):
+    """How many things `ax` draws from data: points of lines and markers, bars, bands."""
+    count = sum(_data_lines(ax))
+    count += sum(len(c.get_offsets()) + len(c.get_paths()) for c in ax.collections if c.get_visible())
+    sized = [p for p in ax.patches if p.get_visible() and hasattr(p, "get_width")]  # bars, not axvspan's
+    return count + sum(1 for p in sized if p.get_width() * p.get_height() > 0)
+
+
+def _legend_lines(fig):
+    """The labels of legend entries drawn as a line (a visible line style), in every legend."""
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    entries = [(h, t.get_text()) for lg in legends for h, t in zip(lg.legend_handles, lg.get_texts())]
+    return [label for h, label in entries if isinstance(h, Line2D) and h.get_linestyle() not in ("None", "", " ")]
+
+
+def problems(fig):
+    """What a reader cannot read in `fig`: a panel with no data, a legend line where no line of two
+    points or more is drawn (every line a single point: one x value)."""
+    panels = [ax for ax in fig.axes if ax.axison]
+    found = [f"panel {ax.get_title() or i!r} has no data" for i, ax in enumerate(panels) if not _drawn(ax)]
+    if not any(n >= 2 for ax in panels for n in _data_lines(ax)):
+        found += [f"legend entry {label!r} is a line, but no line is drawn" for label in _legend_lines(fig)]
+    return found
 
 
 def _nothing(paths, name, why):
@@ -193,102 +234,96 @@ def phases(summary, paths):
             "no configuration has phase times (a native run has them from its "
             "traces only, and profile_iterations 0 traces none)",
         )
-    ok["configuration"] = [f"{r.framework} {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
-    grid = _phase_bars(ok, _phases_long(ok))
-    grid.set_axis_labels("mean time per iteration (s)", "")
-    grid.set_titles("{col_name}")
-    grid.figure.suptitle("Time per iteration by phase (native runs: from traces; comm = exposed)", y=1.02)
-    return _save(grid.figure, paths, "phases")
+    ok = ok.sort_values(["model", "framework", "ranks"], key=_framework_order)
+    ok["configuration"] = [f"{r.framework}, {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
+    models = list(dict.fromkeys(ok["model"]))
+    rows = ok.groupby("model").size().max()
+    size = (2.1 * (len(PHASES) + 1) + 3, len(models) * (0.9 + 0.28 * rows))
+    fig, axes = plt.subplots(len(models), len(PHASES) + 1, squeeze=False, sharey="row", figsize=size)
+    for grid_row, model in zip(axes, models):
+        mine = ok[ok["model"] == model]
+        for ax, column in zip(grid_row, [seconds(p) for p in PHASES] + ["iteration_s"]):
+            _phase_panel(ax, mine, column)
+        grid_row[0].set_ylabel(model)
+    title = "Time per iteration by phase, each on its own scale (native runs: from traces; comm = exposed)"
+    fig.suptitle(f"{title}\nrows: framework, nodes x ranks per node (setting); bars: 95% interval over repeats", y=1.02)
+    fig.tight_layout()
+    return _save(fig, paths, "phases")
 
 
-def _phases_long(ok):
-    """The configurations' phase times in long form, one row per configuration x phase (a phase
-    without a time counts as none)."""
-    long = ok.melt(
-        id_vars=["model", "configuration"],
-        value_vars=[seconds(p) for p in PHASES],
-        var_name="phase",
-        value_name="seconds",
-    )
-    long["phase"] = long["phase"].str.removesuffix("_s")
-    long["seconds"] = long["seconds"].fillna(0.0)
-    return long
-
-
-def _phase_bars(ok, long):
-    """The phases figure's facets: one stacked bar per configuration, sized to its bars and labels,
-    with the phase legend beside them."""
-    bars = ok.groupby("model").size().max()
-    height = 0.28 * bars + 1.5
-    # each facet holds its own configuration labels beside 3 inches of bars
-    width = 3.0 + 0.075 * ok["configuration"].str.len().max()
-    grid = sns.FacetGrid(long, col="model", sharex=False, sharey=False, height=height, aspect=width / height)
-    # histplot stacks the last hue level first: reversed, the bars read io, h2d, ... left to right
-    grid.map_dataframe(
-        sns.histplot,
-        y="configuration",
-        weights="seconds",
-        hue="phase",
-        hue_order=list(PHASES)[::-1],
-        multiple="stack",
-        discrete=True,
-        shrink=0.8,
-        palette=PHASE_COLOURS,
-        linewidth=0,
-    )
-    # beside the facets, kept by the tight bounding box: seaborn's add_legend widens the figure by
-    # shrinking the axes, which long configuration labels in one facet leave no room for
-    grid.figure.legend(
-        handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLOURS.values()],
-        labels=list(PHASE_COLOURS),
-        title="phase",
-        loc="center left",
-        bbox_to_anchor=(1.0, 0.5),
-        frameon=False,
-    )
-    return grid
+def _phase_panel(ax, rows, column):
+    """One phase (or the whole iteration) of one network's configurations: mean and 95% interval,
+    in the framework's colour, on the phase's own axis (io and h2d are readable beside backward)."""
+    y = list(range(len(rows)))[::-1]
+    for yi, r in zip(y, rows.to_dict("records")):
+        mean, lo, hi = (r.get(f"{column}{end}", math.nan) for end in ("", "_ci_lo", "_ci_hi"))
+        err = [[max(mean - lo, 0)], [max(hi - mean, 0)]] if pd.notna(lo) and pd.notna(hi) else None
+        colour = FRAMEWORK_COLOURS.get(r["framework"], "black")
+        ax.errorbar([0.0 if pd.isna(mean) else mean], [yi], xerr=err, fmt="o", ms=4, capsize=2, color=colour)
+    ax.set_yticks(y, rows["configuration"])
+    ax.set_xlim(left=0)
+    ax.set_title(column.removesuffix("_s") if column != "iteration_s" else "whole iteration")
+    ax.set_xlabel("s")
 
 
 def input_rate(summary, paths):
-    """Per rank: what the loader delivers alone against what training takes, by loader workers."""
+    """Can each loader feed its trainer? Per configuration (a row: framework, nodes x ranks per node,
+    setting), the loader's own rate per rank against what training takes per rank, each with its
+    95% interval, on one log axis: input-bound where the two meet."""
     if "loader_img_per_s" not in summary or summary["loader_img_per_s"].isna().all():
         return _nothing(paths, "input", "synthetic data: no loader (data: {kind: images} reads JPEGs)")
     ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"]))
-    ok["training"] = ok["throughput_img_per_s"] / ok["ranks"]
-    # a line runs over loader workers: its setting without them
-    ok["line"] = [
-        f"{r.ranks} rank(s), " + r.setting.replace(f", loader_workers {r.loader_workers}", "") for r in ok.itertuples()
-    ]
-    long = ok.melt(
-        id_vars=["model", "framework", "line", "loader_workers"],
-        value_vars=["loader_img_per_s", "training"],
-        var_name="rate",
-        value_name="images / s per rank",
-    )
-    long["rate"] = long["rate"].map({"loader_img_per_s": "loader alone", "training": "training"})
-    grid = sns.relplot(
-        data=long,
-        kind="line",
-        x="loader_workers",
-        y="images / s per rank",
-        col="model",
-        hue="framework",
-        style="rate",
-        units="line",
-        estimator=None,
-        markers=True,
-        palette=FRAMEWORK_COLOURS,
-        hue_order=[f for f in FRAMEWORKS if f in set(long["framework"])],
-        height=3.2,
-        aspect=1.1,
-        facet_kws={"sharey": False},
-    )
-    for ax in grid.axes.flat:
-        ax.set_yscale("log")
-        ax.set_xticks(sorted(long["loader_workers"].unique()))
-    grid.set_titles("{col_name}")
-    grid.figure.suptitle("Input: the loader's own rate against training's demand (input-bound where they meet)", y=1.03)
-    return _save(grid.figure, paths, "input")
+    ok = ok.sort_values(["model", "framework", "ranks"], key=_framework_order)
+    ok["row"] = [f"{r.framework}, {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
+    models = list(dict.fromkeys(ok["model"]))
+    height = 1.2 + 0.3 * ok.groupby("model").size().max()
+    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), height), squeeze=False, sharey=False)
+    for ax, model in zip(axes[0], models):
+        _input_panel(ax, ok[ok["model"] == model])
+        ax.set_title(model)
+    axes[0][0].set_ylabel("framework, nodes x ranks per node (setting)")
+    fig.legend(handles=_input_legend(ok), loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.suptitle("Input: can each loader feed its trainer? (per rank; input-bound where the marks meet)", y=1.02)
+    fig.tight_layout()
+    return _save(fig, paths, "input")
+
+
+def _framework_order(column):
+    """Frameworks in the registry's order (the palette's), other columns as they are."""
+    return column.map(FRAMEWORKS.index) if column.name == "framework" else column
+
+
+INPUT_MARKS = {"loader alone": "o", "training takes": "X"}
+
+
+def _input_panel(ax, rows):
+    """One network's rows: the loader's rate (circle) and training's (cross), 95% intervals as bars."""
+    y = list(range(len(rows)))[::-1]
+    for yi, r in zip(y, rows.itertuples()):
+        colour = FRAMEWORK_COLOURS.get(r.framework, "black")
+        per_rank = [
+            v / r.ranks for v in (r.throughput_img_per_s, r.throughput_img_per_s_ci_lo, r.throughput_img_per_s_ci_hi)
+        ]
+        loader = (
+            r.loader_img_per_s,
+            getattr(r, "loader_img_per_s_ci_lo", math.nan),
+            getattr(r, "loader_img_per_s_ci_hi", math.nan),
+        )
+        ax.plot([per_rank[0], loader[0]], [yi, yi], color="lightgrey", linewidth=2, zorder=1)
+        for (mean, lo, hi), mark in zip((loader, per_rank), INPUT_MARKS.values()):
+            err = [[max(mean - lo, 0)], [max(hi - mean, 0)]] if pd.notna(lo) and pd.notna(hi) else None
+            ax.errorbar([mean], [yi], xerr=err, fmt=mark, color=colour, capsize=2, ms=6, zorder=2)
+    ax.set_xscale("log")
+    ax.set_yticks(y, rows["row"])
+    ax.set_xlabel("images / s per rank (log; bars: 95% interval)")
+
+
+def _input_legend(ok):
+    """Markers for the two rates, colours for the frameworks drawn (markers only: no line is drawn)."""
+    marks = [Line2D([], [], marker=m, color="black", linestyle="None", label=k) for k, m in INPUT_MARKS.items()]
+    drawn = [f for f in FRAMEWORKS if f in set(ok["framework"])]
+    swatches = [Line2D([], [], marker="s", color=FRAMEWORK_COLOURS[f], linestyle="None", label=f) for f in drawn]
+    return marks + swatches
 
 
 def comparisons(pairs, paths):
@@ -322,11 +357,26 @@ def comparisons(pairs, paths):
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.axvspan(0.95, 1.05, color=OKABE_ITO[0], alpha=0.1, linewidth=0)
     ax.set_xscale("log", base=2)
+    _ratio_ticks(ax, pairs["ratio_ci_lo"].tolist() + pairs["ratio_ci_hi"].tolist() + pairs["ratio"].tolist())
     ax.set_yticks(y, labels)
     ax.set_xlabel("throughput ratio a / b, block model (simultaneous 95% interval; band: equal within ±5%)")
     ax.set_title("Frameworks compared (verdicts at 5% per configuration, Tukey)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return _save(fig, paths, "comparisons")
+
+
+RATIO_TICKS = (0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0)
+
+
+def _ratio_ticks(ax, values):
+    """Ticks a reader can read a ratio from (0.5, 0.67, 0.8, 1, 1.25, 1.5, 2 ...) over the values'
+    range, labelled as numbers; the axis reaches at least 0.8-1.25."""
+    finite = [v for v in values if pd.notna(v) and v > 0 and math.isfinite(v)]
+    lo, hi = min(finite + [0.8]), max(finite + [1.25])
+    ax.set_xlim(lo / 1.05, hi * 1.05)
+    ticks = [t for t in RATIO_TICKS if lo / 1.05 <= t <= hi * 1.05]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def draw_all(summary, pairs, paths):

@@ -287,16 +287,21 @@ def add_mfu(summary, peak, flops):
     return summary
 
 
+LOADER_RATE = ["loader_img_per_s", "loader_img_per_s_ci_lo", "loader_img_per_s_ci_hi"]
+
+
 def add_loader(summary, status):
-    """Image data: the loaders' own rate (`loader_img_per_s`, mean over ok runs of the slowest rank's)
-    and how much of it training uses, `loader_utilisation` = throughput per rank / loader rate: near
-    1 the step waits for its input (input-bound), far below 1 the loader keeps up with room to spare."""
+    """Image data: the loaders' own rate (`loader_img_per_s`, mean over ok runs of the slowest rank's,
+    with its 95% interval as a cost's: `interval`) and how much of it training uses,
+    `loader_utilisation` = throughput per rank / loader rate: near 1 the step waits for its input
+    (input-bound), far below 1 the loader keeps up with room to spare."""
     if "loader_img_per_s" not in status:
         return summary
     ok = status[status["status"] == "ok"].assign(
         loader_img_per_s=lambda d: pd.to_numeric(d["loader_img_per_s"], errors="coerce")
     )
-    rate = ok.groupby(CONFIG_KEYS, observed=True)["loader_img_per_s"].mean().rename("loader_img_per_s").reset_index()
+    rates = ok.groupby(CONFIG_KEYS, observed=True)["loader_img_per_s"]
+    rate = rates.apply(lambda r: pd.Series(interval(r.tolist())[:3], index=LOADER_RATE)).unstack().reset_index()
     summary = summary.merge(rate, on=CONFIG_KEYS, how="left")
     summary["loader_utilisation"] = summary["throughput_img_per_s"] / summary["ranks"] / summary["loader_img_per_s"]
     return summary

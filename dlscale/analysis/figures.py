@@ -469,10 +469,12 @@ def replay(table, error, paths):
     return _save(grid.figure, paths, "replay")
 
 
-def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays=None):
-    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it);
-    `why` says why there is none where the table is empty. `replays` (replay.csv): the extrapolation's
-    measured error where the study replayed its traffic on more nodes, said under the title."""
+def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays=None, checked_to=None):
+    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it):
+    frameworks in their colours, links by line style; beyond `checked_to` ranks (the most the model
+    was checked against: measured runs, replayed nodes) shaded and labelled. `why` says why there
+    is none where the table is empty. `replays` (replay.csv): the extrapolation's measured error
+    where the study replayed its traffic on more nodes, said under the title."""
     if "overlap" in set(table["comm"]):
         table = table[table["comm"] == "overlap"]
     if table.empty:
@@ -483,14 +485,19 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays
         x="ranks",
         y="predicted_efficiency",
         col="model",
-        hue="link",
-        style="framework",
+        hue="framework",
+        palette=FRAMEWORK_COLOURS,
+        hue_order=[f for f in FRAMEWORKS if f in set(table["framework"])],
+        style="link",
         height=3.2,
         aspect=1.1,
     )
     for ax in grid.axes.flat:
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 1.05)
+        if checked_to:
+            ax.axvspan(checked_to, table["ranks"].max(), color="grey", alpha=0.12, linewidth=0)
+            ax.text(checked_to * 1.1, 0.03, f"beyond the {checked_to} ranks the model was checked on", fontsize=6)
     grid.set_axis_labels("ranks (one per node)", "predicted efficiency T(1) / T(N)")
     grid.set_titles("{col_name}")
     grid.figure.suptitle(

@@ -319,9 +319,17 @@ def write_model(job):
             outputs.gradients,
             outputs.extrapolation,
             *figures.model_fit(table, error, outputs.figures),
-            *figures.extrapolation(ext, outputs.figures, no_ext, replays),
+            *figures.extrapolation(ext, outputs.figures, no_ext, replays, _checked_to(table, replays)),
             *(figures.replay(replays, error.get("replay", {}), outputs.figures) if _drawn("replay", outputs) else []),
         )
+
+
+def _checked_to(table, replays):
+    """The most ranks the model's predictions were checked against: its measured runs (model.csv),
+    or the nodes its replays ran on (replay.csv)."""
+    counts = [int(table["ranks"].max())] if len(table) and "ranks" in table else []
+    counts += [int(replays["nodes"].max())] if replays is not None and len(replays) and "nodes" in replays else []
+    return max(counts, default=None)
 
 
 def _drawn(name, outputs):

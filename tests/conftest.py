@@ -107,6 +107,7 @@ FAST_MODULES = {
     "test_comparisons",
     "test_config",
     "test_figures",
+    "test_hardware",
     "test_launch",
     "test_metrics",
     "test_model",

@@ -123,7 +123,8 @@ RUNS = {
     "the wall time of its measured iterations, the most of any rank (dlscale/core/processes.py)",
     "rank_threads": "threads of a rank's processes at the end of its measured iterations, the most of any rank",
     "started": "when the run started (UTC, ISO 8601)",
-    "hardware": "every host the ranks ran on, by name: CPU model, sockets, cores, logical CPUs, memory (GiB), GPUs "
+    "hardware": "every host the ranks ran on, by name: CPU model, sockets, cores, logical CPUs, the CPU's "
+    "family/model/stepping, clock (MHz), vector instructions, kernel, OS, virtualization, memory (GiB), GPUs "
     "(name, memory, driver), as a JSON object (dlscale/core/hardware.py)",
 }
 

@@ -4,12 +4,14 @@ names the hardware of every host it ran on. Imports nothing of the project."""
 
 import json
 import os
+import platform
 import shutil
 import socket
 import subprocess
 from pathlib import Path
 
 GPU_QUERY = "name,memory.total,driver_version"
+ISA = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "asimd", "sve")  # what kernels use
 
 
 def cpu(cpuinfo=None):
@@ -26,6 +28,38 @@ def cpu(cpuinfo=None):
         "cores": len(cores) or len(blocks) or os.cpu_count(),
         "logical_cpus": len(blocks) or os.cpu_count(),
     }
+
+
+def platform_facts(cpuinfo=None, lscpu=None, os_release=None):
+    """What else tells two hosts apart: the CPU's family, model and stepping numbers (a name like
+    "AMD EPYC" under a hypervisor says no generation), its clock (MHz, as /proc reports it now), the
+    vector instructions its kernels may use, the kernel, the OS and the virtualization (lscpu's
+    hypervisor vendor and type; "none" on bare metal)."""
+    text = cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo")
+    first = dict(_fields(text.split("\n\n")[0]))
+    flags = set((first.get("flags") or first.get("Features") or "").split())
+    lscpu = dict(_fields(_lscpu() if lscpu is None else lscpu))
+    release = dict(_fields((os_release if os_release is not None else _read("/etc/os-release")).replace("=", ":")))
+    hypervisor = lscpu.get("Hypervisor vendor") or ("a hypervisor" if "hypervisor" in flags else None)
+    kind = lscpu.get("Virtualization type")
+    return {
+        "cpu_family_model_stepping": "/".join(first.get(k, "?") for k in ("cpu family", "model", "stepping")),
+        "cpu_mhz": round(float(first["cpu MHz"])) if first.get("cpu MHz", "").replace(".", "").isdigit() else None,
+        "isa": [f for f in ISA if f in flags],
+        "kernel": platform.release(),
+        "os": release.get("PRETTY_NAME", "").strip('"') or platform.system(),
+        "virtualization": f"{hypervisor} ({kind or 'type not reported'})" if hypervisor else "none reported",
+    }
+
+
+def _lscpu():
+    if not shutil.which("lscpu"):
+        return ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10, env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout if out.returncode == 0 else ""
 
 
 def memory_gib(meminfo=None):
@@ -54,7 +88,7 @@ def gpus(query=None):
 
 def describe():
     """This host: its name, CPU, memory and GPUs."""
-    return {"host": socket.gethostname(), **cpu(), "memory_gib": memory_gib(), "gpus": gpus()}
+    return {"host": socket.gethostname(), **cpu(), **platform_facts(), "memory_gib": memory_gib(), "gpus": gpus()}
 
 
 def hosts(cells):
@@ -70,10 +104,18 @@ def summary(host):
     """One line for a report: "Intel Xeon ... (1 socket, 2 cores, 2 logical CPUs), 23.4 GiB; GPU: ..."."""
     gpu = "; ".join(f"{g['name']} ({g['memory']}, driver {g['driver']})" for g in host.get("gpus") or [])
     sockets = host.get("sockets")
-    return (
+    line = (
         f"{host.get('cpu_model', 'unknown CPU')} ({sockets} socket{'s' if sockets != 1 else ''}, "
         f"{host.get('cores')} cores, {host.get('logical_cpus')} logical CPUs), "
         f"{host.get('memory_gib')} GiB memory; GPU: {gpu or 'none'}"
+    )
+    if "kernel" not in host:  # recorded before these facts were
+        return line
+    clock = f", {host['cpu_mhz']} MHz" if host.get("cpu_mhz") else ""
+    return (
+        f"{line}; CPU family/model/stepping {host['cpu_family_model_stepping']}{clock}, "
+        f"{', '.join(host['isa']) or 'no AVX2'}; {host['os']}, Linux {host['kernel']}; "
+        f"virtualization: {host['virtualization']}"
     )
 
 

@@ -1,0 +1,42 @@
+"""What a host is (dlscale/core/hardware.py), from the text Linux gives: enough for a reviewer to tell
+two machines apart (the CPU's generation, clock, vector instructions, kernel, OS, virtualization)."""
+
+from dlscale.core import hardware
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 1
+model name\t: AMD EPYC
+stepping\t: 1
+cpu MHz\t\t: 2445.424
+flags\t\t: fpu sse2 fma avx2 hypervisor
+
+processor\t: 1
+cpu family\t: 25
+model\t\t: 1
+model name\t: AMD EPYC
+"""
+OS_RELEASE = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\n'
+
+
+def test_a_virtual_machine_is_named_with_its_hypervisor_and_the_cpus_generation():
+    lscpu = "Hypervisor vendor:   KVM\nVirtualization type: full\n"
+    facts = hardware.platform_facts(CPUINFO, lscpu, OS_RELEASE)
+    assert facts["cpu_family_model_stepping"] == "25/1/1" and facts["cpu_mhz"] == 2445
+    assert facts["isa"] == ["avx2", "fma"] and facts["virtualization"] == "KVM (full)"
+    assert facts["os"] == "Debian GNU/Linux 12 (bookworm)"
+    # without lscpu the flag still says it is virtual
+    assert hardware.platform_facts(CPUINFO, "", OS_RELEASE)["virtualization"] == "a hypervisor (type not reported)"
+    bare = CPUINFO.replace(" hypervisor", "").replace(" avx2", "")
+    assert hardware.platform_facts(bare, "", "")["virtualization"] == "none reported"
+    assert hardware.platform_facts(bare, "", "")["isa"] == ["fma"]
+
+
+def test_the_reports_line_names_it_all_and_an_older_record_keeps_its_line():
+    host = {**hardware.cpu(CPUINFO), "memory_gib": 23.5, "gpus": []}
+    old = hardware.summary(host)
+    assert old == "AMD EPYC (1 socket, 2 cores, 2 logical CPUs), 23.5 GiB memory; GPU: none"
+    new = hardware.summary({**host, **hardware.platform_facts(CPUINFO, "Hypervisor vendor: KVM\n", OS_RELEASE)})
+    assert new.startswith(old) and "family/model/stepping 25/1/1, 2445 MHz, avx2, fma" in new
+    assert "Debian GNU/Linux 12 (bookworm), Linux " in new and new.endswith("virtualization: KVM (type not reported)")

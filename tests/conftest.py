@@ -103,6 +103,7 @@ def tiny_config(tmp_path, **overrides):
 FAST_MODULES = {
     "test_architecture",
     "test_blocks",
+    "test_caveats",
     "test_check_run",
     "test_comparisons",
     "test_config",

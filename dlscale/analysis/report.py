@@ -1,7 +1,7 @@
 """results/report.md: the study as a paper cites it. What was run and on what (config, hosts,
-environment, versions, the harness's commit), the summary as a Markdown table and as a LaTeX table
-(booktabs), the noise and failure warnings, the performance model's error, and the figures with
-their captions (report/*.rst, the same captions as `snakemake --report`)."""
+environment, versions, the harness's commit), the caveats (caveats.py), the summary as a Markdown
+table and as a LaTeX table (booktabs), the noise and failure warnings, the performance model's error,
+and the figures with their captions (report/*.rst, the same captions as `snakemake --report`)."""
 
 import importlib.metadata
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.analysis import comparisons, sequential
+from dlscale.analysis import caveats, comparisons, sequential
 from dlscale.analysis.metrics import MIN_BOOTSTRAP, PRECISION
 from dlscale.analysis.prediction import TOLERANCE
 from dlscale.core import hardware
@@ -317,7 +317,8 @@ def write(summary, runs, environment, model_error, figures, config, out_path, pa
     sequential.csv (design.until_resolved's looks)."""
     out_path = Path(out_path)
     parts = _study_lines(config, runs, title) + _hardware_lines(runs, config, fits)
-    parts += _provenance_lines(environment, runs) + _results_lines(summary, runs)
+    parts += _provenance_lines(environment, runs) + caveats.lines(summary, runs, model_error, pairs)
+    parts += _results_lines(summary, runs)
     parts += _rules_lines(summary, config, pairs)
     parts += _framework_lines(pairs, blocks) + _sequential_lines(looks, config)
     parts += _library_lines(pairs, config)

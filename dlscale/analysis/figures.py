@@ -145,10 +145,11 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=No
             if ran.empty
             else why or f"no configuration has a value of {column} (see summary.csv)",
         )
+    ok = _dodged(ok)
     grid = sns.relplot(
         data=ok,
         kind="line",
-        x="ranks",
+        x="drawn_at",
         y=column,
         col="model",
         hue="framework",
@@ -170,9 +171,21 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=No
     return _save(grid.figure, paths, name)
 
 
+DODGE = 0.05  # of a doubling of ranks, between two frameworks' points at one rank count
+
+
+def _dodged(ok):
+    """`drawn_at`: each framework's points a little apart at each rank count (on the log-2 axis), so a
+    framework whose line lies on another's is still seen with its own interval."""
+    drawn = [f for f in FRAMEWORKS if f in set(ok["framework"])]
+    shift = {f: DODGE * (i - (len(drawn) - 1) / 2) for i, f in enumerate(drawn)}
+    return ok.assign(drawn_at=ok["ranks"] * 2 ** ok["framework"].map(shift))
+
+
 def _dress_line_axes(grid, ok, column, ideal):
     """On each facet of a line figure: every line's 95% interval as error bars (where the table has
-    one), the `ideal` as a dotted line, and ranks on a log-2 axis ticked at the ranks measured."""
+    one), the `ideal` as a dotted line, and ranks on a log-2 axis ticked at the ranks measured (each
+    framework drawn a little apart: `_dodged`)."""
     ranks = sorted(ok["ranks"].unique())
     for model, ax in grid.axes_dict.items():
         for (fw, _), g in ok[ok["model"] == model].groupby(["framework", "setting"]):
@@ -183,7 +196,7 @@ def _dress_line_axes(grid, ok, column, ideal):
                     (g[f"{column}_ci_hi"] - g[column]).replace(math.inf, math.nan),
                 ]
                 ax.errorbar(
-                    g["ranks"],
+                    g["drawn_at"],
                     g[column],
                     yerr=yerr,
                     fmt="none",

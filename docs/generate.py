@@ -1,5 +1,6 @@
-"""The generated parts of the docs, each from the one source it describes, so that nothing generated
-is committed and nothing can drift:
+"""The generated parts of the docs, each from the one source it describes, committed in the pages
+themselves between its marker and an end marker (so a reader on GitHub sees them), kept equal to
+what this module makes by a test (tests/test_docs.py) and rewritten by `python -m docs.generate`:
 
   <!-- generated: config -->     config/schema.yaml's descriptions, with config/config.yaml's defaults
   <!-- generated: outputs -->    what lands where (dlscale/analysis/columns.py OUTPUTS)
@@ -9,8 +10,10 @@ is committed and nothing can drift:
   <!-- table: bench/results/X.csv -->   a committed measurement, with its date, machine and command
                                        (bench/results/X.meta.yaml)
 
-docs/hooks.py calls `render` on every page (MkDocs' on_page_markdown); the tests call these functions
-directly. An unknown placeholder is an error, so a typo fails `mkdocs build`."""
+Each block is `<!-- KIND: WHAT -->`, the generated text, `<!-- end KIND: WHAT -->`; a marker without
+its end gets one. docs/hooks.py calls `render` on every page (MkDocs' on_page_markdown), which the
+committed text already equals; the tests call these functions directly. An unknown placeholder is an
+error, so a typo fails `mkdocs build`."""
 
 import argparse
 import csv
@@ -23,7 +26,8 @@ import yaml
 from dlscale.runtime import config as cfg
 
 ROOT = Path(__file__).resolve().parent.parent
-PLACEHOLDER = re.compile(r"<!--\s*(generated|table):\s*(\S+)\s*-->")
+# a marker, then (where it was rendered before) the text it made and its end marker
+PLACEHOLDER = re.compile(r"<!--\s*(generated|table):\s*(\S+)\s*-->(?:\n\n.*?\n\n<!-- end \1: \2 -->)?", re.S)
 
 
 # --- the config ---------------------------------------------------------------------------------
@@ -211,7 +215,7 @@ def measurement(csv_path):
         f"- machine: {'; '.join(machines) or 'not recorded'}",
         "- command:",
         "",
-        "```sh",
+        "```text",
         str(meta["command"]).strip(),
         "```",
         "",
@@ -238,12 +242,44 @@ GENERATED = {
 
 
 def render(markdown):
+    """`markdown` with every block's text made again from its source."""
+
     def replace(match):
         kind, what = match.groups()
         if kind == "table":
-            return measurement(what)
-        if what not in GENERATED:
+            text = measurement(what)
+        elif what not in GENERATED:
             raise ValueError(f"unknown placeholder <!-- generated: {what} -->; known: {', '.join(GENERATED)}")
-        return GENERATED[what]()
+        else:
+            text = GENERATED[what]()
+        # blank lines around the text: Markdown reads a comment's line as raw HTML up to a blank line
+        return f"<!-- {kind}: {what} -->\n\n{text.strip(chr(10))}\n\n<!-- end {kind}: {what} -->"
 
     return PLACEHOLDER.sub(replace, markdown)
+
+
+def pages():
+    """Every page that may hold a block: README.md and docs/."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def main(argv=None):
+    """Rewrite every page's blocks from their sources; with --check, say which pages differ and fail."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 where a page differs")
+    args = parser.parse_args(argv)
+    stale = []
+    for page in pages():
+        text = page.read_text()
+        made = render(text)
+        if made != text:
+            stale.append(page.relative_to(ROOT))
+            if not args.check:
+                page.write_text(made)
+    verb = "differ from their sources (run python -m docs.generate)" if args.check else "rewritten"
+    print(f"{len(stale)} page(s) {verb}" + "".join(f"\n  {p}" for p in stale))
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -212,6 +212,7 @@ COMMANDS = {
         ("needs a GPU", f"{PY} bench/overhead.py --help"),
     ),
     f"{PY} -m mkdocs build --strict": ("run", {"--strict": "--strict -d {folder}/site"}),
+    f"{PY} -m docs.generate": ("run", {"-m docs.generate": "-m docs.generate --check"}),
     ".venv/bin/snakemake --cores all --configfile config/emulated.yaml config/libraries.yaml": ("study", None),
     f"{PY} bench/overhead.py --framework torch tensorflow --library native": (
         "run",

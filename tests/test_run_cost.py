@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dlscale.analysis.cost import AFTER, STARTUP, CostError, run_cost
 from dlscale.core import paths
-from dlscale.core.records import SCHEMA
+from dlscale.core.records import SCHEMA, utc_epoch, utc_stamp
 from dlscale.core.vocabulary import STATUS, records_name
 from dlscale.runtime import progress
 from dlscale.workloads.trainer import Trainer
@@ -62,6 +62,11 @@ def test_the_parts_of_a_stamped_run_are_its_gaps_and_sum_to_its_elapsed_time(tmp
     assert cost["start"] == pytest.approx(sum(gaps[:5]), abs=1e-6)
     assert sum(cost[p] for p in ("start", *AFTER)) == pytest.approx(cost["elapsed"], abs=1e-6)
     assert cost["compile"] == 0.5
+
+
+@given(st.floats(0.0, 4e9))
+def test_a_status_time_reads_back_to_the_millisecond(epoch):
+    assert utc_epoch(utc_stamp(epoch)) == pytest.approx(epoch, abs=1e-3)
 
 
 def test_a_run_recorded_before_the_stamps_has_its_start_only(tmp_path):

@@ -30,25 +30,25 @@ def _noisy(summary):
     ]
 
 
-def _cause(row, base):
-    """The phase whose time per iteration grew most from the 1-rank run to this one."""
-    growth = {p: row.get(seconds(p), float("nan")) - base.get(seconds(p), float("nan")) for p in PHASES}
+def _cause(row):
+    """The phase whose time per iteration grew most from the 1-rank run (its `_base` columns) to this one."""
+    growth = {p: row[seconds(p)] - row[f"{seconds(p)}_base"] for p in PHASES}
     growth = {p: g for p, g in growth.items() if pd.notna(g)}
     if not growth:
-        return "no phase times to say why"
+        return "no phase times of it and its 1-rank run to say why"
     phase = max(growth, key=growth.get)
     return f"{phase} grew most, +{growth[phase]:.3f} s per iteration against 1 rank"
 
 
 def _inefficient(summary):
+    phases = [seconds(p) for p in PHASES]
+    ones = summary.loc[summary["ranks"] == 1, BASELINE_KEYS + phases]  # the baseline, as add_scaling's
     low = summary[(summary["ranks"] > 1) & (summary["efficiency"] < LOW_EFFICIENCY)]
-    ones = summary[summary["ranks"] == 1]
-    out = []
-    for row in low.to_dict("records"):
-        base = ones[(ones[BASELINE_KEYS] == pd.Series({k: row[k] for k in BASELINE_KEYS})).all(axis=1)]
-        cause = _cause(row, base.iloc[0].to_dict()) if len(base) else "no 1-rank run to compare with"
-        out.append(f"{_name(row)}: efficiency {row['efficiency']:.2f} (below {LOW_EFFICIENCY}); {cause}")
-    return out
+    low = low.merge(ones, on=BASELINE_KEYS, how="left", suffixes=("", "_base"))
+    return [
+        f"{_name(r)}: efficiency {r['efficiency']:.2f} (below {LOW_EFFICIENCY}); {_cause(r)}"
+        for r in low.to_dict("records")
+    ]
 
 
 def _cores(summary):
@@ -70,12 +70,10 @@ def _model(model_error):
 
 def _unresolved(pairs):
     frameworks = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
-    if not len(frameworks):
+    open_ = int((frameworks["verdict"] == "unresolved").sum()) if len(frameworks) else 0
+    if not open_:
         return []
-    open_ = frameworks[frameworks["verdict"] == "unresolved"]
-    return [f"{len(open_)} of {len(frameworks)} framework pairs unresolved (Framework comparisons: blocks needed)"] * (
-        len(open_) > 0
-    )
+    return [f"{open_} of {len(frameworks)} framework pairs unresolved (Framework comparisons: blocks needed)"]
 
 
 def lines(summary, runs, model_error, pairs):

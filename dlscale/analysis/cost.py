@@ -15,7 +15,7 @@ A run recorded before the startup stamps existed has its launch to data opened a
 import json
 from pathlib import Path
 
-from dlscale.core.records import parse_file
+from dlscale.core.records import parse_file, utc_epoch
 from dlscale.core.vocabulary import STATUS
 
 STARTUP = ("launch", "interpreter", "import", "build", "data")  # `start`, split where recorded
@@ -26,13 +26,6 @@ _STAMPS = ("process", "harness", "imported", "built")  # the run record's `start
 
 class CostError(ValueError):
     pass
-
-
-def _epoch(started):
-    """status.json's `started` (UTC, ISO 8601 with a Z) in seconds since the epoch."""
-    from datetime import datetime, timezone
-
-    return datetime.fromisoformat(started.rstrip("Z")).replace(tzinfo=timezone.utc).timestamp()
 
 
 def _rank(path):
@@ -58,7 +51,7 @@ def run_cost(run_dir):
     ranks = [_rank(p) for p in sorted(run_dir.glob("rank*.jsonl"))]
     if status.get("status") != "ok" or not ranks:
         raise CostError(f"{run_dir}: not an ok run with records")
-    began = _epoch(status["started"])
+    began = utc_epoch(status["started"])
     stamped = all("startup" in run for run, *_ in ranks)
     # each point is the last rank's: the run goes on when every rank has reached it
     points = [began, *(max(r[0]["startup"][s] for r in ranks) for s in (_STAMPS if stamped else ()))]

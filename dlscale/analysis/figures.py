@@ -101,6 +101,11 @@ def problems(fig):
     return found
 
 
+def _frameworks_in(table):
+    """The frameworks `table` holds, in the registry's order (the palette's)."""
+    return [f for f in FRAMEWORKS if f in set(table["framework"])]
+
+
 def _nothing(paths, name, why):
     """A figure that says there is nothing to draw, and why."""
     fig, ax = plt.subplots(figsize=(5, 2))
@@ -159,7 +164,7 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=No
         markers=True,
         dashes=True,
         palette=FRAMEWORK_COLOURS,
-        hue_order=[f for f in FRAMEWORKS if f in set(ok["framework"])],
+        hue_order=_frameworks_in(ok),
         height=3.2,
         aspect=1.1,
         facet_kws={"sharey": False},
@@ -177,7 +182,7 @@ DODGE = 0.05  # of a doubling of ranks, between two frameworks' points at one ra
 def _dodged(ok):
     """`drawn_at`: each framework's points a little apart at each rank count (on the log-2 axis), so a
     framework whose line lies on another's is still seen with its own interval."""
-    drawn = [f for f in FRAMEWORKS if f in set(ok["framework"])]
+    drawn = _frameworks_in(ok)
     shift = {f: DODGE * (i - (len(drawn) - 1) / 2) for i, f in enumerate(drawn)}
     return ok.assign(drawn_at=ok["ranks"] * 2 ** ok["framework"].map(shift))
 
@@ -247,8 +252,7 @@ def phases(summary, paths):
             "no configuration has phase times (a native run has them from its "
             "traces only, and profile_iterations 0 traces none)",
         )
-    ok = ok.sort_values(["model", "framework", "ranks"], key=_framework_order)
-    ok["configuration"] = [f"{r.framework}, {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
+    ok = _configuration_rows(ok)
     models = list(dict.fromkeys(ok["model"]))
     rows = ok.groupby("model").size().max()
     size = (2.1 * (len(PHASES) + 1) + 3, len(models) * (0.9 + 0.28 * rows))
@@ -264,15 +268,40 @@ def phases(summary, paths):
     return _save(fig, paths, "phases")
 
 
+def _framework_order(column):
+    """Frameworks in the registry's order (the palette's), other columns as they are."""
+    return column.map(FRAMEWORKS.index) if column.name == "framework" else column
+
+
+def _configuration_rows(ok):
+    """`lines`' table in the rows a per-configuration figure draws, top to bottom (framework in the
+    palette's order, then ranks), each named in `configuration`: framework, nodes x ranks per node
+    (setting)."""
+    ok = ok.sort_values(["model", "framework", "ranks"], key=_framework_order)
+    return ok.assign(
+        configuration=[f"{r.framework}, {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
+    )
+
+
+def _xerr(mean, lo, hi):
+    """An interval as errorbar's xerr, or None where either end is missing or unbounded (a rate whose
+    time interval reaches zero), which is then left undrawn."""
+    ends = (mean, lo, hi)
+    if not all(pd.notna(v) and math.isfinite(v) for v in ends):
+        return None
+    return [[max(mean - lo, 0)], [max(hi - mean, 0)]]
+
+
 def _phase_panel(ax, rows, column):
     """One phase (or the whole iteration) of one network's configurations: mean and 95% interval,
     in the framework's colour, on the phase's own axis (io and h2d are readable beside backward)."""
     y = list(range(len(rows)))[::-1]
     for yi, r in zip(y, rows.to_dict("records")):
         mean, lo, hi = (r.get(f"{column}{end}", math.nan) for end in ("", "_ci_lo", "_ci_hi"))
-        err = [[max(mean - lo, 0)], [max(hi - mean, 0)]] if pd.notna(lo) and pd.notna(hi) else None
         colour = FRAMEWORK_COLOURS.get(r["framework"], "black")
-        ax.errorbar([0.0 if pd.isna(mean) else mean], [yi], xerr=err, fmt="o", ms=4, capsize=2, color=colour)
+        ax.errorbar(
+            [0.0 if pd.isna(mean) else mean], [yi], xerr=_xerr(mean, lo, hi), fmt="o", ms=4, capsize=2, color=colour
+        )
     ax.set_yticks(y, rows["configuration"])
     ax.set_xlim(left=0)
     ax.set_title(column.removesuffix("_s") if column != "iteration_s" else "whole iteration")
@@ -286,8 +315,7 @@ def input_rate(summary, paths):
     if "loader_img_per_s" not in summary or summary["loader_img_per_s"].isna().all():
         return _nothing(paths, "input", "synthetic data: no loader (data: {kind: images} reads JPEGs)")
     ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"]))
-    ok = ok.sort_values(["model", "framework", "ranks"], key=_framework_order)
-    ok["row"] = [f"{r.framework}, {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
+    ok = _configuration_rows(ok)
     models = list(dict.fromkeys(ok["model"]))
     height = 1.2 + 0.3 * ok.groupby("model").size().max()
     fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), height), squeeze=False, sharey=False)
@@ -299,11 +327,6 @@ def input_rate(summary, paths):
     fig.suptitle("Input: can each loader feed its trainer? (per rank; input-bound where the marks meet)", y=1.02)
     fig.tight_layout()
     return _save(fig, paths, "input")
-
-
-def _framework_order(column):
-    """Frameworks in the registry's order (the palette's), other columns as they are."""
-    return column.map(FRAMEWORKS.index) if column.name == "framework" else column
 
 
 INPUT_MARKS = {"loader alone": "o", "training takes": "X"}
@@ -324,17 +347,16 @@ def _input_panel(ax, rows):
         )
         ax.plot([per_rank[0], loader[0]], [yi, yi], color="lightgrey", linewidth=2, zorder=1)
         for (mean, lo, hi), mark in zip((loader, per_rank), INPUT_MARKS.values()):
-            err = [[max(mean - lo, 0)], [max(hi - mean, 0)]] if pd.notna(lo) and pd.notna(hi) else None
-            ax.errorbar([mean], [yi], xerr=err, fmt=mark, color=colour, capsize=2, ms=6, zorder=2)
+            ax.errorbar([mean], [yi], xerr=_xerr(mean, lo, hi), fmt=mark, color=colour, capsize=2, ms=6, zorder=2)
     ax.set_xscale("log")
-    ax.set_yticks(y, rows["row"])
+    ax.set_yticks(y, rows["configuration"])
     ax.set_xlabel("images / s per rank (log; bars: 95% interval)")
 
 
 def _input_legend(ok):
     """Markers for the two rates, colours for the frameworks drawn (markers only: no line is drawn)."""
     marks = [Line2D([], [], marker=m, color="black", linestyle="None", label=k) for k, m in INPUT_MARKS.items()]
-    drawn = [f for f in FRAMEWORKS if f in set(ok["framework"])]
+    drawn = _frameworks_in(ok)
     swatches = [Line2D([], [], marker="s", color=FRAMEWORK_COLOURS[f], linestyle="None", label=f) for f in drawn]
     return marks + swatches
 
@@ -500,7 +522,7 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays
         col="model",
         hue="framework",
         palette=FRAMEWORK_COLOURS,
-        hue_order=[f for f in FRAMEWORKS if f in set(table["framework"])],
+        hue_order=_frameworks_in(table),
         style="link",
         height=3.2,
         aspect=1.1,

@@ -9,6 +9,7 @@ native run holds the wall time only (its phases come from the trace). A malforme
 error naming the file and line; nothing is dropped silently.
 """
 
+import datetime
 import json
 import math
 import time
@@ -26,6 +27,17 @@ REQUIRED = {
     "step": ("rank", "iteration", "warmup", "profiled", "wall_s", "loss"),
     "end": ("rank", "iterations", "checksum", "elapsed_s"),
 }
+
+
+def utc_stamp(epoch):
+    """A time (seconds since the epoch) as a run's status.json writes it: UTC, ISO 8601, ms, a Z."""
+    seconds, ms = divmod(round(epoch * 1000), 1000)  # rounded once: 1.9999996 is 2.000, not 1.000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
+
+
+def utc_epoch(stamp):
+    """`utc_stamp`'s text back in seconds since the epoch."""
+    return datetime.datetime.fromisoformat(stamp.removesuffix("Z")).replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
 class RecordError(ValueError):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from dlscale.core import paths
-from dlscale.core.records import IDENTITY
+from dlscale.core.records import IDENTITY, utc_stamp
 from dlscale.core.vocabulary import ATTEMPT, LOG, RUN_KEYS, SPEC, STATUS
 from dlscale.runtime import allreduce, emulate, replay
 from dlscale.runtime import config as cfg
@@ -205,7 +205,7 @@ def launch(config, run, env_record, status_path=None, log_path=None, attempts_ro
         "returncode": rc,
         "elapsed_s": round(time.time() - started, 3),
         # when it started (UTC): the report's dates, and the order the runs really took
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)) + f"{started % 1:.3f}"[1:] + "Z",
+        "started": utc_stamp(started),
         "argv": argv,
         "log": str(p.log),
     }

@@ -8,6 +8,11 @@ worktree; its ranks record no cores before the measurement existed, their throug
 
   .venv/bin/python bench/cores.py [--framework torch tensorflow mxnet jax] [--threads 1 2]
       [--model alexnet] [--trials 3] [--before eb6ba3b] [--out bench/results/cores.csv]
+
+On a GPU node without an MPI launcher (docs/guides/gpus.md), one rank runs without one:
+
+  python3 bench/cores.py --framework torch --library native --device gpu --launcher direct
+      --model resnet50 --batch-size 64 --image-size 224 --threads 1 4 --out bench/results/cores-gpu.csv
 """
 
 import argparse
@@ -25,19 +30,17 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from overhead import framework_python, machine, write_table  # noqa: E402
+from overhead import framework_python, harness_spec, machine, write_table  # noqa: E402
 
 from dlscale.core.records import parse_file  # noqa: E402
-from dlscale.runtime import peak  # noqa: E402
+from dlscale.runtime import execution, launch, peak  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 
-COMMAND = ".venv/bin/python bench/cores.py --trials 3 --before eb6ba3b"
 
-
-def probe(framework, threads):
+def probe(framework, threads, device="cpu"):
     """(cores used, GFLOP/s) of the framework's 2048^2 matmul probe at `threads`."""
-    cmd = [framework_python(framework), "-m", "dlscale.workloads.matmul", framework, str(threads), "cpu", "fp32"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=peak._environment(threads, "cpu"), timeout=600)
+    cmd = [framework_python(framework), "-m", "dlscale.workloads.matmul", framework, str(threads), device, "fp32"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=peak._environment(threads, device), timeout=600)
     if proc.returncode:
         sys.exit(f"{framework} probe failed: {proc.stderr[-2000:]}")
     t = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -66,7 +69,29 @@ def train(framework, threads, args, folder, checkout):
     records = list((folder / "results").rglob("rank0.jsonl"))
     if proc.returncode or not records:
         sys.exit(f"{framework} run failed ({checkout}): {proc.stdout[-1500:]} {proc.stderr[-1500:]}")
-    recs, _ = parse_file(records[0])
+    return _measured(records[0])
+
+
+def train_direct(framework, threads, args, folder):
+    """(cores used, images/s) of one rank of this checkout's harness run without a launcher (a GPU
+    node with no MPI: Horovod's Gloo controller at size 1, or the framework's own library)."""
+    folder.mkdir(parents=True)
+    shape = argparse.Namespace(**{**vars(args), "threads": threads, "layout": "best", "precision": "fp32", "warmup": 3})
+    library = args.library or frameworks.default_library(framework)
+    spec = {**harness_spec(shape), "framework": framework, "comm_library": library, "ranks_per_node": 1}
+    (folder / "spec.json").write_text(json.dumps({**spec, "timing": "phased", "out_dir": str(folder)}))
+    env = {**os.environ, **launch.rank_env({"threads_per_rank": threads, "launcher": {}})}
+    argv = launch.workload_command(framework_python(framework), folder / "spec.json")
+    rc, _ = execution.execute(argv, folder / "rank.log", timeout_s=900, env=env)
+    if rc:
+        sys.exit(f"{framework} run failed: {(folder / 'rank.log').read_text()[-3000:]}")
+    return _measured(folder / "rank0.jsonl")
+
+
+def _measured(path):
+    """(cores used or None, images/s) from a rank's records: its end record's CPU meter and its
+    measured, untraced iterations' mean time."""
+    recs, _ = parse_file(path)
     times = [r["wall_s"] for r in recs if r["kind"] == "step" and not r["warmup"] and not r.get("profiled")]
     end = next(r for r in recs if r["kind"] == "end")
     batch = recs[0]["batch_size"]
@@ -88,8 +113,18 @@ def arguments(argv):
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--before", help="a git revision whose harness's 1-rank runs are measured beside (1 thread)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--launcher", default="mpirun", choices=["mpirun", "direct"], help="direct: one rank, no MPI")
+    ap.add_argument("--library", help="the communication library (default: the framework's own default)")
+    ap.add_argument("--batch-size", type=int, default=8, help="with --launcher direct (else the study's)")
+    ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cores.csv"))
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.launcher == "mpirun" and (args.device == "gpu" or args.library):
+        ap.error("--device gpu and --library are measured with --launcher direct")
+    if args.before and args.launcher == "direct":
+        ap.error("--before runs the earlier harness through its launcher: not with --launcher direct")
+    return args
 
 
 def measure(args, before):
@@ -100,12 +135,13 @@ def measure(args, before):
             shift = trial % len(args.framework)
             for fw in args.framework[shift:] + args.framework[:shift]:
                 for threads in args.threads:
-                    got.setdefault((fw, "probe", threads, "after"), []).append(probe(fw, threads))
+                    got.setdefault((fw, "probe", threads, "after"), []).append(probe(fw, threads, args.device))
                     codes = [("after", ROOT)] + ([("before", before)] if before and threads == 1 else [])
                     for code, checkout in codes if trial % 2 == 0 else codes[::-1]:
                         where = Path(tmp) / f"{fw}-{threads}-{code}-{trial}"
+                        run = train_direct(fw, threads, args, where) if args.launcher == "direct" else None
                         got.setdefault((fw, "training", threads, code), []).append(
-                            train(fw, threads, args, where, checkout)
+                            run or train(fw, threads, args, where, checkout)
                         )
                         print(fw, threads, code, got[(fw, "training", threads, code)][-1], flush=True)
     return got
@@ -123,6 +159,7 @@ def main(argv=None):
         if before:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False)
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    command = " ".join([Path(sys.executable).name, "bench/cores.py", *(argv if argv is not None else sys.argv[1:])])
     rows = []
     for (fw, kind, threads, code), values in got.items():
         cores, cores_min, cores_max = _cell([c for c, _ in values])
@@ -142,9 +179,9 @@ def main(argv=None):
                 "rate_max": rate_max,
                 "rate_unit": "img/s" if kind == "training" else "GFLOP/s",
                 "trials": len(values),
-                "machine": machine(),
+                "machine": machine(args.device),
                 "date": datetime.date.today().isoformat(),
-                "command": COMMAND,
+                "command": command,
             }
         )
         print(rows[-1])

@@ -113,6 +113,35 @@ def framework_python(framework):
     return (build.own_record(framework) or {"python": sys.executable})["python"]
 
 
+def harness_spec(args):
+    """The spec of one rank of the harness on synthetic data (no loader, no traced iterations), from
+    the benchmark's --model, --batch-size, --image-size, --threads, --layout, --precision, --device,
+    --warmup and --iterations."""
+    return {
+        "model": args.model,
+        "comm": "overlap",
+        "layout": args.layout,
+        "nodes": 1,
+        "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "classes": 1000,
+        "threads_per_rank": args.threads,
+        "precision": args.precision,
+        "device": args.device,
+        "repeat": 0,
+        "loader_workers": 0,
+        "data": {"kind": "synthetic"},
+        "warmup": args.warmup,
+        "iterations": args.iterations,
+        "profile_iterations": 0,
+        "autotune": True,
+        "tf32": False,
+        "lr": 0.01,
+        "momentum": 0.9,
+        "seed": 0,
+    }
+
+
 def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
     out = Path(tmp) / f"{framework}_{spec['comm_library']}_r{ranks}_t{trial}"
     out.mkdir()
@@ -196,29 +225,7 @@ def main():
     if args.launcher == "direct" and args.ranks != [1]:
         ap.error("--launcher direct runs one rank: give --ranks 1")
 
-    spec = {
-        "model": args.model,
-        "comm": "overlap",
-        "layout": args.layout,
-        "nodes": 1,
-        "batch_size": args.batch_size,
-        "image_size": args.image_size,
-        "classes": 1000,
-        "threads_per_rank": args.threads,
-        "precision": args.precision,
-        "device": args.device,
-        "repeat": 0,
-        "loader_workers": 0,
-        "data": {"kind": "synthetic"},
-        "warmup": args.warmup,
-        "iterations": args.iterations,
-        "profile_iterations": 0,
-        "autotune": True,
-        "tf32": False,
-        "lr": 0.01,
-        "momentum": 0.9,
-        "seed": 0,
-    }
+    spec = harness_spec(args)
     # the default study's rank environment: threads, math settings, MPI yielding when idle
     env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
     env[HOSTS_ENV] = "localhost"  # where a library that meets at rank 0 finds it, as the launcher says

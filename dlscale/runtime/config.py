@@ -10,7 +10,6 @@ from pathlib import Path
 
 import jsonschema
 import yaml
-from snakemake.utils import update_config
 
 from dlscale.core import paths
 from dlscale.core.errors import ConfigError
@@ -23,6 +22,17 @@ from dlscale.workloads import frameworks
 from dlscale.workloads.registry import MODELS
 
 SCHEMA_PATH = WORKFLOW / "config" / "schema.yaml"
+
+
+def merge_into(base, new):
+    """Merge mapping `new` into `base` in place, a nested mapping key by key, anything else replaced
+    (as Snakemake merges --configfile and --config; the runtime needs no Snakemake to read a config)."""
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge_into(base[key], value)
+        else:
+            base[key] = value
+    return base
 
 
 def _key_path(error):
@@ -258,7 +268,7 @@ def study_template(sources):
         return head + known[sources[0]].read_text()
     merged = {}
     for name in sources:
-        update_config(merged, _read(known[name]))
+        merge_into(merged, _read(known[name]))
     return head + yaml.safe_dump(merged, sort_keys=False)
 
 
@@ -282,9 +292,9 @@ def layered(configfiles=(), items=()):
 
     config = _read(DEFAULT_CONFIG)
     for path in [study_config(), *configfiles] if study_config() else configfiles:
-        update_config(config, _read(path))
+        merge_into(config, _read(path))
     try:
-        update_config(config, parse_config(list(items)))
+        merge_into(config, parse_config(list(items)))
     except ValueError as exc:
         raise ConfigError(f"--config {' '.join(items)}: {exc}") from None
     return config

@@ -12,7 +12,8 @@ worktree; its ranks record no cores before the measurement existed, their throug
 On a GPU node without an MPI launcher (docs/guides/gpus.md), one rank runs without one:
 
   python3 bench/cores.py --framework torch --library native --device gpu --launcher direct
-      --model resnet50 --batch-size 64 --image-size 224 --threads 1 4 --out bench/results/cores-gpu.csv
+      --python python3 --model resnet50 --batch-size 64 --image-size 224 --threads 1 4
+      --out bench/results/cores-gpu.csv
 """
 
 import argparse
@@ -37,9 +38,10 @@ from dlscale.runtime import execution, launch, peak  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 
 
-def probe(framework, threads, device="cpu"):
+def probe(framework, threads, device="cpu", python=None):
     """(cores used, GFLOP/s) of the framework's 2048^2 matmul probe at `threads`."""
-    cmd = [framework_python(framework), "-m", "dlscale.workloads.matmul", framework, str(threads), device, "fp32"]
+    python = python or framework_python(framework)
+    cmd = [python, "-m", "dlscale.workloads.matmul", framework, str(threads), device, "fp32"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=peak._environment(threads, device), timeout=600)
     if proc.returncode:
         sys.exit(f"{framework} probe failed: {proc.stderr[-2000:]}")
@@ -81,7 +83,7 @@ def train_direct(framework, threads, args, folder):
     spec = {**harness_spec(shape), "framework": framework, "comm_library": library, "ranks_per_node": 1}
     (folder / "spec.json").write_text(json.dumps({**spec, "timing": "phased", "out_dir": str(folder)}))
     env = {**os.environ, **launch.rank_env({"threads_per_rank": threads, "launcher": {}})}
-    argv = launch.workload_command(framework_python(framework), folder / "spec.json")
+    argv = launch.workload_command(args.python or framework_python(framework), folder / "spec.json")
     rc, _ = execution.execute(argv, folder / "rank.log", timeout_s=900, env=env)
     if rc:
         sys.exit(f"{framework} run failed: {(folder / 'rank.log').read_text()[-3000:]}")
@@ -116,12 +118,15 @@ def arguments(argv):
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--launcher", default="mpirun", choices=["mpirun", "direct"], help="direct: one rank, no MPI")
     ap.add_argument("--library", help="the communication library (default: the framework's own default)")
+    ap.add_argument("--python", help="with --launcher direct: the Python that has the framework (a GPU node's)")
     ap.add_argument("--batch-size", type=int, default=8, help="with --launcher direct (else the study's)")
     ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cores.csv"))
     args = ap.parse_args(argv)
     if args.launcher == "mpirun" and (args.device == "gpu" or args.library):
         ap.error("--device gpu and --library are measured with --launcher direct")
+    if args.python and args.launcher != "direct":
+        ap.error("--python is for --launcher direct (a study's runs use the framework's own environment)")
     if args.before and args.launcher == "direct":
         ap.error("--before runs the earlier harness through its launcher: not with --launcher direct")
     return args
@@ -135,7 +140,8 @@ def measure(args, before):
             shift = trial % len(args.framework)
             for fw in args.framework[shift:] + args.framework[:shift]:
                 for threads in args.threads:
-                    got.setdefault((fw, "probe", threads, "after"), []).append(probe(fw, threads, args.device))
+                    peak_run = probe(fw, threads, args.device, args.python)
+                    got.setdefault((fw, "probe", threads, "after"), []).append(peak_run)
                     codes = [("after", ROOT)] + ([("before", before)] if before and threads == 1 else [])
                     for code, checkout in codes if trial % 2 == 0 else codes[::-1]:
                         where = Path(tmp) / f"{fw}-{threads}-{code}-{trial}"

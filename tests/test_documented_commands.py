@@ -211,6 +211,20 @@ COMMANDS = {
         "manual",
         ("needs a GPU", f"{PY} bench/overhead.py --help"),
     ),
+    # the GPU run's command on this machine's CPU: the same direct rank and its cores, shrunk
+    "python3 bench/cores.py --framework torch --library native --device gpu --launcher direct --python python3 "
+    "--model resnet50 --batch-size 64 --image-size 224 --threads 1 4 --iterations 40 --trials 3": (
+        "run",
+        {
+            "python3 bench/cores.py": f"{PY} {ROOT}/bench/cores.py",
+            "--device gpu": "--device cpu",
+            "--python python3": f"--python {PY}",
+            "--model resnet50 --batch-size 64 --image-size 224 --threads 1 4 --iterations 40 --trials 3": (
+                "--model tinynet --batch-size 4 --image-size 32 --threads 1 --iterations 2 --trials 1 "
+                "--out {folder}/cores.csv"
+            ),
+        },
+    ),
     f"{PY} -m mkdocs build --strict": ("run", {"--strict": "--strict -d {folder}/site"}),
     f"{PY} -m docs.generate": ("run", {"-m docs.generate": "-m docs.generate --check"}),
     ".venv/bin/snakemake --cores all --configfile config/emulated.yaml config/libraries.yaml": ("study", None),

@@ -189,3 +189,17 @@ def test_the_guides_candidates_file_is_valid(tmp_path):
     links, candidates = plan.read_candidates(tmp_path / "c.yaml", study=None)
     assert set(links) == {"10GbE"} and [c["name"] for c in candidates][:2] == ["one big device", "two small devices"]
     assert candidates[1]["devices_per_node"] == 2 and candidates[3]["compute_factor"] == 2.0
+
+
+def test_the_docs_example_is_a_study_to_compare_with_and_plan_from(tmp_path):
+    """docs/example carries the tables compare and plan read (not its runs' records)."""
+    from dlscale.analysis import plan
+
+    example = compare.load(ROOT / "docs" / "example")
+    assert example["name"] == "example" and len(example["summary"]) == 16 and example["hosts"]
+    assert not list((ROOT / "docs" / "example").glob("runs/"))
+    argv = [str(DLSCALE), "plan", str(ROOT / "docs" / "example"), "-o", str(tmp_path / "p")]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert plan.load(ROOT / "docs" / "example")["slowdowns"]  # its contention calibration, measured
+    assert "measured: example's contention.csv" in (tmp_path / "p" / "plan.md").read_text()

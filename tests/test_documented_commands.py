@@ -97,6 +97,13 @@ COMMANDS = {
             f"{DLSCALE} compare --help",
         ),
     ),
+    f"{DLSCALE} compare results docs/example -o compare": (
+        "manual",
+        (
+            "needs a finished study; tests/test_pipeline.py compares its study with docs/example",
+            f"{DLSCALE} compare --help",
+        ),
+    ),
     f"{DLSCALE} plan results --candidates candidates.yaml -o plan": (
         "manual",
         (

@@ -283,6 +283,22 @@ def test_the_docs_example_is_current_in_form(study, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert example.form_of(tmp_path / "example") == example.form_of(ROOT / "docs" / "example")
     assert (tmp_path / "example" / "report.md").read_text().startswith(example.HEADER)
+    assert all((tmp_path / "example" / paths.TABLES[t]).is_file() for t in example.TABLES_READ)
+
+
+def test_a_study_compares_with_the_docs_example(study, tmp_path):
+    """The guide's first comparison: a finished study beside the shipped example (`dlscale compare
+    results docs/example`), which carries the tables compare reads."""
+    _, _, results = study
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "dlscale"), "compare", str(results), "docs/example", "-o", str(tmp_path / "c")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = (tmp_path / "c" / "compare.md").read_text()
+    assert "**example**" in text and "(the reference)" in text
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
-"""The docs' example study (docs/example/): a finished study's report, figures and main tables,
-copied as they are, headed by where they came from. `dlscale example RESULTS [OUT]` makes it; a test
-checks that the committed example has the form a fresh report has (its sections and files), not its
-numbers, so a change to the report shows up as a stale example."""
+"""The docs' example study (docs/example/): a finished study's report, figures and the tables the
+report, `dlscale compare` and `dlscale plan` read, copied as they are, headed by where they came
+from. `dlscale example RESULTS [OUT]` makes it; a test checks that the committed example has the
+form a fresh report has (its sections and files), not its numbers, so a change to the report shows
+up as a stale example."""
 
 import re
 import shutil
@@ -9,7 +10,10 @@ from pathlib import Path
 
 from dlscale.core.paths import FIGURES, TABLES
 
+# The report's main tables, and what `dlscale compare` and `dlscale plan` read from a study (its
+# tables, not its run folders' traces), so that a user can put their machine beside the example.
 TABLES_KEPT = ("summary", "comparisons", "blocks", "order")
+TABLES_READ = ("runs", "run_metrics", "tensors", "allreduce", "allreduce_fit", "model", "contention")
 HEADER = (
     '!!! note "An example, not a result to cite"\n'
     "    The report of the default study (`config/config.yaml`) as it ran on one of this project's\n"
@@ -30,7 +34,7 @@ def publish(results, out):
     (out / TABLES["report"]).write_text(HEADER + report.read_text())
     for png in sorted((results / FIGURES).glob("*.png")):
         shutil.copy(png, out / FIGURES / png.name)
-    for name in TABLES_KEPT:
+    for name in TABLES_KEPT + TABLES_READ:
         if (results / TABLES[name]).is_file():
             shutil.copy(results / TABLES[name], out / TABLES[name])
     return sorted(p for p in out.rglob("*") if p.is_file())

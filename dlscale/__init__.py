@@ -13,3 +13,6 @@ The package is layered; a module imports only from its own layer and the layers 
   cli          the `dlscale` command
 and workflow/, the Snakemake pipeline that calls them (not a Python layer).
 """
+
+# The version, in one place (pyproject.toml reads it; docs/changelog.md has an entry for it).
+__version__ = "0.2.0"

@@ -48,8 +48,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlscale.core import paths
+from dlscale.core import paths, version
 from dlscale.environment import build as env
+from dlscale.environment import rerun
 
 # `dlscale env build` runs on a bare python, before the environment that holds the runtime's packages
 # (jsonschema, snakemake, numpy) exists (./bootstrap.sh, or a wheel installed into a site's python):
@@ -459,6 +460,7 @@ def parser():
     parser = argparse.ArgumentParser(
         prog="dlscale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     _init_command(sub)
     for name, fn, text in (
@@ -601,6 +603,23 @@ def _emulate_command(sub):
     p.set_defaults(fn=cmd_slurm)
 
 
+def _needs_environment(args):
+    """Whether the command imports the runtime (all but `env build` and `env path`, which make and
+    find the environment from a bare Python)."""
+    return not (args.fn is cmd_env and args.action in ("build", "path"))
+
+
+class _Version(argparse.Action):
+    """`--version`: the version and the commit (asked of git or the package only when given)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and commit, and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version.line())
+        parser.exit()
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -609,6 +628,8 @@ def main(argv=None):
     if args.fn is cmd_retry and args.set and "=" not in args.set[0]:
         args.study, args.set = args.set[0], args.set[1:]
     try:
+        if _needs_environment(args) and rerun.missing():
+            rerun.rerun(argv)  # replaces this process: an installed package's first command builds it
         if hasattr(args, "study") and args.fn is not cmd_init:
             _enter(args)
         return args.fn(args)

@@ -104,6 +104,21 @@ COMMANDS = {
             f"{DLSCALE} compare --help",
         ),
     ),
+    "python3 -m venv ~/dlscale && ~/dlscale/bin/pip install dlscale-0.2.0-py3-none-any.whl": (
+        "manual",
+        (
+            "tests/test_package.py builds the wheel as a release does and installs it into an empty venv",
+            "python3 -m venv --help",
+        ),
+    ),
+    "~/dlscale/bin/dlscale init st && ~/dlscale/bin/dlscale run st": (
+        "manual",
+        (
+            "the default study takes half an hour; tests/test_package.py runs init and run (and every other "
+            "command) from the wheel in an empty venv on a shrunk study",
+            f"{DLSCALE} init --help",
+        ),
+    ),
     f"{DLSCALE} plan results --candidates candidates.yaml -o plan": (
         "manual",
         (
@@ -244,7 +259,10 @@ COMMANDS = {
     ),
     f"{PY} bench/block_error.py --studies 2000": (
         "run",
-        {f"{PY} bench/block_error.py --studies 2000": f"{PY} {ROOT}/bench/block_error.py --studies 20 --out be.csv"},
+        {
+            f"{PY} bench/block_error.py --studies 2000": f"{PY} {ROOT}/bench/block_error.py --studies 20 --out "
+            + "{folder}/be.csv"
+        },
     ),
     f"{PY} bench/overhead.py": (
         "run",

@@ -3,34 +3,64 @@ else at top level (the workflow inside it), and a study is a folder of its own: 
 then `dlscale run DIR` from anywhere runs the packaged workflow there, nothing in the checkout."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 import pytest
 import yaml
 
-from dlscale.environment import build
+import dlscale
 from dlscale.runtime import config as cfg
 from tests.conftest import ROOT
 
 SHIPPED = ["Snakefile", "rules/runs.smk", "config/schema.yaml", "config/config.yaml", "report/workflow.rst"]
 
 
+COMMIT = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    """The wheel of the repository's tracked files (built from a copy: setuptools builds in the tree)."""
-    out, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
+def dist(tmp_path_factory):
+    """The sdist and the wheel of the repository's tracked files as a release builds them (`python -m
+    build`, contributing.md), from a copy (setuptools builds in the tree; the copy is no checkout, so
+    the commit comes from $DLSCALE_BUILD_COMMIT as a release's would come from git)."""
+    out, source = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("source")
     tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
     for name in tracked.decode().split("\0"):
         if name and (ROOT / name).is_file() and not (ROOT / name).is_symlink():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
-    argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(out)]
-    subprocess.run([*argv, str(source)], check=True, capture_output=True, cwd=out)
-    (found,) = out.glob("dlscale-*.whl")
-    return found
+    env = {**os.environ, "DLSCALE_BUILD_COMMIT": COMMIT.stdout.strip()}
+    argv = [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (sdist,) = out.glob("dlscale-*.tar.gz")
+    (wheel,) = out.glob("dlscale-*.whl")
+    return sdist, wheel
+
+
+@pytest.fixture(scope="module")
+def wheel(dist):
+    return dist[1]
+
+
+def test_the_release_files_pass_twine_check_and_the_sdist_holds_the_source(dist):
+    proc = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, dist)], capture_output=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    names = {n.split("/", 1)[1] for n in tarfile.open(dist[0]).getnames() if "/" in n}
+    assert {"setup.py", "pyproject.toml", "dlscale/cli.py", "dlscale/workflow/Snakefile", "dlscale/BUILD"} <= names
+    assert dist[0].name == f"dlscale-{dlscale.__version__}.tar.gz"
+
+
+def test_the_changelogs_newest_entry_is_the_packages_version():
+    entries = re.findall(r"^## (\S+) \(", (ROOT / "docs" / "changelog.md").read_text(), re.M)
+    assert entries[0] == dlscale.__version__, entries
+    wheel = f"dlscale-{dlscale.__version__}-py3-none-any.whl"  # the install the docs show
+    assert wheel in (ROOT / "docs" / "getting-started.md").read_text()
 
 
 def _user_env():
@@ -38,11 +68,19 @@ def _user_env():
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
-def test_the_wheel_holds_dlscale_only_with_its_workflow(wheel):
-    names = zipfile.ZipFile(wheel).namelist()
+def test_the_wheel_holds_dlscale_only_with_its_workflow_and_commit(wheel):
+    """The package alone (no tests, no docs, no bench) with what a study needs from it: the
+    workflow, the shipped configs, hostfiles and cluster profiles; and the commit it was built from."""
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
     assert {n.split("/")[0] for n in names} == {"dlscale", wheel.name.split("-py3")[0] + ".dist-info"}
     for part in SHIPPED:
         assert f"dlscale/workflow/{part}" in names, part
+    configs = {p.name for p in (ROOT / "config").glob("*.yaml")}
+    assert {f"dlscale/workflow/config/{c}" for c in configs} <= set(names)
+    assert {"dlscale/workflow/hostfiles/localhost", "dlscale/workflow/profiles/slurm/config.yaml"} <= set(names)
+    assert not [n for n in names if "/tests/" in n or n.startswith(("tests/", "docs/", "bench/"))]
+    assert archive.read("dlscale/BUILD").decode().strip() == COMMIT.stdout.strip()
 
 
 def test_installed_in_an_empty_venv_it_adds_one_top_level_name(wheel, tmp_path):
@@ -78,55 +116,54 @@ def test_init_layers_several_shipped_configs_in_order(tmp_path):
     assert merged["launcher"] == yaml.safe_load((ROOT / "config" / "slurm.yaml").read_text())["launcher"]
 
 
-def test_a_study_folder_runs_from_the_installed_wheel(wheel, tmp_path):
-    """The wheel installed over the workload environment (as .venv installs the checkout): init a
-    folder, run a shrunk study in it from another folder; results, logs and data land in it."""
-    venv = tmp_path / "venv"
-    build.link(build.env_dir(), venv, wheel=wheel)
-    dlscale = [str(venv / "bin" / "dlscale")]
-    elsewhere = tmp_path / "elsewhere"
+SHRINK = {
+    "framework": ["torch"],
+    "model": ["tinynet"],
+    "ranks_per_node": [1, 2],
+    "repeats": 1,
+    "warmup": 1,
+    "iterations": 2,
+    "batch_size": [4],
+    "image_size": 64,
+    "classes": 10,
+    "data": {"kind": "synthetic"},
+    "loader_workers": [0],
+    "allreduce_max_bytes": 1 << 16,
+}
+
+
+def test_every_command_from_the_wheel_in_an_empty_venv(wheel, tmp_path):
+    """A user's install: the wheel alone in an empty venv (no dependency), its `dlscale` run from
+    another folder. Each command that needs the workload environment builds it (here: finds it
+    built) and re-runs itself there; a shrunk study runs in its own folder; no command ends in a
+    traceback."""
+    venv = tmp_path / "empty"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)]
+    subprocess.run(pip, check=True, env=_user_env())
+    elsewhere, study = tmp_path / "elsewhere", tmp_path / "study"
     elsewhere.mkdir()
-    env = _user_env()
-    where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import dlscale; print(dlscale.__file__)"],
-        capture_output=True,
-        text=True,
-        cwd=elsewhere,
-        env=env,
-    )
-    assert str(venv) in where.stdout, where  # the wheel's, not the checkout's
-    study = tmp_path / "study"
-    subprocess.run([*dlscale, "init", str(study)], check=True, cwd=elsewhere, env=env)
-    shrink = elsewhere / "shrink.yaml"
-    shrink.write_text(
-        yaml.safe_dump(
-            {
-                "framework": ["torch"],
-                "model": ["tinynet"],
-                "ranks_per_node": [1, 2],
-                "repeats": 1,
-                "warmup": 1,
-                "iterations": 2,
-                "batch_size": [4],
-                "image_size": 64,
-                "classes": 10,
-                "data": {"kind": "synthetic"},
-                "loader_workers": [0],
-                "allreduce_max_bytes": 1 << 16,
-            }
+    (elsewhere / "shrink.yaml").write_text(yaml.safe_dump(SHRINK))
+
+    def dlscale(*argv, cwd=elsewhere):
+        proc = subprocess.run(
+            [str(venv / "bin" / "dlscale"), *argv], capture_output=True, text=True, cwd=cwd, env=_user_env()
         )
-    )
-    run = subprocess.run(
-        [*dlscale, "run", str(study), "--configfile", "shrink.yaml", "--", "--nolock"],
-        capture_output=True,
-        text=True,
-        cwd=elsewhere,
-        env=env,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
+        assert "Traceback" not in proc.stderr + proc.stdout, (argv, proc.stderr[-4000:])
+        assert proc.returncode == 0, (argv, proc.stderr[-4000:])
+        return proc
+
+    assert re.fullmatch(r"dlscale \S+ \(commit .+\)\n", dlscale("--version").stdout)
+    dlscale("init", str(study))
+    assert "running in the workload environment" in dlscale("check-config", cwd=study).stderr
+    dlscale("run", str(study), "--configfile", "shrink.yaml", "--", "--nolock")
     report = (study / "results" / "report.md").read_text()
-    assert "dlscale commit `none: dlscale 0.1.0 installed, not a checkout`" in report and report.startswith(
-        "# dlscale: shrink"
-    )
-    assert (study / "logs").is_dir() and (study / ".snakemake").is_dir()
+    assert "dlscale commit `" in report and "installed)`" in report and report.startswith("# dlscale: shrink")
     assert not list(elsewhere.glob("results")) and sorted(p.name for p in elsewhere.iterdir()) == ["shrink.yaml"]
+    dlscale("report", str(study), "--configfile", "shrink.yaml", "--", "--nolock")
+    assert "no failed runs" in dlscale("retry", str(study), "--configfile", "shrink.yaml").stdout
+    dlscale("unlock", str(study))
+    assert "torch:" in dlscale("env", "check", "--configfile", str(elsewhere / "shrink.yaml"), cwd=study).stdout
+    dlscale("plan", str(study / "results"), "-o", "plan")
+    dlscale("compare", str(study / "results"), str(ROOT / "docs" / "example"), "-o", "compare")
+    assert (elsewhere / "plan" / "plan.md").is_file() and (elsewhere / "compare" / "compare.md").is_file()

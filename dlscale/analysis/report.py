@@ -3,10 +3,8 @@ environment, versions, the harness's commit), the caveats (caveats.py), the summ
 table and as a LaTeX table (booktabs), the noise and failure warnings, the performance model's error,
 and the figures with their captions (report/*.rst, the same captions as `snakemake --report`)."""
 
-import importlib.metadata
 import json
 import math
-import subprocess
 import time
 from pathlib import Path
 
@@ -15,8 +13,8 @@ import pandas as pd
 from dlscale.analysis import caveats, comparisons, sequential
 from dlscale.analysis.metrics import MIN_BOOTSTRAP, PRECISION
 from dlscale.analysis.prediction import TOLERANCE
-from dlscale.core import hardware
-from dlscale.core.paths import PACKAGE, SOURCE, WORKFLOW
+from dlscale.core import hardware, version
+from dlscale.core.paths import WORKFLOW
 from dlscale.core.processes import CORES_ALLOWANCE
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 from dlscale.runtime.config import left_out
@@ -142,19 +140,6 @@ def latex_table(rows, label="tab:dlscale", columns=COLUMNS):
 def _align(columns):
     """LaTeX column alignment: text left, numbers right."""
     return "".join("l" if c in IDENTITY and c != "ranks" else "r" for c, _ in columns)
-
-
-def commit():
-    """The checkout's git commit, or, for an installed package, its version."""
-    if not (SOURCE / ".git").exists():
-        return f"none: dlscale {importlib.metadata.version('dlscale')} installed, not a checkout"
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(PACKAGE), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
-        )
-        return out.stdout.strip() or "unknown (not a git checkout)"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown (no git)"
 
 
 def caption(name):
@@ -444,7 +429,7 @@ def _provenance_lines(environment, runs):
         f"- measured: {', '.join(measured)} (each run's in `runs.csv`)",
         f"- the pipeline and analysis: {', '.join(tooling) or 'n/a'}",
         f"- environment `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}); dlscale commit "
-        f"`{commit()}`",
+        f"`{version.commit()}`",
     ] + [_apart_line(record) for record in environment.get("apart", [])]
 
 

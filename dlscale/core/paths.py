@@ -10,13 +10,18 @@ and the logs folder mirrors it: logs/runs/<run>.log, logs/allreduce/nodes<N>_rpn
 A path function given Snakemake wildcards (`"{nodes}"`) gives the rule's pattern.
 """
 
+import os
 import re
 from pathlib import Path
 
 from dlscale.core.vocabulary import MATRIX_KEYS, STATUS
 
+SOURCE_ENV = "DLSCALE_SOURCE"
 PACKAGE = Path(__file__).resolve().parents[1]  # the installed dlscale (a checkout's, or site-packages')
-SOURCE = PACKAGE.parent  # on PYTHONPATH, a run's python (the workload environment's) imports this dlscale
+# On PYTHONPATH, a run's python (the workload environment's) imports this dlscale. An installed
+# package's command that re-ran itself in the workload environment names a folder holding only
+# dlscale ($DLSCALE_SOURCE, dlscale/cli.py), so the site's other packages do not shadow the pins.
+SOURCE = Path(os.environ.get(SOURCE_ENV) or PACKAGE.parent)
 WORKFLOW = PACKAGE / "workflow"  # the Snakefile, rules, schema, shipped configs, report captions
 
 

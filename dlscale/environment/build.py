@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 from dlscale.core import paths
@@ -222,10 +223,22 @@ def driver_stub(directory, library):
     return Path(directory)
 
 
+@contextlib.contextmanager
+def _step(what):
+    """One line as a build step starts and one with the time it took (stderr): a first build takes
+    minutes, and whoever waits sees where."""
+    started = time.monotonic()
+    print(f"dlscale env: {what} ...", file=sys.stderr, flush=True)
+    yield
+    print(f"dlscale env: {what}: done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+
 def _build(path, mpi, log, variant_name="cpu"):
     """The workload environment: a venv of the tools' pins (no framework, in either variant)."""
     py = _venv(path, log)
-    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name)], log)
+    wanted = recipe.requirements(variant_name)
+    with _step(f"installing the workload environment's {len(wanted)} pinned packages"):
+        _run([py, "-m", "pip", "install", *wanted], log)
     _write_record(path, py, mpi, variant_name, None)
 
 
@@ -252,7 +265,8 @@ def _build_own(path, name, mpi, log, variant_name):
     home = str(find_cuda_home()) if horovod and variant_name == "cuda" else None
     py = _venv(path, log)
     cmake = [f"cmake=={recipe.BUILD_PINS['cmake']}"] if horovod else []
-    _run([py, "-m", "pip", "install", *recipe.requirements(variant_name, own=name), *cmake], log)
+    with _step(f"installing {name}'s pinned packages"):
+        _run([py, "-m", "pip", "install", *recipe.requirements(variant_name, own=name), *cmake], log)
     out = None
     if horovod:
         site = _site_packages(py)
@@ -262,15 +276,17 @@ def _build_own(path, name, mpi, log, variant_name):
         with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
             cuda = _cuda_build_env(tmp, site, log, name, home) if home else {}
             build_env = _horovod_build_env(path, py, cuda, name, variant_name)
-            out = _build_horovod(py, tmp, log, variant_name, build_env, name)
+            with _step(f"compiling Horovod {recipe.HOROVOD_VERSION} for {name}"):
+                out = _build_horovod(py, tmp, log, variant_name, build_env, name)
     _write_record(path, py, mpi, variant_name, out, own=name)
 
 
 def _venv(path, log):
     """A new venv at `path` with the pinned pip; returns its python."""
     py = path / "bin" / "python"
-    _run([sys.executable, "-m", "venv", str(path)], log)
-    _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
+    with _step(f"making a venv at {path}"):
+        _run([sys.executable, "-m", "venv", str(path)], log)
+        _run([py, "-m", "pip", "install", f"pip=={recipe.BUILD_PINS['pip']}"], log)
     return py
 
 
@@ -391,11 +407,11 @@ def build(quiet=False, own=None):
         if path.exists():
             shutil.rmtree(path)  # a half-made environment from an interrupted build
         log_path = path.with_name(path.name + ".build.log")
+        what = f"{own}'s own environment" if own else "the workload environment"
         if not quiet:
-            what = f"{own}'s own environment" if own else "the workload environment"
             takes = "a few minutes" if own else "a minute or two"
             print(f"building {what} in {path} (log: {log_path}); this takes {takes} once", file=sys.stderr)
-        with open(log_path, "w") as log:
+        with open(log_path, "w") as log, _step(f"building {what}"):
             try:
                 if own:
                     _build_own(path, own, mpi, log, variant_name)
@@ -462,13 +478,12 @@ def is_dev(link_path):
 DEV_MARK = "dlscale-dev"
 
 
-def link(path, link_path, wheel=None, frameworks=()):
+def link(path, link_path, frameworks=()):
     """Make `link_path` (`.venv` in the checkout) this checkout's own small venv on top of the shared
     environment `path`: the environment's packages through a .pth file, this checkout installed
     editable (its `dlscale` command; no test or rule edits sys.path), and the environment's commands
     (snakemake, pytest, mkdocs, ...) as scripts run by the overlay's python. The environment is
-    shared by every clone on the machine; each clone's overlay points at that clone. With `wheel` (a
-    built dlscale wheel) the overlay installs that instead, as a user's would (tests/test_package.py).
+    shared by every clone on the machine; each clone's overlay points at that clone.
     With `frameworks` (their own environments' paths, `dev_frameworks`) their packages follow the
     environment's on the overlay's path: one interpreter that imports every Horovod framework, for
     the tests that compare them in one process (a study's runs use each framework's own Python; the
@@ -503,7 +518,8 @@ def link(path, link_path, wheel=None, frameworks=()):
             "--no-deps",
             "--no-build-isolation",
             "--no-index",
-            *(["--editable", str(paths.SOURCE)] if wheel is None else [str(wheel)]),  # the checkout, or the wheel
+            "--editable",
+            str(paths.SOURCE),
         ],
         check=True,
         cwd=paths.SOURCE,

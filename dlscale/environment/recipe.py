@@ -35,10 +35,17 @@ TOOL_PINS = {
     # Snakemake's Slurm executor (profiles/slurm) and the job-step executor it runs inside each job.
     "snakemake-executor-plugin-slurm": "2.6.1",
     "snakemake-executor-plugin-slurm-jobstep": "0.6.1",
+    # The release's sdist and wheel, built and checked (docs/contributing.md#releasing, tests/test_package.py).
+    "build": "1.6.1",
+    "twine": "7.0.0",
     # The overlay's editable install of the checkout (dlscale.environment.build `link`, no build isolation).
     "setuptools": "84.2.1",
     "wheel": "0.48.0",
 }
+
+# What a dlscale command other than `env build` imports that a bare Python lacks: where one is missing,
+# an installed `dlscale` builds the workload environment and re-runs itself there (dlscale/cli.py).
+WORKLOAD_IMPORTS = ("snakemake", "jsonschema", "yaml", "pandas", "matplotlib", "scipy")
 
 # What every environment holds: arrays (numpy 1.26.4 satisfies TensorFlow 2.21, >= 1.26, and MXNet
 # 1.9.1, < 2, with the `numpy.bool` shim below; JAX's own has numpy 2) and the ranks' MPI bindings

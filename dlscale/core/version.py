@@ -1,0 +1,35 @@
+"""What this dlscale is: its version (one place: dlscale/__init__.py's __version__) and the commit it
+was made from. A checkout asks git; an installed package reads dlscale/BUILD, which the build wrote
+from git (setup.py), as an installed package is no checkout."""
+
+import subprocess
+
+from dlscale import __version__
+from dlscale.core.paths import PACKAGE, SOURCE
+
+BUILD = PACKAGE / "BUILD"  # the commit an sdist or wheel was built from (setup.py writes it)
+
+
+def git_describe(folder):
+    """`git describe --always --dirty` of the checkout at `folder`, or None (no git, not a checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(folder), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def commit():
+    """The commit this dlscale is: the checkout's, else the one its package was built from, else said."""
+    if (SOURCE / ".git").exists():
+        return git_describe(PACKAGE) or "unknown (no git)"
+    if BUILD.is_file():
+        return f"{BUILD.read_text().strip()} (dlscale {__version__} installed)"
+    return f"unknown: dlscale {__version__} installed, built outside a checkout"
+
+
+def line():
+    """`dlscale --version`'s line."""
+    return f"dlscale {__version__} (commit {commit()})"

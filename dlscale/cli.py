@@ -213,9 +213,10 @@ def _snakemake(args, *extra):
         str(paths.WORKFLOW / "profiles" / "default"),
         "--cores",
         "all",
+        # targets and Snakemake's own options first: --configfile and --config take every word after them
+        *extra,
         *(["--configfile", *args.configfile] if args.configfile else []),
         *(["--config", *args.config] if args.config else []),
-        *extra,
     ]
     return subprocess.run(argv).returncode
 
@@ -278,7 +279,9 @@ def cmd_report(args):
 
     conf = cfg.load(*args.configfile, items=args.config)
     results = cfg.resolve(conf.get("results", "results"))
-    rc = _snakemake(args, str(results / paths.TABLES["report"]))
+    # the target as the rules name it (the config's results folder as written): Snakemake does not
+    # match an absolute path to a relative output
+    rc = _snakemake(args, str(Path(conf.get("results", "results")) / paths.TABLES["report"]))
     if rc == 0:
         rc = _snakemake(args, "--report", str(results / paths.HTML_REPORT))
     if rc == 0:

@@ -37,7 +37,7 @@ TOOL_PINS = {
     "snakemake-executor-plugin-slurm-jobstep": "0.6.1",
     # The release's sdist and wheel, built and checked (docs/contributing.md#releasing, tests/test_package.py).
     "build": "1.6.1",
-    "twine": "7.0.0",
+    "twine": "6.2.0",  # 7 needs packaging >= 26.1, snakemake 9.27 packaging < 26
     # The overlay's editable install of the checkout (dlscale.environment.build `link`, no build isolation).
     "setuptools": "84.2.1",
     "wheel": "0.48.0",

@@ -104,6 +104,9 @@ def test_one_rank_communicates_nothing(tmp_path, framework, comm):
     # the same math library too: TensorFlow turns oneDNN on by itself only on AVX-512 VNNI/AMX CPUs;
     # XLA (JAX) compiles its own CPU kernels, which docs/methods/fairness.md records as a difference
     assert described["onednn"] is (framework != "jax")
+    # and each names the libraries it computes in, for the report's Software section
+    named = {"torch": "oneDNN v", "tensorflow": "oneDNN on", "mxnet": "oneDNN (MKLDNN)", "jax": "XLA CPU"}
+    assert named[framework] in described["math_build"], described["math_build"]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -361,3 +364,15 @@ def test_one_thread_per_rank_is_one_core_used_in_the_probe_and_in_training(tmp_p
     assert 0.5 <= cpu["cores_used"] <= 1.2, cpu
     row, _, _ = tidy.read_run(run_dir / "status.json")
     assert row["cores_used"] == pytest.approx(cpu["cores_used"])
+
+
+def test_pytorchs_math_build_is_read_from_its_configuration_text():
+    from dlscale.workloads.frameworks.torch.trainer import math_build
+
+    text = (
+        "PyTorch built with:\n  - Intel(R) oneAPI Math Kernel Library Version 2024.2-Product Build 20240605\n"
+        "  - Intel(R) MKL-DNN v3.12.0 (Git Hash 80afa71)\n  - CPU capability usage: AVX2\n"
+        "  - Build settings: BLAS_INFO=mkl, BUILD_TYPE=Release\n"
+    )
+    assert math_build(text) == "MKL 2024.2-Product, oneDNN v3.12.0, BLAS mkl, kernels for AVX2"
+    assert math_build("PyTorch built with:\n  - GCC 13.3\n") == "not reported"

@@ -93,6 +93,17 @@ def test_installed_in_an_empty_venv_it_adds_one_top_level_name(wheel, tmp_path):
     added = {p.name for p in site.iterdir()} - before
     assert {a for a in added if not a.endswith(".dist-info")} == {"dlscale"}, added
     assert (venv / "bin" / "dlscale").is_file()
+    # with no MPI on the PATH the first command cannot build the environment: it says what to install
+    (tmp_path / "bin").mkdir()
+    proc = subprocess.run(
+        [str(venv / "bin" / "dlscale"), "check-config"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**_user_env(), "PATH": str(tmp_path / "bin")},
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "MPI not found" in proc.stderr and "apt-get install openmpi-bin libopenmpi-dev" in proc.stderr
 
 
 def test_init_writes_a_study_that_validates_and_refuses_to_overwrite(tmp_path, monkeypatch):

@@ -88,6 +88,8 @@ RUNS = {
     "inter_op_threads": "the framework's inter-op threads (MXNet: engine workers)",
     "layout_used": "the layout the run used (`best` resolved)",
     "onednn": "the framework's CPU kernels ran in oneDNN",
+    "math_build": "the math libraries the framework's build runs its kernels in (BLAS, oneDNN, Eigen, XLA), as it "
+    "reports them",
     "data": "`images` or `synthetic`",
     "data_images": "images in the training set",
     "data_skipped": "files left out as corrupt (`data.on_corrupt: skip`)",

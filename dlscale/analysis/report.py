@@ -427,10 +427,21 @@ def _provenance_lines(environment, runs):
         "## Software",
         "",
         f"- measured: {', '.join(measured)} (each run's in `runs.csv`)",
+        *_math_lines(ok),
         f"- the pipeline and analysis: {', '.join(tooling) or 'n/a'}",
         f"- environment `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}); dlscale commit "
         f"`{version.commit()}`",
     ] + [_apart_line(record) for record in environment.get("apart", [])]
+
+
+def _math_lines(ok):
+    """Each framework's math libraries as its build reports them (runs.csv `math_build`): the same
+    network computes in different kernels, part of what a comparison compares."""
+    named = ok["math_build"].fillna("").astype(str).str.strip() if "math_build" in ok else pd.Series(dtype=str)
+    if not (named != "").any():
+        return ["- math libraries: not recorded (runs made before dlscale 0.2.0 did not ask)"]
+    builds = ok[named != ""].groupby("framework")["math_build"].first()
+    return ["- math libraries: " + "; ".join(f"{frameworks.get(fw).LABEL}: {b}" for fw, b in builds.items())]
 
 
 def _apart_line(record):

@@ -58,6 +58,7 @@ def _provenance_row(run_rec):
         "inter_op_threads": fw.get("inter_op_threads"),
         "layout_used": fw.get("layout", ""),
         "onednn": fw.get("onednn"),
+        "math_build": fw.get("math_build", ""),  # runs recorded before it was asked have none
         "data": data.get("kind", "synthetic"),
         "data_images": data.get("images"),
         "data_skipped": data.get("skipped"),

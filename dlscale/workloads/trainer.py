@@ -41,6 +41,9 @@ class Description:
     autotune: bool | None  # cuDNN autotuning (None: the framework has no such switch)
     tf32: bool
     onednn: bool  # its CPU kernels run in oneDNN
+    # the math libraries its build runs its kernels in (BLAS, oneDNN, Eigen, XLA) with their
+    # versions and the instruction set, as the framework itself reports them
+    math_build: str
     precision: str
     intra_op_threads: int | None
     inter_op_threads: int | None

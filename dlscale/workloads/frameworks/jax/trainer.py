@@ -122,6 +122,7 @@ class Trainer(trainer.Trainer):
             autotune=None,  # XLA picks its GPU algorithms itself (autotuning at compile time)
             tf32=jax.config.jax_default_matmul_precision not in (None, "highest", "float32"),
             onednn=False,  # XLA's CPU backend compiles its own kernels (Eigen for convolutions)
+            math_build=f"XLA {jax.local_devices()[0].platform.upper()} (jaxlib {jaxlib.__version__}), Eigen",
             precision="fp32",
             intra_op_threads=self.threads,
             inter_op_threads=None,

@@ -32,6 +32,18 @@ from dlscale.workloads.devices import check_precision, gpu_for_rank, nvidia_smi_
 from dlscale.workloads.frameworks.mxnet import LABEL, NAME
 from dlscale.workloads.registry import build_model
 
+# The build features (mx.runtime.Features) that name MXNet's math libraries.
+MATH_FEATURES = {
+    "BLAS_OPEN": "OpenBLAS",
+    "BLAS_MKL": "MKL",
+    "BLAS_ATLAS": "ATLAS",
+    "BLAS_APPLE": "Accelerate",
+    "MKLDNN": "oneDNN (MKLDNN)",
+    "OPENMP": "OpenMP",
+    "CPU_AVX": "kernels for AVX",
+    "CPU_AVX2": "kernels for AVX2",
+}
+
 
 class Trainer(trainer.Trainer):
     name = NAME
@@ -101,6 +113,7 @@ class Trainer(trainer.Trainer):
             autotune=os.environ.get("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1") != "0",
             tf32=os.environ.get("NVIDIA_TF32_OVERRIDE") != "0",
             onednn=features.is_enabled("MKLDNN"),
+            math_build=", ".join(MATH_FEATURES[f] for f in MATH_FEATURES if features.is_enabled(f)) or "not reported",
             precision="mixed (contrib.amp float16)" if self.amp else "fp32",
             # MXNet takes its threads from the environment (set by the launcher)
             intra_op_threads=int(os.environ.get("OMP_NUM_THREADS", "0")) or None,

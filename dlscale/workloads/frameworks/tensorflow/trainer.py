@@ -102,6 +102,9 @@ class Trainer(trainer.Trainer):
             autotune=None,  # cuDNN's algorithm choice is TensorFlow's own, with no switch
             tf32=tf.config.experimental.tensor_float_32_execution_enabled(),
             onednn=_pywrap_util_port.IsMklEnabled(),
+            # Eigen's kernels where oneDNN has none; the wheel's XLA, which the harness does not ask for
+            math_build=f"Eigen, oneDNN {'on' if _pywrap_util_port.IsMklEnabled() else 'off'}, "
+            f"XLA built in: {'yes' if _pywrap_util_port.IsBuiltWithXLA() else 'no'}",
             precision="mixed (mixed_float16, dynamic loss scaling)" if self.amp else "fp32",
             intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
             inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),

@@ -18,6 +18,7 @@ TF32 switches for matmul and cuDNN. precision = "mixed": forward under `torch.au
 GradScaler (dynamic loss scaling) around backward and the update; fp32 otherwise.
 """
 
+import re
 import time
 
 import torch
@@ -130,6 +131,7 @@ class Trainer(trainer.Trainer):
             autotune=torch.backends.cudnn.benchmark,
             tf32=torch.backends.cuda.matmul.allow_tf32,
             onednn=torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
+            math_build=math_build(torch.__config__.show()),
             precision="mixed (autocast float16, GradScaler)" if self.amp else "fp32",
             intra_op_threads=torch.get_num_threads(),
             inter_op_threads=torch.get_num_interop_threads(),
@@ -277,3 +279,18 @@ def _kineto_event(e):
         "cat": device,
         "args": {"correlation": e.correlation_id(), "linked": e.linked_correlation_id()},
     }
+
+
+# The lines of `torch.__config__.show()` that name its math libraries, and their short names.
+MATH_LINES = (
+    (r"Math Kernel Library Version (\S+)", "MKL {}"),
+    (r"MKL-DNN (v\S+)", "oneDNN {}"),
+    (r"BLAS_INFO=(\w+)", "BLAS {}"),
+    (r"CPU capability usage: (\S+)", "kernels for {}"),
+)
+
+
+def math_build(config):
+    """PyTorch's math libraries from its build configuration text (`torch.__config__.show()`)."""
+    found = [(re.search(pattern, config), name) for pattern, name in MATH_LINES]
+    return ", ".join(name.format(m.group(1)) for m, name in found if m) or "not reported"

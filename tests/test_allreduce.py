@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dlscale.analysis import comm, prediction
+from dlscale.core import ring
 from dlscale.runtime import allreduce, launch
 from dlscale.workloads import frameworks
 from tests.conftest import ENV_RECORD, env_record, mpirun_module, needs_emulation, tiny_config
@@ -22,21 +23,21 @@ def test_sizes_and_repetitions():
 
 
 def test_bus_bandwidth_follows_nccl_tests():
-    assert allreduce.bus_bandwidth(10.0, 2) == pytest.approx(10.0)
-    assert allreduce.bus_bandwidth(10.0, 8) == pytest.approx(17.5)
+    assert ring.bus_bandwidth(10.0, 2) == pytest.approx(10.0)
+    assert ring.bus_bandwidth(10.0, 8) == pytest.approx(17.5)
 
 
 def test_fit_recovers_known_alpha_beta():
     alpha, beta, ranks = 20e-6, 1 / 1.25e9, 4  # 20 us, 10 Gbit/s
     nbytes = allreduce.sizes(64 * allreduce.MIB)
-    times = [allreduce.ring_time(m, ranks, alpha, beta) for m in nbytes]
-    a, b, err = allreduce.fit_ring(nbytes, times, ranks)
+    times = [ring.ring_time(m, ranks, alpha, beta) for m in nbytes]
+    a, b, err = ring.fit_ring(nbytes, times, ranks)
     assert a == pytest.approx(alpha, rel=1e-6) and b == pytest.approx(beta, rel=1e-6) and err < 1e-9
     noisy = [t * (1.1 if i % 2 else 0.9) for i, t in enumerate(times)]
-    a, b, err = allreduce.fit_ring(nbytes, noisy, ranks)  # +-10% noise: close fit, error near 10%
+    a, b, err = ring.fit_ring(nbytes, noisy, ranks)  # +-10% noise: close fit, error near 10%
     assert a == pytest.approx(alpha, rel=0.2) and b == pytest.approx(beta, rel=0.2) and 0.05 < err < 0.15
     with pytest.raises(ValueError, match="at least 2 ranks"):
-        allreduce.fit_ring(nbytes, times, 1)
+        ring.fit_ring(nbytes, times, 1)
 
 
 def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
@@ -153,7 +154,7 @@ def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predict
     own_rows = [r for r in rows if r["path"] == native]
     assert [r["bytes"] for r in own_rows] == allreduce.sizes(1 << 16)
     assert [r["bytes"] for r in rows if r["path"] == f"{native}_tensors"] == [
-        m for m in allreduce.sizes(1 << 16) if allreduce.MANY_PIECES * 4 <= m
+        m for m in allreduce.sizes(1 << 16) if ring.MANY_PIECES * 4 <= m
     ]
     assert all(r["transport"].startswith(frameworks.get(native).NATIVE.split(" ")[0]) for r in own_rows)
     assert allreduce._own_paths([]) == [] and {r["path"] for r in rows} & set(frameworks.NAMES) == {native}
@@ -172,6 +173,6 @@ def test_fit_takes_the_links_bandwidth_where_small_sizes_sit_on_horovods_cycle()
     from the sizes whose time is bandwidth."""
     beta, ranks = 1 / 62.5e6, 2
     nbytes = allreduce.sizes(64 * allreduce.MIB)
-    times = [max(1e-3, allreduce.ring_time(m, ranks, 20e-6, beta)) * 1.06 for m in nbytes]
-    _, b, _ = allreduce.fit_ring(nbytes, times, ranks)
+    times = [max(1e-3, ring.ring_time(m, ranks, 20e-6, beta)) * 1.06 for m in nbytes]
+    _, b, _ = ring.fit_ring(nbytes, times, ranks)
     assert b == pytest.approx(1.06 * beta, rel=0.05)

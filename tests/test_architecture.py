@@ -67,6 +67,16 @@ def test_layers_run_one_way():
     assert not found, "\n".join(found)
 
 
+def test_the_analysis_takes_the_ring_model_from_core_not_from_the_mpi_sweep():
+    """The model's arithmetic (ring_time, fit_ring) and the sweep's message shapes are core/ring.py's,
+    which the sweep (an MPI program) and the analysis both import."""
+    for path in sorted((ROOT / "dlscale" / "analysis").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in ("dlscale.runtime", "dlscale.runtime.allreduce"):
+                names = {a.name for a in node.names}
+                assert node.module == "dlscale.runtime" and "allreduce" not in names, f"{path}:{node.lineno}"
+
+
 @pytest.mark.parametrize(
     "module, source",
     [

@@ -7,8 +7,8 @@ import pytest
 
 from dlscale.analysis import model, prediction
 from dlscale.core import timeline
+from dlscale.core.ring import ring_time
 from dlscale.core.vocabulary import CYCLE_TIME_S, FUSION_THRESHOLD_BYTES
-from dlscale.runtime.allreduce import ring_time
 
 BASE = {"io_s": 0.001, "h2d_s": 0.0, "forward_s": 0.1, "backward_s": 0.2, "update_s": 0.01}
 COMPUTE = 0.311

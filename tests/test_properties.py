@@ -20,7 +20,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from dlscale.analysis import comm, figures, metrics, model, prediction, steps, tidy
-from dlscale.core import paths
+from dlscale.core import paths, ring
 from dlscale.core.records import Writer
 from dlscale.core.vocabulary import PHASES, RUN_KEYS, SPEC, STATUS, records_name, trace_name
 from dlscale.runtime import allreduce, checks, launch
@@ -177,14 +177,14 @@ def write_sweep(path, nodes, ranks_per_node, fate, alpha, beta):
     swept = allreduce.sizes(1 << 16)
     for name, pieces, sizes in [
         ("mpi", 1, swept),
-        ("horovod", allreduce.FUSED_PIECES, swept),
-        ("horovod_tensors", allreduce.MANY_PIECES, [m for m in swept if m >= allreduce.MANY_PIECES * 4]),
+        ("horovod", ring.FUSED_PIECES, swept),
+        ("horovod_tensors", ring.MANY_PIECES, [m for m in swept if m >= ring.MANY_PIECES * 4]),
     ]:
         for m in sizes[:1] if fate == "one size" else sizes:
-            t = allreduce.ring_time(m, ranks, alpha, beta) + pieces * 1e-6
+            t = ring.ring_time(m, ranks, alpha, beta) + pieces * 1e-6
             lines.append(
                 {
-                    "schema": allreduce.SCHEMA,
+                    "schema": ring.SCHEMA,
                     "path": name,
                     "bytes": m,
                     "ranks": ranks,
@@ -199,7 +199,7 @@ def write_sweep(path, nodes, ranks_per_node, fate, alpha, beta):
     if fate in ("failed", "failed midway"):
         lines.append(
             {
-                "schema": allreduce.SCHEMA,
+                "schema": ring.SCHEMA,
                 "failed": "mpirun exited with code 1",
                 "error": "MPI_ABORT",
                 "nodes": nodes,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.runtime import allreduce
+from dlscale.core import ring
 
 SWEEP_COLUMNS = [
     "nodes",
@@ -51,8 +51,8 @@ def read_sweep(path, nodes, ranks_per_node):
     rows, failure = [], ""
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         rec = json.loads(line)
-        if rec.get("schema") != allreduce.SCHEMA:
-            raise ValueError(f"{path}:{number}: schema is {rec.get('schema')!r}, expected {allreduce.SCHEMA!r}")
+        if rec.get("schema") != ring.SCHEMA:
+            raise ValueError(f"{path}:{number}: schema is {rec.get('schema')!r}, expected {ring.SCHEMA!r}")
         if "failed" in rec:
             failure = "; ".join(x for x in (rec["failed"], rec.get("error")) if x)
             continue
@@ -71,7 +71,7 @@ def read_sweep(path, nodes, ranks_per_node):
                 "min_s": min(rec["times_s"]),
                 "max_s": max(rec["times_s"]),
                 "algbw_bytes_per_s": algbw,
-                "busbw_bytes_per_s": allreduce.bus_bandwidth(algbw, rec["ranks"]),
+                "busbw_bytes_per_s": ring.bus_bandwidth(algbw, rec["ranks"]),
                 "transport": transport,
             }
         )
@@ -95,16 +95,14 @@ def tables(sweeps):
                 "failure": failure,
             }
             if mine and not failure and nodes * rpn > 1:
-                alpha, beta, err = allreduce.fit_ring(
-                    [r["bytes"] for r in mine], [r["median_s"] for r in mine], nodes * rpn
-                )
+                alpha, beta, err = ring.fit_ring([r["bytes"] for r in mine], [r["median_s"] for r in mine], nodes * rpn)
                 fit.update(
                     alpha_s=alpha,
                     beta_s_per_byte=beta,
                     fit_median_rel_error=err,
                     bandwidth_bytes_per_s=1 / beta if beta > 0 else float("inf"),
                 )
-            many = [r for r in rows if r["path"] == f"{path}{allreduce.TENSORS_SUFFIX}"]
+            many = [r for r in rows if r["path"] == f"{path}{ring.TENSORS_SUFFIX}"]
             if many:  # horovod against horovod_tensors; a framework's own library likewise (jax, jax_tensors)
                 fit["per_tensor_s"] = per_tensor(mine, many)
             fits.append(fit)
@@ -116,8 +114,6 @@ def per_tensor(fused, many):
     or NaN where no size was swept on both."""
     few = {r["bytes"]: r["median_s"] for r in fused}
     extra = [
-        (r["median_s"] - few[r["bytes"]]) / (allreduce.MANY_PIECES - allreduce.FUSED_PIECES)
-        for r in many
-        if r["bytes"] in few
+        (r["median_s"] - few[r["bytes"]]) / (ring.MANY_PIECES - ring.FUSED_PIECES) for r in many if r["bytes"] in few
     ]
     return statistics.median(extra) if extra else float("nan")

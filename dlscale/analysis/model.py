@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from dlscale.core.ring import FUSED_PIECES, ring_time
 from dlscale.core.vocabulary import (
     BACKWARD_S,
     CYCLE_TIME_S,
@@ -43,7 +44,6 @@ from dlscale.core.vocabulary import (
     IO_S,
     UPDATE_S,
 )
-from dlscale.runtime.allreduce import FUSED_PIECES, ring_time
 
 COMPUTE = [IO_S, H2D_S, FORWARD_S, BACKWARD_S, UPDATE_S]
 

@@ -11,6 +11,7 @@ import pandas as pd
 from dlscale.analysis import contention
 from dlscale.analysis.contention import ASSUMED
 from dlscale.analysis.model import COMPUTE, error_parts, predict, relative_error, ring_cost, sweep_cost
+from dlscale.core.ring import TENSORS_SUFFIX
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 from dlscale.core.vocabulary import (
     COMM_S,
@@ -18,7 +19,6 @@ from dlscale.core.vocabulary import (
     FUSION_THRESHOLD_BYTES,
     RUN_KEYS,
 )
-from dlscale.runtime.allreduce import TENSORS_SUFFIX
 from dlscale.workloads.frameworks import HOROVOD, sweep_path
 
 

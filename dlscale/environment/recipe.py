@@ -420,10 +420,6 @@ def mxnet_shim(variant="cpu"):
     return MXNET_SHIM + (MXNET_CUDA_SHIM if variant == "cuda" else "")
 
 
-# The modules whose versions are recorded with every result.
-VERSIONED_MODULES = ["torch", "tensorflow", "mxnet", "numpy", "horovod", "mpi4py"]
-
-
 def all_pins():
     """Every pinned Python package of the workload environment (the same in both variants)."""
     return {**RANK_PINS, **TOOL_PINS}

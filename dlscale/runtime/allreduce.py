@@ -28,10 +28,8 @@ has no Horovod: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu
 runs, on CUDA tensors of the rank's GPU (its local rank), which in the cuda environment Horovod
 reduces with NCCL.
 
-Bandwidths follow nccl-tests: algorithm bandwidth = bytes / time; bus bandwidth for allreduce =
-algbw x 2(n-1)/n. The latency-bandwidth (alpha-beta) model of ring allreduce on n ranks,
-T(m) = 2(n-1) alpha + 2(n-1)/n m beta, is fitted by least squares on relative error (so small and
-large messages weigh alike); its fit error is the median absolute relative error over sizes.
+The messages' shapes (FUSED_PIECES, MANY_PIECES, ...) and the ring model the analysis fits to the
+sweep's times are dlscale/core/ring.py's, which the sweep imports.
 """
 
 import functools
@@ -42,19 +40,11 @@ import time
 
 import numpy as np
 
+from dlscale.core.ring import FUSED_PIECES, MANY_PIECES, PER_TENSOR_MAX_BYTES, SCHEMA, TENSORS_SUFFIX
 from dlscale.workloads import frameworks, rendezvous
 
-SCHEMA = "dlscale.allreduce/1"
 MIB = 1 << 20
 PATHS = ("mpi", "horovod", "horovod_tensors")
-# Tensors per message on the horovod path, fused by Horovod into one buffer of the message's size.
-FUSED_PIECES = 4
-# Tensors per message on the horovod_tensors path (GoogLeNet hands Horovod 173, ResNet-50 161), and
-# its largest message: beyond it the per-byte cost, the same on both paths, swamps the per-tensor one.
-MANY_PIECES = 128
-PER_TENSOR_MAX_BYTES = MIB
-# The many-tensor path of a library is its path's name with this suffix (horovod_tensors, jax_tensors).
-TENSORS_SUFFIX = "_tensors"
 
 
 class SweepError(RuntimeError):
@@ -76,30 +66,6 @@ def enough(times, budget_s=2.0, least=5, most=50):
     allreduce time or `most` repetitions. Every rank decides from the same times (the slowest
     rank's), so all stop together, on a fast network and a slow one alike."""
     return len(times) >= most or (len(times) >= least and sum(times) >= budget_s)
-
-
-def bus_bandwidth(algbw, ranks):
-    return algbw * 2 * (ranks - 1) / ranks
-
-
-def ring_time(nbytes, ranks, alpha_s, beta_s_per_byte):
-    return 2 * (ranks - 1) * alpha_s + 2 * (ranks - 1) / ranks * nbytes * beta_s_per_byte
-
-
-def fit_ring(nbytes, times, ranks):
-    """Weighted least-squares alpha (s) and beta (s/byte) of the ring model, and the median |rel. error|.
-    Each size weighs as if its time's variance grew with the time (weights 1/t: residuals over sqrt(t)):
-    a fit of relative errors let the many small sizes, whose times are Horovod's cycle, set beta
-    (measured: 22% below the link's on a 500 Mbit/s emulated cluster, and the extrapolation from it
-    20-24% low), and a fit of absolute errors lets the largest size set alpha."""
-    if ranks < 2:
-        raise ValueError("the ring model needs at least 2 ranks")
-    m, t = np.asarray(nbytes, float), np.asarray(times, float)
-    weight = 1 / np.sqrt(t)
-    design = np.column_stack([np.full_like(m, 2 * (ranks - 1)), 2 * (ranks - 1) / ranks * m]) * weight[:, None]
-    (alpha, beta), *_ = np.linalg.lstsq(design, t * weight, rcond=None)
-    pred = ring_time(m, ranks, alpha, beta)
-    return float(alpha), float(beta), float(np.median(np.abs(pred - t) / t))
 
 
 def host_allreduce(comm):

@@ -1,0 +1,45 @@
+"""Ring allreduce, as the allreduce sweep measures it and the performance model uses it: the shapes of
+the sweep's messages (the sweep, dlscale/runtime/allreduce.py, sends them; the analysis reads them),
+the bandwidths and the latency-bandwidth model.
+
+Bandwidths follow nccl-tests: algorithm bandwidth = bytes / time; bus bandwidth for allreduce =
+algbw x 2(n-1)/n. The latency-bandwidth (alpha-beta) model of ring allreduce on n ranks,
+T(m) = 2(n-1) alpha + 2(n-1)/n m beta, is fitted by weighted least squares (fit_ring); its fit
+error is the median absolute relative error over sizes.
+"""
+
+import numpy as np
+
+SCHEMA = "dlscale.allreduce/1"  # the sweep's records
+# Tensors per message on the horovod path, fused by Horovod into one buffer of the message's size.
+FUSED_PIECES = 4
+# Tensors per message on the horovod_tensors path (GoogLeNet hands Horovod 173, ResNet-50 161), and
+# its largest message: beyond it the per-byte cost, the same on both paths, swamps the per-tensor one.
+MANY_PIECES = 128
+PER_TENSOR_MAX_BYTES = 1 << 20
+# The many-tensor path of a library is its path's name with this suffix (horovod_tensors, jax_tensors).
+TENSORS_SUFFIX = "_tensors"
+
+
+def bus_bandwidth(algbw, ranks):
+    return algbw * 2 * (ranks - 1) / ranks
+
+
+def ring_time(nbytes, ranks, alpha_s, beta_s_per_byte):
+    return 2 * (ranks - 1) * alpha_s + 2 * (ranks - 1) / ranks * nbytes * beta_s_per_byte
+
+
+def fit_ring(nbytes, times, ranks):
+    """Weighted least-squares alpha (s) and beta (s/byte) of the ring model, and the median |rel. error|.
+    Each size weighs as if its time's variance grew with the time (weights 1/t: residuals over sqrt(t)):
+    a fit of relative errors let the many small sizes, whose times are Horovod's cycle, set beta
+    (measured: 22% below the link's on a 500 Mbit/s emulated cluster, and the extrapolation from it
+    20-24% low), and a fit of absolute errors lets the largest size set alpha."""
+    if ranks < 2:
+        raise ValueError("the ring model needs at least 2 ranks")
+    m, t = np.asarray(nbytes, float), np.asarray(times, float)
+    weight = 1 / np.sqrt(t)
+    design = np.column_stack([np.full_like(m, 2 * (ranks - 1)), 2 * (ranks - 1) / ranks * m]) * weight[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, t * weight, rcond=None)
+    pred = ring_time(m, ranks, alpha, beta)
+    return float(alpha), float(beta), float(np.median(np.abs(pred - t) / t))

@@ -44,7 +44,7 @@ def processes(text):
 def run_rules(pid):
     """The `python -m dlscale.runtime.rule "rule run"` processes below `pid` (not other rules' processes,
     nor another study's on the same machine)."""
-    from dlscale.runtime.rule import _rules_processes
+    from dlscale.runtime.signals import rules_processes as _rules_processes
 
     return [
         p for p in _rules_processes(pid) if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[3:4] == [b"rule run"]

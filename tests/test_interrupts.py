@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dlscale.core import paths
-from dlscale.runtime import rule
+from dlscale.runtime import rule, signals
 from tests import steps_probe
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
 
@@ -48,9 +48,9 @@ def test_a_step_gets_its_rules_lists_as_snakemake_hands_them(tmp_path):
 # an analysis step running in one of its threads, the main thread waiting for it.
 PIPELINE = textwrap.dedent("""
     import threading, time
-    from dlscale.runtime import rule
+    from dlscale.runtime import rule, signals
     from tests import steps_probe
-    rule.forward_signals()
+    signals.forward_signals()
     args = ("stuck", steps_probe.sleep, [], [], {"seconds": 600}, [], [])
     step = threading.Thread(target=rule.step, args=args, kwargs={"timeout_s": 900})
     step.start()
@@ -87,7 +87,7 @@ def _alive(pid):
 
 
 def _steps_of(pid):
-    return rule._rules_processes(pid)
+    return signals.rules_processes(pid)
 
 
 def _study(tmp_path, **overrides):

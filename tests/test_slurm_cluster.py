@@ -274,7 +274,7 @@ def test_ctrl_c_to_snakemake_cancels_its_jobs(cluster, tmp_path):
     proc = _start(_snakemake(study, str(tmp_path / "results" / RUN / "status.json")))
     _wait("a training run's ranks running under Slurm", _running_run_job, proc=proc)
     proc.send_signal(signal.SIGINT)
-    # It exits within about a second (0.7-1.1 s measured). Before dlscale/runtime/rule.py ended the Slurm plugin's
+    # It exits within about a second (0.7-1.1 s measured). Before dlscale/runtime/shutdown.py ended the Slurm plugin's
     # status-check sleep at shutdown, it exited only when that sleep ran out: 31 s here (68 s when Ctrl-C
     # came 154 s into the run; the sleep grows to 180 s). A miss shows what snakemake last said.
     try:

@@ -21,7 +21,7 @@ rule allreduce:
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.sweep(w.nodes, w.ranks_per_node))}",
         apart=json.dumps(SWEPT_APART, sort_keys=True),
     run:
-        step(rule, rule_process.allreduce, input, output, params, log, resources)
+        step(rule, rule_steps.allreduce, input, output, params, log, resources)
 
 
 rule allreduce_tables:

@@ -88,7 +88,7 @@ rule peak:
         # each framework that runs apart is measured in its own Python
         apart=json.dumps(FRAMEWORK_ENVS, sort_keys=True),
     run:
-        step(rule, rule_process.peak_rule, input, output, params, log, resources)
+        step(rule, rule_steps.peak_rule, input, output, params, log, resources)
 
 
 rule flops:

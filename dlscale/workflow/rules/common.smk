@@ -13,6 +13,8 @@ from dlscale.runtime import dataset
 from dlscale.environment import build as env
 from dlscale.runtime import peak
 from dlscale.runtime import rule as rule_process
+from dlscale.runtime import rule_steps
+from dlscale.runtime import signals
 from dlscale.runtime import environments
 from dlscale.analysis import figures, second_pass, sequential, steps
 from dlscale.workloads import flops

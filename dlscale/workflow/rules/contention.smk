@@ -23,7 +23,7 @@ rule contention:
         settings=json.dumps({**cfg.run_settings(config), "contention": config["contention"]}, sort_keys=True),
         folder=lambda w: f"{RESULTS}/{paths.contention(paths.calibration_from_wildcards(w))}",
     run:
-        step(rule, rule_process.contention, input, output, params, log, resources)
+        step(rule, rule_steps.contention, input, output, params, log, resources)
 
 
 rule contention_table:

@@ -22,4 +22,4 @@ rule dataset:
         data=json.dumps(cfg.dataset_settings(config), sort_keys=True),
         writers=json.dumps(DATA_WRITERS, sort_keys=True),
     run:
-        step(rule, rule_process.dataset_rule, input, output, params, log, resources)
+        step(rule, rule_steps.dataset_rule, input, output, params, log, resources)

@@ -14,7 +14,7 @@ rule environment:
         # when the environment it runs in changes, not when dlscale/environment/recipe.py is merely edited.
         key=env.env_dir().name,
     run:
-        step(rule, rule_process.environment, input, output, params, log, resources)
+        step(rule, rule_steps.environment, input, output, params, log, resources)
 
 
 # Each framework of the study, in a Python of the user's (`environments`) or in its own environment
@@ -31,4 +31,4 @@ rule framework_environment:
         build=lambda w: environments.built_apart(config, w.framework),
         needs=lambda w: json.dumps({"framework": w.framework, "needs": environments.needs(config, w.framework)}),
     run:
-        step(rule, rule_process.framework_environment, input, output, params, log, resources)
+        step(rule, rule_steps.framework_environment, input, output, params, log, resources)

@@ -41,4 +41,4 @@ rule replay:
         settings=json.dumps(cfg.replay_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.replay(w.nodes))}",
     run:
-        step(rule, rule_process.replay, input, output, params, log, resources)
+        step(rule, rule_steps.replay, input, output, params, log, resources)

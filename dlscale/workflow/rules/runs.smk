@@ -40,7 +40,7 @@ rule run:
         settings=json.dumps(cfg.run_settings(config), sort_keys=True),
         attempts=lambda w: f"{RESULTS}/{paths.attempts(paths.run_path(paths.run_from_wildcards(w)))}",
     run:
-        step(rule, rule_process.run, input, output, params, log, resources)
+        step(rule, rule_steps.run, input, output, params, log, resources)
 
 
 # The order the design gives the first pass's runs, for the report and the reader.

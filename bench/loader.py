@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from bench.overhead import machine, merge_table, write_table  # noqa: E402
 from dlscale.workloads import frameworks, images  # noqa: E402
 from dlscale.workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
+from dlscale.workloads.frameworks import tfdata  # noqa: E402
 
 TF_DATA = ("tensorflow", "jax")  # JAX's loader is tf.data's, to numpy
 
@@ -68,7 +69,7 @@ def ceiling(framework, files, image_size, work=False):
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
         fn = (
-            frameworks.module("tensorflow", "loader").image_transform(image_size, 0)
+            tfdata.image_transform(image_size, 0)
             if work
             else (lambda b: tf.io.decode_jpeg(b, channels=3, dct_method="INTEGER_ACCURATE"))
         )

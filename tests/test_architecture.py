@@ -139,7 +139,21 @@ def _imports(node):
 # their packages and builds Horovod against them (it runs before any framework can be imported, and
 # its recipe is hashed as one file), and bench/ holds each framework's bare training loop, written
 # apart from the harness on purpose, and the benchmarks that run them.
-BY_DESIGN = (PACKAGE / "environment", ROOT / "bench")
+# And one module beside the frameworks' packages: the tf.data pipeline over TFRecord shards, which
+# TensorFlow's and JAX's packages both read, so that neither imports the other's.
+BY_DESIGN = (PACKAGE / "environment", ROOT / "bench", PACKAGE / "workloads" / "frameworks" / "tfdata.py")
+
+
+def test_no_frameworks_package_imports_another_ones():
+    base = "dlscale.workloads.frameworks"
+    for name in frameworks.NAMES:
+        for path in sorted((PACKAGE / "workloads" / "frameworks" / name).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                modules = _imports(node)
+                if isinstance(node, ast.ImportFrom) and node.module == base:
+                    modules = [f"{base}.{a.name}" for a in node.names]
+                others = [m for m in modules for o in frameworks.NAMES if o != name and m.startswith(f"{base}.{o}")]
+                assert not others, f"{path.relative_to(ROOT)}:{node.lineno} imports {others}"
 
 
 def test_only_a_frameworks_own_package_names_it():

@@ -2,6 +2,7 @@
 spectrum, and the same samples in TFRecord and RecordIO as in the ImageFolder tree."""
 
 import io
+import sys
 
 import numpy as np
 import pytest
@@ -110,3 +111,17 @@ def test_a_tree_without_classes_or_images_is_named(tmp_path):
     (tmp_path / "cat" / "notes.txt").write_text("x")
     with pytest.raises(ValueError, match="no images"):
         images.samples(tmp_path)
+
+
+def test_a_format_two_frameworks_read_is_written_once_and_for_either(tmp_path, monkeypatch):
+    """TFRecords are TensorFlow's format and JAX's (frameworks/tfdata.py): a study of JAX alone gets
+    them, written by JAX's Python; one of both writes them once."""
+    writes = []
+    real = images.write_format
+    monkeypatch.setattr(images, "write_format", lambda name, *a, **k: writes.append(name) or real(name, *a, **k))
+    alone = images.prepare(tmp_path / "jax", images=8, classes=2, shards=2, pythons={"jax": sys.executable})
+    assert writes == ["jax"] and len(alone.form("tfrecords")) == 2
+    writes.clear()
+    both = {"tensorflow": sys.executable, "jax": sys.executable}
+    images.prepare(tmp_path / "both", images=8, classes=2, shards=2, pythons=both)
+    assert writes == ["tensorflow"]

@@ -290,19 +290,7 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
     out.mkdir(parents=True, exist_ok=True)
     before = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
     (out / MANIFEST).unlink(missing_ok=True)
-    if tree is None:
-        tree, source = (
-            make(out / "tree", images, classes, seed),
-            {"generated": {"images": images, "classes": classes, "seed": seed}},
-        )
-    else:
-        tree, source = Path(tree).resolve(), {"path": str(Path(tree).resolve())}
-    names = sorted(p.name for p in tree.iterdir() if p.is_dir())
-    if len(names) > classes:
-        raise DataError(
-            f"{tree}: {len(names)} class folders, but the networks have {classes} outputs "
-            "(set the study's `classes` to at least the number of folders)"
-        )
+    tree, source, names = _source(out, tree, images, classes, seed)
     kept, skipped, converted = _checked(tree, out, on_corrupt)
 
     def rel(p):
@@ -318,6 +306,8 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
     }
     same = {k: before.get(k) for k in ("content_hash", "files")} == {k: manifest[k] for k in ("content_hash", "files")}
     for name, form in formats().items():
+        if form.FORMAT in manifest:  # one format two frameworks read (TFRecords: TensorFlow, JAX), written once
+            continue
         if pythons is None or name in pythons:
             written = write_format(name, kept, out / form.FOLDER, shards, (pythons or {}).get(name))
             manifest[form.FORMAT] = [rel(p) for p in written]
@@ -327,6 +317,24 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
     tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     tmp.replace(out / MANIFEST)  # written last: a manifest means a whole dataset
     return Dataset(out)
+
+
+def _source(out, tree, images, classes, seed):
+    """(the tree of class folders, what the manifest says of where it came from, its class names):
+    made in OUT/tree, or the user's `tree`; more classes than the networks' outputs is an error."""
+    if tree is None:
+        tree, source = make(out / "tree", images, classes, seed), {"generated": {"images": images, "classes": classes}}
+        source["generated"]["seed"] = seed
+    else:
+        tree = Path(tree).resolve()
+        source = {"path": str(tree)}
+    names = sorted(p.name for p in tree.iterdir() if p.is_dir())
+    if len(names) > classes:
+        raise DataError(
+            f"{tree}: {len(names)} class folders, but the networks have {classes} outputs "
+            "(set the study's `classes` to at least the number of folders)"
+        )
+    return tree, source, names
 
 
 def _checked(tree, out, on_corrupt):
@@ -372,7 +380,7 @@ def main(argv=None):
     p.add_argument("--images", type=int, default=1000)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    for form in formats().values():
+    for form in {f.COMMAND: f for f in reversed(formats().values())}.values():  # one per format
         p = sub.add_parser(form.COMMAND, help=form.__doc__.split("\n\n")[0].replace("\n", " "))
         p.add_argument("dir")
         p.add_argument("out")

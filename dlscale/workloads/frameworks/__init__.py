@@ -22,7 +22,8 @@ and its modules do the work, importing the framework:
   loader.py    stream(): its own input pipeline over a prepared dataset
   probe.py     matmul(): the matrix-multiply peak (dlscale/runtime/peak.py)
   weights.py   weights copied from the reference framework's network (tests/test_parity.py)
-  data.py      (where it reads a format of its own) write(): the dataset in that format
+  data.py      (where it reads a prepared format) write(): the dataset in that format (TensorFlow
+               and JAX share theirs, tfdata.py beside the packages: no package imports another's)
   flops.py     layers(): its convolution and fully connected layers, counted by dlscale/workloads/flops.py
   instrument.py  (where it has a Horovod binding) Horovod's allreduce of its tensors, for the
                allreduce sweep and the replays of a study that runs it (`first_with`)

@@ -1,7 +1,7 @@
 """JAX: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
 from dlscale.core.vocabulary import BACKWARD, FORWARD, UPDATE
-from dlscale.workloads.frameworks import tensorflow as TENSORFLOW  # noqa: N812 (its declarations, no framework)
+from dlscale.workloads.frameworks import tfdata
 
 NAME = "jax"
 LABEL = "JAX"
@@ -30,7 +30,7 @@ SLOW_RANK_ENV = "DLSCALE_SLOW_RANK"
 THREAD_ENV = ("PJRT_NPROC",)
 LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
 # What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
-DATA_MODULES = TENSORFLOW.MODULES[:1]  # its loader is TensorFlow's tf.data pipeline (loader.py): TensorFlow itself
+DATA_MODULES = tfdata.MODULES  # its loader is tf.data (frameworks/tfdata.py): TensorFlow itself
 
 
 # The profile's operations carry their phase in their names (profile.py renames them from the

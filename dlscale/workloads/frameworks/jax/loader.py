@@ -1,10 +1,10 @@
 """JAX's input pipeline over a prepared dataset: tf.data, as JAX's and Flax's own ImageNet examples
 feed JAX, handed over as numpy batches (`as_numpy_iterator`), NHWC, which the trainer places on its
 device. The pipeline itself (the rank's TFRecord shards, the same decode, crop, flip and normalize
-as every loader: dlscale/workloads/loaders.py) is the one TensorFlow's package defines, so both frameworks
-read the same records the same way."""
+as every loader: dlscale/workloads/loaders.py) is dlscale/workloads/frameworks/tfdata.py's, which
+TensorFlow's loader takes too, so both frameworks read the same records the same way."""
 
-from dlscale.workloads.frameworks.tensorflow.loader import records
+from dlscale.workloads.frameworks.tfdata import records
 
 
 def stream(dataset, rank, size, batch_size, image_size, workers, seed, pin=False, augment=True):

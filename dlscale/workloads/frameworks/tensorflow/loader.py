@@ -1,71 +1,7 @@
-"""TensorFlow's input pipeline over a prepared dataset (the shared recipe: dlscale/workloads/loaders.py)."""
+"""TensorFlow's input pipeline over a prepared dataset: tf.data over the rank's TFRecord shards
+(dlscale/workloads/frameworks/tfdata.py; the shared recipe: dlscale/workloads/loaders.py)."""
 
-from dlscale.workloads.frameworks.tensorflow.data import FORMAT
-from dlscale.workloads.loaders import AREA, ASPECT, MEAN, PREFETCH, SHUFFLE, STD, DataError
-
-
-def records(dataset, rank, size, batch_size, image_size, workers, seed, augment=True):
-    import tensorflow as tf
-
-    files = [str(f) for f in dataset.form(FORMAT)]
-    if len(files) < size:
-        raise DataError(
-            f"{dataset.folder}: {len(files)} TFRecord shards for {size} ranks (each rank reads "
-            "whole shards: prepare the dataset with at least as many shards as ranks)"
-        )
-    mine = files[rank::size]
-    features = {
-        "image/encoded": tf.io.FixedLenFeature([], tf.string),
-        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
-    }
-
-    def parse(record):
-        example = tf.io.parse_single_example(record, features)
-        return transform(example["image/encoded"]), example["image/class/label"]
-
-    transform = image_transform(image_size, seed, augment)
-    ds = tf.data.TFRecordDataset(mine)
-    if augment:
-        ds = ds.shuffle(min(SHUFFLE, len(dataset.files)), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.repeat().map(parse, num_parallel_calls=workers).batch(batch_size, drop_remainder=True)
-    ds = ds.prefetch(PREFETCH)
-    options = tf.data.Options()
-    options.threading.private_threadpool_size = workers
-    options.threading.max_intra_op_parallelism = 1
-    return ds.with_options(options)
-
-
-def image_transform(image_size, seed, augment=True):
-    """TensorFlow's per-image work, from the JPEG's bytes to the normalized HWC float32 image. In
-    TensorFlow's own ImageNet recipe's order: the crop window decoded and flipped as bytes, then
-    resized (a quarter of the memory a float32 flip touches)."""
-    import tensorflow as tf
-
-    mean, scale = tf.constant(MEAN), tf.constant([1 / s for s in STD])
-
-    def transform(data):
-        shape = tf.io.extract_jpeg_shape(data)
-        if augment:
-            begin, crop, _ = tf.image.sample_distorted_bounding_box(
-                shape,
-                tf.zeros([1, 0, 4]),
-                area_range=AREA,
-                aspect_ratio_range=ASPECT,
-                max_attempts=10,
-                use_image_if_no_bounding_boxes=True,
-                seed=seed,
-            )
-            window = tf.stack([begin[0], begin[1], crop[0], crop[1]])
-        else:
-            side = tf.minimum(shape[0], shape[1])
-            window = tf.stack([(shape[0] - side) // 2, (shape[1] - side) // 2, side, side])
-        img = tf.io.decode_and_crop_jpeg(data, window, channels=3, dct_method="INTEGER_ACCURATE")
-        if augment:
-            img = tf.image.random_flip_left_right(img, seed=seed)
-        img = tf.image.resize(img, [image_size, image_size], method="bilinear", antialias=True)
-        return (img - mean) * scale
-
-    return transform
+from dlscale.workloads.frameworks.tfdata import records
 
 
 def stream(dataset, rank, size, batch_size, image_size, workers, seed, pin=False):

@@ -164,8 +164,10 @@ def main(argv=None):
         return 1
     for r in found:
         verdicts = f"{r['vs_big_measured']}/{r['vs_big_predicted']}"
-        print(f"{r['framework']:10} {r['network']:9} {r['option']:46} measured {r['measured_img_per_s']:8.2f} "
-              f"predicted {r['predicted_img_per_s']:8.2f} ({r['error']:+.1%}) {verdicts}")  # fmt: skip
+        print(
+            f"{r['framework']:10} {r['network']:9} {r['option']:46} measured {r['measured_img_per_s']:8.2f} "
+            f"predicted {r['predicted_img_per_s']:8.2f} ({r['error']:+.1%}) {verdicts}"
+        )
     write_table(found, args.out)
     return 0
 

@@ -209,8 +209,9 @@ def study(summary, runs, alpha=ALPHA):
         for i, a in enumerate(names)
         for b in names[i + 1 :]
     ]
-    tables += [pairs(ok[ok["framework"] == fw], runs[runs["framework"] == fw], "comm_library", NATIVE, HOROVOD)
-               for fw in names]  # fmt: skip
+    tables += [
+        pairs(ok[ok["framework"] == fw], runs[runs["framework"] == fw], "comm_library", NATIVE, HOROVOD) for fw in names
+    ]
     tables = [t for t in tables if len(t)]
     table = decide(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame())
     return with_block_model(table, runs, alpha)

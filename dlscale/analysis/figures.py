@@ -387,8 +387,16 @@ def comparisons(pairs, paths):
     for verdict, colour in shown.items():
         part = pairs[verdicts == verdict]
         if len(part):
-            ax.errorbar(part["ratio"], part["y"], xerr=[part["lo"], part["hi"]], fmt="o", color=colour, capsize=2,
-                        ms=4, label=f"verdict: {verdict}")  # fmt: skip
+            ax.errorbar(
+                part["ratio"],
+                part["y"],
+                xerr=[part["lo"], part["hi"]],
+                fmt="o",
+                color=colour,
+                capsize=2,
+                ms=4,
+                label=f"verdict: {verdict}",
+            )
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.axvspan(0.95, 1.05, color=OKABE_ITO[0], alpha=0.1, linewidth=0)
     ax.set_xscale("log", base=2)

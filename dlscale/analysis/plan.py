@@ -278,9 +278,14 @@ def plan(folder, candidates_path=None):
 def report(table, study, out_path):
     """plan.md: per framework and network, the candidates by predicted throughput, with the model's
     error and every input's source."""
-    lines = [f"# dlscale plan: {study['name']}", "", "Predicted by the performance model from the study's measured "
-             "1-device phases, gradient sizes and allreduce sweep; each row says which inputs were measured and "
-             "which assumed, and the model's measured error on the study.", ""]  # fmt: skip
+    lines = [
+        f"# dlscale plan: {study['name']}",
+        "",
+        "Predicted by the performance model from the study's measured "
+        "1-device phases, gradient sizes and allreduce sweep; each row says which inputs were measured and "
+        "which assumed, and the model's measured error on the study.",
+        "",
+    ]
     for (fw, model), g in table.groupby(["framework", "model"], sort=True):
         g = g.sort_values("predicted_img_per_s", ascending=False)
         best = g.iloc[0]

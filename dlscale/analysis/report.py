@@ -293,8 +293,21 @@ def _replay_lines(replay):
     return lines
 
 
-def write(summary, runs, environment, model_error, figures, config, out_path, pairs, model=None, fits=None,
-          title=None, blocks=None, looks=None):  # fmt: skip
+def write(
+    summary,
+    runs,
+    environment,
+    model_error,
+    figures,
+    config,
+    out_path,
+    pairs,
+    model=None,
+    fits=None,
+    title=None,
+    blocks=None,
+    looks=None,
+):
     """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
     pairs: comparisons.csv (the summary step's comparisons); model: model.csv (per run, measured
     and predicted); fits: allreduce_fit.csv (the measured link); title: the study's (config `title`
@@ -594,7 +607,7 @@ def _rules(ok, config, pairs):
             f"; left out: {', '.join(x['framework'] + ' with ' + x['comm_library'] for x in out)} (why: below)"
             if out
             else ""
-        )  # fmt: skip
+        )
         + f"; each rank has {config.get('threads_per_rank', 'n/a')} thread(s)".replace("[", "").replace("]", ""),
         "costs (iteration, phase times) by the arithmetic mean over repeats; the throughput, a rate, by the "
         "harmonic mean (ranks x batch / the mean iteration time), its interval the iteration time's carried over",

@@ -369,5 +369,5 @@ def write_report(job):
                 title,
                 blocks_table,
                 looks,
-            )  # fmt: skip
+            )
         )

@@ -77,8 +77,12 @@ def gpus(query=None):
         if not shutil.which("nvidia-smi"):
             return []
         try:
-            out = subprocess.run(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20)  # fmt: skip
+            out = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return []
         query = out.stdout if out.returncode == 0 else ""

@@ -35,17 +35,29 @@ def allreduce(job):
     place = job.params.place
     apart = _records(job.params.apart)
     launch.sweep_allreduce(
-        _settings(job), place["nodes"], place["ranks_per_node"], _record(job), job.output[0], job.log[0],
-        job.params.attempts, apart,
-    )  # fmt: skip
+        _settings(job),
+        place["nodes"],
+        place["ranks_per_node"],
+        _record(job),
+        job.output[0],
+        job.log[0],
+        job.params.attempts,
+        apart,
+    )
 
 
 def replay(job):
     """`rule replay`: the replay of input.plans on params.nodes nodes."""
     launch.replay_gradients(
-        _settings(job), job.params.nodes, job.input.plans, _record(job), job.output.out, job.output.spec,
-        job.log[0], job.params.attempts,
-    )  # fmt: skip
+        _settings(job),
+        job.params.nodes,
+        job.input.plans,
+        _record(job),
+        job.output.out,
+        job.output.spec,
+        job.log[0],
+        job.params.attempts,
+    )
 
 
 def contention(job):

@@ -165,14 +165,54 @@ def _slurmd(i, ns, cpus):
     (STATE / "spool" / name).mkdir(parents=True)
     (STATE / "tmp" / name).mkdir(parents=True)
     _run(
-        "taskset", "-c", cpus, "nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts",
-        "sh", "-c", f"hostname {name} && exec slurmd",
-    )  # fmt: skip
+        "taskset",
+        "-c",
+        cpus,
+        "nsenter",
+        f"--net=/run/netns/{ns}",
+        "unshare",
+        "--uts",
+        "sh",
+        "-c",
+        f"hostname {name} && exec slurmd",
+    )
 
 
 def _nodes_idle(count):
     out = _run("sinfo", "-h", "-N", "-o", "%T", check=False).stdout.split()
     return len(out) == count and all(state == "idle" for state in out)
+
+
+def _write_configs(cluster, nodes, password):
+    """slurm.conf (this host the head, each emulated node a Slurm node with its share of the memory)
+    and slurmdbd.conf (readable by root alone: it holds the database password)."""
+    memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 // nodes
+    _write(
+        "slurm.conf.in",
+        CONF,
+        cluster=CLUSTER,
+        head_name=os.uname().nodename,
+        head_addr=HEAD_ADDR,
+        state=STATE,
+        partition=PARTITION,
+        node_lines=_node_lines(cluster, memory_mb),
+    )
+    _write(
+        "slurmdbd.conf.in", STATE / "slurmdbd.conf", state=STATE, db_user=DB_USER, db_pass=password, database=DATABASE
+    )
+    (STATE / "slurmdbd.conf").chmod(0o600)
+    if not SITE_CONF.exists() and SITE_CONF.parent.is_dir():
+        SITE_CONF.symlink_to(CONF)
+
+
+def _start_accounting():
+    """slurmdbd, then the cluster, its account and root as its user (Snakemake reads job states
+    through sacct, which needs them)."""
+    _run("slurmdbd")
+    _wait("slurmdbd", lambda: _ok("sacctmgr", "-n", "list", "cluster"), [STATE / "slurmdbd.log"])
+    _run("sacctmgr", "-i", "add", "cluster", CLUSTER)
+    _run("sacctmgr", "-i", "add", "account", ACCOUNT)
+    _run("sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNT}", f"defaultaccount={ACCOUNT}")
 
 
 def up(nodes, rate_mbit=None, delay_ms=0):
@@ -193,27 +233,8 @@ def up(nodes, rate_mbit=None, delay_ms=0):
         password = _mariadb(started)
         (STATE / "cluster.json").write_text(json.dumps(started))
         (STATE / "ctld").mkdir()
-        memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 // nodes
-        _write(
-            "slurm.conf.in",
-            CONF,
-            cluster=CLUSTER,
-            head_name=os.uname().nodename,
-            head_addr=HEAD_ADDR,
-            state=STATE,
-            partition=PARTITION,
-            node_lines=_node_lines(cluster, memory_mb),
-        )
-        _write("slurmdbd.conf.in", STATE / "slurmdbd.conf", state=STATE, db_user=DB_USER, db_pass=password,
-               database=DATABASE)  # fmt: skip
-        (STATE / "slurmdbd.conf").chmod(0o600)
-        if not SITE_CONF.exists() and SITE_CONF.parent.is_dir():
-            SITE_CONF.symlink_to(CONF)
-        _run("slurmdbd")
-        _wait("slurmdbd", lambda: _ok("sacctmgr", "-n", "list", "cluster"), [STATE / "slurmdbd.log"])
-        _run("sacctmgr", "-i", "add", "cluster", CLUSTER)
-        _run("sacctmgr", "-i", "add", "account", ACCOUNT)
-        _run("sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNT}", f"defaultaccount={ACCOUNT}")
+        _write_configs(cluster, nodes, password)
+        _start_accounting()
         _run("slurmctld")
         _wait("slurmctld", lambda: _ok("scontrol", "ping"), [STATE / "slurmctld.log"])
         _hosts_file(cluster)

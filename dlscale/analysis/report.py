@@ -3,6 +3,7 @@ environment, versions, the harness's commit), the caveats (caveats.py), the summ
 table and as a LaTeX table (booktabs), the noise and failure warnings, the performance model's error,
 and the figures with their captions (report/*.rst, the same captions as `snakemake --report`)."""
 
+import dataclasses
 import json
 import math
 import time
@@ -293,36 +294,39 @@ def _replay_lines(replay):
     return lines
 
 
-def write(
-    summary,
-    runs,
-    environment,
-    model_error,
-    figures,
-    config,
-    out_path,
-    pairs,
-    model=None,
-    fits=None,
-    title=None,
-    blocks=None,
-    looks=None,
-):
-    """figures: the figure files (PNG ones are shown), relative links from out_path's folder;
-    pairs: comparisons.csv (the summary step's comparisons); model: model.csv (per run, measured
-    and predicted); fits: allreduce_fit.csv (the measured link); title: the study's (config `title`
-    or its config file's name); blocks: blocks.csv (the block model's fits and checks); looks:
-    sequential.csv (design.until_resolved's looks)."""
-    out_path = Path(out_path)
-    parts = _study_lines(config, runs, title) + _hardware_lines(runs, config, fits)
-    parts += _provenance_lines(environment, runs) + caveats.lines(summary, runs, model_error, pairs)
-    parts += _results_lines(summary, runs)
-    parts += _rules_lines(summary, config, pairs)
-    parts += _framework_lines(pairs, blocks) + _sequential_lines(looks, config)
-    parts += _library_lines(pairs, config)
-    if model_error:
+@dataclasses.dataclass(frozen=True)
+class Tables:
+    """A finished study's tables the report reads: summary.csv, runs.csv, the environment record
+    (with `apart`: the records of the frameworks run in a Python of their own), model_error.json,
+    comparisons.csv (`pairs`); and, where the study made them, model.csv (per run, measured and
+    predicted), allreduce_fit.csv (`fits`: the measured link), blocks.csv (the block model's fits
+    and checks) and sequential.csv (`looks`: design.until_resolved's)."""
+
+    summary: pd.DataFrame
+    runs: pd.DataFrame
+    environment: dict
+    model_error: dict
+    pairs: pd.DataFrame
+    model: pd.DataFrame | None = None
+    fits: pd.DataFrame | None = None
+    blocks: pd.DataFrame | None = None
+    looks: pd.DataFrame | None = None
+
+
+def write(tables, config, figures, out_path, title=None):
+    """The report of `tables` (Tables) at `out_path`; config: the study's whole config; figures: the
+    figure files (PNG ones are shown), relative links from out_path's folder; title: the study's
+    (config `title` or its config file's name)."""
+    t, out_path = tables, Path(out_path)
+    parts = _study_lines(config, t.runs, title) + _hardware_lines(t.runs, config, t.fits)
+    parts += _provenance_lines(t.environment, t.runs) + caveats.lines(t.summary, t.runs, t.model_error, t.pairs)
+    parts += _results_lines(t.summary, t.runs)
+    parts += _rules_lines(t.summary, config, t.pairs)
+    parts += _framework_lines(t.pairs, t.blocks) + _sequential_lines(t.looks, config)
+    parts += _library_lines(t.pairs, config)
+    if t.model_error:
         parts += ["## Performance model", ""] + model_tables(
-            model if model is not None else pd.DataFrame(), model_error
+            t.model if t.model is not None else pd.DataFrame(), t.model_error
         )
     parts += _figure_lines(figures, out_path)
     out_path.write_text("\n".join(parts) + "\n")

@@ -354,20 +354,5 @@ def write_report(job):
         fits = pd.read_csv(inputs.fit) if getattr(inputs, "fit", None) else None
         blocks_table = pd.read_csv(inputs.blocks) if getattr(inputs, "blocks", None) else None
         looks = pd.read_csv(inputs.sequential) if getattr(inputs, "sequential", None) else None
-        _wrote(
-            report.write(
-                summary,
-                runs,
-                environment,
-                error,
-                list(inputs.figures),
-                config,
-                output[0],
-                pairs,
-                model_table,
-                fits,
-                title,
-                blocks_table,
-                looks,
-            )
-        )
+        tables = report.Tables(summary, runs, environment, error, pairs, model_table, fits, blocks_table, looks)
+        _wrote(report.write(tables, config, list(inputs.figures), output[0], title))

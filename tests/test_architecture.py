@@ -14,6 +14,7 @@ import yaml
 from dlscale.core import paths
 from dlscale.core.vocabulary import PHASES, seconds
 from dlscale.runtime import config as cfg
+from dlscale.runtime import launchers
 from dlscale.workloads import frameworks
 from dlscale.workloads.registry import MODELS
 from tests.conftest import ROOT
@@ -220,6 +221,8 @@ def test_the_schema_takes_the_registered_frameworks_and_models():
     assert _enum(written, "framework") == [] and _enum(written, "model") == []  # no list to keep in step
     assert _enum(cfg.schema(), "framework") == list(frameworks.NAMES)
     assert _enum(cfg.schema(), "model") == list(MODELS)
+    launcher = cfg.schema()["properties"]["launcher"]["properties"]["name"]["enum"]
+    assert written["properties"]["launcher"]["properties"]["name"]["enum"] == [] and launcher == list(launchers.NAMES)
 
 
 def _enum(schema, key):

@@ -208,3 +208,15 @@ def test_every_rank_is_told_the_jobs_hosts(tmp_path):
     run_dir, _, _ = paths.run_files(conf, tiny_run())
     argv = json.loads((run_dir / "spec.json").read_text())["launch"]["argv"]
     assert argv[argv.index(f"{HOSTS_ENV}=localhost") - 1] == "-x"
+
+
+def test_each_registered_launcher_says_what_it_needs_and_srun_alone_lets_the_scheduler_place():
+    assert launchers.NAMES == ("mpirun", "horovodrun", "srun")
+    assert [n for n, c in launchers.LAUNCHERS.items() if c.scheduler_places_ranks] == ["srun"]
+    assert launchers.EMULATED is launchers.LAUNCHERS["mpirun"]
+    missing = launchers.Srun()
+    missing.program = "no-such-srun"
+    with pytest.raises(launchers.LauncherError, match="launcher srun: no no-such-srun on PATH .run the study inside"):
+        missing.check()
+    argv = launchers.LAUNCHERS["srun"].argv([None, None], 2, {"name": "srun"}, ["py"], {})
+    assert argv == launchers.srun_argv([None, None], 2, {"name": "srun"}, ["py"], {})

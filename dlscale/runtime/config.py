@@ -16,7 +16,7 @@ from dlscale.core.errors import ConfigError
 from dlscale.core.paths import WORKFLOW
 from dlscale.core.vocabulary import MATRIX_KEYS  # the run's folders in the results tree, in this order
 from dlscale.environment import build as env
-from dlscale.runtime import emulate
+from dlscale.runtime import emulate, launchers
 from dlscale.runtime.hosts import parse_hostfile, select_hosts
 from dlscale.workloads import frameworks
 from dlscale.workloads.registry import MODELS
@@ -41,12 +41,14 @@ def _key_path(error):
 
 
 def schema():
-    """The config's schema, its framework and model enumerations the registries' (a new framework
-    is its package and its word in the registry, not also a word here)."""
+    """The config's schema, its framework, model and launcher enumerations the registries' (a new
+    framework is its package and its word in the registry, a new launcher its class, not also a word
+    here)."""
     loaded = yaml.safe_load(SCHEMA_PATH.read_text())
     loaded["properties"]["framework"]["items"]["enum"] = list(frameworks.NAMES)
     loaded["properties"]["model"]["items"]["enum"] = list(MODELS)
     loaded["properties"]["environments"]["propertyNames"]["enum"] = list(frameworks.NAMES)
+    loaded["properties"]["launcher"]["properties"]["name"]["enum"] = list(launchers.NAMES)
     return loaded
 
 

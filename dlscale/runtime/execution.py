@@ -3,7 +3,6 @@ its launcher's argv, and the process itself, in a group of its own that is kille
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -13,7 +12,7 @@ from dlscale.core.vocabulary import HOSTS_ENV
 from dlscale.runtime import config as cfg
 from dlscale.runtime import emulate
 from dlscale.runtime.hosts import parse_hostfile, select_hosts
-from dlscale.runtime.launchers import LAUNCHERS, mpirun_argv
+from dlscale.runtime.launchers import EMULATED, LAUNCHERS, LauncherError
 
 
 class LaunchError(RuntimeError):
@@ -24,35 +23,30 @@ class LaunchError(RuntimeError):
 def job(config, nodes, ranks_per_node, command, env):
     """One MPI job of the study, every rank running `command` in the rank environment `env`: yields
     (hosts, launcher argv, process environment or None, emulated cluster or None). The launcher is
-    `launcher.name`: mpirun, horovodrun or srun (Slurm places
-    the ranks; the hostfile is not read).
+    `launcher.name`, one of dlscale/runtime/launchers.py's (where a scheduler places the ranks, srun,
+    the hostfile is not read).
 
     Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the config, the nodes of an
-    emulated cluster made for this job (mpirun then runs in its node 0) and removed afterwards;
+    emulated cluster made for this job (launchers.EMULATED, mpirun, then runs in its node 0) and removed afterwards;
     emulated node i runs on CPUs of its own (emulate.node_cpus over the study's largest node count).
     """
     launcher = config["launcher"]
     emulated = config.get("emulate")
-    argv_of = LAUNCHERS[launcher["name"]]
+    chosen = LAUNCHERS[launcher["name"]]
     options = {"cpus_per_task": max(cfg.threads(config)), "as_root": os.geteuid() == 0}
-    if launcher["name"] == "srun":
-        if not shutil.which("srun"):
-            raise LaunchError(
-                "launcher srun: no srun on PATH (run the study inside a Slurm allocation, or use the Slurm profile)"
-            )
-        yield (
-            slurm_hosts(),
-            argv_of([None] * nodes, ranks_per_node, launcher, command, env, **options),
-            None,
-            None,
-        )
+    if chosen.scheduler_places_ranks:
+        try:
+            chosen.check()
+        except LauncherError as exc:
+            raise LaunchError(str(exc)) from None
+        yield slurm_hosts(), chosen.argv([None] * nodes, ranks_per_node, launcher, command, env, **options), None, None
         return
     if not emulated:
         hosts = select_hosts(
             parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node, hostfile=config["hostfile"]
         )
         env = {**env, HOSTS_ENV: ",".join(hosts)}
-        yield hosts, argv_of(hosts, ranks_per_node, launcher, command, env, **options), None, None
+        yield hosts, chosen.argv(hosts, ranks_per_node, launcher, command, env, **options), None, None
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
     cpus = emulate.node_cpus(max(*config["nodes"], nodes))[:nodes]
@@ -64,7 +58,7 @@ def job(config, nodes, ranks_per_node, command, env):
         emulated.get("congestion_control", emulate.CONGESTION_CONTROL),
     ) as cluster:
         env = {**env, HOSTS_ENV: ",".join(cluster.hosts)}
-        argv = mpirun_argv(cluster.hosts, ranks_per_node, config["launcher"], command, env, **options)
+        argv = EMULATED.argv(cluster.hosts, ranks_per_node, config["launcher"], command, env, **options)
         yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
 
 

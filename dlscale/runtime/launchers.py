@@ -1,11 +1,16 @@
-"""The launchers a study can name (`launcher.name`): pure functions from a job to an argv list,
-one signature, tested by exact argv.
+"""The launchers a study can name (`launcher.name`), registered by name (the config schema's list
+is made from the registry): each one a class with its argv, a pure function from a job to an argv
+list, one signature, tested by exact argv,
 
   argv(hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as_root=False)
 
 hosts: the job's nodes (for srun only their number counts: Slurm places the ranks); launcher: the
-config's `launcher` section; command: what every rank runs; env: the rank environment.
+config's `launcher` section; command: what every rank runs; env: the rank environment; and what the
+job layer (dlscale/runtime/execution.py) asks of it: whether a scheduler places the ranks (then the
+hostfile is not read) and the program it needs on PATH. Adding a launcher is one class here.
 """
+
+import shutil
 
 
 def mpirun_argv(hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as_root=False):
@@ -85,4 +90,57 @@ def srun_argv(hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as
     return argv + list(launcher.get("extra_args", [])) + _env_prefix(env) + list(command)
 
 
-LAUNCHERS = {"mpirun": mpirun_argv, "horovodrun": horovodrun_argv, "srun": srun_argv}
+class Launcher:
+    """A way to start a job's ranks."""
+
+    name = ""
+    scheduler_places_ranks = False  # Slurm's srun: the job's hosts are asked of the scheduler
+    program = ""  # what must be on PATH
+    without = ""  # what to do where it is not
+
+    def argv(self, hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as_root=False):
+        raise NotImplementedError
+
+    def check(self):
+        """Raise LauncherError where the launcher's program is not on PATH."""
+        if self.program and not shutil.which(self.program):
+            raise LauncherError(f"launcher {self.name}: no {self.program} on PATH ({self.without})")
+
+
+class LauncherError(RuntimeError):
+    pass
+
+
+LAUNCHERS = {}
+
+
+def register(cls):
+    """Add a Launcher class to the registry under its name (one instance: launchers hold no state)."""
+    LAUNCHERS[cls.name] = cls()
+    return cls
+
+
+@register
+class Mpirun(Launcher):
+    name, program, without = "mpirun", "mpirun", "install Open MPI, or load the site's MPI module"
+    argv = staticmethod(mpirun_argv)
+
+
+@register
+class Horovodrun(Launcher):
+    name, program, without = "horovodrun", "horovodrun", "it comes with Horovod, in each framework's environment"
+    argv = staticmethod(horovodrun_argv)
+
+
+@register
+class Srun(Launcher):
+    name, program = "srun", "srun"
+    without = "run the study inside a Slurm allocation, or use the Slurm profile"
+    scheduler_places_ranks = True
+    argv = staticmethod(srun_argv)
+
+
+NAMES = tuple(LAUNCHERS)
+# An emulated cluster (dlscale/runtime/emulate.py) runs its jobs with mpirun in its node 0: the one
+# launcher its network namespaces have been tested with.
+EMULATED = LAUNCHERS["mpirun"]

@@ -204,6 +204,19 @@ def test_no_function_over_50_lines_outside_tests_and_bench():
     assert not long, "functions over 50 lines:\n" + "\n".join(long)
 
 
+def test_only_the_config_works_out_a_jobs_threads():
+    """The threads a job's ranks get are worked out once (config.job_threads); every other module and
+    rule asks for them."""
+    derived = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in _sources()
+        if p.name != "config.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"max\((cfg\.)?threads\(", line)
+    ]
+    assert not derived, "threads per rank worked out outside config.py:\n" + "\n".join(derived)
+
+
 def test_no_line_is_kept_from_the_formatter():
     """The 50-line limit is met by functions that do one thing, not by lines squeezed past ruff."""
     marker = "# fmt: " + "skip"

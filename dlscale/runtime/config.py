@@ -330,6 +330,13 @@ def threads(config):
     return list(value) if isinstance(value, list) else [value]
 
 
+def job_threads(config):
+    """The threads every rank of a job gets, and the CPUs Slurm gives it: a run's config holds its own
+    one number (launch.run_config), a sweep's, a replay's or the peak's the study's most. The one
+    place this is worked out (tests/test_architecture.py)."""
+    return max(threads(config))
+
+
 def matrix(config):
     """Every run of the study, as identity dicts (matrix keys plus the repeat index), less the
     framework x library pairs no framework runs (`left_out`)."""
@@ -422,7 +429,7 @@ def job_settings(config):
     (the study's most: a run has its own) and, in an emulated cluster, the study's node counts (the
     largest fixes each emulated node's CPUs, `emulate.node_cpus`)."""
     settings = {k: config.get(k) for k in JOB_SETTINGS}
-    settings["threads_per_rank"] = max(threads(config))
+    settings["threads_per_rank"] = job_threads(config)
     if config.get("emulate"):
         settings["nodes"] = config["nodes"]
     return settings

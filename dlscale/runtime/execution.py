@@ -33,7 +33,7 @@ def job(config, nodes, ranks_per_node, command, env):
     launcher = config["launcher"]
     emulated = config.get("emulate")
     chosen = LAUNCHERS[launcher["name"]]
-    options = {"cpus_per_task": max(cfg.threads(config)), "as_root": os.geteuid() == 0}
+    options = {"cpus_per_task": cfg.job_threads(config), "as_root": os.geteuid() == 0}
     if chosen.scheduler_places_ranks:
         try:
             chosen.check()

@@ -87,7 +87,7 @@ def math_env(autotune, tf32):
 def rank_env(config):
     # HOROVOD_TIMELINE=DYNAMIC lets ranks record Horovod's timeline over chosen iterations only.
     env = {
-        **thread_env(max(cfg.threads(config))),  # a run: its own; a sweep or replay: the study's most
+        **thread_env(cfg.job_threads(config)),
         **math_env(config.get("autotune", True), config.get("tf32", False)),
         "PYTHONPATH": str(paths.SOURCE),
         "HOROVOD_TIMELINE": "DYNAMIC",

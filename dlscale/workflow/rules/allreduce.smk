@@ -13,7 +13,7 @@ rule allreduce:
         f"{LOGS}/{paths.sweep('{nodes}', '{ranks_per_node}')}.log",
     threads: workflow.cores
     resources:
-        cpus_per_task=max(cfg.threads(config)),  # Slurm CPUs per rank, as the srun launcher asks
+        cpus_per_task=cfg.job_threads(config),  # Slurm CPUs per rank, as the srun launcher asks
         run_timeout_s=RUN_TIMEOUT,
     params:
         place=lambda w: {"nodes": int(w.nodes), "ranks_per_node": int(w.ranks_per_node)},

@@ -80,7 +80,7 @@ rule peak:
         f"{LOGS}/peak.log",
     threads: workflow.cores
     resources:
-        cpus_per_task=max(cfg.threads(config)),  # Slurm CPUs per rank, as the srun launcher asks
+        cpus_per_task=cfg.job_threads(config),  # Slurm CPUs per rank, as the srun launcher asks
     params:
         python=sys.executable,
         # every config value the measurement reads: a change remakes the peak table (and MFU with it)

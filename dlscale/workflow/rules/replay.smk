@@ -34,7 +34,7 @@ rule replay:
         f"{LOGS}/{paths.replay('{nodes}')}.log",
     threads: workflow.cores
     resources:
-        cpus_per_task=max(cfg.threads(config)),  # Slurm CPUs per rank, as the srun launcher asks
+        cpus_per_task=cfg.job_threads(config),  # Slurm CPUs per rank, as the srun launcher asks
         run_timeout_s=RUN_TIMEOUT,
     params:
         nodes=lambda w: int(w.nodes),

@@ -40,3 +40,15 @@ def test_the_reports_line_names_it_all_and_an_older_record_keeps_its_line():
     new = hardware.summary({**host, **hardware.platform_facts(CPUINFO, "Hypervisor vendor: KVM\n", OS_RELEASE)})
     assert new.startswith(old) and "family/model/stepping 25/1/1, 2445 MHz, avx2, fma" in new
     assert "Debian GNU/Linux 12 (bookworm), Linux " in new and new.endswith("virtualization: KVM (type not reported)")
+
+
+def test_os_release_values_keep_what_their_quotes_hold():
+    text = '# a comment\nNAME="Debian GNU/Linux"\nPRETTY_NAME="Distro 12 (a=b: c)"\nID=debian\nVERSION_ID=\'12\'\n'
+    facts = hardware.platform_facts(CPUINFO, "", text)
+    assert facts["os"] == "Distro 12 (a=b: c)"
+    assert hardware._os_release(text) == {
+        "NAME": "Debian GNU/Linux",
+        "PRETTY_NAME": "Distro 12 (a=b: c)",
+        "ID": "debian",
+        "VERSION_ID": "12",
+    }

@@ -30,6 +30,12 @@ def cpu(cpuinfo=None):
     }
 
 
+def _os_release(text):
+    """/etc/os-release's KEY=VALUE lines (shell quoting: a value in quotes may hold '=', ':' or spaces)."""
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and not line.lstrip().startswith("#"))
+    return {key.strip(): value.strip().strip("\"'") for key, value in pairs}
+
+
 def platform_facts(cpuinfo=None, lscpu=None, os_release=None):
     """What else tells two hosts apart: the CPU's family, model and stepping numbers (a name like
     "AMD EPYC" under a hypervisor says no generation), its clock (MHz, as /proc reports it now), the
@@ -39,7 +45,7 @@ def platform_facts(cpuinfo=None, lscpu=None, os_release=None):
     first = dict(_fields(text.split("\n\n")[0]))
     flags = set((first.get("flags") or first.get("Features") or "").split())
     lscpu = dict(_fields(_lscpu() if lscpu is None else lscpu))
-    release = dict(_fields((os_release if os_release is not None else _read("/etc/os-release")).replace("=", ":")))
+    release = _os_release(os_release if os_release is not None else _read("/etc/os-release"))
     hypervisor = lscpu.get("Hypervisor vendor") or ("a hypervisor" if "hypervisor" in flags else None)
     kind = lscpu.get("Virtualization type")
     return {
@@ -47,7 +53,7 @@ def platform_facts(cpuinfo=None, lscpu=None, os_release=None):
         "cpu_mhz": round(float(first["cpu MHz"])) if first.get("cpu MHz", "").replace(".", "").isdigit() else None,
         "isa": [f for f in ISA if f in flags],
         "kernel": platform.release(),
-        "os": release.get("PRETTY_NAME", "").strip('"') or platform.system(),
+        "os": release.get("PRETTY_NAME") or platform.system(),
         "virtualization": f"{hypervisor} ({kind or 'type not reported'})" if hypervisor else "none reported",
     }
 

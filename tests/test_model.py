@@ -228,3 +228,18 @@ def test_extrapolation_figure_says_its_error_where_the_study_replayed():
     said = figures._checked(replays)
     assert "+0.4% at 4 nodes" in said and "-1.4% at 8 nodes" in said and "-5.2% at 16 nodes" in said
     assert figures._checked(None) == "" and figures._checked(replays.assign(error_extrapolated=float("nan"))) == ""
+
+
+def test_the_extrapolations_band_is_the_models_median_error_on_the_studys_runs():
+    ext = pd.DataFrame(
+        {"framework": ["torch", "torch", "jax"], "model": ["alexnet"] * 3, "link": ["a"] * 3, "ranks": [2, 4, 2]}
+    ).assign(predicted_efficiency=[0.9, 0.8, 0.5])
+    table = pd.DataFrame(
+        {"framework": ["torch"] * 3, "model": ["alexnet"] * 3, "error_iteration": [0.1, -0.3, float("nan")]}
+    )
+    banded = prediction.error_band(ext, table)
+    torch_rows = banded[banded["framework"] == "torch"]
+    assert torch_rows["model_error"].tolist() == pytest.approx([0.2, 0.2])  # median of |0.1|, |-0.3|
+    assert torch_rows["predicted_efficiency_lo"].tolist() == pytest.approx([0.72, 0.64])
+    assert torch_rows["predicted_efficiency_hi"].tolist() == pytest.approx([1.08, 0.96])
+    assert banded.loc[banded["framework"] == "jax", "model_error"].isna().all()  # no predicted run: no band

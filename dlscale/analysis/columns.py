@@ -443,6 +443,10 @@ EXTRAPOLATION = {
     "ranks": "ranks in the predicted cluster, one per node (2, 4 ... `extrapolate.max_ranks`)",
     "predicted_iteration_s": "PREDICTED iteration time over that link",
     "predicted_efficiency": "PREDICTED weak-scaling efficiency T(1) / T(N)",
+    "model_error": "the model's median |error| of the iteration time over this study's predicted runs of that "
+    "framework and network (none: it predicted none)",
+    "predicted_efficiency_lo": "predicted_efficiency x (1 - model_error): the band the figure draws",
+    "predicted_efficiency_hi": "predicted_efficiency x (1 + model_error)",
 }
 
 _OFF_TARGET = "every configuration whose median error is over 5%, with its medians and the measured reason"

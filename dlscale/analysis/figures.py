@@ -535,21 +535,35 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays
         height=3.2,
         aspect=1.1,
     )
-    for ax in grid.axes.flat:
+    banded = table["link"].iloc[0]  # the config's first link
+    for ax, network in zip(grid.axes.flat, grid.col_names):
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 1.05)
+        _error_bands(ax, table[table["model"] == network], banded)
         if checked_to:
             ax.axvspan(checked_to, table["ranks"].max(), color="grey", alpha=0.12, linewidth=0)
             ax.text(checked_to * 1.1, 0.03, f"beyond the {checked_to} ranks the model was checked on", fontsize=6)
     grid.set_axis_labels("ranks (one per node)", "predicted efficiency T(1) / T(N)")
     grid.set_titles("{col_name}")
-    grid.figure.suptitle(
-        "PREDICTION, not measured: performance model with this study's 1-rank phase times and assumed link parameters"
-        + _checked(replays),
-        y=1.04 if replays is None or not _checked(replays) else 1.09,
-        color="#b00000",
-    )
+    title = "PREDICTION, not measured: performance model with this study's 1-rank phase times and assumed link "
+    title += "parameters"
+    title += f"\nbands ({banded}): +- the model's median error on this study's runs" if "model_error" in table else ""
+    title += _checked(replays)
+    grid.figure.suptitle(title, y=1.0 + 0.05 * (title.count("\n") + 1), color="#b00000")
     return _save(grid.figure, paths, "extrapolation")
+
+
+def _error_bands(ax, table, link):
+    """Each framework's band on `link`, in its colour: the model's measured error on this study's runs
+    of that framework and network (prediction.error_band); none where it predicted none. One link's
+    only: twenty bands of 10-45% would hide the lines."""
+    if "predicted_efficiency_lo" not in table:
+        return
+    drawn = table[table["link"] == link].dropna(subset=["model_error"])
+    for framework, line in drawn.groupby("framework"):
+        line = line.sort_values("ranks")
+        low, high = line["predicted_efficiency_lo"], line["predicted_efficiency_hi"].clip(upper=1.05)
+        ax.fill_between(line["ranks"], low, high, color=FRAMEWORK_COLOURS[framework], alpha=0.12, lw=0)
 
 
 def _checked(replays):

@@ -319,6 +319,23 @@ def model_error(table):
     return out
 
 
+def error_band(ext, table):
+    """The extrapolation with the model's measured error beside it: per framework and network, the
+    median |error| of its iteration time over this study's own predicted runs (model.csv), as
+    `model_error`, and the efficiency it allows, `predicted_efficiency_lo` and `_hi` (E (1 -+ error);
+    none where the study predicted no run of that framework and network)."""
+    keys = ["framework", "model"]
+    if not len(table) or "error_iteration" not in table:
+        errors = pd.DataFrame(columns=[*keys, "model_error"])
+    else:
+        measured = table.dropna(subset=["error_iteration"]).assign(error=lambda d: d["error_iteration"].abs())
+        errors = measured.groupby(keys, as_index=False)["error"].median().rename(columns={"error": "model_error"})
+    out = ext.merge(errors, on=keys, how="left")
+    out["predicted_efficiency_lo"] = out["predicted_efficiency"] * (1 - out["model_error"])
+    out["predicted_efficiency_hi"] = out["predicted_efficiency"] * (1 + out["model_error"])
+    return out
+
+
 def extrapolate(bases, links, max_ranks=1024):
     """Predicted weak-scaling efficiency T(1)/T(N) for N = 2, 4, ... max_ranks over each link.
 

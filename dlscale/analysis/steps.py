@@ -306,7 +306,9 @@ def write_model(job):
             .astype({"grad_tensors": int, "grad_bytes": int})
             .to_csv(outputs.gradients, index=False)
         )
-        ext = prediction.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
+        ext = prediction.error_band(
+            prediction.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"]), table
+        )
         ext.to_csv(outputs.extrapolation, index=False)
         # what the extrapolation figure says when there is nothing to extrapolate from
         no_ext = "; ".join(sorted(set(unusable.values()))) or "no successful 1-rank run to extrapolate from"

@@ -5,7 +5,7 @@ from git (setup.py), as an installed package is no checkout."""
 import subprocess
 
 from dlscale import __version__
-from dlscale.core.paths import PACKAGE, SOURCE
+from dlscale.core.paths import PACKAGE
 
 BUILD = PACKAGE / "BUILD"  # the commit an sdist or wheel was built from (setup.py writes it)
 
@@ -23,7 +23,7 @@ def git_describe(folder):
 
 def commit():
     """The commit this dlscale is: the checkout's, else the one its package was built from, else said."""
-    if (SOURCE / ".git").exists():
+    if (PACKAGE.parent / ".git").exists():  # the package's real folder, also when run through $DLSCALE_SOURCE
         return git_describe(PACKAGE) or "unknown (no git)"
     if BUILD.is_file():
         return f"{BUILD.read_text().strip()} (dlscale {__version__} installed)"

@@ -299,13 +299,7 @@ def write_model(job):
         with open(outputs.error, "w") as fh:
             json.dump(error, fh, indent=2)
         print(f"model error: {json.dumps(error)}")
-        grads = status[status["status"] == "ok"].dropna(subset=["grad_bytes"])
-        (
-            grads.groupby(["framework", "model"], as_index=False)[["grad_tensors", "grad_bytes"]]
-            .first()
-            .astype({"grad_tensors": int, "grad_bytes": int})
-            .to_csv(outputs.gradients, index=False)
-        )
+        _gradients(status).to_csv(outputs.gradients, index=False)
         ext = prediction.error_band(
             prediction.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"]), table
         )
@@ -324,6 +318,13 @@ def write_model(job):
             *figures.extrapolation(ext, outputs.figures, no_ext, replays, _checked_to(table, replays)),
             *(figures.replay(replays, error.get("replay", {}), outputs.figures) if _drawn("replay", outputs) else []),
         )
+
+
+def _gradients(status):
+    """gradients.csv: each framework and network's gradient tensors and bytes (from its ok runs)."""
+    grads = status[status["status"] == "ok"].dropna(subset=["grad_bytes"])
+    first = grads.groupby(["framework", "model"], as_index=False)[["grad_tensors", "grad_bytes"]].first()
+    return first.astype({"grad_tensors": int, "grad_bytes": int})
 
 
 def _checked_to(table, replays):

@@ -331,7 +331,8 @@ def error_band(ext, table):
         measured = table.dropna(subset=["error_iteration"]).assign(error=lambda d: d["error_iteration"].abs())
         errors = measured.groupby(keys, as_index=False)["error"].median().rename(columns={"error": "model_error"})
     out = ext.merge(errors, on=keys, how="left")
-    out["predicted_efficiency_lo"] = out["predicted_efficiency"] * (1 - out["model_error"])
+    # an error over 100% (the model twice off) leaves no lower bound: 0, never a negative efficiency
+    out["predicted_efficiency_lo"] = (out["predicted_efficiency"] * (1 - out["model_error"])).clip(lower=0)
     out["predicted_efficiency_hi"] = out["predicted_efficiency"] * (1 + out["model_error"])
     return out
 

@@ -47,9 +47,10 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     many = [m for m in allreduce.sizes(4 << 20) if 128 * 4 <= m <= 1 << 20]
+    one = [m for m in allreduce.sizes(4 << 20) if m >= ring.ONE_MIN_BYTES]
     assert [(r["path"], r["bytes"]) for r in rows] == [
         (p, m) for p in allreduce.PATHS[:2] for m in allreduce.sizes(4 << 20)
-    ] + [("horovod_tensors", m) for m in many]
+    ] + [("horovod_tensors", m) for m in many] + [("horovod_one", m) for m in one]
     assert all(
         r["ranks"] == 2 and allreduce.enough(r["times_s"]) and not allreduce.enough(r["times_s"][:-1]) for r in rows
     )
@@ -57,6 +58,7 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
         "mpi (host memory)",
         "horovod mpi (host memory, 4 tensors fused, PyTorch's binding)",
         "horovod mpi (host memory, 128 tensors fused, PyTorch's binding)",
+        "horovod mpi (host memory, 1 tensor, no fusion buffer, PyTorch's binding)",
     }
     table, fits = comm.tables([(out, 2, 1)])
     assert len(table) == len(rows) and set(fits["path"]) == set(allreduce.PATHS)
@@ -68,7 +70,8 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     assert fits["failure"].eq("").all()
     assert np.isfinite(fits[["alpha_s", "beta_s_per_byte"]].to_numpy(float)).all()
     # the model reads T(m) from Horovod's path, and its per-tensor cost from horovod_tensors against it
-    cost, per_tensor = prediction.costs(table, fits)[(2, 1, "horovod")]
+    cost = prediction.costs(table, fits)[(2, 1, "horovod")]
+    per_tensor = cost.per_tensor
     horovod = table[table["path"] == "horovod"].set_index("bytes")["median_s"]
     assert cost(4 << 20) == pytest.approx(horovod[4 << 20])
     many = table[table["path"] == "horovod_tensors"].set_index("bytes")["median_s"]
@@ -162,9 +165,9 @@ def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predict
     costs = prediction.costs(table, fits)
     assert {(2, 1, "horovod"), (2, 1, native)} <= set(costs) and (2, 1, f"{native}_tensors") not in costs
     own_times = table[table["path"] == native].set_index("bytes")["median_s"]
-    assert costs[(2, 1, native)][0](1 << 16) == pytest.approx(own_times[1 << 16])
+    assert costs[(2, 1, native)](1 << 16) == pytest.approx(own_times[1 << 16])
     per_tensor = fits.set_index("path")["per_tensor_s"]
-    assert costs[(2, 1, native)][1] == pytest.approx(max(0.0, per_tensor[native]))  # from <native>_tensors
+    assert costs[(2, 1, native)].per_tensor == pytest.approx(max(0.0, per_tensor[native]))  # from <native>_tensors
 
 
 def test_fit_takes_the_links_bandwidth_where_small_sizes_sit_on_horovods_cycle():

@@ -218,7 +218,7 @@ def test_a_study_without_pytorch_builds_and_uses_no_pytorch(tmp_path):
     assert status == ["ok", "ok"]
     rows = [json.loads(line) for line in (results / f"{paths.sweep(1, 2)}.jsonl").read_text().splitlines()]
     transports = {r["path"]: r["transport"] for r in rows}
-    assert set(transports) == {"mpi", "horovod", "horovod_tensors", "jax", "jax_tensors"}
+    assert set(transports) == {"mpi", "horovod", "horovod_tensors", "horovod_one", "jax", "jax_tensors"}
     assert transports["horovod"] == "horovod mpi (host memory, 4 tensors fused, MXNet's binding)"
     assert "counted 1 networks on MXNet's definitions" in (tmp_path / "logs" / "flops.log").read_text()
     counted = list(csv.DictReader((results / paths.TABLES["flops"]).open()))

@@ -37,6 +37,55 @@ def test_each_tensor_beyond_the_sweeps_adds_the_per_tensor_cost():
     assert busy == pytest.approx(2 * (0.006 - 3 * 0.001))
 
 
+def test_a_lone_tensor_costs_the_one_tensor_path_from_its_smallest_size():
+    # Horovod reduces a buffer of one tensor in place: the sweep's horovod_one path times it
+    cost = model.Cost(linear(1e-4), per_tensor=0.001, alone=linear(4e-5), alone_from=150)
+    assert cost(200, 1) == pytest.approx(0.008)  # alone: no fusion-buffer copies
+    assert cost(100, 1) == pytest.approx(0.01 - 3 * 0.001)  # under the path's smallest size: fused less 3 tensors
+    assert cost(200, 2) == pytest.approx(0.02 - 2 * 0.001)  # two tensors fuse: the fused path
+    assert cost(200) == pytest.approx(0.02)  # the sweep's own message: FUSED_PIECES tensors
+    # the schedule uses it: AlexNet's largest gradient over the threshold goes alone
+    _, busy = model.schedule([0.0, 0.0, 0.0], [200, 30, 30], cost, threshold=100)
+    assert busy == pytest.approx(0.008 + (0.006 - 2 * 0.001))
+    # a plain T(m) with per_tensor still works (the ring model of stated links)
+    _, plain = model.schedule([0.0, 0.0, 0.0], [200, 30, 30], linear(1e-4), threshold=100, per_tensor=0.001)
+    assert plain == pytest.approx(0.02 - 3 * 0.001 + 0.006 - 2 * 0.001)
+
+
+def _baseline(sizes, ready, backward):
+    return {
+        "sizes": sizes,
+        "ready": ready,
+        "base": {"backward_s": backward},
+        "ready_from": (prediction.READY_MEASURED if ready else prediction.READY_AFTER),
+    }
+
+
+def _key(framework, model_name="alexnet", threads=1):
+    values = {k: None for k in prediction.MATCH}
+    values.update(framework=framework, model=model_name, threads_per_rank=threads)
+    return tuple(values[k] for k in prediction.MATCH)
+
+
+def test_a_framework_that_overlaps_without_ready_times_borrows_them_by_fraction_of_backward():
+    torch = _baseline([10, 20, 10], [0.3, 0.2, 0.1], backward=0.4)
+    out = {
+        _key("torch"): torch,
+        _key("tensorflow"): _baseline([20, 10, 10], None, backward=0.8),  # its own order of parameters
+        _key("mxnet"): _baseline([10, 10, 30], None, backward=0.8),  # not the same network
+        _key("jax", threads=2): _baseline([10, 20, 10], None, backward=0.8),  # not the same threads
+    }
+    for key in list(out)[1:]:
+        prediction._borrow_ready(out, key)
+    tf = out[_key("tensorflow")]
+    # 20 bytes: torch's 0.2 of 0.4; the first 10 takes torch's first 10 (0.3 of 0.4), the second its second
+    assert tf["ready"] == pytest.approx([0.4, 0.6, 0.2])
+    assert tf["ready_from"] == prediction.READY_BORROWED.format("torch")
+    assert out[_key("mxnet")]["ready"] is None and out[_key("mxnet")]["ready_from"] == prediction.READY_AFTER
+    assert out[_key("jax", threads=2)]["ready"] is None
+    assert torch["ready"] == [0.3, 0.2, 0.1] and torch["ready_from"] == prediction.READY_MEASURED
+
+
 def test_sequential_exposes_all_communication():
     sizes = [100, 200, 300]
     p = model.predict(BASE, sizes, None, 2, linear(1e-4), threshold=10**9)

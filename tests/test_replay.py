@@ -174,6 +174,7 @@ def test_every_horovod_binding_hands_the_sweep_and_the_replay_their_tensors(tmp_
     assert {(r["path"], r["transport"]) for r in rows if r["path"] != "mpi"} == {
         ("horovod", f"horovod mpi (host memory, 4 tensors fused, {label}'s binding)"),
         ("horovod_tensors", f"horovod mpi (host memory, 128 tensors fused, {label}'s binding)"),
+        ("horovod_one", f"horovod mpi (host memory, 1 tensor, no fusion buffer, {label}'s binding)"),
     }
     plans = _tinynet_plans()
     spec = tmp_path / "spec.json"

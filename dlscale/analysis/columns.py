@@ -352,7 +352,9 @@ _SWEEP_KEYS = {
     "ranks_per_node": RUN["ranks_per_node"],
     "ranks": "nodes x ranks_per_node",
     "path": "`mpi` (MPI_Allreduce of host buffers: the network's reference), `horovod` (Horovod's allreduce of "
-    "4 tensors it fuses: the path gradients take) or `horovod_tensors` (the same bytes in 128 tensors)",
+    "4 tensors it fuses: the path gradients take), `horovod_tensors` (the same bytes in 128 tensors) or "
+    "`horovod_one` (one tensor, which Horovod reduces without its fusion buffer; from 1 MiB up); a framework's "
+    "own library's paths are named after it (`jax`, `jax_tensors`)",
 }
 
 ALLREDUCE = {
@@ -393,6 +395,9 @@ MODEL = {
     "with ranks_per_node - 1 others (contention.csv), 1 with one rank per node",
     "slowdown_source": "where compute_slowdown came from: `measured (contention.csv)`, `one rank per node`, or "
     "`assumed 1 (...)` where no calibration measured it",
+    "ready_from": "when the model starts each gradient's allreduce: `measured` (the framework's backward hooks), "
+    "another framework's ready times of the same network as fractions of backward (a framework that starts each "
+    "allreduce as its gradient is ready but reports no times), `end of backward`, or `sequential`",
     "predicted_iteration_s": "the model's iteration: 1-rank compute x compute_slowdown + exposed communication",
     "predicted_comm_total_s": "the model's sum of the fused buffers' allreduce times",
     "predicted_comm_exposed_s": "how far the model's last allreduce ends after backward",

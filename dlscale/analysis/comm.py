@@ -94,7 +94,7 @@ def tables(sweeps):
                 "sizes": len(mine),
                 "failure": failure,
             }
-            if mine and not failure and nodes * rpn > 1:
+            if len(mine) >= 2 and not failure and nodes * rpn > 1:  # two unknowns: two sizes at least
                 alpha, beta, err = ring.fit_ring([r["bytes"] for r in mine], [r["median_s"] for r in mine], nodes * rpn)
                 fit.update(
                     alpha_s=alpha,

@@ -18,7 +18,10 @@ the alpha-beta ring fit where a sweep has too few sizes):
   ready by then into buffers of at most HOROVOD_FUSION_THRESHOLD bytes (128 MiB), and reduces the
   buffers one after another, each of m bytes in k tensors taking T(m) + (k - FUSED_PIECES) c: the
   sweep's T(m) moved FUSED_PIECES tensors per message, and c is the per-tensor cost from its
-  many-tensor path (dlscale/analysis/comm.py `per_tensor`).
+  many-tensor path (dlscale/analysis/comm.py `per_tensor`). A buffer of one tensor Horovod reduces
+  in the tensor's own memory, without the fusion buffer's copy in and out: it takes T1(m), the
+  sweep's one-tensor path (horovod_one, from ONE_MIN_BYTES up; below, the copies are within the
+  noise and T(m) - (FUSED_PIECES - 1) c stands). `Cost` holds the three.
 - Predicted iteration = io + h2d + forward + backward + update + exposed, where exposed is how
   far the last allreduce ends after backward; comm_total is the sum of the buffers' times.
 - A rank that shares its node with others computes slower than one alone (shared caches, memory
@@ -78,12 +81,27 @@ def ring_cost(ranks, alpha, beta):
     return lambda size: ring_time(size, ranks, alpha, beta)
 
 
+class Cost:
+    """The time of one fused buffer of `nbytes` in `tensors` tensors: fused(m), the time of a message
+    of FUSED_PIECES tensors, plus per_tensor for each tensor beyond them (fewer take it off); a buffer
+    of one tensor of at least alone_from bytes takes alone(m) instead (no fusion-buffer copies)."""
+
+    def __init__(self, fused, per_tensor=0.0, alone=None, alone_from=math.inf):
+        self.fused, self.per_tensor, self.alone, self.alone_from = fused, per_tensor, alone, alone_from
+
+    def __call__(self, nbytes, tensors=FUSED_PIECES):
+        if tensors == 1 and self.alone is not None and nbytes >= self.alone_from:
+            return self.alone(nbytes)
+        return self.fused(nbytes) + (tensors - FUSED_PIECES) * self.per_tensor
+
+
 def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
     """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`;
-    cost(m) is the time of one allreduce of m bytes in FUSED_PIECES tensors (the sweep's), and each
-    tensor a buffer holds beyond those adds per_tensor seconds (fewer take it off). Every input must
+    cost: a Cost, or cost(m), the time of one allreduce of m bytes in FUSED_PIECES tensors (the
+    sweep's), each tensor a buffer holds beyond those adding per_tensor seconds. Every input must
     be a finite number (a NaN compares false with everything: the loop would never advance)."""
-    problem = _not_schedulable(ready, sizes, cycle, per_tensor)
+    cost = cost if isinstance(cost, Cost) else Cost(cost, per_tensor)
+    problem = _not_schedulable(ready, sizes, cycle, cost.per_tensor)
     if problem:
         raise ValueError(f"cannot schedule allreduces: {problem}")
     order = sorted(range(len(sizes)), key=lambda i: ready[i])
@@ -101,7 +119,7 @@ def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_T
             k += 1
         t_free = t_cycle
         for nbytes, tensors in fusion_buffers(batch, threshold):
-            step = cost(nbytes) + (tensors - FUSED_PIECES) * per_tensor
+            step = cost(nbytes, tensors)
             if not math.isfinite(step):
                 raise ValueError(f"cannot schedule allreduces: an allreduce of {nbytes} bytes costs {step} s")
             t_free += step
@@ -125,8 +143,8 @@ def _not_schedulable(ready, sizes, cycle, per_tensor):
 def predict(
     base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0, slowdown=1.0
 ):
-    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where
-    one allreduce of m bytes takes cost(m), plus per_tensor for each tensor beyond FUSED_PIECES.
+    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where a
+    fused buffer costs what `cost` says (a Cost, or T(m) with per_tensor: `schedule`).
 
     base: 1-rank phase means (COMPUTE keys); ready: seconds into backward at which each gradient
     is ready, or None when communication starts after backward; slowdown: a rank's compute beside

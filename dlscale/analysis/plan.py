@@ -17,7 +17,7 @@ import pandas as pd
 import yaml
 
 from dlscale.analysis import contention, prediction
-from dlscale.analysis.model import predict, ring_cost
+from dlscale.analysis.model import Cost, predict, ring_cost
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import TABLES
 from dlscale.core.vocabulary import BASELINE_KEYS
@@ -161,13 +161,11 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
         cost = _link(link_study or study, candidate, ident, links)
         if compute is None or cost is None:
             continue
-        (base, phases, compute_from, threads), (cost_fn, per_tensor, link_from) = compute, cost
+        (base, phases, compute_from, threads), (cost_fn, link_from) = compute, cost
         ranks = candidate["nodes"] * candidate["devices_per_node"]
         ready = None if ident["comm"] == "sequential" else base["ready"]
         slowdown, slowdown_from = _slowdown(source, candidate, {**ident, "threads_per_rank": threads})
-        p = predict(
-            phases, base["sizes"], ready, ranks, cost_fn, base["threshold"], base["cycle"], per_tensor, slowdown
-        )
+        p = predict(phases, base["sizes"], ready, ranks, cost_fn, base["threshold"], base["cycle"], slowdown=slowdown)
         rate = ranks * ident["batch_size"] / p["iteration_s"]
         error, error_from = model_error(study, ident)
         rows.append(
@@ -223,20 +221,20 @@ def _slowdown(source, candidate, ident):
 
 
 def _link(study, candidate, ident, links):
-    """(T(m), per-tensor cost, where it comes from) of the candidate's allreduce, or None."""
+    """(the Cost of the candidate's allreduce, where it comes from), or None."""
     nodes, per_node = candidate["nodes"], candidate["devices_per_node"]
     if nodes * per_node == 1:
-        return (lambda m: 0.0), 0.0, "none: one device"
+        return Cost(lambda m: 0.0), "none: one device"
     if candidate["link"] == MEASURED:
         found = study["costs"].get((nodes, per_node, prediction.library(ident)))
         if found is None:
             return None
         where = f"measured: {study['name']}'s allreduce sweep on {nodes} node(s) x {per_node}"
-        return found[0], found[1], where
+        return found, where
     link = links[candidate["link"]]
     alpha, beta = link["latency_us"] * 1e-6, 8 / (link["gbit_s"] * 1e9)
     stated = f"stated: {candidate['link']} ({link['gbit_s']:g} Gbit/s, {link['latency_us']:g} us), ring model"
-    return ring_cost(nodes * per_node, alpha, beta), 0.0, stated
+    return Cost(ring_cost(nodes * per_node, alpha, beta)), stated
 
 
 def model_error(study, ident):

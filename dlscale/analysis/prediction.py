@@ -10,15 +10,16 @@ import pandas as pd
 
 from dlscale.analysis import contention
 from dlscale.analysis.contention import ASSUMED
-from dlscale.analysis.model import COMPUTE, error_parts, predict, relative_error, ring_cost, sweep_cost
-from dlscale.core.ring import TENSORS_SUFFIX
-from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+from dlscale.analysis.model import COMPUTE, Cost, error_parts, predict, relative_error, ring_cost, sweep_cost
+from dlscale.core.ring import ONE_SUFFIX, TENSORS_SUFFIX
 from dlscale.core.vocabulary import (
+    BACKWARD_S,
     COMM_S,
     CYCLE_TIME_S,
     FUSION_THRESHOLD_BYTES,
     RUN_KEYS,
 )
+from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 from dlscale.workloads.frameworks import HOROVOD, sweep_path
 
 
@@ -97,10 +98,11 @@ NO_BASELINE = "no successful 1-rank run of this configuration"
 
 
 def baselines(table, tensors):
-    """Per MATCH key, from its 1-rank runs: mean compute phases (base) and the tensor_details; and
-    per MATCH key whose 1-rank runs have no usable phase times, why (these never reach the model:
-    a NaN phase would hang its schedule, a zero one divide by zero)."""
-    out, unusable = {}, {}
+    """Per MATCH key, from its 1-rank runs: mean compute phases (base), the tensor_details and where
+    its gradients' ready times come from (`ready_from`); and per MATCH key whose 1-rank runs have no
+    usable phase times, why (these never reach the model: a NaN phase would hang its schedule, a
+    zero one divide by zero)."""
+    out, unusable, overlapping = {}, {}, set()
     for key, group in table[table["ranks"] == 1].groupby(MATCH, observed=True):
         base = group[COMPUTE].mean()
         native = key[MATCH.index("timing")] == "native"
@@ -114,7 +116,43 @@ def baselines(table, tensors):
             unusable[key] = ZERO_PHASES
             continue
         out[key] = {**tensor_details(tensors, group.iloc[0]), "base": base.to_dict()}
+        out[key]["ready_from"] = READY_MEASURED if out[key]["ready"] else READY_AFTER
+        if group.get("comm_overlaps_backward", pd.Series([False])).fillna(False).astype(bool).all():
+            overlapping.add(key)
+    for key in overlapping:
+        _borrow_ready(out, key)
     return out, unusable
+
+
+# Where a baseline's gradient ready times come from (model.csv `ready_from`).
+READY_MEASURED = "measured: this framework's backward hooks"
+READY_AFTER = "end of backward"
+READY_BORROWED = "{}'s ready times of the same network, as fractions of backward"
+# What a network's gradients must share with another framework's to borrow its ready times.
+SAME_NETWORK = ("model", "batch_size", "image_size", "classes", "precision", "threads_per_rank")
+
+
+def _borrow_ready(out, key):
+    """A baseline whose framework starts each allreduce as its gradient is ready (its runs record
+    comm_overlaps_backward) but reports no ready times gets them from a framework that measured them
+    on the same network (same gradient sizes): gradient i ready at the same fraction of backward,
+    the k-th gradient of a size taking the k-th of that size (frameworks list a layer's parameters
+    in different orders). None found: end of backward, as before."""
+    mine = out[key]
+    if mine["ready"] is not None:
+        return
+    same = [MATCH.index(k) for k in SAME_NETWORK]
+    for other, donor in sorted(out.items()):
+        fits = donor["ready_from"] == READY_MEASURED and sorted(donor["sizes"]) == sorted(mine["sizes"])
+        if other == key or not fits or any(other[i] != key[i] for i in same):
+            continue
+        fractions = {}
+        for size, ready in zip(donor["sizes"], donor["ready"]):
+            fractions.setdefault(size, []).append(ready / donor["base"][BACKWARD_S])
+        taken = {size: iter(f) for size, f in fractions.items()}
+        mine["ready"] = [next(taken[size]) * mine["base"][BACKWARD_S] for size in mine["sizes"]]
+        mine["ready_from"] = READY_BORROWED.format(other[MATCH.index("framework")])
+        return
 
 
 def study_baselines(runs, status, tensors):
@@ -126,19 +164,20 @@ def study_baselines(runs, status, tensors):
 
 
 def costs(sweep, fits):
-    """{(nodes, ranks_per_node, library): (T(m), per-tensor cost)} from the sweep table, else the
-    fit (allreduce*.csv). Library "horovod": Horovod's own allreduce where the sweep has it, MPI's
+    """{(nodes, ranks_per_node, library): Cost} from the sweep table, else the fit
+    (allreduce*.csv). Library "horovod": Horovod's own allreduce where the sweep has it, MPI's
     otherwise (sweeps made before the horovod path); the per-tensor cost from the horovod fit's
     `per_tensor_s` (0 where the sweep has no horovod_tensors path, or where it came out below 0:
-    within the sweep's noise). A framework's own collectives (JAX): their own path, and its
-    per-tensor cost from its many-tensor path likewise. A sweep that failed gives none: the sizes
-    it measured before it failed stay in its table only."""
+    within the sweep's noise); a lone tensor's cost from its horovod_one path where swept (2 sizes or
+    more). A framework's own collectives (JAX): their own path, and its per-tensor cost from its
+    many-tensor path likewise. A sweep that failed gives none: the sizes it measured before it failed
+    stay in its table only."""
     out = {}
     failed = sweep_failures(fits)
     # a boolean array: an empty list would select no columns rather than no rows
     sweep = sweep[np.array([key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])], dtype=bool)]
     paths = {*sweep["path"].dropna(), *fits["path"].dropna()}
-    own = sorted(p for p in paths - {"mpi", HOROVOD} if not p.endswith(TENSORS_SUFFIX))
+    own = sorted(p for p in paths - {"mpi", HOROVOD} if not p.endswith((TENSORS_SUFFIX, ONE_SUFFIX)))
     for path in ("mpi", HOROVOD, *own):  # horovod after mpi: it wins
         lib = path if path in own else HOROVOD
         mine = fits[fits["path"].fillna("mpi") == path]
@@ -150,11 +189,24 @@ def costs(sweep, fits):
         for r in mine.itertuples():
             if not pd.isna(r.alpha_s):
                 key = (r.nodes, r.ranks_per_node)
-                out[(*key, lib)] = (ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte), extra.get(key, 0.0))
+                out[(*key, lib)] = Cost(ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte), extra.get(key, 0.0))
         for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
             if len(g) >= 2:
-                out[(nodes, rpn, lib)] = (sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0))
+                alone = _alone(sweep, nodes, rpn) if path == HOROVOD else {}
+                out[(nodes, rpn, lib)] = Cost(
+                    sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0), **alone
+                )
     return out
+
+
+def _alone(sweep, nodes, rpn):
+    """Cost's alone and alone_from from the sweep's horovod_one path on these nodes, or {} (fewer than 2 sizes)."""
+    g = sweep[
+        (sweep["path"] == f"{HOROVOD}{ONE_SUFFIX}") & (sweep["nodes"] == nodes) & (sweep["ranks_per_node"] == rpn)
+    ]
+    if len(g) < 2:
+        return {}
+    return {"alone": sweep_cost(g["bytes"], g["median_s"]), "alone_from": float(g["bytes"].min())}
 
 
 def library(run):
@@ -233,16 +285,17 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
         if not row["not_predicted"]:
             base = bases[tuple(r[k] for k in MATCH)]
             cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r))]
+            ready = None if seq else base["ready"]
+            row["ready_from"] = "sequential: after backward" if seq else base["ready_from"]
             p = predict(
                 base["base"],
                 base["sizes"],
-                None if seq else base["ready"],
+                ready,
                 r["ranks"],
-                cost[0],
+                cost,
                 base["threshold"],
                 base["cycle"],
-                cost[1],
-                row["compute_slowdown"],
+                slowdown=row["compute_slowdown"],
             )
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = relative_error(p["iteration_s"], r["iteration_s"])
@@ -268,6 +321,7 @@ COLUMNS = MATCH + [
     "overlap_ratio",
     "compute_slowdown",
     "slowdown_source",
+    "ready_from",
     "predicted_iteration_s",
     "predicted_comm_total_s",
     "predicted_comm_exposed_s",

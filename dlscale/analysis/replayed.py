@@ -114,7 +114,7 @@ def _predicted(row, plan, cost, ring):
     out = {}
     args = (plan["phases"], plan["sizes"], plan["ready"], row["ranks"])
     if cost is not None:
-        p = predict(*args, cost[0], plan["threshold"], plan["cycle"], cost[1])
+        p = predict(*args, cost, plan["threshold"], plan["cycle"])
         out["predicted_iteration_s"], out["predicted_comm_exposed_s"] = p["iteration_s"], p["comm_exposed_s"]
         out["error_iteration"] = relative_error(p["iteration_s"], row["iteration_s"])
         out["error_from_compute"], out["error_from_exposed"] = error_parts(

@@ -19,6 +19,11 @@ MANY_PIECES = 128
 PER_TENSOR_MAX_BYTES = 1 << 20
 # The many-tensor path of a library is its path's name with this suffix (horovod_tensors, jax_tensors).
 TENSORS_SUFFIX = "_tensors"
+# The one-tensor path (horovod_one): one tensor per message from ONE_MIN_BYTES up. Horovod reduces a
+# tensor that fills a response alone in its own memory, without the fusion buffer's two copies, which
+# at large sizes cost as much as the reduction itself on a host-memory node (AlexNet's 151 MB layer).
+ONE_SUFFIX = "_one"
+ONE_MIN_BYTES = 1 << 20
 
 
 def bus_bandwidth(algbw, ranks):

@@ -18,6 +18,9 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
   many tensors costs more than one of few of the same bytes. The difference per extra tensor is the
   per-tensor cost (dlscale/analysis/comm.py) the model adds for every tensor a fused buffer holds beyond
   FUSED_PIECES (networks hand Horovod 16-173 gradient tensors, the fused path 4).
+- `horovod_one`: one tensor per message, from ONE_MIN_BYTES up: a tensor Horovod reduces alone (a
+  large layer's gradient, or one ready apart from the others) skips the fusion buffer and its two
+  copies; the model times such a buffer on this path (dlscale/analysis/model.py).
 - one path per framework the study runs through its own library (`--native`), from its package's
   `sweep` part: `torch` (PyTorch's process group, gloo), `jax` (JAX's pmean in a jitted
   shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
@@ -40,11 +43,19 @@ import time
 
 import numpy as np
 
-from dlscale.core.ring import FUSED_PIECES, MANY_PIECES, PER_TENSOR_MAX_BYTES, SCHEMA, TENSORS_SUFFIX
+from dlscale.core.ring import (
+    FUSED_PIECES,
+    MANY_PIECES,
+    ONE_MIN_BYTES,
+    ONE_SUFFIX,
+    PER_TENSOR_MAX_BYTES,
+    SCHEMA,
+    TENSORS_SUFFIX,
+)
 from dlscale.workloads import frameworks, rendezvous
 
 MIB = 1 << 20
-PATHS = ("mpi", "horovod", "horovod_tensors")
+PATHS = ("mpi", "horovod", "horovod_tensors", f"horovod{ONE_SUFFIX}")
 
 
 class SweepError(RuntimeError):
@@ -105,7 +116,8 @@ def horovod_allreduce(comm, instrument, tensors=FUSED_PIECES):
         return run
 
     label = frameworks.get(instrument).LABEL
-    return prepare, f"horovod mpi (host memory, {tensors} tensors fused, {label}'s binding)"
+    shape = "1 tensor, no fusion buffer" if tensors == 1 else f"{tensors} tensors fused"
+    return prepare, f"horovod mpi (host memory, {shape}, {label}'s binding)"
 
 
 def gpu_allreduce(comm, instrument):
@@ -138,10 +150,12 @@ def _paths(device, n, max_bytes, native=(), reference=True, instrument=framework
     if device == "gpu":
         return [("horovod", functools.partial(gpu_allreduce, instrument=instrument), n, sizes(max_bytes))]
     few = [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
+    large = [m for m in sizes(max_bytes) if m >= min(ONE_MIN_BYTES, max_bytes)]  # a shrunk sweep: its largest
     hvd = functools.partial(horovod_allreduce, instrument=instrument)
     references = [("mpi", host_allreduce, n, sizes(max_bytes))] + [
         ("horovod", hvd, 1, sizes(max_bytes)),
         ("horovod_tensors", functools.partial(hvd, tensors=MANY_PIECES), 1, few),
+        (f"horovod{ONE_SUFFIX}", functools.partial(hvd, tensors=1), 1, large),
     ] * bool(instrument)
     return references * reference + [
         (path, functools.partial(make, tensors=pieces), 1, sizes(max_bytes) if pieces == FUSED_PIECES else few)

@@ -51,8 +51,11 @@ class Horovod:
             return [hvd.allreduce(g, op=hvd.Average, name=f"grad{i}") for i, g in enumerate(grads)]
         return hvd.grouped_allreduce(grads, op=hvd.Average)
 
-    def overlaps_backward(self, overlap):
-        return False  # Horovod has no per-gradient hook for TensorFlow: allreduces start after backward
+    def overlaps_backward(self, overlap, native):
+        # Horovod has no per-gradient hook for TensorFlow: in phased timing the allreduces start after
+        # backward; in the native step's compiled function the executor starts each gradient's as soon
+        # as it exists (Horovod's op only enqueues it), while the other gradients are still computed
+        return overlap and native
 
     def describe(self, overlap, grad_bytes):
         import horovod
@@ -121,7 +124,7 @@ class Native:
     def allreduce(self, grads, overlap):
         return self._reduce(list(grads), tf.distribute.ReduceOp.MEAN, PACK_BYTES if overlap else 0)
 
-    def overlaps_backward(self, overlap):
+    def overlaps_backward(self, overlap, native):
         return overlap and tf.config.threading.get_inter_op_parallelism_threads() > 1
 
     def describe(self, overlap, grad_bytes):

@@ -80,6 +80,7 @@ class Trainer(trainer.Trainer):
         self.momentum = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.vars]
         self.lr, self.mu = spec["lr"], spec["momentum"]
         self.overlap = spec["comm"] == "overlap"
+        self.native = spec.get("timing", "phased") == "native"
         self._forward = tf.function(self._forward_fn)
         self._allreduce = tf.function(self._allreduce_fn)
         self._update = tf.function(self._update_fn)
@@ -94,7 +95,7 @@ class Trainer(trainer.Trainer):
             name=NAME,
             version=tf.__version__,
             horovod=horovod,
-            comm_overlaps_backward=self.net.overlaps_backward(self.overlap),
+            comm_overlaps_backward=self.net.overlaps_backward(self.overlap, self.native),
             layout=self.layout,
             device="gpu" if self.gpu else "cpu",
             gpu_name=tf.config.experimental.get_device_details(gpus[0]).get("device_name") if self.gpu else None,

@@ -54,3 +54,18 @@ def test_the_input_figure_answers_whether_each_loader_feeds_its_trainer(tmp_path
     assert [t.get_text() for t in legend.get_texts()][:2] == list(figures.INPUT_MARKS)
     assert figures.problems(fig) == []
     plt.close("all")
+
+
+def test_the_model_figures_legend_lists_the_frameworks_in_the_registrys_order(tmp_path, monkeypatch):
+    """The example's model.csv lists JAX first (its rows sort by name); the legend, like every other
+    figure's, follows the registry (the palette's order)."""
+    table = pd.read_csv(EXAMPLE / "model.csv")
+    assert table["framework"].iloc[0] == "jax"
+    captured = {}
+    monkeypatch.setattr(figures, "_save", lambda fig, paths, name: captured.setdefault(name, fig) and [])
+    figures.model_fit(table, {"median_abs_error_iteration": 0.1}, figures.figure_paths(tmp_path, ["model"]))
+    labels = [t.get_text() for t in captured["model"].legends[0].get_texts()]
+    frameworks = [label for label in labels if label in figures.FRAMEWORKS]
+    assert frameworks == [f for f in figures.FRAMEWORKS if f in set(table["framework"])]
+    assert figures.problems(captured["model"]) == []
+    plt.close("all")

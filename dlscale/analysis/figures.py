@@ -453,6 +453,7 @@ def model_fit(table, error, paths):
         y="predicted",
         col="quantity",
         hue="framework",
+        hue_order=_frameworks_in(pred),  # the registry's order, as every other figure's legend
         style="model",
         palette=FRAMEWORK_COLOURS,
         height=3.6,

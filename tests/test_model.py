@@ -292,3 +292,27 @@ def test_the_extrapolations_band_is_the_models_median_error_on_the_studys_runs()
     assert torch_rows["predicted_efficiency_lo"].tolist() == pytest.approx([0.72, 0.64])
     assert torch_rows["predicted_efficiency_hi"].tolist() == pytest.approx([1.08, 0.96])
     assert banded.loc[banded["framework"] == "jax", "model_error"].isna().all()  # no predicted run: no band
+
+
+def test_the_extrapolations_band_widens_by_its_inputs_interval():
+    """The 1-rank runs' interval (their mean iteration +-10%) moves the efficiency both ways (a faster
+    rank hides less communication); the band is that interval widened by the model's error."""
+    base = {"base": BASE, "sizes": [4 * 10**6] * 10, "ready": [0.02 * i for i in range(10)]}
+    base.update(threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S)
+    key = ("torch", "alexnet", "overlap", "best", "native", 8, 64, 1000, 1, "fp32")
+    links = {"slow": {"gbit_s": 1, "latency_us": 50}}
+    bare = prediction.extrapolate({key: base}, links, max_ranks=16)
+    assert bare[["input_efficiency_lo", "input_efficiency_hi"]].isna().all().all()  # one 1-rank run: no interval
+    ext = prediction.extrapolate({key: {**base, "input_spread": 0.1}}, links, max_ranks=16)
+    assert ext["predicted_efficiency"].tolist() == pytest.approx(bare["predicted_efficiency"].tolist())
+    assert (ext["input_efficiency_lo"] < ext["predicted_efficiency"]).all()
+    assert (ext["predicted_efficiency"] < ext["input_efficiency_hi"]).all()
+    # a band always holds its own point, where whole cycles make the efficiency step the other way too
+    for row in prediction.extrapolate({key: {**base, "input_spread": 0.001}}, links, max_ranks=16).itertuples():
+        assert row.input_efficiency_lo <= row.predicted_efficiency <= row.input_efficiency_hi
+    table = pd.DataFrame({"framework": ["torch"], "model": ["alexnet"], "error_iteration": [0.2]})
+    banded = prediction.error_band(ext, table)
+    assert banded["predicted_efficiency_lo"].tolist() == pytest.approx((ext["input_efficiency_lo"] * 0.8).tolist())
+    assert banded["predicted_efficiency_hi"].tolist() == pytest.approx((ext["input_efficiency_hi"] * 1.2).tolist())
+    spread = prediction._relative_halfwidth(pd.Series([1.0, 1.1, 0.9]))
+    assert spread == pytest.approx(4.303 * 0.1 / 3**0.5 / 1.0, rel=1e-3)  # t(0.975, 2) x sd / sqrt(n) / mean

@@ -448,10 +448,14 @@ EXTRAPOLATION = {
     "ranks": "ranks in the predicted cluster, one per node (2, 4 ... `extrapolate.max_ranks`)",
     "predicted_iteration_s": "PREDICTED iteration time over that link",
     "predicted_efficiency": "PREDICTED weak-scaling efficiency T(1) / T(N)",
+    "input_efficiency_lo": "the efficiency at either end of the 95% interval of the 1-rank runs' mean iteration "
+    "(the model's measured input: its phases and ready times scaled alike), the lower; none with one 1-rank run",
+    "input_efficiency_hi": "the same, the higher",
     "model_error": "the model's median |error| of the iteration time over this study's predicted runs of that "
     "framework and network (none: it predicted none)",
-    "predicted_efficiency_lo": "predicted_efficiency x (1 - model_error): the band the figure draws",
-    "predicted_efficiency_hi": "predicted_efficiency x (1 + model_error)",
+    "predicted_efficiency_lo": "input_efficiency_lo x (1 - model_error) (predicted_efficiency where the input has "
+    "no interval): the band the figure draws, from the model's input and its measured error",
+    "predicted_efficiency_hi": "input_efficiency_hi x (1 + model_error)",
 }
 
 _OFF_TARGET = "every configuration whose median error is over 5%, with its medians and the measured reason"

@@ -548,7 +548,11 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays
     grid.set_titles("{col_name}")
     title = "PREDICTION, not measured: performance model with this study's 1-rank phase times and assumed link "
     title += "parameters"
-    title += f"\nbands ({banded}): +- the model's median error on this study's runs" if "model_error" in table else ""
+    title += (
+        f"\nbands ({banded}): the 1-rank runs' 95% interval, widened by the model's median error on this study's runs"
+        if "model_error" in table
+        else ""
+    )
     title += _checked(replays)
     grid.figure.suptitle(title, y=1.0 + 0.05 * (title.count("\n") + 1), color="#b00000")
     return _save(grid.figure, paths, "extrapolation")

@@ -10,6 +10,7 @@ import pandas as pd
 
 from dlscale.analysis import contention
 from dlscale.analysis.contention import ASSUMED
+from dlscale.analysis.metrics import mean_ci
 from dlscale.analysis.model import COMPUTE, Cost, error_parts, predict, relative_error, ring_cost, sweep_cost
 from dlscale.core.ring import ONE_SUFFIX, TENSORS_SUFFIX
 from dlscale.core.vocabulary import (
@@ -116,12 +117,19 @@ def baselines(table, tensors):
             unusable[key] = ZERO_PHASES
             continue
         out[key] = {**tensor_details(tensors, group.iloc[0]), "base": base.to_dict()}
+        out[key]["input_spread"] = _relative_halfwidth(group["iteration_s"])
         out[key]["ready_from"] = READY_MEASURED if out[key]["ready"] else READY_AFTER
         if group.get("comm_overlaps_backward", pd.Series([False])).fillna(False).astype(bool).all():
             overlapping.add(key)
     for key in overlapping:
         _borrow_ready(out, key)
     return out, unusable
+
+
+def _relative_halfwidth(iterations):
+    """Half the 95% interval of the mean of the 1-rank runs' iteration times over that mean (NaN with one run)."""
+    mean, lo, hi = mean_ci(iterations.tolist())
+    return (hi - lo) / 2 / mean if mean else math.nan
 
 
 # Where a baseline's gradient ready times come from (model.csv `ready_from`).
@@ -376,8 +384,10 @@ def model_error(table):
 def error_band(ext, table):
     """The extrapolation with the model's measured error beside it: per framework and network, the
     median |error| of its iteration time over this study's own predicted runs (model.csv), as
-    `model_error`, and the efficiency it allows, `predicted_efficiency_lo` and `_hi` (E (1 -+ error);
-    none where the study predicted no run of that framework and network)."""
+    `model_error`, and the efficiency the input's interval and that error allow together,
+    `predicted_efficiency_lo` and `_hi` (input_efficiency_lo x (1 - error), input_efficiency_hi x
+    (1 + error); the point prediction where the input has no interval; none where the study
+    predicted no run of that framework and network)."""
     keys = ["framework", "model"]
     if not len(table) or "error_iteration" not in table:
         errors = pd.DataFrame(columns=[*keys, "model_error"])
@@ -385,14 +395,17 @@ def error_band(ext, table):
         measured = table.dropna(subset=["error_iteration"]).assign(error=lambda d: d["error_iteration"].abs())
         errors = measured.groupby(keys, as_index=False)["error"].median().rename(columns={"error": "model_error"})
     out = ext.merge(errors, on=keys, how="left")
+    lo = out.get("input_efficiency_lo", out["predicted_efficiency"]).fillna(out["predicted_efficiency"])
+    hi = out.get("input_efficiency_hi", out["predicted_efficiency"]).fillna(out["predicted_efficiency"])
     # an error over 100% (the model twice off) leaves no lower bound: 0, never a negative efficiency
-    out["predicted_efficiency_lo"] = (out["predicted_efficiency"] * (1 - out["model_error"])).clip(lower=0)
-    out["predicted_efficiency_hi"] = out["predicted_efficiency"] * (1 + out["model_error"])
+    out["predicted_efficiency_lo"] = (lo * (1 - out["model_error"])).clip(lower=0)
+    out["predicted_efficiency_hi"] = hi * (1 + out["model_error"])
     return out
 
 
 def extrapolate(bases, links, max_ranks=1024):
-    """Predicted weak-scaling efficiency T(1)/T(N) for N = 2, 4, ... max_ranks over each link.
+    """Predicted weak-scaling efficiency T(1)/T(N) for N = 2, 4, ... max_ranks over each link, and
+    the efficiency at either end of the 1-rank runs' interval (`input_efficiency_lo`, `_hi`).
 
     bases: from `baselines`; links: {name: {"gbit_s": bandwidth, "latency_us": alpha}}. The ring
     spans all N ranks with the link as its slowest hop (one rank per node).
@@ -400,21 +413,35 @@ def extrapolate(bases, links, max_ranks=1024):
     rows = []
     for key, b in bases.items():
         ident = dict(zip(MATCH, key))
-        single = sum(b["base"].values())
-        ready = None if ident["comm"] == "sequential" else b["ready"]
         for name, link in links.items():
             alpha, beta = link["latency_us"] * 1e-6, 8 / (link["gbit_s"] * 1e9)
             n = 2
             while n <= max_ranks:
-                p = predict(b["base"], b["sizes"], ready, n, ring_cost(n, alpha, beta), b["threshold"], b["cycle"])
-                rows.append(
-                    {
-                        **ident,
-                        "link": name,
-                        "ranks": n,
-                        "predicted_iteration_s": p["iteration_s"],
-                        "predicted_efficiency": single / p["iteration_s"],
-                    }
-                )
+                rows.append({**ident, "link": name, "ranks": n, **_efficiency(b, ident, n, ring_cost(n, alpha, beta))})
                 n *= 2
-    return pd.DataFrame(rows, columns=MATCH + ["link", "ranks", "predicted_iteration_s", "predicted_efficiency"])
+    return pd.DataFrame(rows, columns=MATCH + ["link", "ranks", *EXTRAPOLATED])
+
+
+EXTRAPOLATED = ["predicted_iteration_s", "predicted_efficiency", "input_efficiency_lo", "input_efficiency_hi"]
+
+
+def _efficiency(b, ident, ranks, cost):
+    """The predicted iteration and efficiency of baseline `b` on `ranks` ranks, and the efficiency with
+    its input (phases and ready times alike) at either end of its interval, `input_spread`."""
+    ready = None if ident["comm"] == "sequential" else b["ready"]
+    single = sum(b["base"].values())
+
+    def at(scale):
+        p = predict(b["base"], b["sizes"], ready, ranks, cost, b["threshold"], b["cycle"], slowdown=scale)
+        return p["iteration_s"], single * scale / p["iteration_s"]
+
+    iteration, efficiency = at(1.0)
+    spread = b.get("input_spread", math.nan)
+    # the point itself too: Horovod's whole cycles make the efficiency step, not always monotone, in the scale
+    ends = [at(1 - spread)[1], efficiency, at(1 + spread)[1]] if 0 < spread < 1 else [math.nan]
+    return {
+        "predicted_iteration_s": iteration,
+        "predicted_efficiency": efficiency,
+        "input_efficiency_lo": min(ends),
+        "input_efficiency_hi": max(ends),
+    }

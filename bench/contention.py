@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from overhead import framework_python, machine, write_table  # noqa: E402
+from overhead import framework_python, harness_spec, machine, write_table  # noqa: E402
 
 from dlscale.core.records import parse_file  # noqa: E402
 from dlscale.core.vocabulary import records_name  # noqa: E402
@@ -104,31 +104,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.framework:
             for model in args.model:
-                spec = {
-                    "framework": framework,
-                    "model": model,
-                    "comm": args.comm,
-                    "layout": "best",
-                    "timing": "phased",
-                    "nodes": 1,
-                    "batch_size": args.batch_size,
-                    "image_size": args.image_size,
-                    "classes": 1000,
-                    "threads_per_rank": 1,
-                    "precision": "fp32",
-                    "device": "cpu",
-                    "repeat": 0,
-                    "loader_workers": 0,
-                    "data": {"kind": "synthetic"},
-                    "warmup": args.warmup,
-                    "iterations": args.iterations,
-                    "profile_iterations": 0,
-                    "autotune": True,
-                    "tf32": False,
-                    "lr": 0.01,
-                    "momentum": 0.9,
-                    "seed": 0,
-                }
+                spec = harness_spec(
+                    args, framework=framework, model=model, comm=args.comm, timing="phased", threads_per_rank=1
+                )
                 got = {k: [] for k in KINDS}
                 for t in range(args.trials):
                     for kind in KINDS[t % 3 :] + KINDS[: t % 3]:

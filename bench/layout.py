@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from overhead import framework_python, machine, throughput, write_table  # noqa: E402
+from overhead import framework_python, harness_spec, machine, throughput, write_table  # noqa: E402
 
 from dlscale.runtime import execution, launch, launchers  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
@@ -41,29 +41,7 @@ def main():
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "layout.csv"))
     args = ap.parse_args()
-    spec = {
-        "comm": "overlap",
-        "timing": "native",
-        "nodes": 1,
-        "ranks_per_node": 1,
-        "batch_size": args.batch_size,
-        "image_size": args.image_size,
-        "classes": 1000,
-        "threads_per_rank": args.threads,
-        "precision": "fp32",
-        "device": "cpu",
-        "repeat": 0,
-        "loader_workers": 0,
-        "data": {"kind": "synthetic"},
-        "warmup": args.warmup,
-        "iterations": args.iterations,
-        "profile_iterations": 0,
-        "autotune": True,
-        "tf32": False,
-        "lr": 0.01,
-        "momentum": 0.9,
-        "seed": 0,
-    }
+    spec = harness_spec(args, timing="native", ranks_per_node=1)
     env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -113,21 +113,22 @@ def framework_python(framework):
     return (build.own_record(framework) or {"python": sys.executable})["python"]
 
 
-def harness_spec(args):
+def harness_spec(args, **overrides):
     """The spec of one rank of the harness on synthetic data (no loader, no traced iterations), from
-    the benchmark's --model, --batch-size, --image-size, --threads, --layout, --precision, --device,
-    --warmup and --iterations."""
+    the benchmark's --model, --batch-size, --image-size, --warmup and --iterations and, where it has
+    them, --threads, --layout, --precision and --device (else 1, best, fp32, cpu); `overrides` last
+    (each benchmark's own: its timing, comm, framework)."""
     return {
         "model": args.model,
         "comm": "overlap",
-        "layout": args.layout,
+        "layout": getattr(args, "layout", "best"),
         "nodes": 1,
         "batch_size": args.batch_size,
         "image_size": args.image_size,
         "classes": 1000,
-        "threads_per_rank": args.threads,
-        "precision": args.precision,
-        "device": args.device,
+        "threads_per_rank": getattr(args, "threads", 1),
+        "precision": getattr(args, "precision", "fp32"),
+        "device": getattr(args, "device", "cpu"),
         "repeat": 0,
         "loader_workers": 0,
         "data": {"kind": "synthetic"},
@@ -139,6 +140,7 @@ def harness_spec(args):
         "lr": 0.01,
         "momentum": 0.9,
         "seed": 0,
+        **overrides,
     }
 
 

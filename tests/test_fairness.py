@@ -11,7 +11,7 @@ import pytest
 from dlscale.analysis import metrics, tidy, trace
 from dlscale.core import paths
 from dlscale.core.records import PHASE_KEYS, parse_file
-from dlscale.core.vocabulary import LOG, trace_name
+from dlscale.core.vocabulary import LOG, NO_CYCLE_S, trace_name
 from dlscale.runtime import launch, peak
 from dlscale.workloads import frameworks
 from dlscale.workloads.devices import LayoutError, resolve_layout
@@ -107,6 +107,13 @@ def test_one_rank_communicates_nothing(tmp_path, framework, comm):
     # and each names the libraries it computes in, for the report's Software section
     named = {"torch": "oneDNN v", "tensorflow": "oneDNN on", "mxnet": "oneDNN (MKLDNN)", "jax": "XLA CPU"}
     assert named[framework] in described["math_build"], described["math_build"]
+    # what the model schedules by: TensorFlow's, MXNet's and PyTorch's native overlap step starts each
+    # allreduce as its gradient exists; JAX reduces every gradient in one collective, without cycle
+    if framework in ("tensorflow", "mxnet", "torch"):
+        assert described["comm_overlaps_backward"] is (comm == "overlap")
+    else:
+        assert described["extra"]["fusion_threshold_bytes"] == recs[0]["gradients"]["bytes"]
+        assert described["extra"]["cycle_time_s"] == NO_CYCLE_S
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

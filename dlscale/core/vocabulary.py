@@ -50,6 +50,9 @@ IO_S, H2D_S, FORWARD_S, BACKWARD_S, COMM_S, UPDATE_S = PHASE_SECONDS
 # tables record per run and the performance model replays.
 FUSION_THRESHOLD_BYTES = 128 * 1024 * 1024
 CYCLE_TIME_S = 1e-3
+# A library that starts each buffer's allreduce as soon as it is full has no cycle (a framework's own:
+# DistributedDataParallel, tf.distribute, JAX's collectives): the model steps it by this.
+NO_CYCLE_S = 1e-6
 
 # The files of a run folder.
 # The job's hosts, rank 0's first, in every rank's environment (mpirun; under srun Slurm places the

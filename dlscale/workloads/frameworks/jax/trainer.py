@@ -37,6 +37,7 @@ import numpy as np
 import optax
 from mpi4py import MPI
 
+from dlscale.core.vocabulary import NO_CYCLE_S
 from dlscale.workloads import rendezvous, trainer
 from dlscale.workloads.devices import DeviceError, check_precision, gpu_for_rank, resolve_layout
 from dlscale.workloads.frameworks.jax import LABEL, NAME, collectives, hold_threads, profile, steps
@@ -131,6 +132,10 @@ class Trainer(trainer.Trainer):
                 "flax": flax.__version__,
                 "optax": optax.__version__,
                 "comm_library": collectives.describe(self.size),
+                # one collective of every gradient (a pmean of them all, overlap or not), started
+                # as soon as it is traced to run: no fusion threshold, no cycle (the model reads both)
+                "fusion_threshold_bytes": sum(self.gradient_sizes()),
+                "cycle_time_s": NO_CYCLE_S,
                 "xla_flags": os.environ.get("XLA_FLAGS", ""),
                 "pjrt_nproc": os.environ.get("PJRT_NPROC", ""),
                 "compilation_cache": self.compilation_cache,

@@ -20,13 +20,13 @@ import os
 
 import tensorflow as tf
 
+from dlscale.core.vocabulary import NO_CYCLE_S
 from dlscale.workloads import rendezvous
 from dlscale.workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, NATIVE
 
 # The native overlap's pack size (DistributedDataParallel's bucket size, so that both frameworks'
 # own libraries fuse alike); recorded as the run's fusion threshold.
 PACK_BYTES = 25 * 1024 * 1024
-NO_CYCLE_S = 1e-6  # packs start when their gradients exist: no cycle (dlscale/analysis/model.py steps by this)
 
 
 class Horovod:

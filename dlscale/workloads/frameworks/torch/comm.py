@@ -21,14 +21,12 @@ import os
 
 import torch
 
+from dlscale.core.vocabulary import NO_CYCLE_S
 from dlscale.workloads import rendezvous
 from dlscale.workloads.frameworks.torch import NATIVE
 
 # DistributedDataParallel's bucket size (its default), recorded as the run's fusion threshold.
 DDP_BUCKET_BYTES = 25 * 1024 * 1024
-# A library that starts each buffer's allreduce as soon as it is full has no cycle: the model
-# (dlscale/analysis/model.py) steps it by this.
-NO_CYCLE_S = 1e-6
 # How long a rank waits to meet its peers before it fails, saying where it tried.
 MEET_TIMEOUT_S = 120
 

@@ -72,7 +72,8 @@ def test_the_model_multiplies_compute_and_gradient_readiness_by_the_slowdown():
 
 
 def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
-    conf = tiny_config(tmp_path, classes=10, iterations=5)
+    # tinynet's iterations take milliseconds: enough of them that the copies' common window holds some
+    conf = tiny_config(tmp_path, classes=10, iterations=40)
     run = tiny_run(framework="torch", ranks_per_node=2)
     out = tmp_path / "calibration.jsonl"
     calibration.calibrate(conf, run, 2, 2, env_record("torch"), out, tmp_path / "copies")
@@ -86,9 +87,29 @@ def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
                 (tmp_path / "copies" / f"trial{trial}" / "together" / f"copy{copy}" / "status.json").read_text()
             )
             assert status["status"] == "ok" and (status["nodes"], status["ranks_per_node"]) == (1, 1)
+        # they met after their warm-up and measured at the same time
+        spans = [
+            calibration._measured(tmp_path / "copies" / f"trial{trial}" / "together" / f"copy{copy}") for copy in (0, 1)
+        ]
+        assert max(s[0][0] for s in spans) < min(s[-1][1] for s in spans)
+        assert sorted(p.name for p in (tmp_path / "copies" / f"trial{trial}" / "together" / "meet").iterdir()) == [
+            "copy0",
+            "copy1",
+        ]
     identity = {**IDENTITY, "batch_size": run["batch_size"]}
     row = contention.table([(identity, 2, out)]).iloc[0]
     assert row["trials"] == 2 and row["slowdown"] > 0 and row["failure"] == ""
+
+
+def test_only_the_iterations_all_copies_measured_together_count():
+    """Two copies, the second started 0.25 s later and slower beside the first: each counts only its
+    iterations inside the window both were measuring in; too short a window fails, saying so."""
+    first = [(0.1 * i, 0.1 * (i + 1), 0.1 if i < 2 else 0.15) for i in range(20)]  # 0-2 s, faster alone
+    second = [(0.25 + 0.2 * i, 0.25 + 0.2 * (i + 1), 0.2) for i in range(10)]  # 0.25-2.25 s
+    assert calibration.together([first, second]) == pytest.approx([0.15, 0.2])  # 17 and 8 iterations
+    late = [(1.85 + 0.1 * i, 1.95 + 0.1 * i, 0.1) for i in range(10)]
+    with pytest.raises(RuntimeError, match="the copies ran together for 0.15 s: 1, 1 measured iterations"):
+        calibration.together([first, late])
 
 
 def test_a_calibration_whose_copies_fail_says_why_in_its_output(tmp_path):

@@ -7,11 +7,19 @@ same threads, data and loader as a study run), in alternating order over `trials
 the machine's drift falls on both alike. Each trial gives the mean measured iteration of the copies
 together over that of the copy alone: a rank's compute slowdown beside k - 1 others, s_k, which
 shared caches, memory bandwidth and the cores loaders and interpreters use make more than 1.
+"Together" means at the same time: the copies start apart by their import and compile times (up to
+2 s seen), so they meet after their warm-up before measuring (the harness's `start_together`), each
+measures the study's iterations (no adaptive stopping, which would end them at different counts),
+and only its iterations inside the window in which every copy was measuring count (a slower copy's
+last ones run alone); at least MIN_TOGETHER each, else the trial fails saying so. Until 2026-11-28
+each copy's whole measured span counted though only 46-100% of it overlapped the other's (a
+fresh-clone study): iterations run alone made s_k too small.
 The trials' lines go to OUT (JSON lines, SCHEMA); the analysis turns them into
 results/contention.csv (dlscale/analysis/contention.py).
 """
 
 import json
+import shutil
 import statistics
 import threading
 from pathlib import Path
@@ -23,13 +31,19 @@ from dlscale.runtime import launch
 
 SCHEMA = "dlscale.contention/1"
 KINDS = ("alone", "together")
+MIN_TOGETHER = 4  # measured iterations each copy must have inside the common window
 
 
 def copies_of(config, run, count, folder, env_record):
     """Run `count` copies of the 1-rank run `run` at once, each in folder/copy<i>; returns each copy's
     mean measured iteration time (s). A copy that fails raises, naming it and why."""
     one = {**run, "nodes": 1, "ranks_per_node": 1, "repeat": 0}
-    quiet = {**config, "profile_iterations": 0}  # wall time is all a copy needs: no traces to write
+    # wall time is all a copy needs (no traces to write), over a fixed count, the copies meeting first
+    quiet = {**config, "profile_iterations": 0, "samples": None}
+    if count > 1:
+        meeting = Path(folder) / "meet"
+        shutil.rmtree(meeting, ignore_errors=True)  # an earlier attempt's marks would let a copy start alone
+        quiet["start_together"] = {"dir": str(meeting), "count": count}
     statuses = [None] * count
 
     def start(i):
@@ -48,17 +62,35 @@ def copies_of(config, run, count, folder, env_record):
         if status is None or status["status"] != "ok":
             why = "; ".join(status["reasons"]) if status else "it did not start"
             raise RuntimeError(f"copy {i} of {count} failed: {why}")
-    return [_mean_iteration(Path(folder) / f"copy{i}") for i in range(count)]
+    spans = [_measured(Path(folder) / f"copy{i}") for i in range(count)]
+    if count == 1:
+        times = [wall for _, _, wall in spans[0]]
+        return [statistics.mean(times[steady_start(times) :])]
+    return together(spans)
 
 
-def _mean_iteration(run_dir):
-    """Mean wall time of a 1-rank run's measured iterations, as the study's own runs are measured (warm-up,
-    traced and not yet steady iterations left out: dlscale/core/samples.py)."""
+def together(spans):
+    """Each copy's mean iteration over its iterations inside the window in which every copy was
+    measuring; spans: per copy, (start, end, wall_s) of each measured iteration. Fewer than
+    MIN_TOGETHER inside for some copy: RuntimeError, saying how many."""
+    lo, hi = max(s[0][0] for s in spans), min(s[-1][1] for s in spans)
+    inside = [[wall for start, end, wall in s if start >= lo and end <= hi] for s in spans]
+    if min(len(i) for i in inside) < MIN_TOGETHER:
+        counts = ", ".join(str(len(i)) for i in inside)
+        raise RuntimeError(
+            f"the copies ran together for {max(0.0, hi - lo):.2g} s: {counts} measured iterations each inside it, "
+            f"{MIN_TOGETHER} needed"
+        )
+    return [statistics.mean(i) for i in inside]
+
+
+def _measured(run_dir):
+    """(start, end, wall_s) of each measured iteration of a 1-rank run (warm-up and traced ones left out)."""
     records, errors = parse_file(run_dir / records_name(0))
     if errors:
         raise RuntimeError(f"{run_dir}: {errors[0]}")
-    times = [r["wall_s"] for r in records if r["kind"] == "step" and not r["warmup"] and not r.get("profiled")]
-    return statistics.mean(times[steady_start(times) :])
+    steps = [r for r in records if r["kind"] == "step" and not r["warmup"] and not r.get("profiled")]
+    return [(r["time"] - r["wall_s"], r["time"], r["wall_s"]) for r in steps]
 
 
 def _count(kind, copies):

@@ -59,8 +59,9 @@ def run_spec(config, run, out_dir):
             )
         }
     )
-    if config.get("samples"):
-        spec["samples"] = config["samples"]
+    for key in ("samples", "start_together"):  # start_together: the contention calibration's copies
+        if config.get(key):
+            spec[key] = config[key]
     folder = cfg.dataset_folder(config)
     spec["data"] = {**config["data"], "folder": str(folder)} if folder else dict(config["data"])
     spec["out_dir"] = str(out_dir)
@@ -136,6 +137,7 @@ class Plan:
     ranks are told (spec.json) and run, in what environment, for how long."""
 
     run: dict
+    settings: dict  # the study's config as this run sees it (run_config: its own threads per rank)
     run_dir: Path
     log: Path
     attempts: Path
@@ -174,6 +176,7 @@ def plan(config, run, env_record, status_path=None, log_path=None, attempts_root
         run_dir, log_path, attempts_root = Path(status_path).parent, Path(log_path), Path(attempts_root)
     return Plan(
         run=run,
+        settings=config,
         run_dir=run_dir,
         log=log_path,
         attempts=attempts_root,
@@ -188,13 +191,12 @@ def plan(config, run, env_record, status_path=None, log_path=None, attempts_root
 def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
     """Run one study run end to end (its `plan`, then its job) and write its status.json. Returns
     the status dict."""
-    run = complete(config, run)
-    config = run_config(config, run)
-    p = plan(config, run, env_record, status_path, log_path, attempts_root)
+    p = plan(config, run, env_record, status_path, log_path, attempts_root)  # the run resolved, once
+    run = p.run
     _keep_previous(p.run_dir, p.attempts)
     _fresh_log(p.log)
     started = time.time()
-    argv, rc, failure = _run_job(config, p, env_record, started)
+    argv, rc, failure = _run_job(p, env_record, started)
     problems, _ = check_run(p.run_dir, run["nodes"] * run["ranks_per_node"], traced=p.traced)
     if failure:
         problems.insert(0, failure)
@@ -225,11 +227,11 @@ def _identity(p):
     return {**{k: p.spec[k] for k in RUN_KEYS}, **p.run}
 
 
-def _run_job(config, p, env_record, started):
+def _run_job(p, env_record, started):
     """Run the plan's MPI job, its spec.json written once the job's hosts and argv are known, and keep
     its log in the run folder. Returns (argv, returncode, failure), failure None where the job ran
     to its end; an interrupted job writes attempt.json and is raised on."""
-    run = p.run
+    run, config = p.run, p.settings
     try:
         with job(config, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as job_:
             hosts, argv, proc_env, cluster = job_

@@ -13,6 +13,9 @@ and engine. Two timings (the spec's `timing`):
   one Chrome trace per rank, ``trace_rank<R>.json`` (dlscale/workloads/trace.py), from which the analysis
   derives the phases. Traced iterations are flagged `profiled` and never count for throughput.
 Every iteration, warm-up included (flagged), becomes one record line in ``rank<R>.jsonl``.
+Copies of a run that must measure at the same time (the contention calibration's, independent
+processes: dlscale/runtime/contention.py) meet after their warm-up (`start_together` in the spec: a
+folder and how many copies); the wait is in no iteration's time.
 
 The run record also holds the gradients' sizes (for the performance model). Where the framework
 reports when each gradient is complete (PyTorch's backward hooks), the end record holds the median
@@ -214,6 +217,7 @@ def measured(trainer, data, writer, spec, out, meter):
     their times, the samples' decision). `meter` (a CpuMeter) is started as the first measured
     iteration starts: the rank's cores in use are those of its measured iterations."""
     enough = samples.Enough(spec["iterations"], spec.get("samples"), agree(trainer))
+    meter = _after(meet(spec.get("start_together"), out), meter)
     if spec["timing"] == "native":
         return native_loop(trainer, data, writer, spec["warmup"], enough, meter)
     warmup = spec["warmup"]
@@ -242,6 +246,42 @@ def measured(trainer, data, writer, spec, out, meter):
     return ready, times, enough
 
 
+MEET_TIMEOUT_S = 600  # a copy that never comes (it failed) ends the wait with an error, never a hang
+
+
+def meet(together, out):
+    """A wait until `together["count"]` copies (this one included) have reached it, each marked by its
+    run folder's name in `together["dir"]`; a no-op without `together`."""
+    if not together:
+        return lambda: None
+
+    def wait():
+        folder = Path(together["dir"])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / Path(out).name).touch()
+        deadline = time.monotonic() + MEET_TIMEOUT_S
+        while len(list(folder.iterdir())) < together["count"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"start_together: {together['count']} copies never met in {folder}")
+            time.sleep(0.005)
+
+    return wait
+
+
+class _after:
+    """The meter, its start preceded by `first` (the copies' meeting): both where measuring starts."""
+
+    def __init__(self, first, meter):
+        self.first, self.meter = first, meter
+
+    def start(self):
+        self.first()
+        self.meter.start()
+
+    def stop(self):
+        return self.meter.stop()
+
+
 def native_loop(trainer, data, writer, warmup, enough, meter):
     """Native timing: iteration i+1 is queued (batch staged, work launched) before iteration i is
     finished, `trainer.ahead` iterations at most, so the device never idles while the host stages
@@ -267,9 +307,10 @@ def native_loop(trainer, data, writer, warmup, enough, meter):
                 ready.append(trainer.gradient_ready())
                 times.append(end - last)
             writer.write("step", **_step(trainer, done, done < warmup, False, {}, end - last, loss))
+            last = end
             if done == warmup - 1:
                 meter.start()
-            last = end
+                last = time.perf_counter()  # a meeting of copies (`meet`) is in no iteration's time
             if not stopping and enough.due(len(times)):
                 stopping = enough.stop(times)
                 if not pending:  # the decision is in no iteration's time

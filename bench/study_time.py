@@ -46,10 +46,14 @@ COLUMNS = ["date", "commit", "frameworks", "models", "runs", "elapsed_s", "jax_r
 ]
 
 
-def commit():
-    """The checkout's short commit (the table's `commit`)."""
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip()
+def commit(results):
+    """The short commit of the checkout the study ran in (the folder holding `results`, where it is one;
+    else this checkout's): the table's `commit`."""
+    for where in (Path(results).resolve().parent, ROOT):
+        done = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        if done.returncode == 0:
+            return done.stdout.strip()
+    return ""
 
 
 def matmul(peak_csv):
@@ -73,7 +77,7 @@ def row(results, elapsed_s, note):
     jax = runs["framework"] == "jax"
     return {
         "date": datetime.date.today().isoformat(),
-        "commit": commit(),
+        "commit": commit(results),
         "frameworks": ", ".join(dict.fromkeys(runs["framework"])),
         "models": ", ".join(dict.fromkeys(runs["model"])),
         "runs": len(runs),

@@ -3,6 +3,8 @@ and the model that multiplies a 1-rank run's compute by it."""
 
 import json
 import math
+import threading
+import time
 
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from dlscale.analysis import contention, model, prediction
 from dlscale.core.vocabulary import BACKWARD_S, FORWARD_S, H2D_S, IO_S, UPDATE_S
 from dlscale.runtime import contention as calibration
+from dlscale.workloads import together
 from tests.conftest import env_record, tiny_config, tiny_run
 
 IDENTITY = {
@@ -72,8 +75,7 @@ def test_the_model_multiplies_compute_and_gradient_readiness_by_the_slowdown():
 
 
 def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
-    # tinynet's iterations take milliseconds: enough of them that the copies' common window holds some
-    conf = tiny_config(tmp_path, classes=10, iterations=40)
+    conf = tiny_config(tmp_path, classes=10, iterations=5)
     run = tiny_run(framework="torch", ranks_per_node=2)
     out = tmp_path / "calibration.jsonl"
     calibration.calibrate(conf, run, 2, 2, env_record("torch"), out, tmp_path / "copies")
@@ -87,29 +89,64 @@ def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
                 (tmp_path / "copies" / f"trial{trial}" / "together" / f"copy{copy}" / "status.json").read_text()
             )
             assert status["status"] == "ok" and (status["nodes"], status["ranks_per_node"]) == (1, 1)
-        # they met after their warm-up and measured at the same time
-        spans = [
-            calibration._measured(tmp_path / "copies" / f"trial{trial}" / "together" / f"copy{copy}") for copy in (0, 1)
-        ]
-        assert max(s[0][0] for s in spans) < min(s[-1][1] for s in spans)
-        assert sorted(p.name for p in (tmp_path / "copies" / f"trial{trial}" / "together" / "meet").iterdir()) == [
-            "copy0",
-            "copy1",
-        ]
+        # they met after their warm-up, and each kept the other company until both had measured
+        meeting = tmp_path / "copies" / f"trial{trial}" / "together" / "meet"
+        for stage in ("start", "done"):
+            assert sorted(p.name for p in (meeting / stage).iterdir()) == ["copy0", "copy1"]
     identity = {**IDENTITY, "batch_size": run["batch_size"]}
     row = contention.table([(identity, 2, out)]).iloc[0]
     assert row["trials"] == 2 and row["slowdown"] > 0 and row["failure"] == ""
 
 
-def test_only_the_iterations_all_copies_measured_together_count():
-    """Two copies, the second started 0.25 s later and slower beside the first: each counts only its
-    iterations inside the window both were measuring in; too short a window fails, saying so."""
-    first = [(0.1 * i, 0.1 * (i + 1), 0.1 if i < 2 else 0.15) for i in range(20)]  # 0-2 s, faster alone
-    second = [(0.25 + 0.2 * i, 0.25 + 0.2 * (i + 1), 0.2) for i in range(10)]  # 0.25-2.25 s
-    assert calibration.together([first, second]) == pytest.approx([0.15, 0.2])  # 17 and 8 iterations
-    late = [(1.85 + 0.1 * i, 1.95 + 0.1 * i, 0.1) for i in range(10)]
-    with pytest.raises(RuntimeError, match="the copies ran together for 0.15 s: 1, 1 measured iterations"):
-        calibration.together([first, late])
+class _Stepper:
+    """A trainer's native step API, counting steps."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def step(self, fetch):
+        fetch()
+        self.steps += 1
+        time.sleep(0.001)
+
+    def queued(self, loss):
+        return loss
+
+    def finish(self, handle):
+        return 0.0
+
+
+def test_copies_meet_after_warm_up_and_the_first_done_keeps_stepping_until_all_are(tmp_path, monkeypatch):
+    """Two copies in threads: the first to arrive waits for the second; the first to finish measuring
+    steps on, unrecorded, until the second has; a copy whose partner never comes stops with an error."""
+    together_ = {"dir": str(tmp_path / "meet"), "count": 2}
+    arrived = {}
+
+    def copy(name, delay):
+        time.sleep(delay)
+        together.meet(together_, tmp_path / name)()
+        arrived[name] = time.monotonic()
+
+    threads = [threading.Thread(target=copy, args=(n, d)) for n, d in (("copy0", 0.0), ("copy1", 0.3))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert abs(arrived["copy0"] - arrived["copy1"]) < 0.1  # copy0 waited the 0.3 s for copy1
+    fast = _Stepper()
+    keeping = threading.Thread(
+        target=together.keep_company, args=(fast, lambda it: it, together_, tmp_path / "copy0", 5)
+    )
+    keeping.start()
+    time.sleep(0.2)
+    assert keeping.is_alive() and fast.steps > 0  # copy1 still measuring: copy0 keeps the node busy
+    assert together.keep_company(_Stepper(), lambda it: it, together_, tmp_path / "copy1", 5) == 0  # the last one
+    keeping.join(timeout=5)
+    assert not keeping.is_alive()
+    assert together.keep_company(_Stepper(), None, None, tmp_path / "copy0", 0) == 0  # a run alone: nothing
+    monkeypatch.setattr(together, "MEET_TIMEOUT_S", 0.05)
+    with pytest.raises(RuntimeError, match="2 copies never all reached"):
+        together.meet({"dir": str(tmp_path / "alone"), "count": 2}, tmp_path / "copy0")()
 
 
 def test_a_calibration_whose_copies_fail_says_why_in_its_output(tmp_path):

@@ -8,11 +8,10 @@ the machine's drift falls on both alike. Each trial gives the mean measured iter
 together over that of the copy alone: a rank's compute slowdown beside k - 1 others, s_k, which
 shared caches, memory bandwidth and the cores loaders and interpreters use make more than 1.
 "Together" means at the same time: the copies start apart by their import and compile times (up to
-2 s seen), so they meet after their warm-up before measuring (the harness's `start_together`), each
-measures the study's iterations (no adaptive stopping, which would end them at different counts),
-and only its iterations inside the window in which every copy was measuring count (a slower copy's
-last ones run alone); at least MIN_TOGETHER each, else the trial fails saying so. Until 2026-11-28
-each copy's whole measured span counted though only 46-100% of it overlapped the other's (a
+2 s seen) and end apart by their speeds, so they meet after their warm-up, each measures the study's
+iterations (a fixed count), and a copy done first keeps stepping, unrecorded, until all are done
+(dlscale/workloads/together.py): every measured iteration ran beside the other copies. Until
+2026-11-28 they did neither, and only 46-100% of a copy's measured span overlapped the other's (a
 fresh-clone study): iterations run alone made s_k too small.
 The trials' lines go to OUT (JSON lines, SCHEMA); the analysis turns them into
 results/contention.csv (dlscale/analysis/contention.py).
@@ -31,7 +30,6 @@ from dlscale.runtime import launch
 
 SCHEMA = "dlscale.contention/1"
 KINDS = ("alone", "together")
-MIN_TOGETHER = 4  # measured iterations each copy must have inside the common window
 
 
 def copies_of(config, run, count, folder, env_record):
@@ -62,26 +60,14 @@ def copies_of(config, run, count, folder, env_record):
         if status is None or status["status"] != "ok":
             why = "; ".join(status["reasons"]) if status else "it did not start"
             raise RuntimeError(f"copy {i} of {count} failed: {why}")
-    spans = [_measured(Path(folder) / f"copy{i}") for i in range(count)]
-    if count == 1:
-        times = [wall for _, _, wall in spans[0]]
-        return [statistics.mean(times[steady_start(times) :])]
-    return together(spans)
+    return [_mean_iteration(Path(folder) / f"copy{i}") for i in range(count)]
 
 
-def together(spans):
-    """Each copy's mean iteration over its iterations inside the window in which every copy was
-    measuring; spans: per copy, (start, end, wall_s) of each measured iteration. Fewer than
-    MIN_TOGETHER inside for some copy: RuntimeError, saying how many."""
-    lo, hi = max(s[0][0] for s in spans), min(s[-1][1] for s in spans)
-    inside = [[wall for start, end, wall in s if start >= lo and end <= hi] for s in spans]
-    if min(len(i) for i in inside) < MIN_TOGETHER:
-        counts = ", ".join(str(len(i)) for i in inside)
-        raise RuntimeError(
-            f"the copies ran together for {max(0.0, hi - lo):.2g} s: {counts} measured iterations each inside it, "
-            f"{MIN_TOGETHER} needed"
-        )
-    return [statistics.mean(i) for i in inside]
+def _mean_iteration(run_dir):
+    """Mean wall time of a 1-rank run's measured iterations, as the study's own runs are measured (warm-up,
+    traced and not yet steady iterations left out: dlscale/core/samples.py)."""
+    times = [wall for _, _, wall in _measured(run_dir)]
+    return statistics.mean(times[steady_start(times) :])
 
 
 def _measured(run_dir):

@@ -13,9 +13,9 @@ and engine. Two timings (the spec's `timing`):
   one Chrome trace per rank, ``trace_rank<R>.json`` (dlscale/workloads/trace.py), from which the analysis
   derives the phases. Traced iterations are flagged `profiled` and never count for throughput.
 Every iteration, warm-up included (flagged), becomes one record line in ``rank<R>.jsonl``.
-Copies of a run that must measure at the same time (the contention calibration's, independent
-processes: dlscale/runtime/contention.py) meet after their warm-up (`start_together` in the spec: a
-folder and how many copies); the wait is in no iteration's time.
+Copies of a run that must measure at the same time (the contention calibration's: `start_together`
+in the spec) meet after their warm-up and keep each other company until all have measured
+(dlscale/workloads/together.py); neither is in any iteration's time or record.
 
 The run record also holds the gradients' sizes (for the performance model). Where the framework
 reports when each gradient is complete (PyTorch's backward hooks), the end record holds the median
@@ -51,7 +51,7 @@ from dlscale.core.vocabulary import (
     records_name,
     trace_name,
 )
-from dlscale.workloads import frameworks, rendezvous, trace
+from dlscale.workloads import frameworks, rendezvous, together, trace
 from dlscale.workloads.batches import open_data
 from dlscale.workloads.rank import leave, private_tmpdir, provenance
 
@@ -190,6 +190,7 @@ def train(argv, scratch):
     ready, times, enough = measured(trainer, data, writer, spec, out, meter)
     cpu = meter.stop()  # the measured iterations' (profiled ones run under the profiler: not theirs)
     total = spec["warmup"] + len(times)
+    together.keep_company(trainer, data, spec.get("start_together"), out, total)  # unrecorded
     profiled = spec.get("profile_iterations", 0) if spec["timing"] == "native" else 0
     if profiled:
         for it, (start, end, loss) in profile(trainer, data, total, profiled, out).items():
@@ -217,7 +218,7 @@ def measured(trainer, data, writer, spec, out, meter):
     their times, the samples' decision). `meter` (a CpuMeter) is started as the first measured
     iteration starts: the rank's cores in use are those of its measured iterations."""
     enough = samples.Enough(spec["iterations"], spec.get("samples"), agree(trainer))
-    meter = _after(meet(spec.get("start_together"), out), meter)
+    meter = _after(together.meet(spec.get("start_together"), out), meter)
     if spec["timing"] == "native":
         return native_loop(trainer, data, writer, spec["warmup"], enough, meter)
     warmup = spec["warmup"]
@@ -244,28 +245,6 @@ def measured(trainer, data, writer, spec, out, meter):
     if timeline:
         trainer.stop_timeline()
     return ready, times, enough
-
-
-MEET_TIMEOUT_S = 600  # a copy that never comes (it failed) ends the wait with an error, never a hang
-
-
-def meet(together, out):
-    """A wait until `together["count"]` copies (this one included) have reached it, each marked by its
-    run folder's name in `together["dir"]`; a no-op without `together`."""
-    if not together:
-        return lambda: None
-
-    def wait():
-        folder = Path(together["dir"])
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / Path(out).name).touch()
-        deadline = time.monotonic() + MEET_TIMEOUT_S
-        while len(list(folder.iterdir())) < together["count"]:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"start_together: {together['count']} copies never met in {folder}")
-            time.sleep(0.005)
-
-    return wait
 
 
 class _after:

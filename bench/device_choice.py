@@ -12,6 +12,9 @@ measured one. Writes bench/results/device-choice.csv (the rows of these framewor
 replaced).
 
   .venv/bin/python bench/device_choice.py results/device-choice results/device-choice-emulated
+
+Given the one-node study alone, only its options are made again; the table keeps its rows of the
+two-node option as they were (each row has its own date and commit).
 """
 
 import argparse
@@ -28,7 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead import machine, write_table  # noqa: E402
+from bench.overhead import machine, merge_table, write_table  # noqa: E402
 from dlscale.analysis import plan  # noqa: E402
 from dlscale.core.paths import TABLES  # noqa: E402
 
@@ -43,13 +46,19 @@ OPTIONS = {
     ),
 }
 EQUAL = 0.05  # within this, two options are equal (the model is checked to 5%)
+ROW_KEY = ("framework", "network", "option")
 COMMAND = ".venv/bin/python bench/device_choice.py results/device-choice results/device-choice-emulated"
+
+
+def options(studies):
+    """The options the given studies measured: all with both, the one-node ones with the first alone."""
+    return {name: option for name, option in OPTIONS.items() if option[1][0] < len(studies)}
 
 
 def candidates(folder, studies):
     """The options as a candidates file for `dlscale plan`."""
     out = []
-    for name, (candidate, _) in OPTIONS.items():
+    for name, (candidate, _) in options(studies).items():
         c = {"name": name, **candidate}
         if "link_study" in c:
             c["link_study"] = str(Path(studies[c["link_study"]]).resolve())
@@ -63,7 +72,7 @@ def measured(studies):
     """{(framework, model, option): (img/s, 95% interval)} from the studies' summaries."""
     summaries = [pd.read_csv(Path(s) / TABLES["summary"]) for s in studies]
     out = {}
-    for name, (_, (study, nodes, per_node, threads)) in OPTIONS.items():
+    for name, (_, (study, nodes, per_node, threads)) in options(studies).items():
         s = summaries[study]
         rows = s[(s["nodes"] == nodes) & (s["ranks_per_node"] == per_node) & (s["threads_per_rank"] == threads)]
         for r in rows.itertuples():
@@ -76,8 +85,8 @@ def off_target(studies):
     """{(framework, model, option): why the model missed that placement in the study that measured
     it} (its model_error.json, split into compute and exposed communication)."""
     errors = [json.loads((Path(s) / TABLES["model_error"]).read_text())["off_target"] for s in studies]
-    out = _baselines(studies)
-    for name, (_, (study, nodes, per_node, threads)) in OPTIONS.items():
+    out = _baselines(studies) if len(studies) > 1 else {}
+    for name, (_, (study, nodes, per_node, threads)) in options(studies).items():
         for r in errors[study]:
             if (r["nodes"], r["ranks_per_node"], r["threads_per_rank"]) == (nodes, per_node, threads):
                 out[(r["framework"], r["model"], name)] = f"{Path(studies[study]).name}'s own model: {r['reason']}"
@@ -146,7 +155,7 @@ def rows(studies):
                 "machine": machine(),
                 "date": datetime.date.today().isoformat(),
                 "commit": commit.stdout.strip(),
-                "command": COMMAND,
+                "command": f"{COMMAND.split(' results/')[0]} {' '.join(f'results/{Path(s).name}' for s in studies)}",
             }
         )
     return out
@@ -155,10 +164,10 @@ def rows(studies):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("one_node", help="results of config/device-choice.yaml")
-    ap.add_argument("two_nodes", help="results of config/device-choice-emulated.yaml")
+    ap.add_argument("two_nodes", nargs="?", help="results of config/device-choice-emulated.yaml (none: its rows kept)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "device-choice.csv"))
     args = ap.parse_args(argv)
-    found = rows([Path(args.one_node), Path(args.two_nodes)])
+    found = rows([Path(args.one_node)] + ([Path(args.two_nodes)] if args.two_nodes else []))
     if not found:
         print("no option measured and predicted in both studies", file=sys.stderr)
         return 1
@@ -168,7 +177,7 @@ def main(argv=None):
             f"{r['framework']:10} {r['network']:9} {r['option']:46} measured {r['measured_img_per_s']:8.2f} "
             f"predicted {r['predicted_img_per_s']:8.2f} ({r['error']:+.1%}) {verdicts}"
         )
-    write_table(found, args.out)
+    write_table(found if args.two_nodes else merge_table(found, args.out, ROW_KEY), args.out)
     return 0
 
 

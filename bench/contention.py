@@ -36,6 +36,7 @@ from overhead import framework_python, harness_spec, machine, write_table  # noq
 from dlscale.core.records import parse_file  # noqa: E402
 from dlscale.core.vocabulary import records_name  # noqa: E402
 from dlscale.runtime import launch, launchers  # noqa: E402
+from dlscale.workloads import frameworks  # noqa: E402
 
 KINDS = ("alone", "pair", "ranks2")
 COMPUTE = ("forward_s", "backward_s", "update_s")
@@ -104,9 +105,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.framework:
             for model in args.model:
-                spec = harness_spec(
-                    args, framework=framework, model=model, comm=args.comm, timing="phased", threads_per_rank=1
-                )
+                library = frameworks.default_library(framework)
+                spec = harness_spec(args, framework=framework, comm_library=library, model=model, comm=args.comm)
+                spec.update(timing="phased", threads_per_rank=1)
                 got = {k: [] for k in KINDS}
                 for t in range(args.trials):
                     for kind in KINDS[t % 3 :] + KINDS[: t % 3]:

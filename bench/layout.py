@@ -56,7 +56,14 @@ def main():
                         out.mkdir()
                         (out / "spec.json").write_text(
                             json.dumps(
-                                {**spec, "framework": framework, "model": model, "layout": layout, "out_dir": str(out)}
+                                {
+                                    **spec,
+                                    "framework": framework,
+                                    "comm_library": frameworks.default_library(framework),
+                                    "model": model,
+                                    "layout": layout,
+                                    "out_dir": str(out),
+                                }
                             )
                         )
                         argv = launchers.mpirun_argv(

@@ -32,3 +32,37 @@ def test_the_contention_benchmark_times_a_pair_and_two_ranks_against_one_alone(t
     rows = _run("contention.py", tmp_path / "contention.csv")
     assert sorted(r["kind"] for r in rows) == ["pair", "ranks2"]
     assert all(float(r["ratio_to_alone"]) > 0 for r in rows)
+
+
+def test_the_ready_profile_reads_each_gradients_hand_over_as_a_fraction_of_backward():
+    """Two traced iterations of an MXNet rank: backward from 100 to 300 us after each io annotation;
+    gradient 3 handed to Horovod at 250 us (0.75 of backward) and gradient 0 at its end (1.0)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ready_profile
+
+    events = []
+    for start in (0, 1000):
+        events += [
+            {"name": "dlscale:io", "cat": "framework", "ph": "X", "ts": start, "dur": 10},
+            {"name": "_backward_Convolution", "cat": "framework", "ph": "X", "ts": start + 100, "dur": 100},
+            {"name": "_backward_FullyConnected", "cat": "framework", "ph": "X", "ts": start + 200, "dur": 100},
+            {
+                "name": "NEGOTIATE_ALLREDUCE",
+                "cat": "horovod",
+                "ph": "X",
+                "ts": start + 250,
+                "dur": 5,
+                "args": {"tensor": "horovod_allreduce.3"},
+            },
+            {
+                "name": "NEGOTIATE_ALLREDUCE",
+                "cat": "horovod",
+                "ph": "X",
+                "ts": start + 300,
+                "dur": 5,
+                "args": {"tensor": "horovod_allreduce.0"},
+            },
+        ]
+    assert ready_profile.handed_over("mxnet", events) == [{3: 0.75, 0: 1.0}, {3: 0.75, 0: 1.0}]
+    tf = [{**e, "args": {"tensor": "allreduce/grad12"}} if "args" in e else e for e in events[:5]]
+    assert set(ready_profile.handed_over("mxnet", tf)[0]) == {12}  # TensorFlow's names: allreduce/grad<i>

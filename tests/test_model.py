@@ -316,3 +316,13 @@ def test_the_extrapolations_band_widens_by_its_inputs_interval():
     assert banded["predicted_efficiency_hi"].tolist() == pytest.approx((ext["input_efficiency_hi"] * 1.2).tolist())
     spread = prediction._relative_halfwidth(pd.Series([1.0, 1.1, 0.9]))
     assert spread == pytest.approx(4.303 * 0.1 / 3**0.5 / 1.0, rel=1e-3)  # t(0.975, 2) x sd / sqrt(n) / mean
+
+
+def test_a_baseline_borrows_only_where_every_run_recorded_the_overlap_as_true():
+    def group(*flags):
+        return pd.DataFrame({"comm_overlaps_backward": pd.Series(flags, dtype=object)})
+
+    assert prediction._overlaps(group(True, True)) and prediction._overlaps(group("True", "true"))
+    assert not prediction._overlaps(group(True, False)) and not prediction._overlaps(group("False"))
+    assert not prediction._overlaps(group(float("nan"), True))  # a run that did not say: not borrowed
+    assert not prediction._overlaps(pd.DataFrame({"iteration_s": [1.0]}))  # runs from before the column

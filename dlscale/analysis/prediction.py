@@ -119,11 +119,18 @@ def baselines(table, tensors):
         out[key] = {**tensor_details(tensors, group.iloc[0]), "base": base.to_dict()}
         out[key]["input_spread"] = _relative_halfwidth(group["iteration_s"])
         out[key]["ready_from"] = READY_MEASURED if out[key]["ready"] else READY_AFTER
-        if group.get("comm_overlaps_backward", pd.Series([False])).fillna(False).astype(bool).all():
+        if _overlaps(group):
             overlapping.add(key)
     for key in overlapping:
         _borrow_ready(out, key)
     return out, unusable
+
+
+def _overlaps(group):
+    """Whether every run of `group` recorded that its framework starts allreduces during backward
+    (runs.csv reads the flag as a boolean, or as its text where a column mixes it with blanks)."""
+    flags = group.get("comm_overlaps_backward", pd.Series([False]))
+    return bool(flags.astype(str).str.lower().eq("true").all())
 
 
 def _relative_halfwidth(iterations):

@@ -52,9 +52,9 @@ def _median(values):
 
 
 def rows(table, label, note, results, made_by=None):
-    """The table's rows of one study (made by commit `made_by`, this checkout's where None): per
-    framework, model and ranks, then the study's sum."""
-    common = {"label": label, "date": datetime.date.today().isoformat(), "commit": made_by or commit()}
+    """The table's rows of one study (made by commit `made_by`; where None, the checkout's it ran in:
+    study_time.commit): per framework, model and ranks, then the study's sum."""
+    common = {"label": label, "date": datetime.date.today().isoformat(), "commit": made_by or commit(results)}
     common |= {"matmul_gflops_1_thread": matmul(Path(results) / paths.TABLES["peak"]), "note": note}
     common |= {"machine": machine()}
     out = []
@@ -73,7 +73,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", help="a finished study's results folder")
     ap.add_argument("--label", required=True, help="before or after the change measured")
-    ap.add_argument("--commit", help="the commit the study ran (default: this checkout's)")
+    ap.add_argument("--commit", help="the commit the study ran (default: the checkout's it ran in)")
     ap.add_argument("--note", default="")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "run-cost.csv"))
     args = ap.parse_args(argv)

@@ -22,7 +22,6 @@ but communication. `--env` adds variables to the ranks' environment (the study's
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -60,13 +59,8 @@ def start(spec, folder, ranks, env):
 
     folder.mkdir(parents=True)
     (folder / "spec.json").write_text(json.dumps({**spec, "ranks_per_node": ranks, "out_dir": str(folder)}))
-    argv = launchers.mpirun_argv(
-        ["localhost"],
-        ranks,
-        {"name": "mpirun", "bind_to": "none"},
-        launch.workload_command(framework_python(spec["framework"]), folder / "spec.json"),
-        env,
-        as_root=os.geteuid() == 0,
+    argv = launchers.local_argv(
+        ranks, launch.workload_command(framework_python(spec["framework"]), folder / "spec.json"), env
     )
     log = open(folder.parent / f"{folder.name}.log", "w")
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -13,7 +13,6 @@ each sweep's median time, its min and max over trials, and its ratio to PyTorch'
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -36,14 +35,7 @@ def sweep(framework, max_bytes, folder):
     python = framework_python(framework)
     out = Path(folder) / f"{framework}.jsonl"
     module = [python, "-m", "dlscale.runtime.allreduce", str(out), "--max-bytes", str(max_bytes)]
-    argv = launchers.mpirun_argv(
-        ["localhost"],
-        2,
-        {"name": "mpirun", "bind_to": "none"},
-        [*module, "--instrument", framework],
-        {"PYTHONPATH": str(paths.SOURCE)},
-        as_root=os.geteuid() == 0,
-    )
+    argv = launchers.local_argv(2, [*module, "--instrument", framework], {"PYTHONPATH": str(paths.SOURCE)})
     rc, timed_out = execution.execute(argv, Path(folder) / f"{framework}.log", timeout_s=900)
     if rc or timed_out:
         raise SystemExit(f"{framework}'s sweep failed: {(Path(folder) / f'{framework}.log').read_text()[-2000:]}")

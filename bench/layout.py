@@ -14,7 +14,6 @@ median throughput of each layout and the median of the paired ratios against the
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -66,14 +65,8 @@ def main():
                                 }
                             )
                         )
-                        argv = launchers.mpirun_argv(
-                            ["localhost"],
-                            1,
-                            {"name": "mpirun", "bind_to": "none"},
-                            launch.workload_command(framework_python(framework), out / "spec.json"),
-                            env,
-                            as_root=os.geteuid() == 0,
-                        )
+                        command = launch.workload_command(framework_python(framework), out / "spec.json")
+                        argv = launchers.local_argv(1, command, env)
                         rc, _ = execution.execute(argv, out.parent / f"{out.name}.log", timeout_s=1800)
                         if rc != 0:
                             sys.exit(f"{framework} {model} {layout} failed; see {out.parent / f'{out.name}.log'}")

@@ -96,14 +96,9 @@ def trial(variant, rate_mbit, reps, cases, tmp):
     out = Path(tmp) / f"{variant}.json"
     out.unlink(missing_ok=True)
     with emulate.cluster(2, rate_mbit, 0, congestion_control=congestion_control) as cluster:
-        argv = launchers.mpirun_argv(
-            cluster.hosts,
-            1,
-            {"name": "mpirun", "bind_to": "none"},
-            [sys.executable, __file__, "--rank", "--reps", str(reps), "--cases", *cases, "--out", str(out)],
-            env,
-            as_root=os.geteuid() == 0,
-        )
+        command = [sys.executable, __file__, "--rank", "--reps", str(reps), "--cases", *cases, "--out", str(out)]
+        job = launchers.Job(cluster.hosts, 1, command, env, as_root=os.geteuid() == 0)
+        argv = launchers.mpirun_argv(job, launchers.LOCAL)
         log = Path(tmp) / f"{variant}.log"
         with open(log, "w") as stderr:  # a file, not a pipe: a chatty job cannot fill it and stall
             proc = subprocess.Popen(

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead import machine, merge_table, write_table  # noqa: E402
-from dlscale.workloads import frameworks, images  # noqa: E402
+from dlscale.workloads import frameworks, images, loaders  # noqa: E402
 from dlscale.workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
 from dlscale.workloads.frameworks import tfdata  # noqa: E402
 
@@ -127,7 +127,7 @@ def loader_rate(framework, dataset, workers, batch, image_size, warmup, batches)
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-    it = frameworks.module(framework, "loader").stream(dataset, 0, 1, batch, image_size, workers, 0)
+    it = loaders.stream(framework, loaders.Feed(dataset, 0, 1, batch, image_size, workers))
     for _ in range(warmup):
         next(it)
     start = time.perf_counter()
@@ -204,7 +204,7 @@ def main():
         folder = Path(args.dataset) if args.dataset else Path(tmp) / "data"
         if not args.dataset:
             print(f"making {args.images} images ...", flush=True)
-            images.prepare(folder, images=args.images, classes=10, shards=8)
+            images.prepare(folder, generated=images.Generated(args.images, 10), shards=8)
         results = {}
         for trial in range(args.trials):
             order = args.framework[trial % len(args.framework) :] + args.framework[: trial % len(args.framework)]

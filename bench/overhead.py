@@ -176,9 +176,7 @@ def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
             )
         else:
             argv, proc_env = (
-                launchers.mpirun_argv(
-                    ["localhost"], ranks, {"name": "mpirun", "bind_to": "none"}, script, env, as_root=os.geteuid() == 0
-                ),
+                launchers.local_argv(ranks, script, env),
                 None,
             )
         rc, _ = execution.execute(argv, out / f"{kind}.log", timeout_s=1800, env=proc_env)

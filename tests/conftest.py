@@ -1,4 +1,3 @@
-import os
 import sys
 from pathlib import Path
 
@@ -28,9 +27,7 @@ def mpirun_module(python, module, args, log, ranks=2, timeout_s=300):
     """`python -m module args` on `ranks` local ranks under mpirun, this checkout on their path, the
     output in `log`: (exit code, whether it timed out)."""
     command = [str(python), "-m", module, *map(str, args)]
-    launcher = {"name": "mpirun", "bind_to": "none"}
-    env = {"PYTHONPATH": str(paths.SOURCE)}
-    argv = launchers.mpirun_argv(["localhost"], ranks, launcher, command, env, as_root=os.geteuid() == 0)
+    argv = launchers.local_argv(ranks, command, {"PYTHONPATH": str(paths.SOURCE)})
     return execution.execute(argv, log, timeout_s=timeout_s)
 
 

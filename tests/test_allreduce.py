@@ -67,6 +67,9 @@ def test_real_two_rank_sweep_of_both_paths_parses_and_fits(tmp_path):
     # 4 B both inside its 1 ms cycle; a per-tensor cost of -5.9e-8 s seen on an idle one)
     assert (table["median_s"] > 0).all()
     assert (table["min_s"] <= table["median_s"]).all() and (table["median_s"] <= table["max_s"]).all()
+    # every size says the cores its ranks used meanwhile: a reducing process computes (a rank has one
+    # main thread and Horovod's; neither sleeps through an allreduce, so neither 0 nor beyond a few)
+    assert table["cores_used"].between(0.05, 4.0).all(), table["cores_used"].tolist()
     assert fits["failure"].eq("").all()
     assert np.isfinite(fits[["alpha_s", "beta_s_per_byte"]].to_numpy(float)).all()
     # the model reads T(m) from Horovod's path, and its per-tensor cost from horovod_tensors against it
@@ -85,7 +88,9 @@ def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
     conf = tiny_config(tmp_path)
     conf["launcher"]["extra_args"] = ["--no-such-mpirun-option"]
     out = tmp_path / "sweep.jsonl"
-    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    launch.sweep_allreduce(
+        conf, launch.Measurement(1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    )
     table, fits = comm.tables([(out, 1, 2)])
     assert table.empty
     # with what mpirun said, right after its exit code
@@ -96,7 +101,9 @@ def test_failed_sweep_is_recorded_and_the_table_says_why(tmp_path):
     first = out.read_text()
     out.unlink()
     (tmp_path / "log").unlink()
-    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    launch.sweep_allreduce(
+        conf, launch.Measurement(1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    )
     kept = sorted((tmp_path / "attempts").iterdir())
     assert len(kept) == 2 and (kept[0] / "sweep.jsonl").read_text() == first
     assert "no-such-mpirun-option" in (kept[0] / "log").read_text()
@@ -115,7 +122,9 @@ def test_sweep_killed_by_its_timeout_keeps_the_sizes_it_measured_and_the_model_d
     )
     out = tmp_path / "sweep.jsonl"
     out.write_text("left by an earlier job\n")  # never read as this job's
-    launch.sweep_allreduce(conf, 2, 1, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    launch.sweep_allreduce(
+        conf, launch.Measurement(2, 1, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    )
     table, fits = comm.tables([(out, 2, 1)])
     *measured, last = out.read_text().splitlines()
     assert json.loads(last)["failed"] == "timed out after 40 s; job killed"
@@ -131,7 +140,9 @@ def test_sweep_killed_by_its_timeout_keeps_the_sizes_it_measured_and_the_model_d
 def test_gpu_sweep_without_a_gpu_is_recorded_with_the_reason(tmp_path):
     conf = tiny_config(tmp_path, device="gpu")
     out = tmp_path / "sweep.jsonl"
-    launch.sweep_allreduce(conf, 1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    launch.sweep_allreduce(
+        conf, launch.Measurement(1, 2, {"python": sys.executable}, out, tmp_path / "log", tmp_path / "attempts")
+    )
     table, fits = comm.tables([(out, 1, 2)])
     assert table.empty
     failure = fits["failure"].item()
@@ -148,7 +159,7 @@ def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predict
     out, log = tmp_path / "sweep.jsonl", tmp_path / "log"
     conf = tiny_config(tmp_path, framework=[native], comm_library=["native"], allreduce_max_bytes=1 << 16)
     apart = {native: env_record(native)}
-    launch.sweep_allreduce(conf, 1, 2, ENV_RECORD, out, log, tmp_path / "attempts", apart)
+    launch.sweep_allreduce(conf, launch.Measurement(1, 2, ENV_RECORD, out, log, tmp_path / "attempts"), apart)
     assert "failed" not in out.read_text(), log.read_text()[-3000:]
     swept = {json.loads(line)["path"] for line in out.read_text().splitlines()}
     assert swept == {"mpi", native, f"{native}_tensors"}

@@ -204,6 +204,36 @@ def test_no_function_over_50_lines_outside_tests_and_bench():
     assert not long, "functions over 50 lines:\n" + "\n".join(long)
 
 
+MAX_PARAMETERS = 6
+
+
+def parameters(node):
+    """How many parameters a function takes (self or cls not counted; *args and **kwargs one each)."""
+    a = node.args
+    count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+    return count - (bool(a.args) and a.args[0].arg in ("self", "cls"))
+
+
+def too_many_parameters(root):
+    """The functions of the package under `root` that take more than MAX_PARAMETERS."""
+    return [
+        f"{path.relative_to(root)}:{node.lineno} {node.name} ({parameters(node)})"
+        for path in sorted((root / "dlscale").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and parameters(node) > MAX_PARAMETERS
+    ]
+
+
+def test_no_function_of_the_package_takes_more_than_6_parameters(tmp_path):
+    """Related arguments travel together (a dataclass), not as a long list; the search finds a planted one."""
+    assert not too_many_parameters(ROOT), "functions with more than 6 parameters:\n" + "\n".join(
+        too_many_parameters(ROOT)
+    )
+    (tmp_path / "dlscale").mkdir()
+    (tmp_path / "dlscale" / "m.py").write_text("class C:\n    def f(self, a, b, c, d, e, g, *h):\n        pass\n")
+    assert too_many_parameters(tmp_path) == ["dlscale/m.py:2 f (7)"]
+
+
 def test_only_the_config_works_out_a_jobs_threads():
     """The threads a job's ranks get are worked out once (config.job_threads); every other module and
     rule asks for them."""

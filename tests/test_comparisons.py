@@ -139,7 +139,7 @@ def test_intervals_always_positive(times, factor):
 
 def test_old_delta_interval_went_negative_new_one_does_not():
     # speedup 0.689 with wide spreads (the report): a/b +- t se(a/b) fell below 0
-    ratio, lo, hi = metrics.ratio_ci(10.0, 4.0, 3, 14.5, 5.0, 3)
+    ratio, lo, hi = metrics.ratio_ci(metrics.Mean(10.0, 4.0, 3), metrics.Mean(14.5, 5.0, 3))
     old_lo = ratio - 4.303 * ratio * math.sqrt((4 / 10) ** 2 + (5 / 14.5) ** 2)
     assert old_lo < 0 < lo < ratio < hi and math.isfinite(hi)
 

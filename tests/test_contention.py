@@ -66,9 +66,10 @@ def test_the_model_multiplies_compute_and_gradient_readiness_by_the_slowdown():
     base = {IO_S: 0.01, H2D_S: 0.0, FORWARD_S: 0.1, BACKWARD_S: 0.2, UPDATE_S: 0.02}
     cost = model.ring_cost(2, 1e-4, 1e-9)
     sizes, ready = [4 << 20, 4 << 20], [0.1, 0.2]
-    alone = model.predict(base, sizes, ready, 2, cost)
-    shared = model.predict(base, sizes, ready, 2, cost, slowdown=1.5)
-    assert model.predict(base, sizes, ready, 1, cost, slowdown=1.5)["iteration_s"] == pytest.approx(1.5 * 0.33)
+    gradients = model.Gradients(sizes, ready)
+    alone = model.predict(base, gradients, 2, cost)
+    shared = model.predict(base, gradients, 2, cost, slowdown=1.5)
+    assert model.predict(base, gradients, 1, cost, slowdown=1.5)["iteration_s"] == pytest.approx(1.5 * 0.33)
     assert shared["iteration_s"] - shared["comm_exposed_s"] == pytest.approx(1.5 * 0.33)
     # the last gradient is ready at the end of backward, both slowed alike: the same exposed tail
     assert shared["comm_exposed_s"] == pytest.approx(alone["comm_exposed_s"])
@@ -78,7 +79,8 @@ def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
     conf = tiny_config(tmp_path, classes=10, iterations=5)
     run = tiny_run(framework="torch", ranks_per_node=2)
     out = tmp_path / "calibration.jsonl"
-    calibration.calibrate(conf, run, 2, 2, env_record("torch"), out, tmp_path / "copies")
+    conf["contention"] = {"trials": 2}
+    calibration.calibrate(conf, run, env_record("torch"), out, tmp_path / "copies")
     lines = [json.loads(ln) for ln in out.read_text().splitlines()]
     assert [ln["first"] for ln in lines] == ["alone", "together"] and all("failure" not in ln for ln in lines)
     assert all(ln["alone_s"] > 0 and ln["together_max_s"] >= ln["together_s"] > 0 for ln in lines)
@@ -153,7 +155,8 @@ def test_a_calibration_whose_copies_fail_says_why_in_its_output(tmp_path):
     conf = tiny_config(tmp_path)
     run = tiny_run(framework="mxnet", layout="NHWC", ranks_per_node=2)  # MXNet's CPU convolutions are NCHW
     out = tmp_path / "calibration.jsonl"
-    calibration.calibrate(conf, run, 2, 2, env_record("mxnet"), out, tmp_path / "copies")
+    conf["contention"] = {"trials": 2}
+    calibration.calibrate(conf, run, env_record("mxnet"), out, tmp_path / "copies")
     lines = [json.loads(ln) for ln in out.read_text().splitlines()]
     assert len(lines) == 1 and lines[0]["failure"].startswith("copy 0 of 1 failed:")
     assert "layout NHWC" in lines[0]["failure"]

@@ -289,7 +289,9 @@ def test_a_host_that_does_not_resolve_is_named_in_the_reason(tmp_path):
     assert runs["reasons"].item().startswith(f"mpirun exited with code 255; first error: {said}")
 
     out = tmp_path / "sweep.jsonl"
-    launch.sweep_allreduce(conf, 1, 2, ENV_RECORD, out, tmp_path / "sweep.log", tmp_path / "attempts")
+    launch.sweep_allreduce(
+        conf, launch.Measurement(1, 2, ENV_RECORD, out, tmp_path / "sweep.log", tmp_path / "attempts")
+    )
     _, fits = comm.tables([(out, 1, 2)])
     assert fits["failure"].item().startswith(f"mpirun exited with code 255; {said}"), fits["failure"].item()
 

@@ -119,9 +119,11 @@ def test_a_format_two_frameworks_read_is_written_once_and_for_either(tmp_path, m
     writes = []
     real = images.write_format
     monkeypatch.setattr(images, "write_format", lambda name, *a, **k: writes.append(name) or real(name, *a, **k))
-    alone = images.prepare(tmp_path / "jax", images=8, classes=2, shards=2, pythons={"jax": sys.executable})
+    alone = images.prepare(
+        tmp_path / "jax", generated=images.Generated(8, 2), shards=2, pythons={"jax": sys.executable}
+    )
     assert writes == ["jax"] and len(alone.form("tfrecords")) == 2
     writes.clear()
     both = {"tensorflow": sys.executable, "jax": sys.executable}
-    images.prepare(tmp_path / "both", images=8, classes=2, shards=2, pythons=both)
+    images.prepare(tmp_path / "both", generated=images.Generated(8, 2), shards=2, pythons=both)
     assert writes == ["tensorflow"]

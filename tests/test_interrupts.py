@@ -29,7 +29,7 @@ def test_an_analysis_step_past_its_time_limit_is_killed_and_named():
         match=r"rule slow did not finish within 2 s and was killed "
         r"\(config key step_timeout_s\)",
     ):
-        rule.step("slow", steps_probe.sleep, [], [], {"seconds": 300}, [], [], timeout_s=2)
+        rule.step("slow", steps_probe.sleep, ([], [], {"seconds": 300}, [], []), timeout_s=2)
     assert time.time() - started < 2 + 10
 
 
@@ -40,7 +40,7 @@ def test_a_step_gets_its_rules_lists_as_snakemake_hands_them(tmp_path):
     out = tmp_path / "seen.txt"
     params = Namedlist(fromdict={"settings": '{"a": 1}'})
     resources = Namedlist(fromdict={"_cores": 1, "run_timeout_s": 2.5})
-    rule.step("write", steps_probe.write_what_it_got, inputs, [str(out)], params, [], resources, timeout_s=60)
+    rule.step("write", steps_probe.write_what_it_got, (inputs, [str(out)], params, [], resources), timeout_s=60)
     assert out.read_text() == f'{tmp_path / "t.csv"} {[str(tmp_path / "a.png")]} 2 {{"a": 1}} 2.5'
 
 
@@ -51,7 +51,7 @@ PIPELINE = textwrap.dedent("""
     from dlscale.runtime import rule, signals
     from tests import steps_probe
     signals.forward_signals()
-    args = ("stuck", steps_probe.sleep, [], [], {"seconds": 600}, [], [])
+    args = ("stuck", steps_probe.sleep, ([], [], {"seconds": 600}, [], []))
     step = threading.Thread(target=rule.step, args=args, kwargs={"timeout_s": 900})
     step.start()
     print("started", flush=True)

@@ -9,14 +9,14 @@ from tests.conftest import ENV_RECORD, tiny_config, tiny_run
 
 
 def test_mpirun_argv_single_node_exact():
-    argv = launchers.mpirun_argv(
+    job = launchers.Job(
         ["localhost"],
         2,
-        {"name": "mpirun", "bind_to": "none"},
         launch.workload_command("/env/bin/python", "/r/spec.json"),
         {"OMP_NUM_THREADS": "1", "PYTHONPATH": "/repo"},
         as_root=True,
     )
+    argv = launchers.mpirun_argv(job, {"name": "mpirun", "bind_to": "none"})
     assert argv == [
         "mpirun",
         "--allow-run-as-root",
@@ -41,13 +41,13 @@ def test_mpirun_argv_single_node_exact():
 
 def test_mpirun_argv_cluster_exact():
     launcher = {"name": "mpirun", "bind_to": "core", "oversubscribe": True, "extra_args": ["--mca", "pml", "ucx"]}
-    argv = launchers.mpirun_argv(
+    job = launchers.Job(
         ["node01", "node02", "node03"],
         4,
-        launcher,
         ["py", "-m", "dlscale.workloads.train", "s.json"],
         {"UCX_TLS": "rc,sm", "HOROVOD_FUSION_THRESHOLD": "0"},
     )
+    argv = launchers.mpirun_argv(job, launcher)
     assert argv == [
         "mpirun",
         "-np",
@@ -81,13 +81,13 @@ def test_horovodrun_argv_exact():
         "network_interfaces": ["ib0", "ib1"],
         "extra_args": ["--mca", "pml", "ucx"],
     }
-    argv = launchers.horovodrun_argv(
+    job = launchers.Job(
         ["node01", "node02"],
         4,
-        launcher,
         ["py", "-m", "dlscale.workloads.train", "s.json"],
         {"UCX_TLS": "rc,sm", "OMP_NUM_THREADS": "2"},
     )
+    argv = launchers.horovodrun_argv(job, launcher)
     assert argv == [
         "horovodrun",
         "-np",
@@ -110,9 +110,8 @@ def test_horovodrun_argv_exact():
 
 def test_srun_argv_exact():
     launcher = {"name": "srun", "bind_to": "core", "mpi": "pmi2", "extra_args": ["--gpus-per-task=1"]}
-    argv = launchers.srun_argv(
-        [None] * 4, 2, launcher, ["py", "-m", "dlscale.workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8
-    )
+    job = launchers.Job([None] * 4, 2, ["py", "-m", "dlscale.workloads.train", "s.json"], {"UCX_TLS": "rc,sm"}, 8)
+    argv = launchers.srun_argv(job, launcher)
     assert argv == [
         "srun",
         "--nodes=4",
@@ -130,7 +129,7 @@ def test_srun_argv_exact():
         "dlscale.workloads.train",
         "s.json",
     ]
-    plain = launchers.srun_argv([None], 1, {"name": "srun"}, ["py"], {})
+    plain = launchers.srun_argv(launchers.Job([None], 1, ["py"]), {"name": "srun"})
     assert plain == [
         "srun",
         "--nodes=1",
@@ -218,5 +217,5 @@ def test_each_registered_launcher_says_what_it_needs_and_srun_alone_lets_the_sch
     missing.program = "no-such-srun"
     with pytest.raises(launchers.LauncherError, match="launcher srun: no no-such-srun on PATH .run the study inside"):
         missing.check()
-    argv = launchers.LAUNCHERS["srun"].argv([None, None], 2, {"name": "srun"}, ["py"], {})
-    assert argv == launchers.srun_argv([None, None], 2, {"name": "srun"}, ["py"], {})
+    job = launchers.Job([None, None], 2, ["py"])
+    assert launchers.LAUNCHERS["srun"].argv(job, {"name": "srun"}) == launchers.srun_argv(job, {"name": "srun"})

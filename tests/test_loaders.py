@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from dlscale.workloads import frameworks, images, loaders
+from dlscale.workloads.frameworks import tfdata
 from dlscale.workloads.loaders import DataError, crop_box
 from tests.conftest import ROOT
 
 torch_loader = frameworks.module("torch", "loader")
-tf_loader = frameworks.module("tensorflow", "loader")
 mx_loader = frameworks.module("mxnet", "loader")
 jax_loader = frameworks.module("jax", "loader")
 
@@ -26,16 +26,17 @@ def unnormalized(x):
 
 def first_batch(framework, dataset, size, batch, rank=0, ranks=1, augment=False):
     """NHWC float32 0-255 values of a loader's first batch, and its labels."""
+    feed = loaders.Feed(dataset, rank, ranks, batch, size, augment=augment)
     if framework == "torch":
-        x, y = next(torch_loader.loader(dataset, rank, ranks, batch, size, 1, 0, augment=augment))
+        x, y = next(torch_loader.stream(feed))
         return unnormalized(x.numpy().transpose(0, 2, 3, 1)), y.numpy()
     if framework == "tensorflow":
-        x, y = next(iter(tf_loader.records(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
+        x, y = next(iter(tfdata.records(feed)))
         return unnormalized(x.numpy()), y.numpy()
     if framework == "jax":
-        x, y = next(jax_loader.stream(dataset, rank, ranks, batch, size, 1, 0, augment=augment))
+        x, y = next(jax_loader.stream(feed))
         return unnormalized(x), y
-    x, y = next(mx_loader.Batches(mx_loader.record_iter(dataset, rank, ranks, batch, size, 1, 0, augment=augment)))
+    x, y = next(mx_loader.Batches(mx_loader.record_iter(feed)))
     return unnormalized(x.asnumpy().transpose(0, 2, 3, 1)), y.asnumpy().astype(int)
 
 
@@ -75,14 +76,14 @@ def test_the_loaders_decode_the_same_image_to_the_same_tensor(squares):
 @pytest.fixture(scope="module")
 def labelled(tmp_path_factory):
     """12 generated images, each its own class: a label names its image."""
-    return images.prepare(tmp_path_factory.mktemp("labelled"), images=12, classes=12, seed=1, shards=4)
+    return images.prepare(tmp_path_factory.mktemp("labelled"), generated=images.Generated(12, 12, 1), shards=4)
 
 
 def one_epoch(framework, dataset, rank, ranks):
     """Labels of everything rank reads in its first epoch (batch 1, augmentation on)."""
     if framework == "torch":
         n = len(loaders.shard(len(dataset.files), rank, ranks, 0, 0))
-        it = torch_loader.loader(dataset, rank, ranks, 1, 64, 1, 0)
+        it = torch_loader.stream(loaders.Feed(dataset, rank, ranks, 1, 64))
         return [int(next(it)[1]) for _ in range(n)]
     if framework in ("tensorflow", "jax"):  # the rank's shards once, without repeat
         n = sum(
@@ -91,10 +92,10 @@ def one_epoch(framework, dataset, rank, ranks):
             for _ in __import__("tensorflow").data.TFRecordDataset(str(f))
         )
         if framework == "jax":
-            it = jax_loader.stream(dataset, rank, ranks, 1, 64, 1, 0)
+            it = jax_loader.stream(loaders.Feed(dataset, rank, ranks, 1, 64))
             return [int(next(it)[1][0]) for _ in range(n)]
-        return [int(y[0]) for _, y in tf_loader.records(dataset, rank, ranks, 1, 64, 1, 0).take(n)]
-    it = mx_loader.record_iter(dataset, rank, ranks, 1, 64, 1, 0)
+        return [int(y[0]) for _, y in tfdata.records(loaders.Feed(dataset, rank, ranks, 1, 64)).take(n)]
+    it = mx_loader.record_iter(loaders.Feed(dataset, rank, ranks, 1, 64))
     return [int(b.label[0].asnumpy()[0]) for b in it]  # one pass ends the epoch
 
 
@@ -103,7 +104,7 @@ def one_epoch(framework, dataset, rank, ranks):
 def test_the_ranks_together_read_every_image_once_per_epoch(labelled, framework, ranks):
     if framework == "tensorflow":  # whole shards per rank
         with pytest.raises(DataError, match="4 TFRecord shards for 5 ranks"):
-            tf_loader.records(labelled, 0, 5, 1, 64, 1, 0)
+            tfdata.records(loaders.Feed(labelled, 0, 5, 1, 64))
     read = [one_epoch(framework, labelled, r, ranks) for r in range(ranks)]
     assert sorted(sum(read, [])) == list(range(12)), read
     assert all(read), read  # every rank gets some
@@ -178,7 +179,7 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
     from tests.conftest import env_record
 
     conf = image_config(tmp_path, timing=["phased"])
-    images.prepare(cfg.dataset_folder(conf), images=16, classes=10, seed=conf["seed"], shards=2)
+    images.prepare(cfg.dataset_folder(conf), generated=images.Generated(16, 10, conf["seed"]), shards=2)
     run = {
         "framework": framework,
         "model": "tinynet",

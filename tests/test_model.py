@@ -27,8 +27,8 @@ def test_fusion_buffers_fill_up_to_threshold_in_order():
 def test_each_tensor_beyond_the_sweeps_adds_the_per_tensor_cost():
     cost = linear(1e-4)  # the sweep's T(m), measured with FUSED_PIECES (4) tensors per message
     sizes = [10] * 10  # 100 bytes in 10 tensors, one fused buffer
-    plain = model.predict(BASE, sizes, None, 2, cost, threshold=10**9)
-    costly = model.predict(BASE, sizes, None, 2, cost, threshold=10**9, per_tensor=0.002)
+    plain = model.predict(BASE, model.Gradients(sizes, threshold=10**9), 2, cost)
+    costly = model.predict(BASE, model.Gradients(sizes, threshold=10**9), 2, model.Cost(cost, per_tensor=0.002))
     assert plain["comm_total_s"] == pytest.approx(0.01)
     assert costly["comm_total_s"] == pytest.approx(0.01 + 6 * 0.002)
     assert costly["iteration_s"] == pytest.approx(COMPUTE + 0.022)
@@ -88,7 +88,7 @@ def test_a_framework_that_overlaps_without_ready_times_borrows_them_by_fraction_
 
 def test_sequential_exposes_all_communication():
     sizes = [100, 200, 300]
-    p = model.predict(BASE, sizes, None, 2, linear(1e-4), threshold=10**9)
+    p = model.predict(BASE, model.Gradients(sizes, threshold=10**9), 2, linear(1e-4))
     assert p["comm_total_s"] == pytest.approx(0.06)  # one fused buffer of 600 bytes
     assert p["comm_exposed_s"] == pytest.approx(0.06)
     assert p["iteration_s"] == pytest.approx(COMPUTE + 0.06)
@@ -97,10 +97,10 @@ def test_sequential_exposes_all_communication():
 def test_overlap_hides_communication_behind_backward():
     sizes = [100, 100, 100]  # each allreduce takes 0.01 s
     cost = linear(1e-4)
-    early = model.predict(BASE, sizes, [0.02, 0.05, 0.10], 2, cost, threshold=100)
+    early = model.predict(BASE, model.Gradients(sizes, [0.02, 0.05, 0.10], threshold=100), 2, cost)
     assert early["comm_total_s"] == pytest.approx(0.03)
     assert early["comm_exposed_s"] == pytest.approx(0.0)  # all done long before backward ends
-    late = model.predict(BASE, sizes, [0.02, 0.05, 0.195], 2, cost, threshold=100)
+    late = model.predict(BASE, model.Gradients(sizes, [0.02, 0.05, 0.195], threshold=100), 2, cost)
     # the last gradient is picked up at the next 1 ms cycle (0.195 s) and takes 0.01 s
     assert late["comm_exposed_s"] == pytest.approx(0.005, abs=1e-9)
     assert late["iteration_s"] == pytest.approx(COMPUTE + 0.005)
@@ -116,7 +116,7 @@ def test_gradients_ready_in_one_cycle_are_fused():
 
 
 def test_one_rank_is_compute_only():
-    p = model.predict(BASE, [10**6], None, 1, linear(1.0))
+    p = model.predict(BASE, model.Gradients([10**6]), 1, linear(1.0))
     assert p == {"iteration_s": pytest.approx(COMPUTE), "comm_total_s": 0.0, "comm_exposed_s": 0.0}
 
 

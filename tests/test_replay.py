@@ -205,17 +205,13 @@ def test_replay_on_four_emulated_nodes_against_its_prediction(tmp_path):
     env = {"python": sys.executable}
     plans = _tinynet_plans()
     (tmp_path / "plans.json").write_text(json.dumps(plans))
-    launch.sweep_allreduce(conf, nodes, 1, env, tmp_path / "sweep.jsonl", tmp_path / "sweep.log", tmp_path / "a1")
-    launch.replay_gradients(
-        conf,
-        nodes,
-        tmp_path / "plans.json",
-        env,
-        tmp_path / "replay.jsonl",
-        tmp_path / "replay.spec.json",
-        tmp_path / "replay.log",
-        tmp_path / "a2",
+    launch.sweep_allreduce(
+        conf, launch.Measurement(nodes, 1, env, tmp_path / "sweep.jsonl", tmp_path / "sweep.log", tmp_path / "a1")
     )
+    replayed_job = launch.Measurement(
+        nodes, 1, env, tmp_path / "replay.jsonl", tmp_path / "replay.log", tmp_path / "a2"
+    )
+    launch.replay_gradients(conf, replayed_job, tmp_path / "plans.json", tmp_path / "replay.spec.json")
     assert not emulate.clusters() or not [c for c in emulate.clusters() if f"-p{os.getpid()}-" in c]
     sweep, fits = comm.tables([(tmp_path / "sweep.jsonl", nodes, 1)])
     assert fits["failure"].eq("").all(), fits["failure"].tolist() + [(tmp_path / "sweep.log").read_text()[-2000:]]

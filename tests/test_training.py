@@ -26,13 +26,10 @@ WITH_LIBRARIES = [(fw, lib) for fw in FRAMEWORKS for lib in frameworks.get(fw).L
 def run_two_ranks(tmp_path, spec, script):
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    argv = launchers.mpirun_argv(
-        ["localhost"],
+    argv = launchers.local_argv(
         2,
-        {"name": "mpirun", "bind_to": "none"},
         [env_record(spec["framework"])["python"], str(script), str(spec_path)],
         launch.rank_env({"threads_per_rank": 1, "launcher": {}}),
-        as_root=os.geteuid() == 0,
     )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=180)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
@@ -98,13 +95,10 @@ def test_a_native_rank_that_cannot_meet_its_peers_fails_saying_where(tmp_path, f
     where its peers would look, and the job fails at once naming the address and where it came from."""
     spec = {**_one_step_spec(tmp_path, framework, "overlap"), "comm_library": frameworks.NATIVE}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    argv = launchers.mpirun_argv(
-        ["localhost"],
+    argv = launchers.local_argv(
         2,
-        {"name": "mpirun", "bind_to": "none"},
         [env_record(framework)["python"], str(ROOT / "tests" / "mpi_one_step.py"), str(tmp_path / "spec.json")],
         {**launch.rank_env({"threads_per_rank": 1, "launcher": {}}), HOSTS_ENV: "192.0.2.1"},  # TEST-NET-1
-        as_root=os.geteuid() == 0,
     )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
     log = (tmp_path / "log").read_text()

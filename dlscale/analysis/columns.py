@@ -367,6 +367,9 @@ ALLREDUCE = {
     "algbw_bytes_per_s": "algorithm bandwidth: bytes / median time (nccl-tests' definition)",
     "busbw_bytes_per_s": "bus bandwidth: algbw x 2(n-1)/n",
     "transport": "the transport measured",
+    "cores_used": "cores each rank's process used while it reduced (CPU time of every thread over wall time, "
+    "the mean over ranks; empty in sweeps made before it was recorded): on a CPU an allreduce takes cores "
+    "a rank's compute beside it would use",
 }
 
 ALLREDUCE_FIT = {

@@ -11,6 +11,7 @@ adds, the median over the sizes both horovod paths swept of (T_horovod_tensors(m
 """
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -31,6 +32,7 @@ SWEEP_COLUMNS = [
     "algbw_bytes_per_s",
     "busbw_bytes_per_s",
     "transport",
+    "cores_used",
 ]
 FIT_COLUMNS = [
     "nodes",
@@ -73,6 +75,7 @@ def read_sweep(path, nodes, ranks_per_node):
                 "algbw_bytes_per_s": algbw,
                 "busbw_bytes_per_s": ring.bus_bandwidth(algbw, rec["ranks"]),
                 "transport": transport,
+                "cores_used": rec.get("cores_used", math.nan),
             }
         )
     return rows, failure

@@ -86,12 +86,8 @@ def table(studies):
         mine = side.merge(shared, on=keys_).merge(ref, on=keys_, suffixes=("", "_ref"))
         for r in mine.to_dict("records"):
             ratio, lo, hi = metrics.ratio_ci(
-                r["throughput_img_per_s"],
-                r["throughput_se"],
-                r["repeats_ok"],
-                r["throughput_img_per_s_ref"],
-                r["throughput_se_ref"],
-                r["repeats_ok_ref"],
+                metrics.Mean(r["throughput_img_per_s"], r["throughput_se"], r["repeats_ok"]),
+                metrics.Mean(r["throughput_img_per_s_ref"], r["throughput_se_ref"], r["repeats_ok_ref"]),
             )
             rows.append(
                 {k: r[k] for k in keys_}

@@ -11,6 +11,7 @@ import math
 import sys
 import textwrap
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib
 
@@ -137,9 +138,21 @@ def lines(summary):
     return out.sort_values(["model", "framework", "setting", "ranks"])
 
 
-def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=None):
-    """Mean `column` against ranks, with the table's own 95% interval as the error bar; `why` says
-    why no successful configuration has one."""
+class Line(NamedTuple):
+    """A line figure: summary.csv's `column` against ranks, its y label and title, the figure's
+    name, the `ideal` drawn dotted (or None) and `why` no successful configuration has a value."""
+
+    column: str
+    ylabel: str
+    title: str
+    name: str
+    ideal: float | None = None
+    why: str | None = None
+
+
+def _line_figure(summary, line, paths):
+    """Mean `line.column` against ranks, with the table's own 95% interval as the error bar."""
+    column, name, why = line.column, line.name, line.why
     ran = summary[summary["repeats_ok"] > 0]
     ok = lines(ran.dropna(subset=[column]))
     if ok.empty:
@@ -169,10 +182,10 @@ def _line_figure(summary, column, ylabel, title, paths, name, ideal=None, why=No
         aspect=1.1,
         facet_kws={"sharey": False},
     )
-    _dress_line_axes(grid, ok, column, ideal)
-    grid.set_axis_labels("ranks", ylabel)
+    _dress_line_axes(grid, ok, column, line.ideal)
+    grid.set_axis_labels("ranks", line.ylabel)
     grid.set_titles("{col_name}")
-    grid.figure.suptitle(title, y=1.03)
+    grid.figure.suptitle(line.title, y=1.03)
     return _save(grid.figure, paths, name)
 
 
@@ -216,27 +229,22 @@ def _dress_line_axes(grid, ok, column, ideal):
 
 
 def throughput(summary, paths):
-    return _line_figure(
-        summary,
-        "throughput_img_per_s",
-        "images / s",
-        "Training throughput (mean and 95% CI over repeats)",
-        paths,
-        "throughput",
+    line = Line(
+        "throughput_img_per_s", "images / s", "Training throughput (mean and 95% CI over repeats)", "throughput"
     )
+    return _line_figure(summary, line, paths)
 
 
 def efficiency(summary, paths):
-    return _line_figure(
-        summary,
+    line = Line(
         "efficiency",
         "throughput(N) / (N x throughput(1))",
         "Weak-scaling efficiency (95% CI on the log scale)",
-        paths,
         "efficiency",
         ideal=1.0,
         why="no successful 1-rank run to compare with (see summary.csv)",
     )
+    return _line_figure(summary, line, paths)
 
 
 def phases(summary, paths):

@@ -39,6 +39,7 @@ Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x b
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -363,14 +364,23 @@ def cv(values):
     return float(x.std(ddof=1) / x.mean()) if len(x) >= 2 and x.mean() > 0 else math.nan
 
 
-def ratio_ci(a, se_a, n_a, b, se_b, n_b, confidence=0.95):
-    """(a/b, lower, upper): the ratio of two independent positive means and its interval on the log
+class Mean(NamedTuple):
+    """A mean over n values with its standard error."""
+
+    value: float
+    se: float
+    n: int
+
+
+def ratio_ci(a, b, confidence=0.95):
+    """(a/b, lower, upper): the ratio of two independent positive Means and its interval on the log
     scale, a/b x exp(+- t x se(log a/b)), se(log a/b)^2 = (se_a/a)^2 + (se_b/b)^2 (delta method on
     the logs): never negative, unlike a/b +- t x se(a/b)."""
-    ratio = a / b if b else math.nan
-    if min(n_a, n_b) < 2 or any(math.isnan(v) for v in (ratio, se_a, se_b)) or a <= 0 or b <= 0:
+    ratio = a.value / b.value if b.value else math.nan
+    if min(a.n, b.n) < 2 or any(math.isnan(v) for v in (ratio, a.se, b.se)) or a.value <= 0 or b.value <= 0:
         return ratio, math.nan, math.nan
-    half = stats.t.ppf(0.5 + confidence / 2, min(n_a, n_b) - 1) * math.sqrt((se_a / a) ** 2 + (se_b / b) ** 2)
+    t = stats.t.ppf(0.5 + confidence / 2, min(a.n, b.n) - 1)
+    half = t * math.sqrt((a.se / a.value) ** 2 + (b.se / b.value) ** 2)
     return ratio, ratio * math.exp(-half), ratio * math.exp(half)
 
 
@@ -383,7 +393,7 @@ def add_scaling(summary):
     out = summary.merge(base, on=BASELINE_KEYS, how="left")
     out["noise_warning"] = out["noise_warning"].fillna("")
     cis = [
-        ratio_ci(r.throughput_img_per_s, r.throughput_se, r.repeats_ok, r.base_, r.base_se_, r.base_n_)
+        ratio_ci(Mean(r.throughput_img_per_s, r.throughput_se, r.repeats_ok), Mean(r.base_, r.base_se_, r.base_n_))
         for r in out.itertuples()
     ]
     out["speedup"], out["speedup_ci_lo"], out["speedup_ci_hi"] = ([c[i] for c in cis] for i in range(3))

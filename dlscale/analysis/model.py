@@ -33,6 +33,7 @@ for given link parameters instead of a measured sweep, and no per-tensor cost (i
 ranks in ways no link parameter gives).
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -140,24 +141,38 @@ def _not_schedulable(ready, sizes, cycle, per_tensor):
     return None
 
 
-def predict(
-    base, sizes, ready, ranks, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0, slowdown=1.0
-):
-    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where a
-    fused buffer costs what `cost` says (a Cost, or T(m) with per_tensor: `schedule`).
+@dataclasses.dataclass(frozen=True)
+class Gradients:
+    """A step's gradients as Horovod meets them: their sizes (bytes); when each is ready, in seconds
+    into backward (None: all after backward); the fusion threshold (bytes) and cycle (s) they meet."""
 
-    base: 1-rank phase means (COMPUTE keys); ready: seconds into backward at which each gradient
-    is ready, or None when communication starts after backward; slowdown: a rank's compute beside
-    the others on its node over the 1-rank run's alone (1: as fast as alone).
+    sizes: list
+    ready: list | None = None
+    threshold: float = FUSION_THRESHOLD_BYTES
+    cycle: float = CYCLE_TIME_S
+
+    @classmethod
+    def of(cls, record, ready):
+        """From a baseline's or a replay plan's sizes, threshold and cycle, ready at `ready`."""
+        return cls(record["sizes"], ready, record["threshold"], record["cycle"])
+
+
+def predict(base, gradients, ranks, cost, slowdown=1.0):
+    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where a
+    fused buffer costs what `cost` says (a Cost, or T(m): `schedule`).
+
+    base: 1-rank phase means (COMPUTE keys); gradients: a Gradients; slowdown: a rank's compute
+    beside the others on its node over the 1-rank run's alone (1: as fast as alone).
     """
     base = {k: base[k] * slowdown for k in COMPUTE}
-    ready = None if ready is None else [r * slowdown for r in ready]
+    ready = None if gradients.ready is None else [r * slowdown for r in gradients.ready]
     backward = base[BACKWARD_S]
     compute = sum(base[k] for k in COMPUTE)
     if ranks < 2:
         return {"iteration_s": compute, "comm_total_s": 0.0, "comm_exposed_s": 0.0}
+    sizes = gradients.sizes
     ready = [backward] * len(sizes) if ready is None else [min(r, backward) for r in ready]
-    end, busy = schedule(ready, sizes, cost, threshold, cycle, per_tensor)
+    end, busy = schedule(ready, sizes, cost, gradients.threshold, gradients.cycle)
     exposed = max(0.0, end - backward)
     return {"iteration_s": compute + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
 

@@ -17,7 +17,7 @@ import pandas as pd
 import yaml
 
 from dlscale.analysis import contention, prediction
-from dlscale.analysis.model import Cost, predict, ring_cost
+from dlscale.analysis.model import Cost, Gradients, predict, ring_cost
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import TABLES
 from dlscale.core.vocabulary import BASELINE_KEYS
@@ -165,7 +165,7 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
         ranks = candidate["nodes"] * candidate["devices_per_node"]
         ready = None if ident["comm"] == "sequential" else base["ready"]
         slowdown, slowdown_from = _slowdown(source, candidate, {**ident, "threads_per_rank": threads})
-        p = predict(phases, base["sizes"], ready, ranks, cost_fn, base["threshold"], base["cycle"], slowdown=slowdown)
+        p = predict(phases, Gradients.of(base, ready), ranks, cost_fn, slowdown=slowdown)
         rate = ranks * ident["batch_size"] / p["iteration_s"]
         error, error_from = model_error(study, ident)
         rows.append(

@@ -11,7 +11,7 @@ import pandas as pd
 from dlscale.analysis import contention
 from dlscale.analysis.contention import ASSUMED
 from dlscale.analysis.metrics import mean_ci
-from dlscale.analysis.model import COMPUTE, Cost, error_parts, predict, relative_error, ring_cost, sweep_cost
+from dlscale.analysis.model import COMPUTE, Cost, Gradients, error_parts, predict, relative_error, ring_cost, sweep_cost
 from dlscale.core.ring import ONE_SUFFIX, TENSORS_SUFFIX
 from dlscale.core.vocabulary import (
     BACKWARD_S,
@@ -302,16 +302,7 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
             cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r))]
             ready = None if seq else base["ready"]
             row["ready_from"] = "sequential: after backward" if seq else base["ready_from"]
-            p = predict(
-                base["base"],
-                base["sizes"],
-                ready,
-                r["ranks"],
-                cost,
-                base["threshold"],
-                base["cycle"],
-                slowdown=row["compute_slowdown"],
-            )
+            p = predict(base["base"], Gradients.of(base, ready), r["ranks"], cost, slowdown=row["compute_slowdown"])
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = relative_error(p["iteration_s"], r["iteration_s"])
             row["error_comm_total"] = relative_error(p["comm_total_s"], total)
@@ -439,7 +430,7 @@ def _efficiency(b, ident, ranks, cost):
     single = sum(b["base"].values())
 
     def at(scale):
-        p = predict(b["base"], b["sizes"], ready, ranks, cost, b["threshold"], b["cycle"], slowdown=scale)
+        p = predict(b["base"], Gradients.of(b, ready), ranks, cost, slowdown=scale)
         return p["iteration_s"], single * scale / p["iteration_s"]
 
     iteration, efficiency = at(1.0)

@@ -8,12 +8,7 @@ import numpy as np
 import pandas as pd
 
 from dlscale.analysis.metrics import mean_ci
-from dlscale.analysis.model import (
-    error_parts,
-    predict,
-    relative_error,
-    ring_cost,
-)
+from dlscale.analysis.model import Gradients, error_parts, predict, relative_error, ring_cost
 from dlscale.analysis.prediction import costs, median_abs, off_target
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 from dlscale.runtime import replay
@@ -112,9 +107,9 @@ def _predicted(row, plan, cost, ring):
     """The model's prediction of one replayed row from the sweep on its nodes (`cost`, or None
     where there is none), and the extrapolation's from the ring fit (`ring`, or None)."""
     out = {}
-    args = (plan["phases"], plan["sizes"], plan["ready"], row["ranks"])
+    args = (plan["phases"], Gradients.of(plan, plan["ready"]), row["ranks"])
     if cost is not None:
-        p = predict(*args, cost, plan["threshold"], plan["cycle"])
+        p = predict(*args, cost)
         out["predicted_iteration_s"], out["predicted_comm_exposed_s"] = p["iteration_s"], p["comm_exposed_s"]
         out["error_iteration"] = relative_error(p["iteration_s"], row["iteration_s"])
         out["error_from_compute"], out["error_from_exposed"] = error_parts(
@@ -122,7 +117,7 @@ def _predicted(row, plan, cost, ring):
         )
     if ring is not None:
         far = ring_cost(row["ranks"], ring.alpha_s, ring.beta_s_per_byte)
-        out["extrapolated_iteration_s"] = predict(*args, far, plan["threshold"], plan["cycle"])["iteration_s"]
+        out["extrapolated_iteration_s"] = predict(*args, far)["iteration_s"]
         out["error_extrapolated"] = relative_error(out["extrapolated_iteration_s"], row["iteration_s"])
     return out
 

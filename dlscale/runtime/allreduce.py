@@ -37,6 +37,7 @@ sweep's times are dlscale/core/ring.py's, which the sweep imports.
 
 import functools
 import json
+import math
 import statistics
 import sys
 import time
@@ -164,20 +165,26 @@ def _paths(device, n, max_bytes, native=(), reference=True, instrument=framework
 
 
 def _repeated(comm, run):
-    """The slowest rank's time of each repetition (after two warm-ups), and the last result."""
+    """The slowest rank's time of each repetition (after two warm-ups), the last result, and the
+    cores the ranks used meanwhile: each rank's process CPU time (every thread: Horovod's, MPI's)
+    over its wall time in the timed repetitions, the mean over ranks. On a CPU an allreduce computes
+    (copies, sums, polls), and what it takes a node's cores is what a rank's compute beside it loses."""
     from mpi4py import MPI
 
-    times, warmup = [], 2
+    times, warmup, cpu, wall = [], 2, 0.0, 0.0
     while not enough(times):
         comm.Barrier()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         result = run()
-        elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+        mine, cpu_used = time.perf_counter() - start, time.process_time() - cpu_start
+        elapsed = comm.allreduce(mine, op=MPI.MAX)
         if warmup:
             warmup -= 1
         else:
             times.append(elapsed)
-    return times, result
+            cpu, wall = cpu + cpu_used, wall + mine
+    cores = comm.allreduce(cpu / wall if wall > 0 else math.nan, op=MPI.SUM) / comm.Get_size()
+    return times, result, cores
 
 
 def main(argv=None):
@@ -196,7 +203,7 @@ def main(argv=None):
     for path, make, expected, swept in _paths(device, n, max_bytes, native, reference, instrument):
         allreduce, transport = make(comm)
         for nbytes in swept:
-            times, result = _repeated(comm, allreduce(nbytes))
+            times, result, cores = _repeated(comm, allreduce(nbytes))
             if result != expected:
                 raise SweepError(f"{path} allreduce of {nbytes} bytes gave {result}, expected {expected}")
             if fh:
@@ -210,6 +217,7 @@ def main(argv=None):
                     "transport": transport,
                     "times_s": times,
                     "median_s": statistics.median(times),
+                    "cores_used": cores,
                 }
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()

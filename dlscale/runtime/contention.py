@@ -83,9 +83,11 @@ def _count(kind, copies):
     return 1 if kind == "alone" else copies
 
 
-def calibrate(config, run, copies, trials, env_record, out_path, folder):
-    """`trials` trials of the 1-rank run `run` alone and `copies` copies together (alternating which
-    goes first), a line per trial in out_path; a failure ends the file with a line saying why."""
+def calibrate(config, run, env_record, out_path, folder):
+    """The config's `contention.trials` trials of the 1-rank run `run` alone and as many copies
+    together as the run has ranks per node (alternating which goes first), a line per trial in
+    out_path; a failure ends the file with a line saying why."""
+    copies, trials = run["ranks_per_node"], config["contention"]["trials"]
     out_path, folder = Path(out_path), Path(folder)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "w") as out:

@@ -12,7 +12,7 @@ from dlscale.core.vocabulary import HOSTS_ENV
 from dlscale.runtime import config as cfg
 from dlscale.runtime import emulate
 from dlscale.runtime.hosts import parse_hostfile, select_hosts
-from dlscale.runtime.launchers import EMULATED, LAUNCHERS, LauncherError
+from dlscale.runtime.launchers import EMULATED, LAUNCHERS, Job, LauncherError
 
 
 class LaunchError(RuntimeError):
@@ -34,19 +34,23 @@ def job(config, nodes, ranks_per_node, command, env):
     emulated = config.get("emulate")
     chosen = LAUNCHERS[launcher["name"]]
     options = {"cpus_per_task": cfg.job_threads(config), "as_root": os.geteuid() == 0}
+
+    def argv(hosts, env, using=chosen):
+        return using.argv(Job(hosts, ranks_per_node, command, env, **options), launcher)
+
     if chosen.scheduler_places_ranks:
         try:
             chosen.check()
         except LauncherError as exc:
             raise LaunchError(str(exc)) from None
-        yield slurm_hosts(), chosen.argv([None] * nodes, ranks_per_node, launcher, command, env, **options), None, None
+        yield slurm_hosts(), argv([None] * nodes, env), None, None
         return
     if not emulated:
         hosts = select_hosts(
             parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node, hostfile=config["hostfile"]
         )
         env = {**env, HOSTS_ENV: ",".join(hosts)}
-        yield hosts, chosen.argv(hosts, ranks_per_node, launcher, command, env, **options), None, None
+        yield hosts, argv(hosts, env), None, None
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
     cpus = emulate.node_cpus(max(*config["nodes"], nodes))[:nodes]
@@ -58,8 +62,8 @@ def job(config, nodes, ranks_per_node, command, env):
         emulated.get("congestion_control", emulate.CONGESTION_CONTROL),
     ) as cluster:
         env = {**env, HOSTS_ENV: ",".join(cluster.hosts)}
-        argv = EMULATED.argv(cluster.hosts, ranks_per_node, config["launcher"], command, env, **options)
-        yield cluster.hosts, cluster.wrap(argv), {**os.environ, **cluster.launch_env()}, cluster
+        wrapped = cluster.wrap(argv(cluster.hosts, env, using=EMULATED))
+        yield cluster.hosts, wrapped, {**os.environ, **cluster.launch_env()}, cluster
 
 
 def slurm_hosts():

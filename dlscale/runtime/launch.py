@@ -271,23 +271,46 @@ def _launch_facts(env_record, hosts, argv, cluster):
     }
 
 
-def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, apart=None):
-    """Run the allreduce sweep (dlscale.runtime.allreduce) on the run's hosts and ranks (`measure`):
-    the MPI and Horovod paths, and the native paths of the frameworks that run in the same Python, in
-    `env_record`'s Python (that of the framework whose binding hands Horovod its tensors,
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """A sweep's or replay's MPI job: `ranks_per_node` ranks on each of `nodes` nodes in the Python of
+    the environment record `env`; its lines go to `out`, its log to `log`, and a copy of both to a new
+    folder under `attempts` (kept when the step is redone)."""
+
+    nodes: int
+    ranks_per_node: int
+    env: dict
+    out: Path
+    log: Path
+    attempts: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What every rank of a sweep or replay runs, `python -m module OUT *args`, and the schema its lines carry."""
+
+    module: str
+    args: list
+    schema: str
+
+
+def sweep_allreduce(config, sweep, apart=None):
+    """Run the allreduce sweep (dlscale.runtime.allreduce) as the Measurement `sweep` (`measure`): the MPI and
+    Horovod paths, and the native paths of the frameworks that run in the same Python, in its
+    environment's Python (that of the framework whose binding hands Horovod its tensors,
     `cfg.instrument`); each native path of a framework that runs apart ({framework: its
     environment record}: its own environment, a user's Python) in a job of its own in that Python,
-    its lines (or its failure) appended to out_path and its log to log_path."""
+    its lines (or its failure) appended to the sweep's and its log to the sweep's log."""
     apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.native(config)}
     here = [fw for fw in cfg.native(config) if fw not in apart]
-    measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, *_sweep_job(config, here))
+    measure(config, sweep, _sweep_program(config, here))
     if config.get("device", "cpu") == "gpu":
         return  # a GPU sweep times the horovod path only (dlscale/runtime/allreduce.py)
-    out_path, log_path = Path(out_path), Path(log_path)
+    out_path, log_path = Path(sweep.out), Path(sweep.log)
     for fw, record in apart.items():
         part, part_log = (p.with_name(f"{p.stem}.{fw}{p.suffix}") for p in (out_path, log_path))
-        job_args = _sweep_job(config, [fw], reference=False)
-        measure(config, nodes, ranks_per_node, record, part, part_log, attempts_root, *job_args)
+        own = dataclasses.replace(sweep, env=record, out=part, log=part_log)
+        measure(config, own, _sweep_program(config, [fw], reference=False))
         with open(out_path, "a") as out, open(log_path, "a") as log:
             out.write(part.read_text())
             log.write(f"\n--- {fw}'s native path, in {record['python']} ---\n{part_log.read_text()}")
@@ -295,52 +318,40 @@ def sweep_allreduce(config, nodes, ranks_per_node, env_record, out_path, log_pat
         part_log.unlink()
 
 
-def _sweep_job(config, native, reference=True):
-    """(module, args, schema) of a sweep job timing the native paths of `native` and, with
-    `reference`, the MPI and Horovod paths."""
+def _sweep_program(config, native, reference=True):
+    """The Program of a sweep job timing the native paths of `native` and, with `reference`, the MPI
+    and Horovod paths."""
     args = ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]
     args += ["--native", ",".join(native), "--instrument", cfg.instrument(config) or "none"]
     args += [] if reference else ["--no-reference"]
-    return "dlscale.runtime.allreduce", args, allreduce.SCHEMA
+    return Program("dlscale.runtime.allreduce", args, allreduce.SCHEMA)
 
 
-def replay_gradients(config, nodes, plans_path, env_record, out_path, spec_path, log_path, attempts_root):
-    """Replay the study's 1-rank runs' gradient traffic (dlscale.runtime.replay) on `nodes` nodes, one rank
-    each (`measure`), from the spec it writes to spec_path (the replay settings and the plans)."""
-
+def replay_gradients(config, replayed, plans_path, spec_path):
+    """Replay the study's 1-rank runs' gradient traffic (dlscale.runtime.replay) as the Measurement `replayed`
+    (one rank per node; `measure`), from the spec it writes to spec_path (the replay settings and the plans)."""
     spec_path = Path(spec_path)
     plans = json.loads(Path(plans_path).read_text())
     _write_json(spec_path, {**config["replay"], "instrument": cfg.instrument(config), "plans": plans})
-    measure(
-        config,
-        nodes,
-        1,
-        env_record,
-        out_path,
-        log_path,
-        attempts_root,
-        "dlscale.runtime.replay",
-        [str(spec_path.resolve())],
-        replay.SCHEMA,
-    )
+    measure(config, replayed, Program("dlscale.runtime.replay", [str(spec_path.resolve())], replay.SCHEMA))
 
 
-def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attempts_root, module, args, schema):
-    """Run `python -m module OUT args` on the study's hosts and ranks (a sweep or a replay).
+def measure(config, where, program):
+    """Run the Program on the Measurement `where`'s hosts and ranks (a sweep or a replay).
 
-    One that fails ends `out_path` with one line saying why, after the lines it wrote before it
+    One that fails ends its output with one line saying why, after the lines it wrote before it
     failed (a sweep's sizes measured before a timeout stay), so the study goes on. Every output and
-    log is also copied to a new folder under attempts_root, where they stay when the step is redone
-    (Snakemake deletes a rule's output and log before it runs the rule again).
+    log is also copied to a new folder under the job's attempts folder, where they stay when the step
+    is redone (Snakemake deletes a rule's output and log before it runs the rule again).
     """
-    out_path, log_path = Path(out_path), Path(log_path)
+    out_path, log_path = Path(where.out), Path(where.log)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.unlink(missing_ok=True)  # only this job's lines, never an earlier one's
     _fresh_log(log_path)
-    command = [env_record["python"], "-m", module, str(out_path.resolve()), *args]
+    command = [where.env["python"], "-m", program.module, str(out_path.resolve()), *program.args]
     try:
         try:
-            with job(config, nodes, ranks_per_node, command, rank_env(config)) as (_, argv, proc_env, _cluster):
+            with job(config, where.nodes, where.ranks_per_node, command, rank_env(config)) as (_, argv, proc_env, _c):
                 rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
             failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
         except emulate.EmulationError as exc:
@@ -348,24 +359,18 @@ def measure(config, nodes, ranks_per_node, env_record, out_path, log_path, attem
         except LaunchError as exc:
             failure = str(exc)
         if failure:
-            error = first_error(log_path.read_text(errors="replace"))
-            done = out_path.read_text() if out_path.exists() else ""
-            out_path.write_text(
-                done[: done.rfind("\n") + 1]  # a line cut by the kill is not a record
-                + json.dumps(
-                    {
-                        "schema": schema,
-                        "failed": failure,
-                        "error": error,
-                        "nodes": nodes,
-                        "ranks_per_node": ranks_per_node,
-                    }
-                )
-                + "\n"
-            )
+            _end_with_failure(out_path, failure, first_error(log_path.read_text(errors="replace")), program, where)
     finally:
-        dest = _new_attempt(attempts_root)
+        dest = _new_attempt(where.attempts)
         dest.mkdir(parents=True)
         for path in (out_path, log_path):
             if path.exists():
                 shutil.copyfile(path, dest / path.name)
+
+
+def _end_with_failure(out_path, failure, error, program, where):
+    """End a failed sweep's or replay's lines with one saying why; a line cut by the kill is not a record."""
+    done = out_path.read_text() if out_path.exists() else ""
+    line = {"schema": program.schema, "failed": failure, "error": error}
+    line.update(nodes=where.nodes, ranks_per_node=where.ranks_per_node)
+    out_path.write_text(done[: done.rfind("\n") + 1] + json.dumps(line) + "\n")

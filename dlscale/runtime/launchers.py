@@ -2,41 +2,75 @@
 is made from the registry): each one a class with its argv, a pure function from a job to an argv
 list, one signature, tested by exact argv,
 
-  argv(hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as_root=False)
+  argv(job, launcher)
 
-hosts: the job's nodes (for srun only their number counts: Slurm places the ranks); launcher: the
-config's `launcher` section; command: what every rank runs; env: the rank environment; and what the
-job layer (dlscale/runtime/execution.py) asks of it: whether a scheduler places the ranks (then the
-hostfile is not read) and the program it needs on PATH. Adding a launcher is one class here.
+job: a `Job` (its hosts, ranks per node, what every rank runs and with which environment); launcher:
+the config's `launcher` section; and what the job layer (dlscale/runtime/execution.py) asks of it:
+whether a scheduler places the ranks (then the hostfile is not read) and the program it needs on
+PATH. Adding a launcher is one class here.
 """
 
+import os
 import shutil
+from dataclasses import dataclass, field
 
 
-def mpirun_argv(hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as_root=False):
-    """argv for Open MPI's mpirun: `ranks_per_node` ranks on each of `hosts`, each running `command`.
+@dataclass(frozen=True)
+class Job:
+    """What a launcher starts: `ranks_per_node` ranks on each of `hosts` (for srun only their number
+    counts: Slurm places the ranks), every rank running `command` in the rank environment `env` with
+    `cpus_per_task` CPUs; `as_root` where the launching user is root (mpirun refuses it unless told)."""
 
-    `env` is exported to every rank with -x NAME=VALUE (sorted, so the argv is deterministic).
+    hosts: list
+    ranks_per_node: int
+    command: list
+    env: dict = field(default_factory=dict)
+    cpus_per_task: int = 1
+    as_root: bool = False
+
+    @property
+    def ranks(self):
+        return len(self.hosts) * self.ranks_per_node
+
+
+# How the benchmarks and tests start ranks on this machine: mpirun, unbound.
+LOCAL = {"name": "mpirun", "bind_to": "none"}
+
+
+def local_argv(ranks, command, env):
+    """mpirun's argv for `ranks` ranks on this machine running `command` with `env` (LOCAL)."""
+    return mpirun_argv(Job(["localhost"], ranks, command, env, as_root=os.geteuid() == 0), LOCAL)
+
+
+def _hosts(job):
+    """`host:slots,...`: every host of the job with its ranks."""
+    return ",".join(f"{h}:{job.ranks_per_node}" for h in job.hosts)
+
+
+def mpirun_argv(job, launcher):
+    """argv for Open MPI's mpirun: the job's ranks per node on each of its hosts.
+
+    The job's env is exported to every rank with -x NAME=VALUE (sorted, so the argv is deterministic).
     """
     argv = ["mpirun"]
-    if as_root:
+    if job.as_root:
         argv.append("--allow-run-as-root")
     argv += [
         "-np",
-        str(len(hosts) * ranks_per_node),
+        str(job.ranks),
         "--host",
-        ",".join(f"{h}:{ranks_per_node}" for h in hosts),
+        _hosts(job),
         "--map-by",
-        f"ppr:{ranks_per_node}:node",
+        f"ppr:{job.ranks_per_node}:node",
         "--bind-to",
         launcher.get("bind_to", "none"),
     ]
     if launcher.get("oversubscribe"):
         argv.append("--oversubscribe")
-    for name, value in sorted(env.items()):
+    for name, value in sorted(job.env.items()):
         argv += ["-x", f"{name}={value}"]
     argv += list(launcher.get("extra_args", []))
-    return argv + list(command)
+    return argv + list(job.command)
 
 
 def _env_prefix(env):
@@ -45,18 +79,18 @@ def _env_prefix(env):
     return ["env", *(f"{name}={value}" for name, value in sorted(env.items()))] if env else []
 
 
-def horovodrun_argv(hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as_root=False):
+def horovodrun_argv(job, launcher):
     """argv for `horovodrun --mpi` (Horovod's launcher over mpirun; it adds --allow-run-as-root and
     exports the launching environment itself). Binding and extra mpirun arguments pass through."""
-    binding = f"--bind-to {launcher.get('bind_to', 'none')} --map-by ppr:{ranks_per_node}:node"
+    binding = f"--bind-to {launcher.get('bind_to', 'none')} --map-by ppr:{job.ranks_per_node}:node"
     if launcher.get("oversubscribe"):
         binding += " --oversubscribe"
     argv = [
         "horovodrun",
         "-np",
-        str(len(hosts) * ranks_per_node),
+        str(job.ranks),
         "-H",
-        ",".join(f"{h}:{ranks_per_node}" for h in hosts),
+        _hosts(job),
         "--mpi",
         f"--binding-args={binding}",
     ]
@@ -64,30 +98,28 @@ def horovodrun_argv(hosts, ranks_per_node, launcher, command, env, cpus_per_task
         argv.append(f"--network-interfaces={','.join(launcher['network_interfaces'])}")
     if launcher.get("extra_args"):
         argv.append(f"--mpi-args={' '.join(launcher['extra_args'])}")
-    return argv + _env_prefix(env) + list(command)
+    return argv + _env_prefix(job.env) + list(job.command)
 
 
 SRUN_BIND = {"none": "none", "core": "cores", "socket": "sockets", "numa": "ldoms", "hwthread": "threads"}
 
 
-def srun_argv(hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as_root=False):
-    """argv for Slurm's srun inside an allocation: len(`hosts`) nodes (Slurm picks which), `ranks_per_node` tasks
-    each with
-    `cpus_per_task` CPUs, MPI wired up by the `launcher.mpi` plugin (pmix by default), the job
-    killed if one rank dies. Every count is explicit: Snakemake's Slurm job step removes the
-    allocation's SLURM_* counts from the environment."""
-    nodes = len(hosts)
+def srun_argv(job, launcher):
+    """argv for Slurm's srun inside an allocation: as many nodes as the job has hosts (Slurm picks
+    which), its ranks per node as tasks each with its CPUs per task, MPI wired up by the
+    `launcher.mpi` plugin (pmix by default), the job killed if one rank dies. Every count is
+    explicit: Snakemake's Slurm job step removes the allocation's SLURM_* counts from the environment."""
     argv = [
         "srun",
-        f"--nodes={nodes}",
-        f"--ntasks={nodes * ranks_per_node}",
-        f"--ntasks-per-node={ranks_per_node}",
-        f"--cpus-per-task={cpus_per_task}",
+        f"--nodes={len(job.hosts)}",
+        f"--ntasks={job.ranks}",
+        f"--ntasks-per-node={job.ranks_per_node}",
+        f"--cpus-per-task={job.cpus_per_task}",
         f"--cpu-bind={SRUN_BIND[launcher.get('bind_to', 'none')]}",
         f"--mpi={launcher.get('mpi', 'pmix')}",
         "--kill-on-bad-exit=1",
     ]
-    return argv + list(launcher.get("extra_args", [])) + _env_prefix(env) + list(command)
+    return argv + list(launcher.get("extra_args", [])) + _env_prefix(job.env) + list(job.command)
 
 
 class Launcher:
@@ -98,7 +130,7 @@ class Launcher:
     program = ""  # what must be on PATH
     without = ""  # what to do where it is not
 
-    def argv(self, hosts, ranks_per_node, launcher, command, env, cpus_per_task=1, as_root=False):
+    def argv(self, job, launcher):
         raise NotImplementedError
 
     def check(self):

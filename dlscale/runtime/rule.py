@@ -115,12 +115,15 @@ def _unpack(value, part):
     return Files(value["__files__"], value["names"])
 
 
-def step(rule_name, function, input, output, params, log, resources, timeout_s=None):
+def step(rule_name, function, declared, timeout_s=None):
     """A pipeline rule's work, `function(Job)`, in a process of its own (Snakemake runs rules in
     threads of its process, where a step could neither be interrupted nor timed out), killed after
-    timeout_s where given."""
+    timeout_s where given; `declared`: the rule's lists in PARTS' order (input, output, params, log,
+    resources)."""
+    if len(declared) != len(PARTS):
+        raise TypeError(f"rule {rule_name}: expected its {', '.join(PARTS)}, got {len(declared)} lists")
     target = f"{function.__module__}:{function.__qualname__}"
-    job = {part: files(declared) for part, declared in zip(PARTS, (input, output, params, log, resources))}
+    job = {part: files(lists) for part, lists in zip(PARTS, declared)}
     in_own_process(target, job, f"rule {rule_name}", timeout_s)
 
 

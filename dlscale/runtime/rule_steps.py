@@ -34,37 +34,21 @@ def allreduce(job):
     """`rule allreduce`: the sweep on params.place (nodes, ranks_per_node)."""
     place = job.params.place
     apart = _records(job.params.apart)
-    launch.sweep_allreduce(
-        _settings(job),
-        place["nodes"],
-        place["ranks_per_node"],
-        _record(job),
-        job.output[0],
-        job.log[0],
-        job.params.attempts,
-        apart,
+    sweep = launch.Measurement(
+        place["nodes"], place["ranks_per_node"], _record(job), job.output[0], job.log[0], job.params.attempts
     )
+    launch.sweep_allreduce(_settings(job), sweep, apart)
 
 
 def replay(job):
     """`rule replay`: the replay of input.plans on params.nodes nodes."""
-    launch.replay_gradients(
-        _settings(job),
-        job.params.nodes,
-        job.input.plans,
-        _record(job),
-        job.output.out,
-        job.output.spec,
-        job.log[0],
-        job.params.attempts,
-    )
+    replayed = launch.Measurement(job.params.nodes, 1, _record(job), job.output.out, job.log[0], job.params.attempts)
+    launch.replay_gradients(_settings(job), replayed, job.input.plans, job.output.spec)
 
 
 def contention(job):
     """`rule contention`: the calibration of params.run (its ranks_per_node the copies) in params.folder."""
-    settings, run = _settings(job), job.params.run
-    trials = settings["contention"]["trials"]
-    calibration.calibrate(settings, run, run["ranks_per_node"], trials, _record(job), job.output[0], job.params.folder)
+    calibration.calibrate(_settings(job), job.params.run, _record(job), job.output[0], job.params.folder)
 
 
 def peak_rule(job):

@@ -21,9 +21,9 @@ class SyntheticData:
     moves it to the device.
     """
 
-    def __init__(self, seed, rank, batch_size, image_size, classes, layout="NCHW", pool=POOL):
+    def __init__(self, seed, rank, batch_size, image_size, classes, layout="NCHW"):
         self.batches = []
-        for k in range(pool):
+        for k in range(POOL):
             rng = np.random.default_rng([seed, rank, k])
             x = rng.standard_normal((batch_size, 3, image_size, image_size), dtype=np.float32)
             y = rng.integers(0, classes, size=batch_size, dtype=np.int64)
@@ -74,17 +74,10 @@ def open_data(trainer, spec):
     # asynchronously, and the loader's batches queued behind it (MXNet AlexNet's loader rate was
     # 38-50 img/s in the default study of 2026-11-23 and is 312-328 after this wait)
     trainer.sync()
-    stream = loaders.stream(
-        trainer.name,
-        dataset,
-        trainer.rank,
-        trainer.size,
-        spec["batch_size"],
-        spec["image_size"],
-        workers,
-        spec["seed"],
-        pin=trainer.gpu,
+    feed = loaders.Feed(
+        dataset, trainer.rank, trainer.size, spec["batch_size"], spec["image_size"], workers, spec["seed"], trainer.gpu
     )
+    stream = loaders.stream(trainer.name, feed)
     next(stream)  # waits for the workers to start
     for _ in range(DRAIN_MOST):  # take what was made ahead meanwhile, until a batch is waited for
         before = time.perf_counter()

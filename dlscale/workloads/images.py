@@ -27,6 +27,7 @@ numbered in sorted order of their folder names, as torchvision's ImageFolder doe
 """
 
 import argparse
+import dataclasses
 import hashlib
 import importlib.util
 import io
@@ -278,8 +279,19 @@ def write_format(framework, source, out, shards, python=None):
     return [Path(line) for line in done.stdout.splitlines() if line.strip()]
 
 
-def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corrupt="fail", pythons=None):
-    """Make (or take, `tree`: the user's ImageNet-style folder) the training set, check that every
+@dataclasses.dataclass(frozen=True)
+class Generated:
+    """The training set `prepare` makes where it is given no tree: `images` images in `classes`
+    classes from `seed`; `classes` is also the most class folders a given tree may have (the
+    networks' outputs)."""
+
+    images: int = 1000
+    classes: int = 1000
+    seed: int = 0
+
+
+def prepare(out, tree=None, generated=Generated(), shards=8, on_corrupt="fail", pythons=None):
+    """Make (`generated`) or take (`tree`: the user's ImageNet-style folder) the training set, check that every
     file decodes, and write it in the frameworks' own formats beside OUT/manifest.json: those of the
     frameworks in `pythons` ({framework: the Python that writes its format}: a study's), else every
     framework's (`python_for`). A file that does not decode is skipped and listed in the manifest
@@ -290,7 +302,7 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
     out.mkdir(parents=True, exist_ok=True)
     before = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
     (out / MANIFEST).unlink(missing_ok=True)
-    tree, source, names = _source(out, tree, images, classes, seed)
+    tree, source, names = _source(out, tree, generated)
     kept, skipped, converted = _checked(tree, out, on_corrupt)
 
     def rel(p):
@@ -319,12 +331,13 @@ def prepare(out, tree=None, images=1000, classes=1000, seed=0, shards=8, on_corr
     return Dataset(out)
 
 
-def _source(out, tree, images, classes, seed):
+def _source(out, tree, generated):
     """(the tree of class folders, what the manifest says of where it came from, its class names):
-    made in OUT/tree, or the user's `tree`; more classes than the networks' outputs is an error."""
+    made in OUT/tree (Generated), or the user's `tree`; more classes than the networks' outputs is an error."""
+    classes = generated.classes
     if tree is None:
-        tree, source = make(out / "tree", images, classes, seed), {"generated": {"images": images, "classes": classes}}
-        source["generated"]["seed"] = seed
+        tree = make(out / "tree", generated.images, classes, generated.seed)
+        source = {"generated": dataclasses.asdict(generated)}
     else:
         tree = Path(tree).resolve()
         source = {"path": str(tree)}
@@ -406,7 +419,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.action == "prepare":
         pythons = {} if args.no_formats else _pythons(ap, args.python)
-        d = prepare(args.out, args.tree, args.images, args.classes, args.seed, args.shards, args.on_corrupt, pythons)
+        generated = Generated(args.images, args.classes, args.seed)
+        d = prepare(args.out, args.tree, generated, args.shards, args.on_corrupt, pythons)
         print(json.dumps(d.describe(), indent=1))
     elif args.action == "make":
         make(args.dir, args.images, args.classes, args.seed)

@@ -27,6 +27,7 @@ run on across epochs (the stream never ends).
 centre crop) used to test that the three decode the same image to the same tensor.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -40,6 +41,24 @@ AREA = (0.08, 1.0)
 ASPECT = (3 / 4, 4 / 3)
 PREFETCH = 2  # batches made ahead by each loader (per worker for PyTorch, as its DataLoader counts)
 SHUFFLE = 1024  # TensorFlow's shuffle buffer, in records (bounded: ImageNet's would not fit in memory)
+
+
+@dataclasses.dataclass(frozen=True)
+class Feed:
+    """What one rank's loader reads and makes: the prepared `dataset` (images.Dataset), this `rank`'s
+    shard of `size`, batches of `batch_size` images `image_size` pixels a side, decoded by `workers`,
+    shuffled by `seed`; `pin`: into pinned host memory (a GPU's); `augment`: the training transform
+    (False: the evaluation transform, for tests)."""
+
+    dataset: object
+    rank: int
+    size: int
+    batch_size: int
+    image_size: int
+    workers: int = 1
+    seed: int = 0
+    pin: bool = False
+    augment: bool = True
 
 
 def shard(n, rank, size, epoch, seed):
@@ -87,8 +106,7 @@ def decode_pil(path):
         raise DataError(f"{path}: cannot decode: {e}") from e
 
 
-def stream(framework, dataset, rank, size, batch_size, image_size, workers, seed, pin=False):
-    """The rank's endless stream of (images, labels) batches in its framework's own tensors, from
-    its own input pipeline (dlscale/workloads/frameworks/<name>/loader.py)."""
-    loader = frameworks.module(framework, "loader")
-    return loader.stream(dataset, rank, size, batch_size, image_size, workers, seed, pin=pin)
+def stream(framework, feed):
+    """The rank's endless stream of (images, labels) batches of the Feed in its framework's own
+    tensors, from its own input pipeline (dlscale/workloads/frameworks/<name>/loader.py)."""
+    return frameworks.module(framework, "loader").stream(feed)

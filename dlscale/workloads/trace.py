@@ -15,7 +15,6 @@ chrome://tracing): pid is the rank; cat is "dlscale" (the loop's iterations), "f
 "horovod"; every event keeps its source name. dlscale/analysis/trace.py derives the phases from it.
 """
 
-import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -127,7 +126,3 @@ def _horovod_events(rank, timeline_path):
         }
         for activity, tensor, start, end in horovod_spans(hvd_events)
     ]
-
-
-def write(path, framework, rank, clock, spans, events, timeline_path):
-    Path(path).write_text(json.dumps(merge(framework, rank, clock, spans, events, timeline_path)))

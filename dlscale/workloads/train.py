@@ -136,7 +136,8 @@ def profile(trainer, data, first, count, out):
     # (waiting for one cost every JAX run of 2 ranks or more 5 s: bench/results/run-cost.csv)
     if trainer.size > 1 and trainer.writes_timeline:
         _settled(timeline)
-    trace.write(out / trace_name(trainer.rank), trainer.name, trainer.rank, clock, spans, events, timeline)
+    merged = trace.merge(trainer.name, trainer.rank, clock, spans, events, timeline)
+    (out / trace_name(trainer.rank)).write_text(json.dumps(merged))
     return spans
 
 
@@ -194,7 +195,7 @@ def train(argv, scratch):
     profiled = spec.get("profile_iterations", 0) if spec["timing"] == "native" else 0
     if profiled:
         for it, (start, end, loss) in profile(trainer, data, total, profiled, out).items():
-            writer.write("step", **_step(trainer, it, False, True, {}, end - start, loss))
+            writer.write("step", **_step(trainer, it, loss, warmup=False, profiled=True, wall_s=end - start))
     ready = [r for r in ready if r is not None]
     extra = {"gradient_ready_s": np.median(ready, axis=0).tolist()} if ready else {}
     writer.write(
@@ -237,7 +238,7 @@ def measured(trainer, data, writer, spec, out, meter):
         # The iteration's wall time is taken apart from the phases and includes the loop's own
         # work (loss read-back), so that phases summing to it shows the timing misses nothing.
         wall = time.perf_counter() - start
-        writer.write("step", **_step(trainer, it, it < warmup, False, phases, wall, loss))
+        writer.write("step", **_step(trainer, it, loss, warmup=it < warmup, profiled=False, **phases, wall_s=wall))
         if it >= warmup:
             times.append(wall)
         if enough.due(len(times)) and enough.stop(times):
@@ -285,7 +286,7 @@ def native_loop(trainer, data, writer, warmup, enough, meter):
             if done >= warmup:
                 ready.append(trainer.gradient_ready())
                 times.append(end - last)
-            writer.write("step", **_step(trainer, done, done < warmup, False, {}, end - last, loss))
+            writer.write("step", **_step(trainer, done, loss, warmup=done < warmup, profiled=False, wall_s=end - last))
             last = end
             if done == warmup - 1:
                 meter.start()
@@ -305,17 +306,10 @@ def agree(trainer):
     return rendezvous.agree
 
 
-def _step(trainer, iteration, warmup, profiled, phases, wall, loss):
-    """One iteration's record (a loss that is not finite is kept as its text)."""
-    return dict(
-        rank=trainer.rank,
-        iteration=iteration,
-        warmup=warmup,
-        profiled=profiled,
-        **phases,
-        wall_s=wall,
-        loss=loss if math.isfinite(loss) else str(loss),
-    )
+def _step(trainer, iteration, loss, **fields):
+    """One iteration's record: the rank, the iteration, `fields` (warmup, profiled, the phases,
+    wall_s) and the loss (one that is not finite kept as its text)."""
+    return dict(rank=trainer.rank, iteration=iteration, **fields, loss=loss if math.isfinite(loss) else str(loss))
 
 
 if __name__ == "__main__":

@@ -72,13 +72,14 @@ MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.model
 UNTIMED = {"run", "allreduce", "replay", "contention", "environment", "dataset", "framework_environment"}
 
 
-def step(rule_name, function, input, output, params, log, resources):
-    """Every rule's work: `function` given the rule's declared lists, in a process of its own, stopped
-    by a signal and, unless UNTIMED, after step_timeout_s (dlscale/runtime/rule.py `step`); after a
-    run, the study's progress line."""
+def step(rule_name, function, *declared):
+    """Every rule's work: `function` given the rule's declared lists (input, output, params, log,
+    resources), in a process of its own, stopped by a signal and, unless UNTIMED, after
+    step_timeout_s (dlscale/runtime/rule.py `step`); after a run, the study's progress line."""
     limit = None if rule_name in UNTIMED else config["step_timeout_s"]
-    rule_process.step(rule_name, function, input, output, params, log, resources, timeout_s=limit)
+    rule_process.step(rule_name, function, declared, timeout_s=limit)
     if rule_name == "run":
+        output = declared[1]
         say_progress(output[0])
 
 

@@ -37,16 +37,18 @@ def write(source, out, shards=8):
     return sorted(out.glob("*.tfrecord"))
 
 
-def records(dataset, rank, size, batch_size, image_size, workers, seed, augment=True):
+def records(feed):
+    """The tf.data pipeline of a loaders.Feed: its rank's shards, decoded, batched, prefetched."""
     import tensorflow as tf
 
+    dataset, size = feed.dataset, feed.size
     files = [str(f) for f in dataset.form(FORMAT)]
     if len(files) < size:
         raise DataError(
             f"{dataset.folder}: {len(files)} TFRecord shards for {size} ranks (each rank reads "
             "whole shards: prepare the dataset with at least as many shards as ranks)"
         )
-    mine = files[rank::size]
+    mine = files[feed.rank :: size]
     features = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/class/label": tf.io.FixedLenFeature([], tf.int64),
@@ -56,14 +58,14 @@ def records(dataset, rank, size, batch_size, image_size, workers, seed, augment=
         example = tf.io.parse_single_example(record, features)
         return transform(example["image/encoded"]), example["image/class/label"]
 
-    transform = image_transform(image_size, seed, augment)
+    transform = image_transform(feed.image_size, feed.seed, feed.augment)
     ds = tf.data.TFRecordDataset(mine)
-    if augment:
-        ds = ds.shuffle(min(SHUFFLE, len(dataset.files)), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.repeat().map(parse, num_parallel_calls=workers).batch(batch_size, drop_remainder=True)
+    if feed.augment:
+        ds = ds.shuffle(min(SHUFFLE, len(dataset.files)), seed=feed.seed, reshuffle_each_iteration=True)
+    ds = ds.repeat().map(parse, num_parallel_calls=feed.workers).batch(feed.batch_size, drop_remainder=True)
     ds = ds.prefetch(PREFETCH)
     options = tf.data.Options()
-    options.threading.private_threadpool_size = workers
+    options.threading.private_threadpool_size = feed.workers
     options.threading.max_intra_op_parallelism = 1
     return ds.with_options(options)
 

@@ -7,7 +7,6 @@ TensorFlow's loader takes too, so both frameworks read the same records the same
 from dlscale.workloads.frameworks.tfdata import records
 
 
-def stream(dataset, rank, size, batch_size, image_size, workers, seed, pin=False, augment=True):
-    """The rank's endless stream of (images, labels) numpy batches (`augment=False`: the evaluation
-    transform, for tests)."""
-    return records(dataset, rank, size, batch_size, image_size, workers, seed, augment).as_numpy_iterator()
+def stream(feed):
+    """The rank's endless stream of (images, labels) numpy batches of a loaders.Feed."""
+    return records(feed).as_numpy_iterator()

@@ -71,7 +71,9 @@ class Layers:
         return nn.relu(self.bn(self.conv(x, features, k, s, p, bias=False), 1e-3))
 
 
-def _inception(L, x, ch1, ch3red, ch3, ch5red, ch5, pool_proj):
+def _inception(L, x, widths):
+    """An inception module of `widths`: (1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5", pool projection)."""
+    ch1, ch3red, ch3, ch5red, ch5, pool_proj = widths
     b1 = L.basic_conv(x, ch1, 1)
     b2 = L.basic_conv(L.basic_conv(x, ch3red, 1), ch3, 3, p=1)
     b3 = L.basic_conv(L.basic_conv(x, ch5red, 1), ch5, 3, p=1)  # 3x3, as torchvision
@@ -85,8 +87,8 @@ def _googlenet(L, x, classes):
     x = L.basic_conv(x, 64, 1)
     x = L.basic_conv(x, 192, 3, p=1)
     x = max_pool(x, 3, 2, ceil=True)
-    x = _inception(L, x, 64, 96, 128, 16, 32, 32)
-    x = _inception(L, x, 128, 128, 192, 32, 96, 64)
+    x = _inception(L, x, (64, 96, 128, 16, 32, 32))
+    x = _inception(L, x, (128, 128, 192, 32, 96, 64))
     x = max_pool(x, 3, 2, ceil=True)
     for args in (
         (192, 96, 208, 16, 48, 64),
@@ -95,10 +97,10 @@ def _googlenet(L, x, classes):
         (112, 144, 288, 32, 64, 64),
         (256, 160, 320, 32, 128, 128),
     ):
-        x = _inception(L, x, *args)
+        x = _inception(L, x, args)
     x = max_pool(x, 2, 2, ceil=True)
-    x = _inception(L, x, 256, 160, 320, 32, 128, 128)
-    x = _inception(L, x, 384, 192, 384, 48, 128, 128)
+    x = _inception(L, x, (256, 160, 320, 32, 128, 128))
+    x = _inception(L, x, (384, 192, 384, 48, 128, 128))
     x = L.dropout(x.mean(axis=(1, 2)), 0.2)
     return L.dense(x, classes)
 

@@ -4,19 +4,20 @@ from dlscale.workloads.frameworks.mxnet.data import FORMAT
 from dlscale.workloads.loaders import AREA, ASPECT, MEAN, PREFETCH, STD
 
 
-def record_iter(dataset, rank, size, batch_size, image_size, workers, seed, augment=True):
+def record_iter(feed):
+    """ImageRecordIter over a loaders.Feed's RecordIO, partitioned by rank."""
     import mxnet as mx
 
     common = dict(
-        path_imgrec=str(dataset.form(FORMAT)[0]),
-        path_imgidx=str(dataset.form(FORMAT)[1]),
-        data_shape=(3, image_size, image_size),
-        batch_size=batch_size,
-        part_index=rank,
-        num_parts=size,
-        preprocess_threads=workers,
+        path_imgrec=str(feed.dataset.form(FORMAT)[0]),
+        path_imgidx=str(feed.dataset.form(FORMAT)[1]),
+        data_shape=(3, feed.image_size, feed.image_size),
+        batch_size=feed.batch_size,
+        part_index=feed.rank,
+        num_parts=feed.size,
+        preprocess_threads=feed.workers,
         prefetch_buffer=PREFETCH,
-        seed=seed,
+        seed=feed.seed,
         inter_method=3,
         round_batch=True,
         mean_r=MEAN[0],
@@ -27,7 +28,7 @@ def record_iter(dataset, rank, size, batch_size, image_size, workers, seed, augm
         std_b=STD[2],
         verbose=False,
     )
-    if augment:
+    if feed.augment:
         return mx.io.ImageRecordIter(
             shuffle=True,
             random_resized_crop=True,
@@ -38,7 +39,7 @@ def record_iter(dataset, rank, size, batch_size, image_size, workers, seed, augm
             rand_mirror=True,
             **common,
         )
-    return mx.io.ImageRecordIter(shuffle=False, resize=image_size, **common)
+    return mx.io.ImageRecordIter(shuffle=False, resize=feed.image_size, **common)
 
 
 class Batches:
@@ -59,6 +60,6 @@ class Batches:
         return batch.data[0], batch.label[0]
 
 
-def stream(dataset, rank, size, batch_size, image_size, workers, seed, pin=False):
-    """The rank's endless stream of (images, labels) batches (ImageRecordIter places them itself)."""
-    return Batches(record_iter(dataset, rank, size, batch_size, image_size, workers, seed))
+def stream(feed):
+    """The rank's endless stream of (images, labels) batches of a loaders.Feed (ImageRecordIter places them itself)."""
+    return Batches(record_iter(feed))

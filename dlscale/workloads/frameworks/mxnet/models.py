@@ -32,8 +32,11 @@ def basic_conv(cin, cout, k, s=1, p=0):
 
 
 class Inception(HybridBlock):
-    def __init__(self, cin, ch1, ch3red, ch3, ch5red, ch5, pool_proj):
+    def __init__(self, cin, widths):
+        """An inception module on `cin` channels of `widths`: (1x1, 3x3 reduce, 3x3, "5x5" reduce,
+        "5x5", pool projection)."""
         super().__init__()
+        ch1, ch3red, ch3, ch5red, ch5, pool_proj = widths
         self.branch1 = basic_conv(cin, ch1, 1)
         self.branch2 = seq(basic_conv(cin, ch3red, 1), basic_conv(ch3red, ch3, 3, p=1))
         self.branch3 = seq(basic_conv(cin, ch5red, 1), basic_conv(ch5red, ch5, 3, p=1))  # 3x3, as torchvision
@@ -62,17 +65,17 @@ def googlenet(classes, image_size=None):
         basic_conv(64, 64, 1),
         basic_conv(64, 192, 3, p=1),
         nn.MaxPool2D(3, 2, ceil_mode=True),
-        Inception(192, 64, 96, 128, 16, 32, 32),
-        Inception(256, 128, 128, 192, 32, 96, 64),
+        Inception(192, (64, 96, 128, 16, 32, 32)),
+        Inception(256, (128, 128, 192, 32, 96, 64)),
         nn.MaxPool2D(3, 2, ceil_mode=True),
-        Inception(480, 192, 96, 208, 16, 48, 64),
-        Inception(512, 160, 112, 224, 24, 64, 64),
-        Inception(512, 128, 128, 256, 24, 64, 64),
-        Inception(512, 112, 144, 288, 32, 64, 64),
-        Inception(528, 256, 160, 320, 32, 128, 128),
+        Inception(480, (192, 96, 208, 16, 48, 64)),
+        Inception(512, (160, 112, 224, 24, 64, 64)),
+        Inception(512, (128, 128, 256, 24, 64, 64)),
+        Inception(512, (112, 144, 288, 32, 64, 64)),
+        Inception(528, (256, 160, 320, 32, 128, 128)),
         nn.MaxPool2D(2, 2, ceil_mode=True),
-        Inception(832, 256, 160, 320, 32, 128, 128),
-        Inception(832, 384, 192, 384, 48, 128, 128),
+        Inception(832, (256, 160, 320, 32, 128, 128)),
+        Inception(832, (384, 192, 384, 48, 128, 128)),
         nn.GlobalAvgPool2D(),
         nn.Flatten(),
         nn.Dropout(0.2),

@@ -4,6 +4,6 @@
 from dlscale.workloads.frameworks.tfdata import records
 
 
-def stream(dataset, rank, size, batch_size, image_size, workers, seed, pin=False):
-    """The rank's endless stream of (images, labels) batches (tf.data places them itself)."""
-    return iter(records(dataset, rank, size, batch_size, image_size, workers, seed))
+def stream(feed):
+    """The rank's endless stream of (images, labels) batches of a loaders.Feed (tf.data places them itself)."""
+    return iter(records(feed))

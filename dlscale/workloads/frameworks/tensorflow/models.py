@@ -84,10 +84,10 @@ class TorchFlatten(layers.Layer):
         return tf.reshape(tf.transpose(x, [0, 3, 1, 2]), [-1, x.shape[1] * x.shape[2] * x.shape[3]])
 
 
-def conv(x, filters, k, s=1, p=0, bias=True, name=None):
+def conv(x, filters, k, s=1, p=0, bias=True):
     if p:
         x = layers.ZeroPadding2D(p)(x)
-    return track(layers.Conv2D(filters, k, strides=s, padding="valid", use_bias=bias, name=name))(x)
+    return track(layers.Conv2D(filters, k, strides=s, padding="valid", use_bias=bias))(x)
 
 
 def bn(x, eps):
@@ -98,7 +98,9 @@ def basic_conv(x, filters, k, s=1, p=0):
     return layers.ReLU()(bn(conv(x, filters, k, s, p, bias=False), 1e-3))
 
 
-def inception(x, ch1, ch3red, ch3, ch5red, ch5, pool_proj):
+def inception(x, widths):
+    """An inception module of `widths`: (1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5", pool projection)."""
+    ch1, ch3red, ch3, ch5red, ch5, pool_proj = widths
     b1 = basic_conv(x, ch1, 1)
     b2 = basic_conv(basic_conv(x, ch3red, 1), ch3, 3, p=1)
     b3 = basic_conv(basic_conv(x, ch5red, 1), ch5, 3, p=1)  # 3x3, as torchvision
@@ -118,8 +120,8 @@ def googlenet(classes, image_size):
     x = basic_conv(x, 64, 1)
     x = basic_conv(x, 192, 3, p=1)
     x = MaxPool(3, 2, ceil=True)(x)
-    x = inception(x, 64, 96, 128, 16, 32, 32)
-    x = inception(x, 128, 128, 192, 32, 96, 64)
+    x = inception(x, (64, 96, 128, 16, 32, 32))
+    x = inception(x, (128, 128, 192, 32, 96, 64))
     x = MaxPool(3, 2, ceil=True)(x)
     for args in (
         (192, 96, 208, 16, 48, 64),
@@ -128,10 +130,10 @@ def googlenet(classes, image_size):
         (112, 144, 288, 32, 64, 64),
         (256, 160, 320, 32, 128, 128),
     ):
-        x = inception(x, *args)
+        x = inception(x, args)
     x = MaxPool(2, 2, ceil=True)(x)
-    x = inception(x, 256, 160, 320, 32, 128, 128)
-    x = inception(x, 384, 192, 384, 48, 128, 128)
+    x = inception(x, (256, 160, 320, 32, 128, 128))
+    x = inception(x, (384, 192, 384, 48, 128, 128))
     x = layers.GlobalAveragePooling2D()(x)
     x = layers.Dropout(0.2)(x)
     return _model(inp, dense(classes)(x), "googlenet")

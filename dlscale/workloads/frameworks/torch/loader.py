@@ -44,17 +44,18 @@ class _Epochs:
             epoch += 1
 
 
-def loader(dataset, rank, size, batch_size, image_size, workers, seed, pin=False, augment=True):
+def stream(feed):
+    """The rank's endless stream of (images, labels) batches of a loaders.Feed (pinned memory for a GPU)."""
     import torch
 
-    images = TorchImages(dataset.files, dataset.labels, image_size, seed, augment)
+    images = TorchImages(feed.dataset.files, feed.dataset.labels, feed.image_size, feed.seed, feed.augment)
     loader = torch.utils.data.DataLoader(
         images,
-        batch_size=batch_size,
-        sampler=_Epochs(len(images), rank, size, seed),
-        num_workers=workers,
+        batch_size=feed.batch_size,
+        sampler=_Epochs(len(images), feed.rank, feed.size, feed.seed),
+        num_workers=feed.workers,
         prefetch_factor=PREFETCH,
-        pin_memory=pin,
+        pin_memory=feed.pin,
         persistent_workers=True,
         multiprocessing_context="forkserver",
     )
@@ -69,8 +70,3 @@ def _normalized(batches):
     mean, std = torch.tensor(MEAN).view(1, 1, 1, 3), torch.tensor(STD).view(1, 1, 1, 3)
     for x, y in batches:
         yield ((x.float() - mean) / std).permute(0, 3, 1, 2), y
-
-
-def stream(dataset, rank, size, batch_size, image_size, workers, seed, pin=False):
-    """The rank's endless stream of (images, labels) batches (pinned memory for a GPU)."""
-    return loader(dataset, rank, size, batch_size, image_size, workers, seed, pin=pin)

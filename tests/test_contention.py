@@ -75,6 +75,40 @@ def test_the_model_multiplies_compute_and_gradient_readiness_by_the_slowdown():
     assert shared["comm_exposed_s"] == pytest.approx(alone["comm_exposed_s"])
 
 
+def test_an_overlapped_allreduce_costs_its_cpu_time_where_the_node_has_no_spare_cpus():
+    """2 ranks of 1 thread on 2 CPUs, allreduces keeping 0.9 cores busy: no CPU is spare, all of their
+    CPU time comes out of compute; on 16 CPUs none does; between, the share beyond the node's CPUs."""
+    assert model.cores_taken(1, 2, 2, 0.9) == pytest.approx(1.0)
+    assert model.cores_taken(1, 2, 16, 0.9) == 0.0
+    assert model.cores_taken(1, 2, 3, 1.0) == pytest.approx(0.5)  # asks 4 of 3 CPUs: half of the 2 allreduce cores
+    assert model.cores_taken(1, 2, None, 0.9) == 0.0 and model.cores_taken(1, 2, 2, 0.0) == 0.0
+    base = {IO_S: 0.0, H2D_S: 0.0, FORWARD_S: 0.1, BACKWARD_S: 0.2, UPDATE_S: 0.0}
+    cost = model.Cost(lambda m: m * 1e-9, cores=0.9)  # 0.1 s for 100 MB, ready early: hidden behind backward
+    hidden = model.Gradients([10**8], [0.0])
+    free = model.predict(base, hidden, 2, cost)
+    assert free["iteration_s"] == pytest.approx(0.3) and free["comm_exposed_s"] == 0.0
+    busy = model.predict(base, hidden, 2, cost, taken=1.0)
+    assert busy["iteration_s"] == pytest.approx(0.3 + 0.9 * 0.1) and busy["comm_exposed_s"] == 0.0
+    # an allreduce the step waits for anyway (after backward) costs no more than its wait
+    late = model.Gradients([10**8], None)
+    assert model.predict(base, late, 2, cost, taken=1.0)["iteration_s"] == pytest.approx(0.4)
+
+
+def test_the_model_takes_the_sweeps_cores_and_the_runs_cpus():
+    sweep = pd.DataFrame(
+        [
+            {"nodes": 1, "ranks_per_node": 2, "path": "horovod", "bytes": b, "median_s": b * 1e-9, "cores_used": c}
+            for b, c in ((1 << 20, 0.8), (1 << 24, 0.9), (1 << 26, 1.0))
+        ]
+    )
+    fits = pd.DataFrame(columns=["nodes", "ranks_per_node", "path", "alpha_s", "beta_s_per_byte", "per_tensor_s"])
+    assert prediction.costs(sweep, fits)[(1, 2, "horovod")].cores == pytest.approx(0.9)
+    old = prediction.costs(sweep.drop(columns="cores_used"), fits)[(1, 2, "horovod")]
+    assert old.cores == 0.0  # a sweep made before cores were recorded: none assumed
+    host = json.dumps({"node0": {"logical_cpus": 2}, "node1": {"logical_cpus": 4}})
+    assert prediction.node_cpus({"hardware": host}) == 2 and prediction.node_cpus({"hardware": ""}) is None
+
+
 def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
     conf = tiny_config(tmp_path, classes=10, iterations=5)
     run = tiny_run(framework="torch", ranks_per_node=2)

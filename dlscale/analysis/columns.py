@@ -398,6 +398,11 @@ MODEL = {
     "with ranks_per_node - 1 others (contention.csv), 1 with one rank per node",
     "slowdown_source": "where compute_slowdown came from: `measured (contention.csv)`, `one rank per node`, or "
     "`assumed 1 (...)` where no calibration measured it",
+    "comm_cores": "cores an allreduce keeps busy per rank on these nodes: the median of the sweep's cores_used over "
+    "its sizes (allreduce.csv; 0 where the sweep did not record it)",
+    "comm_cpu_taken": "the share of the allreduces' CPU time the ranks' compute loses to them (0 to 1): what the "
+    "node's ranks ask (threads_per_rank + comm_cores each) beyond its logical CPUs, over what their allreduces ask; "
+    "the model predicts at least compute + comm_cpu_taken x comm_cores x predicted_comm_total_s",
     "ready_from": "when the model starts each gradient's allreduce: `measured` (the framework's backward hooks), "
     "another framework's ready times of the same network as fractions of backward (a framework that starts each "
     "allreduce as its gradient is ready but reports no times), `end of backward`, or `sequential`",

@@ -85,10 +85,13 @@ def ring_cost(ranks, alpha, beta):
 class Cost:
     """The time of one fused buffer of `nbytes` in `tensors` tensors: fused(m), the time of a message
     of FUSED_PIECES tensors, plus per_tensor for each tensor beyond them (fewer take it off); a buffer
-    of one tensor of at least alone_from bytes takes alone(m) instead (no fusion-buffer copies)."""
+    of one tensor of at least alone_from bytes takes alone(m) instead (no fusion-buffer copies).
+    `cores`: the cores an allreduce keeps busy in each rank meanwhile (the sweep's cores_used; 0 where
+    not measured): on a CPU it copies, sums and polls, on cores a rank's compute could use."""
 
-    def __init__(self, fused, per_tensor=0.0, alone=None, alone_from=math.inf):
+    def __init__(self, fused, per_tensor=0.0, alone=None, alone_from=math.inf, cores=0.0):
         self.fused, self.per_tensor, self.alone, self.alone_from = fused, per_tensor, alone, alone_from
+        self.cores = cores
 
     def __call__(self, nbytes, tensors=FUSED_PIECES):
         if tensors == 1 and self.alone is not None and nbytes >= self.alone_from:
@@ -157,12 +160,26 @@ class Gradients:
         return cls(record["sizes"], ready, record["threshold"], record["cycle"])
 
 
-def predict(base, gradients, ranks, cost, slowdown=1.0):
+def cores_taken(threads, ranks_per_node, node_cpus, comm_cores):
+    """The share (0 to 1) of an allreduce's CPU time that a node's ranks' compute loses to it: what
+    their compute threads and their allreduces ask of the node beyond its CPUs, over what the
+    allreduces ask (0: spare CPUs run them; 1: none spare, every allreduce CPU-second is one compute
+    waits for)."""
+    if not comm_cores or not node_cpus or math.isnan(comm_cores):
+        return 0.0
+    beyond = ranks_per_node * (threads + comm_cores) - node_cpus
+    return min(1.0, max(0.0, beyond / (ranks_per_node * comm_cores)))
+
+
+def predict(base, gradients, ranks, cost, slowdown=1.0, taken=0.0):
     """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where a
     fused buffer costs what `cost` says (a Cost, or T(m): `schedule`).
 
     base: 1-rank phase means (COMPUTE keys); gradients: a Gradients; slowdown: a rank's compute
-    beside the others on its node over the 1-rank run's alone (1: as fast as alone).
+    beside the others on its node over the 1-rank run's alone (1: as fast as alone); taken: the share
+    of the allreduces' CPU time the compute loses (`cores_taken`): an allreduce overlapped with
+    backward on a node without spare CPUs still costs its CPU time, so the iteration is at least the
+    compute plus that.
     """
     base = {k: base[k] * slowdown for k in COMPUTE}
     ready = None if gradients.ready is None else [r * slowdown for r in gradients.ready]
@@ -174,7 +191,9 @@ def predict(base, gradients, ranks, cost, slowdown=1.0):
     ready = [backward] * len(sizes) if ready is None else [min(r, backward) for r in ready]
     end, busy = schedule(ready, sizes, cost, gradients.threshold, gradients.cycle)
     exposed = max(0.0, end - backward)
-    return {"iteration_s": compute + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
+    # the CPU time beyond what the step waits anyway shows as slower compute, not as a wait
+    lost = taken * getattr(cost, "cores", 0.0) * busy
+    return {"iteration_s": compute + max(exposed, lost), "comm_total_s": busy, "comm_exposed_s": exposed}
 
 
 def relative_error(pred, meas):

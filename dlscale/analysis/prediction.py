@@ -11,7 +11,18 @@ import pandas as pd
 from dlscale.analysis import contention
 from dlscale.analysis.contention import ASSUMED
 from dlscale.analysis.metrics import mean_ci
-from dlscale.analysis.model import COMPUTE, Cost, Gradients, error_parts, predict, relative_error, ring_cost, sweep_cost
+from dlscale.analysis.model import (
+    COMPUTE,
+    Cost,
+    Gradients,
+    cores_taken,
+    error_parts,
+    predict,
+    relative_error,
+    ring_cost,
+    sweep_cost,
+)
+from dlscale.core import hardware
 from dlscale.core.ring import ONE_SUFFIX, TENSORS_SUFFIX
 from dlscale.core.vocabulary import (
     BACKWARD_S,
@@ -208,10 +219,18 @@ def costs(sweep, fits):
         for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
             if len(g) >= 2:
                 alone = _alone(sweep, nodes, rpn) if path == HOROVOD else {}
+                cores = _cores(g)
                 out[(nodes, rpn, lib)] = Cost(
-                    sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0), **alone
+                    sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0), **alone, cores=cores
                 )
     return out
+
+
+def _cores(g):
+    """The cores an allreduce of this path kept busy per rank: the median over its sizes of the
+    sweep's cores_used (0 in a sweep made before it was recorded: none assumed)."""
+    cores = g["cores_used"].median() if "cores_used" in g else math.nan
+    return 0.0 if pd.isna(cores) else float(cores)
 
 
 def _alone(sweep, nodes, rpn):
@@ -255,6 +274,15 @@ def not_predicted(run, bases, unusable, cost_by, failures):
             "per node (allreduce.csv)"
         )
     return ""
+
+
+def node_cpus(run):
+    """The logical CPUs of a run's (first) host as its ranks recorded them (runs.csv `hardware`), or
+    None where it has none. An emulated node's CPU set is not what its ranks see: they see the host's."""
+    cell = run.get("hardware")
+    hosts = hardware.hosts([cell]) if isinstance(cell, str) else {}
+    cpus = [h.get("logical_cpus") for h in hosts.values() if h.get("logical_cpus")]
+    return min(cpus) if cpus else None
 
 
 def slowdown_for(run, slowdowns):
@@ -302,7 +330,9 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
             cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r))]
             ready = None if seq else base["ready"]
             row["ready_from"] = "sequential: after backward" if seq else base["ready_from"]
-            p = predict(base["base"], Gradients.of(base, ready), r["ranks"], cost, slowdown=row["compute_slowdown"])
+            taken = cores_taken(r["threads_per_rank"], r["ranks_per_node"], node_cpus(r), cost.cores)
+            row["comm_cores"], row["comm_cpu_taken"] = cost.cores, taken
+            p = predict(base["base"], Gradients.of(base, ready), r["ranks"], cost, row["compute_slowdown"], taken)
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = relative_error(p["iteration_s"], r["iteration_s"])
             row["error_comm_total"] = relative_error(p["comm_total_s"], total)
@@ -327,6 +357,8 @@ COLUMNS = MATCH + [
     "overlap_ratio",
     "compute_slowdown",
     "slowdown_source",
+    "comm_cores",
+    "comm_cpu_taken",
     "ready_from",
     "predicted_iteration_s",
     "predicted_comm_total_s",

@@ -58,6 +58,14 @@ def _setting(run, key, default):
 TOLERANCE = 0.05
 
 
+def _cpu_taken(group):
+    """What a reason adds where the model counted the allreduces' CPU time in the compute."""
+    taken = group["comm_cpu_taken"].median() if "comm_cpu_taken" in group else math.nan
+    if pd.isna(taken) or not taken:
+        return ""
+    return f", + {taken:.0%} of the allreduces' CPU time at {group['comm_cores'].median():.2g} cores"
+
+
 def off_target(table, keys):
     """The configurations (keys; medians over their rows) whose predicted iteration is off by more
     than TOLERANCE, each with the larger of its error parts as the measured reason."""
@@ -82,7 +90,8 @@ def off_target(table, keys):
             reason = (
                 f"compute ({m.error_from_compute:+.1%} of the iteration): {compute:.3g} s of compute "
                 f"per iteration measured, {m.predicted_iteration_s - m.predicted_comm_exposed_s:.3g} s "
-                f"predicted (the 1-rank run's compute x the slowdown of its ranks per node, {slowdown:.3g})"
+                f"predicted (the 1-rank run's compute x the slowdown of its ranks per node, {slowdown:.3g}"
+                f"{_cpu_taken(group)})"
             )
         else:
             reason = (

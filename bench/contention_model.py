@@ -81,7 +81,7 @@ def main(argv=None):
     out = Path(args.out)
     table = pd.DataFrame(rows)
     if out.exists():
-        table = pd.concat([pd.read_csv(out, keep_default_na=False), table], ignore_index=True)
+        table = pd.concat([pd.read_csv(out, keep_default_na=False), table], ignore_index=True)[list(rows[0])]
     table.to_csv(out, index=False)
     print(table.tail(len(rows)).to_string(index=False))
     print(f"wrote {out}")

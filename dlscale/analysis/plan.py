@@ -228,7 +228,7 @@ def _taken(source, candidate, threads, cost):
     (a stated link's allreduce is assumed to take no compute cores)."""
     if candidate["compute_factor"] != 1:
         return 0.0
-    return cores_taken(threads, candidate["devices_per_node"], source.get("node_cpus"), getattr(cost, "cores", 0.0))
+    return cores_taken(threads, candidate["devices_per_node"], source.get("node_cpus"), cost.cores)
 
 
 def _link(study, candidate, ident, links):

@@ -286,7 +286,7 @@ def not_predicted(run, bases, unusable, cost_by, failures):
 
 
 def node_cpus(run):
-    """The logical CPUs of a run's (first) host as its ranks recorded them (runs.csv `hardware`), or
+    """The fewest logical CPUs among a run's hosts as its ranks recorded them (runs.csv `hardware`), or
     None where it has none. An emulated node's CPU set is not what its ranks see: they see the host's."""
     cell = run.get("hardware")
     hosts = hardware.hosts([cell]) if isinstance(cell, str) else {}

@@ -109,7 +109,7 @@ def test_the_model_takes_the_sweeps_cores_and_the_runs_cpus():
     assert prediction.node_cpus({"hardware": host}) == 2 and prediction.node_cpus({"hardware": ""}) is None
 
 
-def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
+def test_a_calibration_measures_every_trial_in_one_launch_of_the_copies_in_alternating_order(tmp_path):
     conf = tiny_config(tmp_path, classes=10, iterations=5)
     run = tiny_run(framework="torch", ranks_per_node=2)
     out = tmp_path / "calibration.jsonl"
@@ -118,17 +118,27 @@ def test_a_calibration_runs_the_copies_at_once_in_alternating_order(tmp_path):
     lines = [json.loads(ln) for ln in out.read_text().splitlines()]
     assert [ln["first"] for ln in lines] == ["alone", "together"] and all("failure" not in ln for ln in lines)
     assert all(ln["alone_s"] > 0 and ln["together_max_s"] >= ln["together_s"] > 0 for ln in lines)
-    # two copies in each trial's together, each a whole 1-rank run with its own records and status
-    for trial in (0, 1):
-        for copy in (0, 1):
-            status = json.loads(
-                (tmp_path / "copies" / f"trial{trial}" / "together" / f"copy{copy}" / "status.json").read_text()
-            )
-            assert status["status"] == "ok" and (status["nodes"], status["ranks_per_node"]) == (1, 1)
-        # they met after their warm-up, and each kept the other company until both had measured
-        meeting = tmp_path / "copies" / f"trial{trial}" / "together" / "meet"
-        for stage in ("start", "done"):
-            assert sorted(p.name for p in (meeting / stage).iterdir()) == ["copy0", "copy1"]
+    # two copies, each a whole 1-rank run with its own records and status, launched once
+    kinds = {}
+    for copy in (0, 1):
+        status = json.loads((tmp_path / "copies" / f"copy{copy}" / "status.json").read_text())
+        assert status["status"] == "ok" and (status["nodes"], status["ranks_per_node"]) == (1, 1)
+        records = [
+            json.loads(ln) for ln in (tmp_path / "copies" / f"copy{copy}" / "rank0.jsonl").read_text().splitlines()
+        ]
+        steps = [r for r in records if r["kind"] == "step" and not r["warmup"]]
+        assert [r["iteration"] for r in steps] == list(range(conf["warmup"], conf["warmup"] + len(steps)))
+        kinds[copy] = [(r["segment"], r["segment_kind"]) for r in steps]
+    # segments alone, together, together, alone: copy 0 measures all four, copy 1 only the together ones
+    assert sorted(set(kinds[0])) == [(0, "alone"), (1, "together"), (2, "together"), (3, "alone")]
+    assert sorted(set(kinds[1])) == [(1, "together"), (2, "together")]
+    assert kinds[0].count((1, "together")) == kinds[1].count((1, "together")) == 5  # the study's iterations each
+    # they met before every segment, and marked each measured
+    meeting = tmp_path / "copies" / "meet"
+    for segment in range(4):
+        assert sorted(p.name for p in (meeting / f"segment{segment}" / "start").iterdir()) == ["copy0", "copy1"]
+    assert sorted(p.name for p in (meeting / "segment1" / "done").iterdir()) == ["copy0", "copy1"]
+    assert sorted(p.name for p in (meeting / "segment0" / "done").iterdir()) == ["copy0"]
     identity = {**IDENTITY, "batch_size": run["batch_size"]}
     row = contention.table([(identity, 2, out)]).iloc[0]
     assert row["trials"] == 2 and row["slowdown"] > 0 and row["failure"] == ""
@@ -152,37 +162,60 @@ class _Stepper:
         return 0.0
 
 
-def test_copies_meet_after_warm_up_and_the_first_done_keeps_stepping_until_all_are(tmp_path, monkeypatch):
+def _copy(folder, index, segments=("together",)):
+    return {"dir": str(folder), "count": 2, "copy": index, "segments": list(segments)}
+
+
+def test_the_plan_alternates_which_kind_goes_first():
+    assert together.plan(1) == ["alone", "together"]
+    assert together.plan(3) == ["alone", "together", "together", "alone", "alone", "together"]
+
+
+def test_copies_meet_before_a_segment_and_the_first_done_keeps_stepping_until_all_are(tmp_path, monkeypatch):
     """Two copies in threads: the first to arrive waits for the second; the first to finish measuring
-    steps on, unrecorded, until the second has; a copy whose partner never comes stops with an error."""
-    together_ = {"dir": str(tmp_path / "meet"), "count": 2}
+    steps on, unrecorded, until the second has; in an alone segment the other copy waits without
+    stepping until copy 0 has measured; a copy whose partner never comes stops with an error."""
     arrived = {}
 
-    def copy(name, delay):
+    def copy(index, delay):
         time.sleep(delay)
-        together.meet(together_, tmp_path / name)()
-        arrived[name] = time.monotonic()
+        together.Segment(_copy(tmp_path / "meet", index), 0, tmp_path / f"copy{index}").meet()
+        arrived[index] = time.monotonic()
 
-    threads = [threading.Thread(target=copy, args=(n, d)) for n, d in (("copy0", 0.0), ("copy1", 0.3))]
+    threads = [threading.Thread(target=copy, args=(i, d)) for i, d in ((0, 0.0), (1, 0.3))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert abs(arrived["copy0"] - arrived["copy1"]) < 0.1  # copy0 waited the 0.3 s for copy1
+    assert abs(arrived[0] - arrived[1]) < 0.1  # copy0 waited the 0.3 s for copy1
     fast = _Stepper()
-    keeping = threading.Thread(
-        target=together.keep_company, args=(fast, lambda it: it, together_, tmp_path / "copy0", 5)
-    )
+    first = together.Segment(_copy(tmp_path / "meet", 0), 0, tmp_path / "copy0")
+    keeping = threading.Thread(target=first.keep_company, args=(fast, lambda it: it, 5))
     keeping.start()
     time.sleep(0.2)
     assert keeping.is_alive() and fast.steps > 0  # copy1 still measuring: copy0 keeps the node busy
-    assert together.keep_company(_Stepper(), lambda it: it, together_, tmp_path / "copy1", 5) == 0  # the last one
+    last = together.Segment(_copy(tmp_path / "meet", 1), 0, tmp_path / "copy1")
+    assert last.keep_company(_Stepper(), lambda it: it, 5) == 0  # the last one
     keeping.join(timeout=5)
     assert not keeping.is_alive()
-    assert together.keep_company(_Stepper(), None, None, tmp_path / "copy0", 0) == 0  # a run alone: nothing
+    # alone: copy 1 measures nothing and waits, idle, until copy 0 marks the segment measured
+    idle = together.Segment(_copy(tmp_path / "alone", 1, ["alone"]), 0, tmp_path / "copy1")
+    alone = together.Segment(_copy(tmp_path / "alone", 0, ["alone"]), 0, tmp_path / "copy0")
+    assert alone.measures and not idle.measures
+    waiting = threading.Thread(target=idle.wait)
+    waiting.start()
+    time.sleep(0.1)
+    assert waiting.is_alive()
+    assert alone.keep_company(_Stepper(), None, 5) == 0  # an alone segment: marked, no company kept
+    waiting.join(timeout=5)
+    assert not waiting.is_alive()
+    # a copy that failed ends the others' waits at once, saying which and why
+    together.abandon(tmp_path / "gone", "copy 1: mpirun exited with code 1")
+    with pytest.raises(RuntimeError, match=r"another copy failed \(copy 1: mpirun exited"):
+        together.Segment(_copy(tmp_path / "gone", 0), 0, tmp_path / "copy0").meet()
     monkeypatch.setattr(together, "MEET_TIMEOUT_S", 0.05)
     with pytest.raises(RuntimeError, match="2 copies never all reached"):
-        together.meet({"dir": str(tmp_path / "alone"), "count": 2}, tmp_path / "copy0")()
+        together.Segment(_copy(tmp_path / "never", 0), 0, tmp_path / "copy0").meet()
 
 
 def test_a_calibration_whose_copies_fail_says_why_in_its_output(tmp_path):
@@ -192,5 +225,5 @@ def test_a_calibration_whose_copies_fail_says_why_in_its_output(tmp_path):
     conf["contention"] = {"trials": 2}
     calibration.calibrate(conf, run, env_record("mxnet"), out, tmp_path / "copies")
     lines = [json.loads(ln) for ln in out.read_text().splitlines()]
-    assert len(lines) == 1 and lines[0]["failure"].startswith("copy 0 of 1 failed:")
+    assert len(lines) == 1 and lines[0]["failure"].startswith("copy 0 of 2 failed:")
     assert "layout NHWC" in lines[0]["failure"]

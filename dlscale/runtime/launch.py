@@ -59,7 +59,7 @@ def run_spec(config, run, out_dir):
             )
         }
     )
-    for key in ("samples", "start_together"):  # start_together: the contention calibration's copies
+    for key in ("samples", "calibration"):  # calibration: a contention calibration copy's segments
         if config.get(key):
             spec[key] = config[key]
     folder = cfg.dataset_folder(config)

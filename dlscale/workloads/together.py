@@ -1,53 +1,88 @@
-"""Copies of a run that must measure at the same time: the contention calibration's (independent
-1-rank runs at once on one node: dlscale/runtime/contention.py), which start apart by their import
-and compile times (up to 2 s seen) and end apart by their speeds.
+"""Copies of a run that measure in segments, alone and at the same time: the contention calibration's
+(independent 1-rank runs at once on one node: dlscale/runtime/contention.py).
 
-With `start_together` in the spec (a folder and how many copies), each copy meets the others after
-its warm-up (`meet`, outside any iteration's time) and, once it has measured, keeps the node as busy
-as before with unrecorded steps until every copy has measured (`keep_company`): every measured
-iteration of every copy ran beside the others. Marks are the copies' run folder names in
-<folder>/start and <folder>/done. A copy that never comes (it failed) ends the wait with an error
-after MEET_TIMEOUT_S, never a hang.
+The spec's `calibration` holds a folder, how many copies, this copy's index and the segments in
+order, each "alone" or "together". Every copy starts, warms up, then for each segment:
+- all copies meet (`Segment.meet`, outside any iteration's time), so no copy is still importing,
+  compiling or stepping when a segment starts;
+- "together": every copy measures the study's iterations, and one done first keeps the node as busy
+  as before with unrecorded steps until every copy has measured (`Segment.keep_company`): every
+  measured iteration ran beside the others;
+- "alone": copy 0 measures while the others wait idle (`Segment.wait`, a sleep between looks).
+One launch of the copies so measures every trial: before 2026-11-28 each trial started the copy
+alone and the copies together as launches of their own, and their starts (import, model build, data,
+compile: 31% of the default study's run time, bench/results/run-cost.csv) were most of the calibration's cost.
+Marks are the copies' run folder names in <folder>/segment<i>/start and /done. A copy that failed
+ends the others' waits at once (its launcher writes <folder>/FAILED, `abandon`); one that never
+comes ends them with an error after MEET_TIMEOUT_S, never a hang.
 """
 
 import time
 from pathlib import Path
 
 MEET_TIMEOUT_S = 600
+KINDS = ("alone", "together")
+IDLE_LOOK_S = 0.01  # how often a copy waiting out another's alone segment looks (it uses no core between)
 
 
-def _mark(together, out, stage):
-    folder = Path(together["dir"]) / stage
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / Path(out).name).touch()
-    return folder
+def plan(trials):
+    """The segments of `trials` trials, alternating which kind goes first (alone, together, together,
+    alone, ...), so that a drift over the launch falls on both kinds alike."""
+    return [kind for t in range(trials) for kind in (KINDS if t % 2 == 0 else KINDS[::-1])]
 
 
-def _all_there(folder, together, deadline):
-    if time.monotonic() > deadline:
-        raise RuntimeError(f"start_together: {together['count']} copies never all reached {folder}")
-    return len(list(folder.iterdir())) >= together["count"]
+def abandon(folder, why):
+    """Tell the copies waiting in `folder` that one of them failed (`why`): their waits end with it."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / "FAILED").write_text(why)
 
 
-def meet(together, out):
-    """A wait until every copy has finished its warm-up; a no-op without `together`."""
-    if not together:
-        return lambda: None
+class Segment:
+    """One segment of a calibration copy (`calibration` in the spec), by its index in the plan."""
 
-    def wait():
-        folder, deadline = _mark(together, out, "start"), time.monotonic() + MEET_TIMEOUT_S
-        while not _all_there(folder, together, deadline):
-            time.sleep(0.002)
+    def __init__(self, calibration, index, out):
+        self.failed = Path(calibration["dir"]) / "FAILED"
+        self.folder = Path(calibration["dir"]) / f"segment{index}"
+        self.count, self.name = calibration["count"], Path(out).name
+        self.kind = calibration["segments"][index]
+        self.measures = self.kind == "together" or calibration["copy"] == 0
 
-    return wait
+    def _mark(self, stage):
+        folder = self.folder / stage
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / self.name).touch()
+        return folder
 
+    def _until(self, folder, count, step):
+        """Call `step` until `count` copies have marked `folder`; an error after MEET_TIMEOUT_S."""
+        deadline = time.monotonic() + MEET_TIMEOUT_S
+        folder.mkdir(parents=True, exist_ok=True)
+        while len(list(folder.iterdir())) < count:
+            if self.failed.exists():
+                raise RuntimeError(f"calibration: another copy failed ({self.failed.read_text()})")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"calibration: {count} copies never all reached {folder}")
+            step()
 
-def keep_company(trainer, data, together, out, iteration):
-    """Unrecorded steps (from `iteration` on) until every copy has measured; returns how many."""
-    if not together:
-        return 0
-    folder, deadline, steps = _mark(together, out, "done"), time.monotonic() + MEET_TIMEOUT_S, 0
-    while not _all_there(folder, together, deadline):
-        trainer.finish(trainer.queued(trainer.step(lambda it=iteration + steps: data(it))))
-        steps += 1
-    return steps
+    def meet(self):
+        """Wait until every copy has reached this segment."""
+        self._until(self._mark("start"), self.count, lambda: time.sleep(0.002))
+
+    def wait(self):
+        """A copy that does not measure this (alone) segment: idle until copy 0 has measured it."""
+        self._until(self.folder / "done", 1, lambda: time.sleep(IDLE_LOOK_S))
+
+    def keep_company(self, trainer, data, iteration):
+        """Mark this copy's segment measured; in a together segment, unrecorded steps (from `iteration`
+        on) until every copy has measured. Returns how many."""
+        folder, steps = self._mark("done"), 0
+        if self.kind != "together":
+            return 0
+
+        def step():
+            nonlocal steps
+            trainer.finish(trainer.queued(trainer.step(lambda it=iteration + steps: data(it))))
+            steps += 1
+
+        self._until(folder, self.count, step)
+        return steps

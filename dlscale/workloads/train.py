@@ -13,9 +13,10 @@ and engine. Two timings (the spec's `timing`):
   one Chrome trace per rank, ``trace_rank<R>.json`` (dlscale/workloads/trace.py), from which the analysis
   derives the phases. Traced iterations are flagged `profiled` and never count for throughput.
 Every iteration, warm-up included (flagged), becomes one record line in ``rank<R>.jsonl``.
-Copies of a run that must measure at the same time (the contention calibration's: `start_together`
-in the spec) meet after their warm-up and keep each other company until all have measured
-(dlscale/workloads/together.py); neither is in any iteration's time or record.
+Copies of a run that measure in segments, alone and at the same time (the contention calibration's:
+`calibration` in the spec), meet before each segment and keep each other company until all have
+measured it (`segmented`, dlscale/workloads/together.py); neither is in any iteration's time or
+record, and each measured iteration's record names its segment.
 
 The run record also holds the gradients' sizes (for the performance model). Where the framework
 reports when each gradient is complete (PyTorch's backward hooks), the end record holds the median
@@ -191,7 +192,6 @@ def train(argv, scratch):
     ready, times, enough = measured(trainer, data, writer, spec, out, meter)
     cpu = meter.stop()  # the measured iterations' (profiled ones run under the profiler: not theirs)
     total = spec["warmup"] + len(times)
-    together.keep_company(trainer, data, spec.get("start_together"), out, total)  # unrecorded
     profiled = spec.get("profile_iterations", 0) if spec["timing"] == "native" else 0
     if profiled:
         for it, (start, end, loss) in profile(trainer, data, total, profiled, out).items():
@@ -219,7 +219,9 @@ def measured(trainer, data, writer, spec, out, meter):
     their times, the samples' decision). `meter` (a CpuMeter) is started as the first measured
     iteration starts: the rank's cores in use are those of its measured iterations."""
     enough = samples.Enough(spec["iterations"], spec.get("samples"), agree(trainer))
-    meter = _after(together.meet(spec.get("start_together"), out), meter)
+    if spec.get("calibration"):  # the cores in use over all its segments, the waits included
+        meter.start()
+        return [], segmented(trainer, data, writer, spec, out), enough
     if spec["timing"] == "native":
         return native_loop(trainer, data, writer, spec["warmup"], enough, meter)
     warmup = spec["warmup"]
@@ -248,18 +250,38 @@ def measured(trainer, data, writer, spec, out, meter):
     return ready, times, enough
 
 
-class _after:
-    """The meter, its start preceded by `first` (the copies' meeting): both where measuring starts."""
+def segmented(trainer, data, writer, spec, out):
+    """A calibration copy's iterations (dlscale/workloads/together.py): the warm-up, then each segment of
+    the plan, measured as `native_loop` measures (the study's iterations) where this copy takes part,
+    waited out idle where it does not. Returns every measured iteration's time."""
+    calibration, first, times = spec["calibration"], spec["warmup"], []
+    for it in range(first):
+        start, loss = native_step(trainer, lambda it=it: data(it))
+        wall = time.perf_counter() - start
+        writer.write("step", **_step(trainer, it, trainer.loss_value(loss), warmup=True, profiled=False, wall_s=wall))
+    for index in range(len(calibration["segments"])):
+        segment = together.Segment(calibration, index, out)
+        segment.meet()
+        if not segment.measures:
+            segment.wait()
+            continue
+        tagged = _Tagged(writer, first, {"segment": index, "segment_kind": segment.kind})
+        enough = samples.Enough(spec["iterations"])
+        _, measured, _ = native_loop(trainer, lambda it, f=first: data(f + it), tagged, 0, enough, CpuMeter())
+        times, first = times + measured, first + len(measured)
+        segment.keep_company(trainer, data, first)  # unrecorded steps, until every copy has measured
+    return times
 
-    def __init__(self, first, meter):
-        self.first, self.meter = first, meter
 
-    def start(self):
-        self.first()
-        self.meter.start()
+class _Tagged:
+    """A Writer whose step records are numbered from `first` on and carry `fields` (a segment's)."""
 
-    def stop(self):
-        return self.meter.stop()
+    def __init__(self, writer, first, fields):
+        self.writer, self.first, self.fields = writer, first, fields
+
+    def write(self, kind, **record):
+        record["iteration"] += self.first
+        self.writer.write(kind, **record, **self.fields)
 
 
 def native_loop(trainer, data, writer, warmup, enough, meter):

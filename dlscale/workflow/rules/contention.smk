@@ -1,5 +1,5 @@
 # What sharing a node costs a rank's compute: per configuration and ranks_per_node of 2 or more, its
-# 1-rank run alone and that many copies at once, in alternating order (dlscale/runtime/contention.py),
+# 1-rank run: that many copies started at once, measuring alone and together in alternating order (dlscale/runtime/contention.py),
 # and the table the model reads (TABLE["contention"]). A calibration that fails says why in its
 # output; the study goes on and the model assumes no slowdown there, saying so.
 

@@ -70,6 +70,11 @@ def tiny_run(**overrides):
     return run
 
 
+# The peak's multiply in a test's study: 512 takes 0.2 s a framework where the default 2048 takes
+# 3-4 s (twice: free and bound), which every study of the suite paid (tests/test_flops.py measures 2048).
+SMALL_MATMUL = 512
+
+
 def tiny_config(tmp_path, **overrides):
     """A small study config (tinynet, few iterations) writing under tmp_path."""
     conf = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -90,6 +95,7 @@ def tiny_config(tmp_path, **overrides):
     conf["samples"] = None  # exactly `iterations` (tests/test_samples.py measures until enough)
     conf["second_pass"] = None  # exactly `repeats` (tests/test_second_pass.py adds repeats)
     conf["contention"] = {"trials": 0}  # no calibration (tests/test_contention.py makes them)
+    conf["matmul_size"] = SMALL_MATMUL
     conf.update(overrides)
     return conf
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from dlscale.runtime import config as cfg
-from tests.conftest import ROOT, SNAKEMAKE
+from tests.conftest import ROOT, SMALL_MATMUL, SNAKEMAKE
 
 
 def shrink(config, folder):
@@ -29,6 +29,7 @@ def shrink(config, folder):
         "run_timeout_s": 300,
         "step_timeout_s": 600,
         "allreduce_max_bytes": 1 << 16,
+        "matmul_size": SMALL_MATMUL,
         "profile_iterations": min(config["profile_iterations"], 1),
         # no calibration: each would add its copies' runs to every shrunk study (the calibration through the
         # pipeline is tests/test_pipeline.py's and tests/test_compare.py's); its table is still made, empty

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import env_record
+from conftest import env_record, tiny_config
 
 from dlscale.analysis import metrics
 from dlscale.environment import build
@@ -91,3 +91,8 @@ def test_the_matmul_rate_is_measured_per_framework(tmp_path):
     # 0.1 leaves room for load (70 idle here, 7 with 8 busy loops on the 2 cores)
     assert table["matmul_flops_s"].between(1e8, 5e11).all()
     assert (table["matmul_flops_s_min"] <= table["matmul_flops_s"]).all()
+    # a study's matmul_size: that N, and only a study that sets it has it among the rule's settings
+    assert peak.main([str(out), "--framework", "torch", "--size", "256"]) == 0
+    assert list(pd.read_csv(out)["n"]) == [256]
+    assert "size" not in peak.rule_settings(tiny_config(tmp_path, matmul_size=None))
+    assert peak.rule_settings(tiny_config(tmp_path, matmul_size=256))["size"] == 256

@@ -15,7 +15,7 @@ import yaml
 
 import dlscale
 from dlscale.runtime import config as cfg
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SMALL_MATMUL
 
 SHIPPED = ["Snakefile", "rules/runs.smk", "config/schema.yaml", "config/config.yaml", "report/workflow.rst"]
 
@@ -140,6 +140,7 @@ SHRINK = {
     "data": {"kind": "synthetic"},
     "loader_workers": [0],
     "allreduce_max_bytes": 1 << 16,
+    "matmul_size": SMALL_MATMUL,
 }
 
 

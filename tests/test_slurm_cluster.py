@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from dlscale.runtime import emulate, slurm
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SMALL_MATMUL
 from tests.test_slurm import _jobs
 
 OK, WHY = slurm.available()
@@ -55,6 +55,7 @@ def _study(tmp_path, **overrides):
         "repeats": 1,
         "data": {"kind": "images", "images": 64, "shards": 4, "on_corrupt": "fail"},
         "allreduce_max_bytes": 65536,
+        "matmul_size": SMALL_MATMUL,
         "replay": {"nodes": [NODES], "models": ["tinynet"], "iterations": 5, "warmup": 1},
         "results": str(tmp_path / "results"),
         "logs": str(tmp_path / "logs"),

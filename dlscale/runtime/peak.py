@@ -9,7 +9,7 @@ the same multiply runs again with the process bound to `threads` CPUs (`matmul_f
 that many cores can do, beside which a rate that took more cores than it was given stands out.
 
     python -m dlscale.runtime.peak OUT.csv --framework torch tensorflow mxnet --threads 1 [--device cpu|gpu]
-        [--precision fp32|mixed] [--python jax=PATH]
+        [--precision fp32|mixed] [--size N] [--python jax=PATH]
 """
 
 import argparse
@@ -38,6 +38,7 @@ def _arguments(argv):
     ap.add_argument("--threads", type=int, nargs="+", default=[1], help="each measured apart (a row each)")
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     ap.add_argument("--precision", choices=["fp32", "mixed"], default="fp32")
+    ap.add_argument("--size", type=int, help="N of the N x N multiply (default: 2048 on the CPU, 8192 on a GPU)")
     ap.add_argument(
         "--python",
         action="append",
@@ -73,9 +74,9 @@ def _environment(threads, device):
 
 def _probe(framework, threads, args, env):
     """One framework's row of the table at `threads`, measured in a process of its own."""
-    n = SIZE[args.device]
+    n = args.size or SIZE[args.device]
     python = dict(args.python).get(framework, sys.executable)
-    cmd = [python, "-m", "dlscale.workloads.matmul", framework, str(threads), args.device, args.precision]
+    cmd = [python, "-m", "dlscale.workloads.matmul", framework, str(threads), args.device, args.precision, str(n)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     row = {
@@ -151,6 +152,8 @@ def rule_settings(config):
         "threads_per_rank": cfg.threads(config),
         "device": config.get("device", "cpu"),
         "precision": config.get("precision", "fp32"),
+        # only where set: a study made before the key existed keeps its peak.csv
+        **({"size": config["matmul_size"]} if config.get("matmul_size") else {}),
     }
 
 
@@ -163,7 +166,7 @@ def rule(settings, python, out_path, log_path, apart=None):
 
     argv = [python, "-m", "dlscale.runtime.peak", str(Path(out_path).resolve()), "--framework", *settings["framework"]]
     argv += ["--threads", *map(str, settings["threads_per_rank"]), "--device", settings["device"]]
-    argv += ["--precision", settings["precision"]]
+    argv += ["--precision", settings["precision"]] + (["--size", str(settings["size"])] if settings.get("size") else [])
     argv += [f"--python={fw}={record['python']}" for fw, record in (apart or {}).items()]
     Path(log_path).write_text("")
     rc, _ = execute(argv, log_path, None, {**os.environ, "PYTHONPATH": str(SOURCE)})

@@ -3,12 +3,13 @@ Python: what dlscale/runtime/peak.py measures each framework's peak rate with. I
 the study but the framework's probe (its package's probe.py), so that it runs in any Python a
 framework runs in (its own environment, a user's).
 
-    python -m dlscale.workloads.matmul FRAMEWORK THREADS DEVICE PRECISION
+    python -m dlscale.workloads.matmul FRAMEWORK THREADS DEVICE PRECISION [N]
 
 prints {"median_s", "min_s", "max_s", "cores_used"} of one N x N multiply (float32; float16 for mixed
-precision), timed REPEATS times after WARMUP, waiting for the result each time. CPU: N = 2048; GPU:
-N = 8192 (large enough for the BLAS kernels' full speed). `cores_used`: the process's CPU time (all
-its threads) over the timed multiplies' wall time, so a rate that took more cores than THREADS shows it.
+precision), timed REPEATS times after WARMUP, waiting for the result each time. N: the study's
+`matmul_size`, by default 2048 on the CPU and 8192 on a GPU (large enough for the BLAS kernels' full
+speed). `cores_used`: the process's CPU time (all its threads) over the timed multiplies' wall time,
+so a rate that took more cores than THREADS shows it.
 """
 
 import json
@@ -39,16 +40,16 @@ def _timed(run):
     return statistics.median(times), min(times), max(times), (_cpu_s() - cpu) / sum(times)
 
 
-def measure(framework, threads, device, precision):
-    """(median, fastest, slowest) seconds of one N x N multiply in `framework` (its probe.py), and the
-    cores the timed multiplies used."""
+def measure(framework, threads, device, precision, n=None):
+    """(median, fastest, slowest) seconds of one n x n multiply (the device's SIZE by default) in
+    `framework` (its probe.py), and the cores the timed multiplies used."""
     probe = frameworks.module(framework, "probe")
-    return _timed(probe.matmul(SIZE[device], threads, device, precision == "mixed"))
+    return _timed(probe.matmul(n or SIZE[device], threads, device, precision == "mixed"))
 
 
 def main(argv=None):
-    framework, threads, device, precision = sys.argv[1:] if argv is None else argv
-    median, fastest, slowest, cores = measure(framework, int(threads), device, precision)
+    framework, threads, device, precision, *n = sys.argv[1:] if argv is None else argv
+    median, fastest, slowest, cores = measure(framework, int(threads), device, precision, int(n[0]) if n else None)
     print(json.dumps({"median_s": median, "min_s": fastest, "max_s": slowest, "cores_used": cores}))
     return 0
 

@@ -4,8 +4,12 @@ without the slowdowns (every shared node assumed as fast as one rank alone, the 
 calibration), with the slowdowns its calibration measured (contention.csv) but no allreduce taking CPU
 from compute (the sweep's cores_used left out), and with both (the model as it is); per configuration
 of 2 or more ranks per node, the median relative error of the predicted iteration over its repeats in
-each, beside the slowdown, its interval and the sweep's cores. Writes bench/results/contention-model.csv
-(rows of earlier studies kept).
+each, beside the slowdown, its interval and the sweep's cores; the median relative error of the predicted
+communication (all allreduce time, comm_total_s) with the allreduces at the sweep's speed and as the
+model has them, sharing the CPUs with backward; and the calibration's copy alone against
+the study's own 1-rank runs (`alone_vs_1rank`: its mean iteration over theirs, summary.csv; near 1 where
+the copies idle beside it take nothing from it). Writes bench/results/contention-model.csv (rows of
+earlier studies kept).
 
   .venv/bin/python bench/contention_model.py RESULTS [--note TEXT] [--out bench/results/contention-model.csv]
 """
@@ -40,7 +44,17 @@ def errors(results, slowdowns, comm_cpu=True):
         sweep = sweep.drop(columns=["cores_used"], errors="ignore")
     table, _, _ = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
     table = table[table["ranks_per_node"] > 1].dropna(subset=["error_iteration"])
-    return table.groupby(KEYS)[["error_iteration", "comm_cores"]].median()
+    return table.groupby(KEYS)[["error_iteration", "error_comm_total", "comm_cores"]].median()
+
+
+def alone_vs_1rank(results, calibration):
+    """The calibration's copy alone (alone_s) over the mean iteration of the study's own 1-rank runs of
+    the same configuration (summary.csv), or NaN where the study has none."""
+    summary = pd.read_csv(results / TABLES["summary"])
+    one = summary[(summary["nodes"] == 1) & (summary["ranks_per_node"] == 1)]
+    for k in ("framework", "model", "comm", "comm_library"):
+        one = one[one[k] == calibration[k]]
+    return calibration["alone_s"] / one["iteration_s"].iloc[0] if len(one) else float("nan")
 
 
 def main(argv=None):
@@ -52,7 +66,8 @@ def main(argv=None):
     calibrated = pd.read_csv(args.results / TABLES["contention"], keep_default_na=False, na_values=[""])
     slowdowns = contention.slowdowns(calibrated)
     both, without = errors(args.results, slowdowns), errors(args.results, {}, comm_cpu=False)
-    with_ = errors(args.results, slowdowns, comm_cpu=False)["error_iteration"]
+    unshared = errors(args.results, slowdowns, comm_cpu=False)
+    with_ = unshared["error_iteration"]
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     rows = []
     for key, error in with_.items():
@@ -72,6 +87,9 @@ def main(argv=None):
                 "error_calibrated": round(error, 4),
                 "comm_cores": round(both["comm_cores"][key], 4),
                 "error_with_comm_cpu": round(both["error_iteration"][key], 4),
+                "error_comm_total_alone": round(unshared["error_comm_total"][key], 4),
+                "error_comm_total": round(both["error_comm_total"][key], 4),
+                "alone_vs_1rank": round(alone_vs_1rank(args.results, s), 4) if len(match) else float("nan"),
                 "machine": machine(),
                 "date": datetime.date.today().isoformat(),
                 "commit": commit.stdout.strip(),

@@ -75,23 +75,36 @@ def test_the_model_multiplies_compute_and_gradient_readiness_by_the_slowdown():
     assert shared["comm_exposed_s"] == pytest.approx(alone["comm_exposed_s"])
 
 
-def test_an_overlapped_allreduce_costs_its_cpu_time_where_the_node_has_no_spare_cpus():
-    """2 ranks of 1 thread on 2 CPUs, allreduces keeping 0.9 cores busy: no CPU is spare, all of their
-    CPU time comes out of compute; on 16 CPUs none does; between, the share beyond the node's CPUs."""
-    assert model.cores_taken(1, 2, 2, 0.9) == pytest.approx(1.0)
-    assert model.cores_taken(1, 2, 16, 0.9) == 0.0
-    assert model.cores_taken(1, 2, 3, 1.0) == pytest.approx(0.5)  # asks 4 of 3 CPUs: half of the 2 allreduce cores
-    assert model.cores_taken(1, 2, None, 0.9) == 0.0 and model.cores_taken(1, 2, 2, 0.0) == 0.0
+def test_an_overlapped_allreduce_shares_the_cpus_with_backward_where_the_node_has_none_to_spare():
+    """2 ranks of 1 thread on 2 CPUs, allreduces keeping 0.9 cores busy: while both run, compute and
+    allreduce each progress at 1 / 1.9 of full speed; on 16 CPUs at full speed; between, in proportion."""
+    assert model.shared_rate(1, 2, 2, 0.9) == pytest.approx(1 / 1.9)
+    assert model.shared_rate(1, 2, 16, 0.9) == 1.0
+    assert model.shared_rate(1, 2, 3, 1.0) == pytest.approx(0.75)  # asks 4 of 3 CPUs
+    assert model.shared_rate(1, 2, None, 0.9) == 1.0 and model.shared_rate(1, 2, 2, 0.0) == 1.0
     base = {IO_S: 0.0, H2D_S: 0.0, FORWARD_S: 0.1, BACKWARD_S: 0.2, UPDATE_S: 0.0}
-    cost = model.Cost(lambda m: m * 1e-9, cores=0.9)  # 0.1 s for 100 MB, ready early: hidden behind backward
-    hidden = model.Gradients([10**8], [0.0])
+    cost = model.Cost(lambda m: m * 1e-9, cores=1.0)  # 0.1 s for 100 MB alone
+    hidden = model.Gradients([10**8], [0.0], cycle=1e-6)  # ready as backward starts
     free = model.predict(base, hidden, 2, cost)
     assert free["iteration_s"] == pytest.approx(0.3) and free["comm_exposed_s"] == 0.0
-    busy = model.predict(base, hidden, 2, cost, taken=1.0)
-    assert busy["iteration_s"] == pytest.approx(0.3 + 0.9 * 0.1) and busy["comm_exposed_s"] == 0.0
-    # an allreduce the step waits for anyway (after backward) costs no more than its wait
-    late = model.Gradients([10**8], None)
-    assert model.predict(base, late, 2, cost, taken=1.0)["iteration_s"] == pytest.approx(0.4)
+    assert free["comm_total_s"] == pytest.approx(0.1)
+    # at half speed each: 0.2 s of both running does the allreduce's 0.1 s and 0.1 s of backward, whose
+    # other 0.1 s then runs alone; the allreduce ran 0.2 s, hidden, and backward took 0.1 s longer
+    half = model.predict(base, hidden, 2, cost, rate=0.5)
+    assert half["iteration_s"] == pytest.approx(0.4, abs=1e-5) and half["comm_exposed_s"] == 0.0
+    assert half["comm_total_s"] == pytest.approx(0.2, abs=1e-5)
+    # ready late in backward: the allreduce outlasts it, slowed only while backward still ran
+    late = model.Gradients([10**8], [0.15], cycle=1e-6)
+    tail = model.predict(base, late, 2, cost, rate=0.5)
+    # 0.15 s alone; then 0.1 s at half speed (0.05 of each done); then 0.05 s of allreduce alone
+    assert tail["comm_total_s"] == pytest.approx(0.15, abs=1e-5)
+    assert tail["comm_exposed_s"] == pytest.approx(0.05, abs=1e-5)
+    assert tail["iteration_s"] == pytest.approx(0.1 + 0.25 + 0.05, abs=1e-5)
+    # after backward (sequential, or a framework that starts there) nothing is shared: as at full speed
+    after = model.Gradients([10**8], None)
+    assert model.predict(base, after, 2, cost, rate=0.5) == pytest.approx(model.predict(base, after, 2, cost))
+    with pytest.raises(ValueError, match="shared rate 0"):
+        model.predict(base, hidden, 2, cost, rate=0.0)
 
 
 def test_the_model_takes_the_sweeps_cores_and_the_runs_cpus():

@@ -505,6 +505,31 @@ def test_schedule_finishes_or_refuses_its_inputs(ready, sizes, cost):
         assert math.isfinite(end) and math.isfinite(busy)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    ready=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6),
+    sizes=st.lists(st.integers(1, 1 << 28), min_size=1, max_size=6),
+    rate=st.floats(0.05, 1.0),
+    backward=st.floats(0.01, 1.0),
+)
+def test_sharing_the_cpus_slows_the_allreduces_and_backward_never_speeds_them(ready, sizes, rate, backward):
+    """Compute and allreduces sharing a rank's CPUs (processor sharing): backward ends no sooner than alone,
+    the allreduces run no shorter than at the sweep's speed, and no iteration comes out faster than at
+    full speed; the slower the shared rate, the longer the iteration."""
+    n = min(len(ready), len(sizes))
+    base = {**dict.fromkeys(model.COMPUTE, 0.0), model.BACKWARD_S: backward}
+    gradients = model.Gradients(sizes[:n], [r * backward for r in ready[:n]])
+    cost = model.Cost(lambda m: 1e-4 + m * 1e-9)
+    free = model.predict(base, gradients, 2, cost)
+    shared = model.predict(base, gradients, 2, cost, rate=rate)
+    slower = model.predict(base, gradients, 2, cost, rate=rate / 2)
+    cycle = model.CYCLE_TIME_S  # the schedules may meet Horovod's cycles one apart
+    assert shared["comm_total_s"] >= free["comm_total_s"] - 1e-12
+    assert shared["iteration_s"] >= free["iteration_s"] - cycle
+    assert slower["iteration_s"] >= shared["iteration_s"] - cycle
+    assert shared["iteration_s"] >= backward + shared["comm_exposed_s"] - 1e-12
+
+
 # Plain regressions of the study shapes that stopped the pipeline (issue 29).
 
 

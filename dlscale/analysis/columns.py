@@ -400,14 +400,16 @@ MODEL = {
     "`assumed 1 (...)` where no calibration measured it",
     "comm_cores": "cores an allreduce keeps busy per rank on these nodes: the median of the sweep's cores_used over "
     "its sizes (allreduce.csv; 0 where the sweep did not record it)",
-    "comm_cpu_taken": "the share of the allreduces' CPU time the ranks' compute loses to them (0 to 1): what the "
-    "node's ranks ask (threads_per_rank + comm_cores each) beyond its logical CPUs, over what their allreduces ask; "
-    "the model predicts at least compute + comm_cpu_taken x comm_cores x predicted_comm_total_s",
+    "shared_rate": "how fast a rank's compute and its allreduce each progress while both run (0 to 1): the node's "
+    "logical CPUs per rank over what a rank then asks (threads_per_rank + comm_cores), 1 with CPUs to spare; below "
+    "1 an allreduce overlapped with backward slows backward and runs longer than the sweep's (docs/methods/model.md)",
     "ready_from": "when the model starts each gradient's allreduce: `measured` (the framework's backward hooks), "
     "another framework's ready times of the same network as fractions of backward (a framework that starts each "
     "allreduce as its gradient is ready but reports no times), `end of backward`, or `sequential`",
-    "predicted_iteration_s": "the model's iteration: 1-rank compute x compute_slowdown + exposed communication",
-    "predicted_comm_total_s": "the model's sum of the fused buffers' allreduce times",
+    "predicted_iteration_s": "the model's iteration: 1-rank compute x compute_slowdown, longer by what allreduces "
+    "beside backward took from it (shared_rate below 1), + exposed communication",
+    "predicted_comm_total_s": "the model's sum of the fused buffers' allreduce times (each slowed while it ran beside "
+    "backward, shared_rate below 1)",
     "predicted_comm_exposed_s": "how far the model's last allreduce ends after backward",
     "error_iteration": "(predicted - measured) / measured iteration time",
     "error_comm_total": "(predicted - measured) / measured communication time",

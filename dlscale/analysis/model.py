@@ -123,12 +123,18 @@ def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_T
             k += 1
         t_free = t_cycle
         for nbytes, tensors in fusion_buffers(batch, threshold):
-            step = cost(nbytes, tensors)
-            if not math.isfinite(step):
-                raise ValueError(f"cannot schedule allreduces: an allreduce of {nbytes} bytes costs {step} s")
+            step = _buffer_cost(cost, nbytes, tensors)
             t_free += step
             busy += step
     return t_free, busy
+
+
+def _buffer_cost(cost, nbytes, tensors):
+    """A fused buffer's allreduce time; an error where it is not a finite number."""
+    step = cost(nbytes, tensors)
+    if not math.isfinite(step):
+        raise ValueError(f"cannot schedule allreduces: an allreduce of {nbytes} bytes costs {step} s")
+    return step
 
 
 def _not_schedulable(ready, sizes, cycle, per_tensor):
@@ -160,26 +166,83 @@ class Gradients:
         return cls(record["sizes"], ready, record["threshold"], record["cycle"])
 
 
-def cores_taken(threads, ranks_per_node, node_cpus, comm_cores):
-    """The share (0 to 1) of an allreduce's CPU time that a node's ranks' compute loses to it: what
-    their compute threads and their allreduces ask of the node beyond its CPUs, over what the
-    allreduces ask (0: spare CPUs run them; 1: none spare, every allreduce CPU-second is one compute
-    waits for)."""
+def shared_rate(threads, ranks_per_node, node_cpus, comm_cores):
+    """The rate (0 to 1) at which a rank's compute and its allreduce each progress while both run: the
+    node's CPUs per rank over what a rank then asks (its compute threads and the cores its allreduce
+    keeps busy), the node's scheduler sharing them in proportion; 1 with CPUs to spare, or where the
+    node's CPUs or the allreduce's cores are not known."""
     if not comm_cores or not node_cpus or math.isnan(comm_cores):
-        return 0.0
-    beyond = ranks_per_node * (threads + comm_cores) - node_cpus
-    return min(1.0, max(0.0, beyond / (ranks_per_node * comm_cores)))
+        return 1.0
+    return min(1.0, node_cpus / (ranks_per_node * (threads + comm_cores)))
 
 
-def predict(base, gradients, ranks, cost, slowdown=1.0, taken=0.0):
+class _Shared:
+    """Backward and the allreduces on a rank's share of its node's CPUs (`shared_schedule`): `t` the wall
+    time since backward started, `done` backward's progress (s of its time alone), `ended` when it ended,
+    `busy` the time an allreduce was running."""
+
+    def __init__(self, backward, rate):
+        self.backward, self.rate, self.t, self.done, self.busy, self.ended = backward, rate, 0.0, 0.0, 0.0, 0.0
+
+    def backward_end(self):
+        """When backward ends: already, or from now on alone."""
+        return self.t + (self.backward - self.done) if self.done < self.backward else self.ended
+
+    def _advance(self, wall, rate):
+        """`wall` s of backward at `rate` (while it is not done)."""
+        if self.done < self.backward and self.done + wall * rate >= self.backward:
+            self.ended = self.t + (self.backward - self.done) / rate
+        self.done, self.t = min(self.backward, self.done + wall * rate), self.t + wall
+
+    def cycle_with(self, tick, first, cycle):
+        """Backward alone until the first cycle from `tick` on that finds it `first` s done; that cycle."""
+        need = self.t + max(0.0, first - self.done)
+        if need > tick:  # whole cycles, and a hair of rounding taken as there (as `schedule`)
+            tick = max(need, tick + math.ceil((need - tick) / cycle - 1e-9) * cycle)
+        self._advance(tick - self.t, 1.0)
+        return tick
+
+    def reduce(self, work):
+        """One buffer's allreduce of `work` s (its time alone): at `rate` while backward runs beside it,
+        both slowed alike, then at full speed."""
+        start = self.t
+        if self.done < self.backward:
+            beside = min(work, self.backward - self.done) / self.rate
+            work -= beside * self.rate
+            self._advance(beside, self.rate)
+        self.t += max(0.0, work)
+        self.busy += self.t - start
+
+
+def shared_schedule(ready, sizes, cost, gradients, backward, rate):
+    """`schedule` where a rank's compute and its allreduces share the CPUs (`shared_rate` below 1): ready
+    times in seconds of backward's own progress. Returns (when backward ends, when the last allreduce
+    ends, the allreduces' wall time), in seconds from backward's start."""
+    problem = _not_schedulable(ready, sizes, gradients.cycle, cost.per_tensor)
+    if problem or not rate > 0:
+        raise ValueError(f"cannot schedule allreduces: {problem or f'shared rate {rate}'}")
+    order, shared = sorted(range(len(sizes)), key=lambda i: ready[i]), _Shared(backward, rate)
+    tick, k = -gradients.cycle, 0
+    while k < len(order):
+        tick = shared.cycle_with(max(tick + gradients.cycle, shared.t), ready[order[k]], gradients.cycle)
+        batch = []
+        while k < len(order) and ready[order[k]] <= shared.done + 1e-12:
+            batch.append(sizes[order[k]])
+            k += 1
+        for nbytes, tensors in fusion_buffers(batch, gradients.threshold):
+            shared.reduce(_buffer_cost(cost, nbytes, tensors))
+    return shared.backward_end(), shared.t, shared.busy
+
+
+def predict(base, gradients, ranks, cost, slowdown=1.0, rate=1.0):
     """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where a
     fused buffer costs what `cost` says (a Cost, or T(m): `schedule`).
 
     base: 1-rank phase means (COMPUTE keys); gradients: a Gradients; slowdown: a rank's compute
-    beside the others on its node over the 1-rank run's alone (1: as fast as alone); taken: the share
-    of the allreduces' CPU time the compute loses (`cores_taken`): an allreduce overlapped with
-    backward on a node without spare CPUs still costs its CPU time, so the iteration is at least the
-    compute plus that.
+    beside the others on its node over the 1-rank run's alone (1: as fast as alone); rate: how fast a
+    rank's compute and its allreduce each progress while both run (`shared_rate`; 1: CPUs to spare).
+    Below 1 an allreduce overlapped with backward slows backward and is slowed by it, so the
+    iteration pays its CPU time and the allreduce runs longer than the sweep's (`shared_schedule`).
     """
     base = {k: base[k] * slowdown for k in COMPUTE}
     ready = None if gradients.ready is None else [r * slowdown for r in gradients.ready]
@@ -189,11 +252,14 @@ def predict(base, gradients, ranks, cost, slowdown=1.0, taken=0.0):
         return {"iteration_s": compute, "comm_total_s": 0.0, "comm_exposed_s": 0.0}
     sizes = gradients.sizes
     ready = [backward] * len(sizes) if ready is None else [min(r, backward) for r in ready]
+    if rate < 1:
+        cost = cost if isinstance(cost, Cost) else Cost(cost)
+        ends, end, busy = shared_schedule(ready, sizes, cost, gradients, backward, rate)
+        exposed = max(0.0, end - ends)
+        return {"iteration_s": compute + (ends - backward) + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
     end, busy = schedule(ready, sizes, cost, gradients.threshold, gradients.cycle)
     exposed = max(0.0, end - backward)
-    # the CPU time beyond what the step waits anyway shows as slower compute, not as a wait
-    lost = taken * getattr(cost, "cores", 0.0) * busy
-    return {"iteration_s": compute + max(exposed, lost), "comm_total_s": busy, "comm_exposed_s": exposed}
+    return {"iteration_s": compute + exposed, "comm_total_s": busy, "comm_exposed_s": exposed}
 
 
 def relative_error(pred, meas):

@@ -17,7 +17,7 @@ import pandas as pd
 import yaml
 
 from dlscale.analysis import contention, prediction
-from dlscale.analysis.model import Cost, Gradients, cores_taken, predict, ring_cost
+from dlscale.analysis.model import Cost, Gradients, predict, ring_cost, shared_rate
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import TABLES
 from dlscale.core.vocabulary import BASELINE_KEYS
@@ -166,8 +166,8 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
         ranks = candidate["nodes"] * candidate["devices_per_node"]
         ready = None if ident["comm"] == "sequential" else base["ready"]
         slowdown, slowdown_from = _slowdown(source, candidate, {**ident, "threads_per_rank": threads})
-        taken = _taken(source, candidate, threads, cost_fn)
-        p = predict(phases, Gradients.of(base, ready), ranks, cost_fn, slowdown, taken)
+        rate = _rate(source, candidate, threads, cost_fn)
+        p = predict(phases, Gradients.of(base, ready), ranks, cost_fn, slowdown, rate)
         rate = ranks * ident["batch_size"] / p["iteration_s"]
         error, error_from = model_error(study, ident)
         rows.append(
@@ -222,13 +222,13 @@ def _slowdown(source, candidate, ident):
     return 1.0, f"assumed: 1 ({per_node} devices per node computing as fast as one alone; none measured or stated)"
 
 
-def _taken(source, candidate, threads, cost):
-    """The share of the allreduces' CPU time the candidate's compute loses (model.cores_taken): on the
-    measured device's own node (no compute_factor) with its CPUs and the sweep's cores; elsewhere 0
-    (a stated link's allreduce is assumed to take no compute cores)."""
+def _rate(source, candidate, threads, cost):
+    """How fast the candidate's compute and its allreduce each progress while both run
+    (model.shared_rate): on the measured device's own node (no compute_factor) from its CPUs and the
+    sweep's cores; elsewhere 1 (a stated link's allreduce is assumed to take no compute cores)."""
     if candidate["compute_factor"] != 1:
-        return 0.0
-    return cores_taken(threads, candidate["devices_per_node"], source.get("node_cpus"), cost.cores)
+        return 1.0
+    return shared_rate(threads, candidate["devices_per_node"], source.get("node_cpus"), cost.cores)
 
 
 def _link(study, candidate, ident, links):

@@ -15,11 +15,11 @@ from dlscale.analysis.model import (
     COMPUTE,
     Cost,
     Gradients,
-    cores_taken,
     error_parts,
     predict,
     relative_error,
     ring_cost,
+    shared_rate,
     sweep_cost,
 )
 from dlscale.core import hardware
@@ -58,12 +58,12 @@ def _setting(run, key, default):
 TOLERANCE = 0.05
 
 
-def _cpu_taken(group):
-    """What a reason adds where the model counted the allreduces' CPU time in the compute."""
-    taken = group["comm_cpu_taken"].median() if "comm_cpu_taken" in group else math.nan
-    if pd.isna(taken) or not taken:
+def _sharing(group):
+    """What a reason adds where the model had compute and allreduces share the node's CPUs."""
+    rate = group["shared_rate"].median() if "shared_rate" in group else math.nan
+    if pd.isna(rate) or rate >= 1:
         return ""
-    return f", + {taken:.0%} of the allreduces' CPU time at {group['comm_cores'].median():.2g} cores"
+    return f", compute and allreduces ({group['comm_cores'].median():.2g} cores) each at {rate:.0%} while both ran"
 
 
 def off_target(table, keys):
@@ -91,7 +91,7 @@ def off_target(table, keys):
                 f"compute ({m.error_from_compute:+.1%} of the iteration): {compute:.3g} s of compute "
                 f"per iteration measured, {m.predicted_iteration_s - m.predicted_comm_exposed_s:.3g} s "
                 f"predicted (the 1-rank run's compute x the slowdown of its ranks per node, {slowdown:.3g}"
-                f"{_cpu_taken(group)})"
+                f"{_sharing(group)})"
             )
         else:
             reason = (
@@ -339,9 +339,9 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
             cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r))]
             ready = None if seq else base["ready"]
             row["ready_from"] = "sequential: after backward" if seq else base["ready_from"]
-            taken = cores_taken(r["threads_per_rank"], r["ranks_per_node"], node_cpus(r), cost.cores)
-            row["comm_cores"], row["comm_cpu_taken"] = cost.cores, taken
-            p = predict(base["base"], Gradients.of(base, ready), r["ranks"], cost, row["compute_slowdown"], taken)
+            rate = shared_rate(r["threads_per_rank"], r["ranks_per_node"], node_cpus(r), cost.cores)
+            row["comm_cores"], row["shared_rate"] = cost.cores, rate
+            p = predict(base["base"], Gradients.of(base, ready), r["ranks"], cost, row["compute_slowdown"], rate)
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = relative_error(p["iteration_s"], r["iteration_s"])
             row["error_comm_total"] = relative_error(p["comm_total_s"], total)
@@ -367,7 +367,7 @@ COLUMNS = MATCH + [
     "compute_slowdown",
     "slowdown_source",
     "comm_cores",
-    "comm_cpu_taken",
+    "shared_rate",
     "ready_from",
     "predicted_iteration_s",
     "predicted_comm_total_s",

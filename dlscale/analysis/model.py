@@ -28,6 +28,10 @@ the alpha-beta ring fit where a sweep has too few sizes):
   bandwidth, the cores loaders and interpreters use): the 1-rank phases and ready times are
   multiplied by the compute slowdown s_k measured for k ranks per node (results/contention.csv,
   dlscale/runtime/contention.py); 1 where the study measured none, which model.csv says.
+- On a CPU an allreduce computes too (the sweep's cores_used). Where a rank's compute threads and its
+  allreduce ask more of the node than it has, both progress at the node's CPUs per rank over what the
+  rank asks (`shared_rate`) while both run, at full speed alone (`shared_schedule`): an allreduce
+  beside backward slows it and runs longer than the sweep's.
 The extrapolation applies the same model with the ring model T(m) = 2(N-1) alpha + 2(N-1)/N m beta
 for given link parameters instead of a measured sweep, and no per-tensor cost (it grows with the
 ranks in ways no link parameter gives).

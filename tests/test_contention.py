@@ -122,7 +122,7 @@ def test_the_model_takes_the_sweeps_cores_and_the_runs_cpus():
     assert prediction.node_cpus({"hardware": host}) == 2 and prediction.node_cpus({"hardware": ""}) is None
 
 
-def test_a_calibration_measures_every_trial_in_one_launch_of_the_copies_in_alternating_order(tmp_path):
+def test_a_calibration_measures_each_trial_in_a_launch_of_the_copies_in_alternating_order(tmp_path):
     conf = tiny_config(tmp_path, classes=10, iterations=5)
     run = tiny_run(framework="torch", ranks_per_node=2)
     out = tmp_path / "calibration.jsonl"
@@ -131,27 +131,28 @@ def test_a_calibration_measures_every_trial_in_one_launch_of_the_copies_in_alter
     lines = [json.loads(ln) for ln in out.read_text().splitlines()]
     assert [ln["first"] for ln in lines] == ["alone", "together"] and all("failure" not in ln for ln in lines)
     assert all(ln["alone_s"] > 0 and ln["together_max_s"] >= ln["together_s"] > 0 for ln in lines)
-    # two copies, each a whole 1-rank run with its own records and status, launched once
-    kinds = {}
-    for copy in (0, 1):
-        status = json.loads((tmp_path / "copies" / f"copy{copy}" / "status.json").read_text())
-        assert status["status"] == "ok" and (status["nodes"], status["ranks_per_node"]) == (1, 1)
-        records = [
-            json.loads(ln) for ln in (tmp_path / "copies" / f"copy{copy}" / "rank0.jsonl").read_text().splitlines()
-        ]
-        steps = [r for r in records if r["kind"] == "step" and not r["warmup"]]
-        assert [r["iteration"] for r in steps] == list(range(conf["warmup"], conf["warmup"] + len(steps)))
-        kinds[copy] = [(r["segment"], r["segment_kind"]) for r in steps]
-    # segments alone, together, together, alone: copy 0 measures all four, copy 1 only the together ones
-    assert sorted(set(kinds[0])) == [(0, "alone"), (1, "together"), (2, "together"), (3, "alone")]
-    assert sorted(set(kinds[1])) == [(1, "together"), (2, "together")]
-    assert kinds[0].count((1, "together")) == kinds[1].count((1, "together")) == 5  # the study's iterations each
-    # they met before every segment, and marked each measured
-    meeting = tmp_path / "copies" / "meet"
-    for segment in range(4):
-        assert sorted(p.name for p in (meeting / f"segment{segment}" / "start").iterdir()) == ["copy0", "copy1"]
-    assert sorted(p.name for p in (meeting / "segment1" / "done").iterdir()) == ["copy0", "copy1"]
-    assert sorted(p.name for p in (meeting / "segment0" / "done").iterdir()) == ["copy0"]
+    # each trial two copies, each a whole 1-rank run with its own records and status
+    for trial, kinds in ((0, ["alone", "together"]), (1, ["together", "alone"])):
+        measured = {}
+        for copy in (0, 1):
+            folder = tmp_path / "copies" / f"trial{trial}" / f"copy{copy}"
+            status = json.loads((folder / "status.json").read_text())
+            assert status["status"] == "ok" and (status["nodes"], status["ranks_per_node"]) == (1, 1)
+            records = [json.loads(ln) for ln in (folder / "rank0.jsonl").read_text().splitlines()]
+            steps = [r for r in records if r["kind"] == "step" and not r["warmup"]]
+            assert [r["iteration"] for r in steps] == list(range(conf["warmup"], conf["warmup"] + len(steps)))
+            measured[copy] = [(r["segment"], r["segment_kind"]) for r in steps]
+        # copy 0 measures both segments, copy 1 only the together one, the study's iterations each
+        together_ = kinds.index("together")
+        assert sorted(set(measured[0])) == [(0, kinds[0]), (1, kinds[1])]
+        assert set(measured[1]) == {(together_, "together")} and len(measured[1]) == 5
+        assert measured[0].count((together_, "together")) == 5
+        # they met before both segments, and marked each measured
+        meeting = tmp_path / "copies" / f"trial{trial}" / "meet"
+        for segment in (0, 1):
+            assert sorted(p.name for p in (meeting / f"segment{segment}" / "start").iterdir()) == ["copy0", "copy1"]
+        assert sorted(p.name for p in (meeting / f"segment{together_}" / "done").iterdir()) == ["copy0", "copy1"]
+        assert sorted(p.name for p in (meeting / f"segment{1 - together_}" / "done").iterdir()) == ["copy0"]
     identity = {**IDENTITY, "batch_size": run["batch_size"]}
     row = contention.table([(identity, 2, out)]).iloc[0]
     assert row["trials"] == 2 and row["slowdown"] > 0 and row["failure"] == ""

@@ -1,19 +1,21 @@
 """What sharing a node costs a rank's compute, measured: the calibration the performance model
 multiplies a 1-rank run's phases by (dlscale/analysis/model.py).
 
-For a configuration of the study and k ranks per node, `calibrate` starts k copies of its 1-rank run
-at once on one node (each a job of its own: no communication between them, the same threads, data
-and loader as a study run), once. After their warm-up they measure in segments
-(dlscale/workloads/together.py): per trial, copy 0 alone (the others idle) and all k together, in
-alternating order over `trials` trials (alone, together, together, alone, ...), so that the
-machine's drift falls on both alike. Each trial gives the copies' mean measured iteration together
-over copy 0's alone: a rank's compute slowdown beside k - 1 others, s_k, which shared caches, memory
-bandwidth and the cores loaders and interpreters use make more than 1. Before each segment the
-copies meet, each measures the study's iterations (a fixed count, as the native loop times them),
-and in a together segment a copy done first keeps stepping, unrecorded, until all are done: every
-together iteration ran beside the other copies, every alone one beside idle copies.
-Until 2026-11-28 every trial's alone copy and together copies were launches of their own (2 x trials
-launches, each paying a run's start); one launch now measures every trial.
+For a configuration of the study and k ranks per node, `calibrate` makes `trials` trials. Each starts k
+copies of its 1-rank run at once on one node (each a job of its own: no communication between them,
+the same threads, data and loader as a study run), which after their warm-up measure in two segments
+(dlscale/workloads/together.py): copy 0 alone (the others idle) and all k together, alternating
+which goes first from trial to trial, so that the machine's drift falls on both alike. Each trial
+gives the copies' mean measured iteration together over copy 0's alone: a rank's compute slowdown
+beside k - 1 others, s_k, which shared caches, memory bandwidth and the cores loaders and
+interpreters use make more than 1. Before each segment the copies meet, each measures the study's
+iterations (a fixed count, as the native loop times them), and in a together segment a copy done
+first keeps stepping, unrecorded, until all are done: every together iteration ran beside the other
+copies, every alone one beside idle copies.
+A trial is a launch: the variation between launches (two studies' calibrations of PyTorch AlexNet,
+all trials in one launch each, gave 1.09 and 1.33) is in the trials' spread and so in the interval.
+Until 2026-11-28 each trial's copy alone and copies together were launches of their own (4 per
+calibration at 2 trials, each paying a run's start); now 2.
 The trials' lines go to OUT (JSON lines, SCHEMA); the analysis turns them into
 results/contention.csv (dlscale/analysis/contention.py).
 """
@@ -33,14 +35,14 @@ from dlscale.workloads import together
 SCHEMA = "dlscale.contention/1"
 
 
-def copies_of(config, run, trials, folder, env_record):
+def copies_of(config, run, segments, folder, env_record):
     """Start the copies of the 1-rank run `run` (as many as it has ranks per node) at once, each in
-    folder/copy<i>, to measure `trials` trials in segments; returns each copy's measured iteration
+    folder/copy<i>, to measure `segments` (kinds, in order); returns each copy's measured iteration
     times by segment ({segment index: [s]}). A copy that fails raises, naming it and why."""
     count, one = run["ranks_per_node"], {**run, "nodes": 1, "ranks_per_node": 1, "repeat": 0}
     meeting = Path(folder) / "meet"
     shutil.rmtree(meeting, ignore_errors=True)  # an earlier attempt's marks would let a copy start alone
-    plan = {"dir": str(meeting), "count": count, "segments": together.plan(trials)}
+    plan = {"dir": str(meeting), "count": count, "segments": list(segments)}
     # wall time is all a copy needs (no traces to write), over a fixed count in each segment
     quiet = {**config, "profile_iterations": 0, "samples": None}
     statuses = [None] * count
@@ -81,27 +83,28 @@ def _segments(run_dir):
 
 
 def calibrate(config, run, env_record, out_path, folder):
-    """The config's `contention.trials` trials of the 1-rank run `run`, alone and as many copies
-    together as the run has ranks per node, a line per trial in out_path; a failure writes one line
-    saying why."""
+    """The config's `contention.trials` trials of the 1-rank run `run`, each a launch of its copies (as
+    many as the run has ranks per node) that measures copy 0 alone and all together, in the order
+    `together.plan` alternates; a line per trial in out_path, and a failure ends it with a line saying
+    why (the trials before it kept)."""
     trials = config["contention"]["trials"]
     out_path, folder = Path(out_path), Path(folder)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "w") as out:
-        try:
-            copies = copies_of(config, run, trials, folder, env_record)
-        except RuntimeError as exc:
-            out.write(json.dumps({"schema": SCHEMA, "trial": 0, "failure": str(exc)}) + "\n")
-            return
         for trial in range(trials):
-            out.write(json.dumps(_trial(trial, copies)) + "\n")
+            kinds = together.plan(trial + 1)[2 * trial :]  # this trial's two segments, in order
+            try:
+                copies = copies_of(config, run, kinds, folder / f"trial{trial}", env_record)
+            except RuntimeError as exc:
+                out.write(json.dumps({"schema": SCHEMA, "trial": trial, "failure": str(exc)}) + "\n")
+                return
+            out.write(json.dumps(_trial(trial, kinds, copies)) + "\n")
+            out.flush()
 
 
-def _trial(trial, copies):
-    """A trial's line from the copies' segments: its alone segment (copy 0's) and its together one."""
-    first, second = 2 * trial, 2 * trial + 1
-    kinds = together.plan(trial + 1)[first:]  # this trial's two segments, in the order they ran
-    alone, shared = (first, second) if kinds[0] == "alone" else (second, first)
+def _trial(trial, kinds, copies):
+    """A trial's line from its copies' segments: copy 0's alone and every copy's together."""
+    alone, shared = kinds.index("alone"), kinds.index("together")
     means = [statistics.mean(segments[shared]) for segments in copies]
     return {
         "schema": SCHEMA,

@@ -9,9 +9,9 @@ order, each "alone" or "together". Every copy starts, warms up, then for each se
   as before with unrecorded steps until every copy has measured (`Segment.keep_company`): every
   measured iteration ran beside the others;
 - "alone": copy 0 measures while the others wait idle (`Segment.wait`, a sleep between looks).
-One launch of the copies so measures every trial: before 2026-11-28 each trial started the copy
-alone and the copies together as launches of their own, and their starts (import, model build, data,
-compile: 31% of the default study's run time, bench/results/run-cost.csv) were most of the calibration's cost.
+One launch of the copies so measures a trial's both kinds: before 2026-11-28 the copy alone and the
+copies together were launches of their own, and their starts (import, model build, data, compile: 31%
+of the default study's run time, bench/results/run-cost.csv) were most of the calibration's cost.
 Marks are the copies' run folder names in <folder>/segment<i>/start and /done. A copy that failed
 ends the others' waits at once (its launcher writes <folder>/FAILED, `abandon`); one that never
 comes ends them with an error after MEET_TIMEOUT_S, never a hang.

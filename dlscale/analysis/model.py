@@ -204,6 +204,7 @@ class _Shared:
         if need > tick:  # whole cycles, and a hair of rounding taken as there (as `schedule`)
             tick = max(need, tick + math.ceil((need - tick) / cycle - 1e-9) * cycle)
         self._advance(tick - self.t, 1.0)
+        self.done = max(self.done, min(first, self.backward))  # there at `need`, whatever the rounding
         return tick
 
     def reduce(self, work):
@@ -230,7 +231,7 @@ def shared_schedule(ready, sizes, cost, gradients, backward, rate):
     while k < len(order):
         tick = shared.cycle_with(max(tick + gradients.cycle, shared.t), ready[order[k]], gradients.cycle)
         batch = []
-        while k < len(order) and ready[order[k]] <= shared.done + 1e-12:
+        while k < len(order) and ready[order[k]] <= shared.done:
             batch.append(sizes[order[k]])
             k += 1
         for nbytes, tensors in fusion_buffers(batch, gradients.threshold):

@@ -85,14 +85,14 @@ def _segments(run_dir):
 def calibrate(config, run, env_record, out_path, folder):
     """The config's `contention.trials` trials of the 1-rank run `run`, each a launch of its copies (as
     many as the run has ranks per node) that measures copy 0 alone and all together, in the order
-    `together.plan` alternates; a line per trial in out_path, and a failure ends it with a line saying
+    `together.order` alternates; a line per trial in out_path, and a failure ends it with a line saying
     why (the trials before it kept)."""
     trials = config["contention"]["trials"]
     out_path, folder = Path(out_path), Path(folder)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "w") as out:
         for trial in range(trials):
-            kinds = together.plan(trial + 1)[2 * trial :]  # this trial's two segments, in order
+            kinds = together.order(trial)
             try:
                 copies = copies_of(config, run, kinds, folder / f"trial{trial}", env_record)
             except RuntimeError as exc:

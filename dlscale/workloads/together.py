@@ -25,10 +25,15 @@ KINDS = ("alone", "together")
 IDLE_LOOK_S = 0.01  # how often a copy waiting out another's alone segment looks (it uses no core between)
 
 
+def order(trial):
+    """A trial's two segments, alternating from trial to trial which kind goes first, so that a drift
+    falls on both kinds alike."""
+    return list(KINDS if trial % 2 == 0 else KINDS[::-1])
+
+
 def plan(trials):
-    """The segments of `trials` trials, alternating which kind goes first (alone, together, together,
-    alone, ...), so that a drift over the launch falls on both kinds alike."""
-    return [kind for t in range(trials) for kind in (KINDS if t % 2 == 0 else KINDS[::-1])]
+    """The segments of `trials` trials in turn (alone, together, together, alone, ...)."""
+    return [kind for t in range(trials) for kind in order(t)]
 
 
 def abandon(folder, why):

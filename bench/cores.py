@@ -40,7 +40,7 @@ from dlscale.workloads import frameworks  # noqa: E402
 
 def probe(framework, threads, device="cpu", python=None):
     """(cores used, GFLOP/s) of the framework's 2048^2 matmul probe at `threads`."""
-    python = python or framework_python(framework)
+    python = framework_python(framework, python)
     cmd = [python, "-m", "dlscale.workloads.matmul", framework, str(threads), device, "fp32"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=peak._environment(threads, device), timeout=600)
     if proc.returncode:
@@ -83,7 +83,7 @@ def train_direct(framework, threads, args, folder):
     spec = {**harness_spec(shape), "framework": framework, "comm_library": library, "ranks_per_node": 1}
     (folder / "spec.json").write_text(json.dumps({**spec, "timing": "phased", "out_dir": str(folder)}))
     env = {**os.environ, **launch.rank_env({"threads_per_rank": threads, "launcher": {}})}
-    argv = launch.workload_command(args.python or framework_python(framework), folder / "spec.json")
+    argv = launch.workload_command(framework_python(framework, args.python), folder / "spec.json")
     rc, _ = execution.execute(argv, folder / "rank.log", timeout_s=900, env=env)
     if rc:
         sys.exit(f"{framework} run failed: {(folder / 'rank.log').read_text()[-3000:]}")

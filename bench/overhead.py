@@ -17,7 +17,8 @@ precision; keeping the others). Target: native/bare >= 0.99.
 
   .venv/bin/python bench/overhead.py [--framework torch tensorflow mxnet jax] [--library horovod native] [--ranks 1 2]
       [--model resnet50] [--batch-size 8] [--image-size 64] [--iterations 20] [--trials 9]
-      [--device cpu|gpu] [--precision fp32|mixed] [--launcher mpirun|direct] [--out bench/results/overhead.csv]
+      [--device cpu|gpu] [--precision fp32|mixed] [--launcher mpirun|direct [--python PYTHON]]
+      [--out bench/results/overhead.csv]
 """
 
 import argparse
@@ -107,10 +108,11 @@ def throughput(kind, out, spec, ranks, records=None):
     return ranks * spec["batch_size"] / statistics.mean(steps.values())
 
 
-def framework_python(framework):
-    """The Python a framework's runs use, as in a study: its own environment's (built once), else
-    this one (the workload environment's: the cuda variant's Horovod frameworks)."""
-    return (build.own_record(framework) or {"python": sys.executable})["python"]
+def framework_python(framework, python=None):
+    """The Python a framework's runs use: `python` where given (a node's own, which has the framework:
+    nothing is built there), else as in a study: its own environment's (built once), else this one (the
+    workload environment's: the cuda variant's Horovod frameworks)."""
+    return python or (build.own_record(framework) or {"python": sys.executable})["python"]
 
 
 def harness_spec(args, **overrides):
@@ -144,7 +146,10 @@ def harness_spec(args, **overrides):
     }
 
 
-def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
+def run_trial(framework, ranks, spec, env, tmp, trial, how=None):
+    """One trial of bare, native and phased; `how` (Python, direct): the rank's Python (where None, the
+    framework's as in a study) and whether it starts without a launcher."""
+    python, direct = how or (None, False)
     out = Path(tmp) / f"{framework}_{spec['comm_library']}_r{ranks}_t{trial}"
     out.mkdir()
     order = KINDS[trial % 3 :] + KINDS[: trial % 3]  # rotate who goes first
@@ -159,7 +164,7 @@ def run_trial(framework, ranks, spec, env, tmp, trial, direct=False):
                 {**spec, "framework": framework, "ranks_per_node": ranks, "timing": timing, "out_dir": str(folder)}
             )
         )
-        python = framework_python(framework)
+        python = framework_python(framework, python)
         script = (
             [python, str(ROOT / "bench" / f"bare_{framework}.py"), str(spec_path)]
             if kind == "bare"
@@ -220,8 +225,11 @@ def main():
         choices=["mpirun", "direct"],
         help="direct: one rank started without mpirun (a GPU node with no MPI)",
     )
+    ap.add_argument("--python", help="with --launcher direct: the Python that has the framework (a GPU node's)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "overhead.csv"))
     args = ap.parse_args()
+    if args.python and args.launcher != "direct":
+        ap.error("--python is for --launcher direct (a study's runs use the framework's own environment)")
     if args.launcher == "direct" and args.ranks != [1]:
         ap.error("--launcher direct runs one rank: give --ranks 1")
 
@@ -235,9 +243,10 @@ def main():
         for framework, library in pairs:
             for ranks in args.ranks:
                 trials = []
+                how = (framework_python(framework, args.python), args.launcher == "direct")
                 for trial in range(args.trials):
                     result, order = run_trial(
-                        framework, ranks, {**spec, "comm_library": library}, env, tmp, trial, args.launcher == "direct"
+                        framework, ranks, {**spec, "comm_library": library}, env, tmp, trial, how
                     )
                     trials.append(result)
                     print(

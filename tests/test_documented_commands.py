@@ -223,15 +223,30 @@ COMMANDS = {
         ("on the GPU machine, with the wheel built above", "python3 -m pip install --help"),
     ),
     "python3 -m pytest tests/test_gpu.py": ("run", {"python3": PY}),
-    "python3 bench/overhead.py --framework torch --ranks 1 --launcher direct --device gpu --model resnet50 "
-    "--batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3": (
-        "manual",
-        ("needs a GPU", f"{PY} bench/overhead.py --help"),
+    # the GPU node's commands on this machine's CPU: the same direct rank in the node's Python, shrunk
+    "python3 bench/overhead.py --framework torch --ranks 1 --launcher direct --python python3 --device gpu "
+    "--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3": (
+        "run",
+        {
+            "python3 bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py",
+            "--python python3 --device gpu": f"--python {PY} --device cpu",
+            "--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3": (
+                "--model tinynet --batch-size 4 --image-size 32 --threads 1 --warmup 1 --iterations 2 --trials 1 "
+                "--out {folder}/overhead.csv"
+            ),
+        },
     ),
-    "python3 bench/overhead.py --framework torch --library native --ranks 1 --launcher direct --device gpu "
-    "--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 40 --trials 3": (
-        "manual",
-        ("needs a GPU", f"{PY} bench/overhead.py --help"),
+    "python3 bench/overhead.py --framework torch --library native --ranks 1 --launcher direct --python python3 "
+    "--device gpu --model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 40 --trials 3": (
+        "run",
+        {
+            "python3 bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py",
+            "--python python3 --device gpu": f"--python {PY} --device cpu",
+            "--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 40 --trials 3": (
+                "--model tinynet --batch-size 4 --image-size 32 --threads 1 --warmup 1 --iterations 2 --trials 1 "
+                "--out {folder}/overhead.csv"
+            ),
+        },
     ),
     # the GPU run's command on this machine's CPU: the same direct rank and its cores, shrunk
     "python3 bench/cores.py --framework torch --library native --device gpu --launcher direct --python python3 "

@@ -237,7 +237,8 @@ COMMANDS = {
         },
     ),
     "python3 bench/overhead.py --framework torch --library native --ranks 1 --launcher direct --python python3 "
-    "--device gpu --model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 40 --trials 3": (
+    "--device gpu --model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 40 "
+    "--trials 3": (
         "run",
         {
             "python3 bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py",

@@ -245,9 +245,7 @@ def main():
                 trials = []
                 how = (framework_python(framework, args.python), args.launcher == "direct")
                 for trial in range(args.trials):
-                    result, order = run_trial(
-                        framework, ranks, {**spec, "comm_library": library}, env, tmp, trial, how
-                    )
+                    result, order = run_trial(framework, ranks, {**spec, "comm_library": library}, env, tmp, trial, how)
                     trials.append(result)
                     print(
                         f"{framework} {library} {ranks} rank(s) trial {trial} ({' > '.join(order)}): "

@@ -267,7 +267,7 @@ def segmented(trainer, data, writer, spec, out):
             continue
         tagged = _Tagged(writer, first, {"segment": index, "segment_kind": segment.kind})
         enough = samples.Enough(spec["iterations"])
-        _, measured, _ = native_loop(trainer, lambda it, f=first: data(f + it), tagged, 0, enough, CpuMeter())
+        _, measured, _ = native_loop(trainer, lambda it, f=first: data(f + it), tagged, 0, enough, None)
         times, first = times + measured, first + len(measured)
         segment.keep_company(trainer, data, first)  # unrecorded steps, until every copy has measured
     return times
@@ -291,9 +291,10 @@ def native_loop(trainer, data, writer, warmup, enough, meter):
     returned for it) to its own: the times sum to the loop's elapsed time, the loop's own work
     (records, loss read-back) included, except a decision on the samples taken with nothing in flight.
     None is queued past the most the samples allow; one already queued when the loop decides to stop
-    earlier is finished and counts as measured."""
+    earlier is finished and counts as measured. `meter` (a CpuMeter, or None where the caller measures
+    the cores itself: a calibration's segments) is started as the first measured iteration starts."""
     pending, ready, times = collections.deque(), [], []
-    if warmup == 0:
+    if warmup == 0 and meter:
         meter.start()
     last, it, stopping, limit = time.perf_counter(), 0, False, warmup + enough.most
     while it < limit and not stopping or pending:
@@ -310,7 +311,7 @@ def native_loop(trainer, data, writer, warmup, enough, meter):
                 times.append(end - last)
             writer.write("step", **_step(trainer, done, loss, warmup=done < warmup, profiled=False, wall_s=end - last))
             last = end
-            if done == warmup - 1:
+            if done == warmup - 1 and meter:
                 meter.start()
                 last = time.perf_counter()  # a meeting of copies (`meet`) is in no iteration's time
             if not stopping and enough.due(len(times)):

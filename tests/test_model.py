@@ -226,6 +226,13 @@ def test_off_target_configurations_say_which_part_of_the_error_is_larger():
     assert far[1]["reason"] == (
         "exposed communication (-40.0% of the iteration): 1.5 s per iteration measured, 0.7 s predicted"
     )
+    # three runs whose slowest iteration is not the one that waited longest: the measured compute is the
+    # runs' median compute (0.538 s), as the error parts are medians over runs, not 0.625 - 0.195 s
+    runs = [(0.887, 0.195), (0.625, 0.087), (0.599, 0.216)]
+    three = pd.DataFrame([row("mxnet", i, it, ex, 0.527, 0.115) for i, (it, ex) in enumerate(runs)])
+    [one] = prediction.off_target(three, ["framework"])
+    assert one["error_from_compute"] == pytest.approx((0.412 - 0.538) / 0.625, abs=1e-3)
+    assert "0.538 s of compute per iteration measured, 0.412 s predicted" in one["reason"]
 
 
 @pytest.mark.timeout(10)

@@ -85,7 +85,9 @@ def off_target(table, keys):
         slowdown = group["compute_slowdown"].median() if "compute_slowdown" in group else ASSUMED
         if abs(m.error_iteration) <= TOLERANCE:
             continue
-        compute = m.iteration_s - m.comm_exposed_s
+        # the runs' median compute, as the error parts are the runs' medians (not the median iteration
+        # less the median exposed time, which can belong to different runs)
+        compute = (group["iteration_s"] - group["comm_exposed_s"]).median()
         if abs(m.error_from_compute) >= abs(m.error_from_exposed):
             reason = (
                 f"compute ({m.error_from_compute:+.1%} of the iteration): {compute:.3g} s of compute "

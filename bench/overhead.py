@@ -146,10 +146,10 @@ def harness_spec(args, **overrides):
     }
 
 
-def run_trial(framework, ranks, spec, env, tmp, trial, how=None):
-    """One trial of bare, native and phased; `how` (Python, direct): the rank's Python (where None, the
-    framework's as in a study) and whether it starts without a launcher."""
-    python, direct = how or (None, False)
+def run_trial(framework, ranks, spec, env, tmp, trial, how):
+    """One trial of bare, native and phased; `how` (Python, direct): the rank's Python
+    (`framework_python`) and whether it starts without a launcher."""
+    python, direct = how
     out = Path(tmp) / f"{framework}_{spec['comm_library']}_r{ranks}_t{trial}"
     out.mkdir()
     order = KINDS[trial % 3 :] + KINDS[: trial % 3]  # rotate who goes first
@@ -164,7 +164,6 @@ def run_trial(framework, ranks, spec, env, tmp, trial, how=None):
                 {**spec, "framework": framework, "ranks_per_node": ranks, "timing": timing, "out_dir": str(folder)}
             )
         )
-        python = framework_python(framework, python)
         script = (
             [python, str(ROOT / "bench" / f"bare_{framework}.py"), str(spec_path)]
             if kind == "bare"

@@ -1,5 +1,5 @@
 """A bare TensorFlow training loop, through Horovod or TensorFlow's own MultiWorkerMirroredStrategy
-(the spec's comm_library): the whole step in one tf.function, no phases, no syncs, no records (the
+(the spec's allreduce_library): the whole step in one tf.function, no phases, no syncs, no records (the
 benchmark's baseline). Same model, data, optimizer and threads as
 dlscale.workloads.frameworks.tensorflow.trainer in overlap mode (Horovod: one allreduce per gradient; the
 strategy: its collective all-reduce in 25 MiB packs, from the replica context; none on one rank),
@@ -24,7 +24,7 @@ from dlscale.workloads.batches import SyntheticData
 from dlscale.workloads.registry import build_model
 
 spec = json.loads(Path(sys.argv[1]).read_text())
-native = spec.get("comm_library", "horovod") == "native"
+native = spec.get("allreduce_library", "horovod") == "native"
 tf.config.threading.set_intra_op_parallelism_threads(spec["threads_per_rank"])
 tf.config.threading.set_inter_op_parallelism_threads(spec["threads_per_rank"])
 if native:

@@ -1,5 +1,5 @@
 """A bare PyTorch training loop, through Horovod or PyTorch's own DistributedDataParallel (the spec's
-comm_library): no phases, no syncs, no records (the benchmark's baseline).
+allreduce_library): no phases, no syncs, no records (the benchmark's baseline).
 
 Usage (under mpirun): python bench/bare_torch.py SPEC.json  -> prints {"throughput_img_per_s": ...}
 Same model, data, layout, optimizer, threads, device, precision and TF32 setting as
@@ -25,7 +25,7 @@ from dlscale.workloads.frameworks.torch.trainer import sgd
 from dlscale.workloads.registry import build_model
 
 spec = json.loads(Path(sys.argv[1]).read_text())
-native = spec.get("comm_library", "horovod") == "native"
+native = spec.get("allreduce_library", "horovod") == "native"
 gpu = spec.get("device", "cpu") == "gpu"
 if native:
     import torch.distributed as dist

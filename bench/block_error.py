@@ -43,7 +43,12 @@ SCENARIOS = {
 
 def runs_of(rates, model="m"):
     """A run-metrics table of one configuration: {framework: [throughput per block]}."""
-    fixed = {k: None for k in CONFIG_KEYS} | {"model": model, "comm": "overlap", "layout": "best", "timing": "native"}
+    fixed = {k: None for k in CONFIG_KEYS} | {
+        "model": model,
+        "allreduce_schedule": "overlap",
+        "layout": "best",
+        "timing": "native",
+    }
     fixed |= {
         "nodes": 1,
         "ranks_per_node": 2,
@@ -57,7 +62,7 @@ def runs_of(rates, model="m"):
     }
     rows = [
         fixed
-        | {"framework": fw, "comm_library": "native" if fw == "jax" else "horovod", "repeat": k}
+        | {"framework": fw, "allreduce_library": "native" if fw == "jax" else "horovod", "repeat": k}
         | {"iteration_s": 16 / r, "throughput_img_per_s": r}
         for fw, per_block in rates.items()
         for k, r in enumerate(per_block)

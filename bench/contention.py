@@ -11,11 +11,11 @@ their spread. If ranks2 ~ pair, the slowdown is the machine's (two processes at 
 harness's or MPI's. Writes bench/results/contention.csv.
 
   .venv/bin/python bench/contention.py [--framework torch tensorflow mxnet] [--model resnet50 alexnet]
-      [--batch-size 8] [--image-size 64] [--iterations 10] [--trials 5] [--comm sequential]
+      [--batch-size 8] [--image-size 64] [--iterations 10] [--trials 5] [--allreduce-schedule sequential]
       [--env HOROVOD_CYCLE_TIME=5 ...]
 
-With `--comm sequential` (the default) the 2-rank run's allreduces happen after the update's wait,
-outside the compute phases, so compute is compared with compute; with `--comm overlap` backward
+With `--allreduce-schedule sequential` (the default) the 2-rank run's allreduces happen after the update's wait,
+outside the compute phases, so compute is compared with compute; with `--allreduce-schedule overlap` backward
 also carries the allreduces' own CPU work (fusion copies and the reduction), which is no contention
 but communication. `--env` adds variables to the ranks' environment (the study's launcher.env).
 """
@@ -89,7 +89,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--comm", default="sequential", choices=["sequential", "overlap"])
+    ap.add_argument("--allreduce-schedule", default="sequential", choices=["sequential", "overlap"])
     ap.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "contention.csv"))
     args = ap.parse_args()
@@ -100,7 +100,13 @@ def main():
         for framework in args.framework:
             for model in args.model:
                 library = frameworks.default_library(framework)
-                spec = harness_spec(args, framework=framework, comm_library=library, model=model, comm=args.comm)
+                spec = harness_spec(
+                    args,
+                    framework=framework,
+                    allreduce_library=library,
+                    model=model,
+                    allreduce_schedule=args.allreduce_schedule,
+                )
                 spec.update(timing="phased", threads_per_rank=1)
                 got = {k: [] for k in KINDS}
                 for t in range(args.trials):
@@ -117,7 +123,7 @@ def main():
                             "ratio_min": round(min(ratios), 4),
                             "ratio_max": round(max(ratios), 4),
                             "alone_compute_s": round(statistics.median(got["alone"]), 5),
-                            "comm": args.comm,
+                            "allreduce_schedule": args.allreduce_schedule,
                             "env": " ".join(args.env),
                             "trials": args.trials,
                             "batch_size": args.batch_size,

@@ -29,7 +29,7 @@ from bench.overhead import machine  # noqa: E402
 from dlscale.analysis import contention, prediction  # noqa: E402
 from dlscale.core.paths import TABLES  # noqa: E402
 
-KEYS = ["framework", "model", "comm", "comm_library", "nodes", "ranks_per_node"]
+KEYS = ["framework", "model", "allreduce_schedule", "allreduce_library", "nodes", "ranks_per_node"]
 
 
 def errors(results, slowdowns, comm_cpu=True):
@@ -52,7 +52,7 @@ def alone_vs_1rank(results, calibration):
     the same configuration (summary.csv), or NaN where the study has none."""
     summary = pd.read_csv(results / TABLES["summary"])
     one = summary[(summary["nodes"] == 1) & (summary["ranks_per_node"] == 1)]
-    for k in ("framework", "model", "comm", "comm_library"):
+    for k in ("framework", "model", "allreduce_schedule", "allreduce_library"):
         one = one[one[k] == calibration[k]]
     return calibration["alone_s"] / one["iteration_s"].iloc[0] if len(one) else float("nan")
 
@@ -73,7 +73,7 @@ def main(argv=None):
     for key, error in with_.items():
         ident = dict(zip(KEYS, key))
         match = calibrated
-        for k in ("framework", "model", "comm", "comm_library", "ranks_per_node"):
+        for k in ("framework", "model", "allreduce_schedule", "allreduce_library", "ranks_per_node"):
             match = match[match[k] == ident[k]]
         s = match.iloc[0] if len(match) else {}
         rows.append(

@@ -80,7 +80,7 @@ def train_direct(framework, threads, args, folder):
     folder.mkdir(parents=True)
     shape = argparse.Namespace(**{**vars(args), "threads": threads, "layout": "best", "precision": "fp32", "warmup": 3})
     library = args.library or frameworks.default_library(framework)
-    spec = {**harness_spec(shape), "framework": framework, "comm_library": library, "ranks_per_node": 1}
+    spec = {**harness_spec(shape), "framework": framework, "allreduce_library": library, "ranks_per_node": 1}
     (folder / "spec.json").write_text(json.dumps({**spec, "timing": "phased", "out_dir": str(folder)}))
     env = {**os.environ, **launch.rank_env({"threads_per_rank": threads, "launcher": {}})}
     argv = launch.workload_command(framework_python(framework, args.python), folder / "spec.json")

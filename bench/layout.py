@@ -58,7 +58,7 @@ def main():
                                 {
                                     **spec,
                                     "framework": framework,
-                                    "comm_library": frameworks.default_library(framework),
+                                    "allreduce_library": frameworks.default_library(framework),
                                     "model": model,
                                     "layout": layout,
                                     "out_dir": str(out),

@@ -1,7 +1,7 @@
 """Table (not a test): Horovod against each framework's own library in a finished study.
 
 Reads a study's summary.csv and model.csv (the study config/libraries.yaml makes, or any study with
-`comm_library: [horovod, native]`) and writes one row per framework x network x comm x ranks x
+`allreduce_library: [horovod, native]`) and writes one row per framework x network x comm x ranks x
 library: throughput with its 95% interval, the ratio to Horovod's with its interval (the study's
 comparisons.csv: the paired analysis's geometric mean over blocks, `differs` where its Holm-adjusted
 verdict is that one is faster), the communication measured in the traces (all of it, and the part
@@ -22,24 +22,24 @@ sys.path.insert(0, str(ROOT))
 from bench.overhead import machine, write_table  # noqa: E402
 from dlscale.core.paths import TABLES  # noqa: E402
 
-KEYS = ["framework", "model", "comm", "nodes", "ranks_per_node", "ranks"]
+KEYS = ["framework", "model", "allreduce_schedule", "nodes", "ranks_per_node", "ranks"]
 
 
 def rows(results):
     summary = pd.read_csv(results / TABLES["summary"])
     model = pd.read_csv(results / TABLES["model"])
     pairs = pd.read_csv(results / TABLES["comparisons"])
-    ratios = pairs[pairs["dimension"] == "comm_library"].set_index(KEYS)
-    error = model.groupby(KEYS + ["comm_library"])["error_iteration"].median()
+    ratios = pairs[pairs["dimension"] == "allreduce_library"].set_index(KEYS)
+    error = model.groupby(KEYS + ["allreduce_library"])["error_iteration"].median()
     out = []
-    for r in summary[summary["repeats_ok"] > 0].sort_values(KEYS + ["comm_library"]).to_dict("records"):
+    for r in summary[summary["repeats_ok"] > 0].sort_values(KEYS + ["allreduce_library"]).to_dict("records"):
         key = tuple(r[k] for k in KEYS)
         ratio = ratios.loc[key] if key in ratios.index else None
-        native = r["comm_library"] == "native" and ratio is not None
+        native = r["allreduce_library"] == "native" and ratio is not None
         out.append(
             {
                 **{k: r[k] for k in KEYS},
-                "comm_library": r["comm_library"],
+                "allreduce_library": r["allreduce_library"],
                 "img_per_s": round(r["throughput_img_per_s"], 3),
                 "img_per_s_ci_lo": round(r["throughput_img_per_s_ci_lo"], 3),
                 "img_per_s_ci_hi": round(r["throughput_img_per_s_ci_hi"], 3),
@@ -49,7 +49,7 @@ def rows(results):
                 "differs": ("yes" if ratio["verdict"].endswith("faster") else "no") if native else "",
                 "comm_total_s": round(r.get("comm_total_s", float("nan")), 4),
                 "overlap_s": round(r.get("overlap_s", float("nan")), 4),
-                "model_error_iteration": round(error.get(key + (r["comm_library"],), float("nan")), 4),
+                "model_error_iteration": round(error.get(key + (r["allreduce_library"],), float("nan")), 4),
                 "repeats": int(r["repeats_ok"]),
                 "machine": machine(),
             }
@@ -67,7 +67,7 @@ def main():
         sys.exit(f"{args.results}: no successful configuration in {TABLES['summary']}")
     for r in table:
         print(
-            f"{r['framework']} {r['model']} {r['ranks']} ranks {r['comm_library']}: {r['img_per_s']} img/s"
+            f"{r['framework']} {r['model']} {r['ranks']} ranks {r['allreduce_library']}: {r['img_per_s']} img/s"
             + (
                 f", native/horovod {r['native_over_horovod']} ({r['ratio_ci_lo']}-{r['ratio_ci_hi']})"
                 if r["differs"]

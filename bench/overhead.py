@@ -74,16 +74,16 @@ def write_table(rows, path):
     print(f"wrote {path}")
 
 
-ROW_KEY = ("framework", "comm_library", "ranks", "timing", "model", "device", "precision")
+ROW_KEY = ("framework", "allreduce_library", "ranks", "timing", "model", "device", "precision")
 
 
 def merge_table(rows, path, key=ROW_KEY):
     """The table at `path` with `rows` in place of its rows of the same `key` (rows written before
-    the table had a comm_library column are their framework's default library's)."""
+    the table had a allreduce_library column are their framework's default library's)."""
     path = Path(path)
     old = list(csv.DictReader(open(path))) if path.is_file() else []
     for r in old:
-        r.setdefault("comm_library", frameworks.default_library(r["framework"]))
+        r.setdefault("allreduce_library", frameworks.default_library(r["framework"]))
     new = {tuple(str(r[k]) for k in key) for r in rows}
     kept = [r for r in old if tuple(str(r[k]) for k in key) not in new]
     return [{k: r.get(k, "") for k in rows[0]} for r in kept] + rows
@@ -119,10 +119,10 @@ def harness_spec(args, **overrides):
     """The spec of one rank of the harness on synthetic data (no loader, no traced iterations), from
     the benchmark's --model, --batch-size, --image-size, --warmup and --iterations and, where it has
     them, --threads, --layout, --precision and --device (else 1, best, fp32, cpu); `overrides` last
-    (each benchmark's own: its timing, comm, framework)."""
+    (each benchmark's own: its timing, allreduce schedule, framework)."""
     return {
         "model": args.model,
-        "comm": "overlap",
+        "allreduce_schedule": "overlap",
         "layout": getattr(args, "layout", "best"),
         "nodes": 1,
         "batch_size": args.batch_size,
@@ -150,7 +150,7 @@ def run_trial(framework, ranks, spec, env, tmp, trial, how):
     """One trial of bare, native and phased; `how` (Python, direct): the rank's Python
     (`framework_python`) and whether it starts without a launcher."""
     python, direct = how
-    out = Path(tmp) / f"{framework}_{spec['comm_library']}_r{ranks}_t{trial}"
+    out = Path(tmp) / f"{framework}_{spec['allreduce_library']}_r{ranks}_t{trial}"
     out.mkdir()
     order = KINDS[trial % 3 :] + KINDS[: trial % 3]  # rotate who goes first
     result = {}
@@ -244,7 +244,9 @@ def main():
                 trials = []
                 how = (framework_python(framework, args.python), args.launcher == "direct")
                 for trial in range(args.trials):
-                    result, order = run_trial(framework, ranks, {**spec, "comm_library": library}, env, tmp, trial, how)
+                    result, order = run_trial(
+                        framework, ranks, {**spec, "allreduce_library": library}, env, tmp, trial, how
+                    )
                     trials.append(result)
                     print(
                         f"{framework} {library} {ranks} rank(s) trial {trial} ({' > '.join(order)}): "
@@ -257,7 +259,7 @@ def main():
                     rows.append(
                         {
                             "framework": framework,
-                            "comm_library": library,
+                            "allreduce_library": library,
                             "ranks": ranks,
                             "timing": timing,
                             "ratio": round(median, 4),

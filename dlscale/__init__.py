@@ -15,4 +15,4 @@ and workflow/, the Snakemake pipeline that calls them (not a Python layer).
 """
 
 # The version, in one place (pyproject.toml reads it; docs/changelog.md has an entry for it).
-__version__ = "0.2.0"
+__version__ = "0.3.0"

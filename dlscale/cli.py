@@ -155,7 +155,7 @@ def cmd_check_config(args):
     conf = cfg.load(*args.configs, items=args.config)
     print(f"{_study_name(args.configs, args.config)}: ok, {len(cfg.matrix(conf))} runs")
     for out in cfg.left_out(conf):
-        print(f"left out: {out['framework']} with {out['comm_library']}: {out['reason']}")
+        print(f"left out: {out['framework']} with {out['allreduce_library']}: {out['reason']}")
     for warning in cfg.warnings(conf):
         print(f"warning: {warning}")
     return 0
@@ -176,11 +176,11 @@ def cmd_launch(args):
             raise cfg.ConfigError(f"unknown run key {key!r}; known: {', '.join(run)}")
         run[key] = int(value) if isinstance(run[key], int) else value
     given = {a.partition("=")[0] for a in args.set if "=" in a}
-    if "comm_library" not in given:  # the chosen framework's first library in the study
-        run["comm_library"] = cfg.libraries(conf, run["framework"])[0]
-    why = frameworks.not_built(run["framework"], run["comm_library"])
+    if "allreduce_library" not in given:  # the chosen framework's first library in the study
+        run["allreduce_library"] = cfg.libraries(conf, run["framework"])[0]
+    why = frameworks.not_built(run["framework"], run["allreduce_library"])
     if why:
-        raise cfg.ConfigError(f"run {run['framework']} with comm_library={run['comm_library']}: {why}")
+        raise cfg.ConfigError(f"run {run['framework']} with allreduce_library={run['allreduce_library']}: {why}")
 
     record = _run_record(conf, run["framework"])
     folder = cfg.dataset_folder(conf)

@@ -49,8 +49,8 @@ def tiny_run(**overrides):
     run = {
         "framework": "torch",
         "model": "tinynet",
-        "comm": "overlap",
-        "comm_library": None,  # the framework's default
+        "allreduce_schedule": "overlap",
+        "allreduce_library": None,  # the framework's default
         "layout": "best",
         "timing": "native",
         "nodes": 1,
@@ -63,10 +63,10 @@ def tiny_run(**overrides):
     unknown = set(overrides) - set(run)
     assert not unknown, f"not a run key: {unknown}"
     run = {**run, **overrides}
-    if run["comm_library"] is None:
+    if run["allreduce_library"] is None:
         from dlscale.workloads import frameworks
 
-        run["comm_library"] = frameworks.default_library(run["framework"])
+        run["allreduce_library"] = frameworks.default_library(run["framework"])
     return run
 
 

@@ -157,7 +157,7 @@ def test_a_study_with_native_runs_sweeps_their_own_library_and_the_model_predict
     1); a study without it sweeps none; a study that runs nothing through Horovod sweeps no Horovod
     path (and needs no framework's binding); the model's costs hold the libraries apart."""
     out, log = tmp_path / "sweep.jsonl", tmp_path / "log"
-    conf = tiny_config(tmp_path, framework=[native], comm_library=["native"], allreduce_max_bytes=1 << 16)
+    conf = tiny_config(tmp_path, framework=[native], allreduce_library=["native"], allreduce_max_bytes=1 << 16)
     apart = {native: env_record(native)}
     launch.sweep_allreduce(conf, launch.Measurement(1, 2, ENV_RECORD, out, log, tmp_path / "attempts"), apart)
     assert "failed" not in out.read_text(), log.read_text()[-3000:]

@@ -59,8 +59,8 @@ def _runs(times):
                 dict(
                     framework=fw,
                     model="m",
-                    comm="overlap",
-                    comm_library="native" if fw == "jax" else "horovod",
+                    allreduce_schedule="overlap",
+                    allreduce_library="native" if fw == "jax" else "horovod",
                     layout="best",
                     timing="native",
                     nodes=1,

@@ -19,8 +19,8 @@ def test_default_config_is_valid(base_config):
     assert runs[0] == {
         "framework": "torch",
         "model": "alexnet",
-        "comm": "overlap",
-        "comm_library": "horovod",
+        "allreduce_schedule": "overlap",
+        "allreduce_library": "horovod",
         "layout": "best",
         "timing": "native",
         "nodes": 1,
@@ -137,6 +137,21 @@ def test_unknown_key_is_named(base_config):
         cfg.validate(base_config)
 
 
+def test_a_key_renamed_in_0_3_is_refused_naming_its_new_name(base_config, tmp_path):
+    """`comm` and `comm_library` are `allreduce_schedule` and `allreduce_library` since 0.3.0: a config
+    with the old words is refused naming the new ones, alone or in an overlay of the default config."""
+    with pytest.raises(cfg.ConfigError, match="config key 'comm' was renamed 'allreduce_schedule' in 0.3.0"):
+        cfg.validate({**base_config, "comm": ["overlap"]})
+    overlay = tmp_path / "old.yaml"
+    overlay.write_text("comm: [sequential]\ncomm_library: [horovod]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlscale", "check-config", str(overlay)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "'comm' was renamed 'allreduce_schedule'" in proc.stderr
+    assert "'comm_library' was renamed 'allreduce_library'" in proc.stderr
+
+
 def test_missing_key_is_named(base_config):
     del base_config["hostfile"]
     with pytest.raises(cfg.ConfigError, match="'hostfile' is a required property"):
@@ -210,7 +225,7 @@ def test_emulated_study_config_is_valid_where_clusters_can_be_made(base_config):
     cfg.validate(base_config)
     runs = cfg.matrix(base_config)
     assert len(runs) == 3 * 3 * 2 * 2 * 5  # frameworks x models x comm modes x nodes x repeats
-    assert {r["nodes"] for r in runs} == {1, 2} and {r["comm"] for r in runs} == {"overlap", "sequential"}
+    assert {r["nodes"] for r in runs} == {1, 2} and {r["allreduce_schedule"] for r in runs} == {"overlap", "sequential"}
     assert cfg.replay_nodes(base_config) == [4, 8, 16]
     base_config["emulate"]["congestion_control"] = "nosuch"
     with pytest.raises(
@@ -237,11 +252,11 @@ def test_replay_needs_its_one_rank_runs_and_its_hosts(base_config):
 
 
 def test_a_replay_of_a_study_that_runs_nothing_through_horovod_is_refused(base_config):
-    base_config.update(framework=["torch", "jax"], model=["alexnet"], comm_library=["native"])
+    base_config.update(framework=["torch", "jax"], model=["alexnet"], allreduce_library=["native"])
     base_config["replay"] = {"nodes": [2], "models": ["alexnet"], "iterations": 5, "warmup": 1}
     with pytest.raises(cfg.ConfigError, match="'replay': replays the gradients of the study's Horovod runs"):
         cfg.check_replay(base_config)
-    base_config["comm_library"] = ["native", "horovod"]
+    base_config["allreduce_library"] = ["native", "horovod"]
     cfg.check_replay(base_config)
 
 
@@ -259,7 +274,7 @@ def test_the_sweeps_binding_is_that_of_a_framework_the_study_runs_through_horovo
 ):
     base_config.update(framework=framework, device=device)
     if library:
-        base_config["comm_library"] = library
+        base_config["allreduce_library"] = library
     assert cfg.instrument(base_config) == binding
 
 
@@ -374,32 +389,32 @@ def test_retry_reads_an_overlay_as_snakemake_does(tmp_path):
 
 
 def test_framework_library_pairs_a_framework_does_not_run_are_left_out_before_anything_runs(base_config):
-    """comm_library [horovod, native]: PyTorch runs both, MXNet Horovod only, JAX its own only; the
+    """allreduce_library [horovod, native]: PyTorch runs both, MXNet Horovod only, JAX its own only; the
     pairs left out are listed with why, and a study left with nothing is refused naming the key."""
-    conf = {**base_config, "framework": ["torch", "mxnet", "jax"], "comm_library": ["horovod", "native"]}
+    conf = {**base_config, "framework": ["torch", "mxnet", "jax"], "allreduce_library": ["horovod", "native"]}
     cfg.validate(conf)
-    pairs = {(r["framework"], r["comm_library"]) for r in cfg.matrix(conf)}
+    pairs = {(r["framework"], r["allreduce_library"]) for r in cfg.matrix(conf)}
     assert pairs == {("torch", "horovod"), ("torch", "native"), ("mxnet", "horovod"), ("jax", "native")}
     assert len(cfg.matrix(conf)) == 4 * len(cfg.matrix({**conf, "framework": ["mxnet"]}))
-    left = {(x["framework"], x["comm_library"]): x["reason"] for x in cfg.left_out(conf)}
+    left = {(x["framework"], x["allreduce_library"]): x["reason"] for x in cfg.left_out(conf)}
     assert set(left) == {("mxnet", "native"), ("jax", "horovod")}
     assert "parameter server" in left[("mxnet", "native")] and "no JAX binding" in left[("jax", "horovod")]
     assert cfg.native(conf) == ["torch", "jax"]
     # without the key every framework runs its default, nothing is left out
-    default = {k: v for k, v in conf.items() if k != "comm_library"}
-    assert {(r["framework"], r["comm_library"]) for r in cfg.matrix(default)} == {
+    default = {k: v for k, v in conf.items() if k != "allreduce_library"}
+    assert {(r["framework"], r["allreduce_library"]) for r in cfg.matrix(default)} == {
         ("torch", "horovod"),
         ("mxnet", "horovod"),
         ("jax", "native"),
     }
     assert cfg.left_out(default) == [] and cfg.native(default) == ["jax"]
-    with pytest.raises(cfg.ConfigError, match="config key 'comm_library': no framework runs"):
-        cfg.validate({**conf, "framework": ["mxnet"], "comm_library": ["native"]})
+    with pytest.raises(cfg.ConfigError, match="config key 'allreduce_library': no framework runs"):
+        cfg.validate({**conf, "framework": ["mxnet"], "allreduce_library": ["native"]})
 
 
 def test_check_config_lists_the_pairs_left_out(tmp_path):
     overlay = tmp_path / "libs.yaml"
-    overlay.write_text("framework: [torch, mxnet]\ncomm_library: [horovod, native]\n")
+    overlay.write_text("framework: [torch, mxnet]\nallreduce_library: [horovod, native]\n")
     proc = subprocess.run(
         [sys.executable, "-m", "dlscale", "check-config", str(overlay)], cwd=ROOT, capture_output=True, text=True
     )

@@ -18,8 +18,8 @@ from tests.conftest import env_record, tiny_config, tiny_run
 IDENTITY = {
     "framework": "torch",
     "model": "tinynet",
-    "comm": "overlap",
-    "comm_library": "horovod",
+    "allreduce_schedule": "overlap",
+    "allreduce_library": "horovod",
     "layout": "best",
     "timing": "native",
     "batch_size": 4,

@@ -104,7 +104,7 @@ COMMANDS = {
             f"{DLSCALE} compare --help",
         ),
     ),
-    "python3 -m venv ~/dlscale && ~/dlscale/bin/pip install dlscale-0.2.0-py3-none-any.whl": (
+    "python3 -m venv ~/dlscale && ~/dlscale/bin/pip install dlscale-0.3.0-py3-none-any.whl": (
         "manual",
         (
             "tests/test_package.py builds the wheel as a release does and installs it into an empty venv",

@@ -163,7 +163,7 @@ def test_cli_runs_a_command_in_node_0_with_the_hostfile():
 
 def _comm_times(tmp_path, rate):
     conf = tiny_config(tmp_path / str(rate), emulate={"rate_mbit": rate}, framework=["torch"], iterations=4)
-    run = tiny_run(comm="sequential", timing="phased", nodes=2)
+    run = tiny_run(allreduce_schedule="sequential", timing="phased", nodes=2)
     status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
     run_dir, _, _ = paths.run_files(conf, run)
@@ -229,10 +229,10 @@ def test_each_frameworks_own_library_meets_its_peers_across_emulated_nodes(tmp_p
     address from the job's hosts, each rank's own on its node's link) and average their gradients
     over the emulated link (the check that both ranks end with the same weights passes)."""
     conf = tiny_config(tmp_path, emulate={"rate_mbit": 400}, framework=[framework], iterations=2, profile_iterations=1)
-    run = tiny_run(framework=framework, comm_library=frameworks.NATIVE, nodes=2)
+    run = tiny_run(framework=framework, allreduce_library=frameworks.NATIVE, nodes=2)
     status = launch.launch(conf, run, env_record(run["framework"]))
     assert status["status"] == "ok", (status["reasons"], status.get("log_tail"))
     run_dir, _, _ = paths.run_files(conf, run)
     records = [parse_file(run_dir / f"rank{r}.jsonl")[0] for r in (0, 1)]
     assert {recs[0]["host"][-3:] for recs in records} == {"-n0", "-n1"}  # one rank per node
-    assert records[0][0]["comm_library"] == frameworks.NATIVE
+    assert records[0][0]["allreduce_library"] == frameworks.NATIVE

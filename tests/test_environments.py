@@ -41,14 +41,14 @@ def test_a_framework_needs_its_modules_its_horovod_binding_and_its_loaders(tmp_p
     assert _needed(conf, "jax") == {
         m: False for m in ("numpy", "mpi4py", "jax", "jaxlib", "flax", "optax", "tensorflow")
     }
-    synthetic = tiny_config(tmp_path, framework=["torch"], comm_library=["native"])
+    synthetic = tiny_config(tmp_path, framework=["torch"], allreduce_library=["native"])
     assert _needed(synthetic, "torch") == {"numpy": False, "mpi4py": False, "torch": False}
 
 
 def test_what_is_missing_is_named_with_why():
     need = [
         {"module": "torch", "why": "PyTorch", "load": False},
-        {"module": "horovod.torch", "why": "comm_library horovod", "load": True},
+        {"module": "horovod.torch", "why": "allreduce_library horovod", "load": True},
         {"module": "numpy", "why": "every rank", "load": False},
     ]
     facts = {
@@ -62,7 +62,7 @@ def test_what_is_missing_is_named_with_why():
     assert environments.missing(facts, need) == [
         "Python >= 3.10 (it is 3.9.18)",
         "torch (PyTorch): not installed",
-        "horovod.torch (comm_library horovod): ImportError: not built with torch",
+        "horovod.torch (allreduce_library horovod): ImportError: not built with torch",
     ]
 
 
@@ -160,7 +160,7 @@ def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_p
     for what the runs need, and every run and rank runs in it and records it; each native path of
     the sweep runs in its framework's Python (the study runs nothing through Horovod: no Horovod
     path), the peak of each in its own."""
-    conf = tiny_config(tmp_path, framework=["torch", "jax"], comm_library=["native"], ranks_per_node=[2])
+    conf = tiny_config(tmp_path, framework=["torch", "jax"], allreduce_library=["native"], ranks_per_node=[2])
     conf.update(logs=str(tmp_path / "logs"))
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(conf))
@@ -230,7 +230,7 @@ def test_an_own_environment_that_lacks_what_runs_need_stops_the_study_naming_it(
     """The check a built environment of its own passes before any run (a recipe that dropped a
     package, say) refuses it as it refuses a user's Python."""
     bare, _ = pythons
-    conf = tiny_config(tmp_path, framework=["jax"], comm_library=["native"])
+    conf = tiny_config(tmp_path, framework=["jax"], allreduce_library=["native"])
     out = tmp_path / "jax.json"
     out.write_text(json.dumps({"python": bare, "key": "py311-jax-test"}))
     declared = {"framework": "jax", "needs": environments.needs(conf, "jax")}

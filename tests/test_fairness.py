@@ -21,14 +21,22 @@ FRAMEWORKS = frameworks.NAMES  # every registered framework
 
 
 def run_once(
-    tmp_path, framework, ranks, timing="native", comm="overlap", model="tinynet", layout="best", library=None, **over
+    tmp_path,
+    framework,
+    ranks,
+    timing="native",
+    schedule="overlap",
+    model="tinynet",
+    layout="best",
+    library=None,
+    **over,
 ):
     conf = tiny_config(tmp_path, timing=[timing], layout=[layout], **over)
     run = tiny_run(
         framework=framework,
         model=model,
-        comm=comm,
-        comm_library=library,
+        allreduce_schedule=schedule,
+        allreduce_library=library,
         layout=layout,
         timing=timing,
         ranks_per_node=ranks,
@@ -79,19 +87,19 @@ def test_a_layout_the_framework_cannot_run_fails_its_run_with_the_reason(tmp_pat
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("comm", ["overlap", "sequential"])
-def test_one_rank_communicates_nothing(tmp_path, framework, comm):
-    """At 1 rank no framework communicates in either comm mode: the rank's own Horovod timeline over
+@pytest.mark.parametrize("schedule", ["overlap", "sequential"])
+def test_one_rank_communicates_nothing(tmp_path, framework, schedule):
+    """At 1 rank no framework communicates in either allreduce schedule: the rank's own Horovod timeline over
     the traced iterations holds no ALLREDUCE, and JAX's profile holds no collective (a 2-rank run's
     do: see below)."""
-    status, run_dir = run_once(tmp_path, framework, 1, comm=comm, profile_iterations=2)
+    status, run_dir = run_once(tmp_path, framework, 1, schedule=schedule, profile_iterations=2)
     assert status["status"] == "ok", status
     doc = json.loads((run_dir / trace_name(0)).read_text())
     recs, _ = parse_file(run_dir / "rank0.jsonl")
     described = recs[0]["provenance"]["framework"]
     if described["horovod"].startswith("not used"):  # JAX: its own collectives, in its own profile
         assert doc["otherData"]["horovod_timeline"] is None
-        assert described["extra"]["comm_library"] == "none (one rank)"
+        assert described["extra"]["allreduce_library"] == "none (one rank)"
     else:
         # Horovod's timeline ran over the traced iterations (it opened the file) and recorded no
         # operation at all; a 2-rank run's holds ALLREDUCEs (test_two_rank_runs_in_both_timings)
@@ -110,7 +118,7 @@ def test_one_rank_communicates_nothing(tmp_path, framework, comm):
     # what the model schedules by: TensorFlow's, MXNet's and PyTorch's native overlap step starts each
     # allreduce as its gradient exists; JAX reduces every gradient in one collective, without cycle
     if framework in ("tensorflow", "mxnet", "torch"):
-        assert described["comm_overlaps_backward"] is (comm == "overlap")
+        assert described["comm_overlaps_backward"] is (schedule == "overlap")
     else:
         assert described["extra"]["fusion_threshold_bytes"] == recs[0]["gradients"]["bytes"]
         assert described["extra"]["cycle_time_s"] == NO_CYCLE_S
@@ -192,7 +200,7 @@ def test_classification_per_framework():
     assert trace.classify("mxnet", ev("ALLREDUCE", "horovod")) == "comm"
     assert trace.classify("mxnet", ev("NEGOTIATE_ALLREDUCE", "horovod")) == "wait"
     assert trace.classify("torch", ev("dlscale:io")) == "io"
-    # the frameworks' own libraries (comm_library native): their collectives are communication, the
+    # the frameworks' own libraries (allreduce_library native): their collectives are communication, the
     # runtime's spans around them nothing, Horovod's enqueue ops nothing (Horovod's timeline has it)
     assert trace.classify("torch", ev("gloo:all_reduce")) == "comm"
     assert trace.classify("torch", ev("nccl:all_reduce")) == "comm"
@@ -280,7 +288,7 @@ def test_timeline_ops_count_fused_operations_on_a_real_horovod_timeline(tmp_path
     holds one ALLREDUCE per tensor (each stamped apart), and one fused operation per iteration."""
     from dlscale.core.timeline import horovod_spans, read_timeline
 
-    status, run_dir = run_once(tmp_path, "torch", 2, timing="phased", comm="sequential", iterations=3)
+    status, run_dir = run_once(tmp_path, "torch", 2, timing="phased", schedule="sequential", iterations=3)
     assert status["status"] == "ok", status
     row, _, _ = tidy.read_run(run_dir / "status.json")
     _, events = read_timeline(run_dir / "timeline.json")

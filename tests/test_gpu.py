@@ -117,7 +117,7 @@ def test_native_timing_queues_the_next_iteration_and_trains_as_a_loop_that_waits
         spec = gpu_spec(
             out,
             timing=timing,
-            comm_library="native",
+            allreduce_library="native",
             profile_iterations=0,
             autotune=False,
             iterations=8,

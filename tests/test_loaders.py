@@ -183,8 +183,8 @@ def test_two_ranks_train_on_images_and_io_is_the_wait_for_the_loader(tmp_path, f
     run = {
         "framework": framework,
         "model": "tinynet",
-        "comm": "overlap",
-        "comm_library": frameworks.default_library(framework),
+        "allreduce_schedule": "overlap",
+        "allreduce_library": frameworks.default_library(framework),
         "layout": "best",
         "timing": "phased",
         "nodes": 1,

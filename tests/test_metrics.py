@@ -25,8 +25,8 @@ def tidy_rows(ranks, walls_by_rank, phase_s=0.1, repeat=0, batch=8, library="hor
     ident = {
         "framework": "torch",
         "model": "m",
-        "comm": "overlap",
-        "comm_library": library,
+        "allreduce_schedule": "overlap",
+        "allreduce_library": library,
         "layout": "best",
         "timing": "phased",
         "nodes": 1,
@@ -150,7 +150,7 @@ def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_
     runs = metrics.run_table(pd.DataFrame(rows))
     summary = metrics.summarize(runs)
     table = comparisons.study(summary, runs)
-    ratios = table[table["dimension"] == "comm_library"].set_index("model")
+    ratios = table[table["dimension"] == "allreduce_library"].set_index("model")
     logs = [math.log(h / n) for n, h in zip(walls["native"], walls["horovod"])]  # throughput native / horovod
     mean, se = sum(logs) / 3, pd.Series(logs).std(ddof=1) / math.sqrt(3)
     ratio = math.exp(mean)
@@ -171,7 +171,7 @@ def test_libraries_are_compared_by_their_throughput_ratio_with_its_interval(tmp_
 
     from dlscale.analysis import report
 
-    config = {"framework": ["torch", "mxnet", "jax"], "comm_library": ["horovod", "native"]}
+    config = {"framework": ["torch", "mxnet", "jax"], "allreduce_library": ["horovod", "native"]}
     lines = "\n".join(report._library_lines(table, config))
     assert "| torch: native / horovod | m | 2 |" in lines and f"{ratio:.3g} [{lo:.3g}, {hi:.3g}]" in lines
     assert "mxnet with native: MXNet's own distributed path is a parameter server" in lines
@@ -209,8 +209,8 @@ def test_figure_lines_never_merge_two_configurations():
                     {
                         "framework": "torch",
                         "model": "m",
-                        "comm": "overlap",
-                        "comm_library": "horovod",
+                        "allreduce_schedule": "overlap",
+                        "allreduce_library": "horovod",
                         "layout": "best",
                         "timing": "native",
                         "nodes": nodes,
@@ -257,8 +257,8 @@ def test_phase_figure_of_a_one_network_study_with_long_labels(tmp_path):
         {
             "framework": fw,
             "model": "alexnet",
-            "comm": "sequential",
-            "comm_library": frameworks.default_library(fw),
+            "allreduce_schedule": "sequential",
+            "allreduce_library": frameworks.default_library(fw),
             "layout": "best",
             "timing": "native",
             "nodes": nodes,

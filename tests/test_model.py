@@ -254,11 +254,11 @@ def test_model_error_is_split_by_communication_library():
     from dlscale.analysis import prediction
 
     rows = [
-        {"comm_library": lib, "ranks": 2, "error_iteration": e, "error_comm_total": 2 * e, "not_predicted": ""}
+        {"allreduce_library": lib, "ranks": 2, "error_iteration": e, "error_comm_total": 2 * e, "not_predicted": ""}
         for lib, errors in (("horovod", [0.1, -0.3, 0.2]), ("native", [-0.05, 0.01]))
         for e in errors
     ]
-    rows.append({"comm_library": "native", "ranks": 2, "error_iteration": None, "not_predicted": "no sweep"})
+    rows.append({"allreduce_library": "native", "ranks": 2, "error_iteration": None, "not_predicted": "no sweep"})
     for k in prediction.MATCH + ["nodes", "ranks_per_node"]:
         for r in rows:
             r.setdefault(k, 1 if k in ("nodes", "ranks_per_node") else "x")

@@ -110,8 +110,8 @@ def test_performance_model_predicts_every_multi_rank_run(study):
     assert (two["error_from_compute"] + two["error_from_exposed"] - two["error_iteration"]).abs().max() < 1e-9
     error = json.loads((results / paths.TABLES["model_error"]).read_text())
     assert error["runs"] == 4
-    far = two.groupby(["framework", "comm"])["error_iteration"].median().abs() > TOLERANCE
-    assert [(x["framework"], x["comm"]) for x in error["off_target"]] == far[far].index.tolist()
+    far = two.groupby(["framework", "allreduce_schedule"])["error_iteration"].median().abs() > TOLERANCE
+    assert [(x["framework"], x["allreduce_schedule"]) for x in error["off_target"]] == far[far].index.tolist()
     assert all(x["reason"].startswith(("compute (", "exposed communication (")) for x in error["off_target"])
     params = list(build_model("torch", "tinynet", conf["classes"]).parameters())
     assert _table(results, "gradients").values.tolist() == [

@@ -99,7 +99,7 @@ def write_run(config, run, run_dir, fate, scale):
     native = run["timing"] == "native"
     profiled = config["profile_iterations"] if native else 0
     phases = {p: 0.0 if fate == "zero phases" else scale * (i + 1) / 100 for i, p in enumerate(PHASES)}
-    overlaps = run["framework"] == "torch" and run["comm"] == "overlap"
+    overlaps = run["framework"] == "torch" and run["allreduce_schedule"] == "overlap"
     framework = {
         "name": run["framework"],
         run["framework"]: "1.0",
@@ -414,13 +414,13 @@ def studies(draw):
     dims = {
         "framework": draw(st.lists(st.sampled_from(ENUMS["framework"]), min_size=1, max_size=2, unique=True)),
         "model": draw(st.lists(st.sampled_from(ENUMS["model"]), min_size=1, max_size=2, unique=True)),
-        "comm": draw(st.lists(st.sampled_from(ENUMS["comm"]), min_size=1, unique=True)),
+        "allreduce_schedule": draw(st.lists(st.sampled_from(ENUMS["allreduce_schedule"]), min_size=1, unique=True)),
         "timing": draw(st.lists(st.sampled_from(ENUMS["timing"]), min_size=1, unique=True)),
         "nodes": draw(st.sampled_from(NODES)),
         "ranks_per_node": draw(st.sampled_from(RANKS_PER_NODE)),
     }
     repeats = draw(st.integers(1, 2))
-    for key in ("model", "framework", "comm", "timing", "nodes", "ranks_per_node"):  # down to MAX_RUNS
+    for key in ("model", "framework", "allreduce_schedule", "timing", "nodes", "ranks_per_node"):  # down to MAX_RUNS
         while len(dims[key]) > 1 and math.prod(map(len, dims.values())) * repeats > MAX_RUNS:
             dims[key] = dims[key][:-1]
     count = math.prod(map(len, dims.values())) * repeats
@@ -567,7 +567,7 @@ def test_native_runs_without_traces_are_not_predicted_and_say_why(tmp_path):
         {},
         framework=["torch"],
         model=["tinynet"],
-        comm=["overlap", "sequential"],
+        allreduce_schedule=["overlap", "sequential"],
         timing=["native"],
         profile_iterations=0,
     )

@@ -22,8 +22,8 @@ def _key(**values):
     base = {
         "framework": "torch",
         "model": "tinynet",
-        "comm": "sequential",
-        "comm_library": "horovod",
+        "allreduce_schedule": "sequential",
+        "allreduce_library": "horovod",
         "layout": "NCHW",
         "timing": "native",
         "batch_size": 4,
@@ -34,15 +34,19 @@ def _key(**values):
 
 def _bases():
     details = {"base": PHASES, "sizes": [400, 4000], "ready": [0.01, 0.05], "threshold": 1 << 27, "cycle": 1e-3}
-    return {_key(comm="sequential"): details, _key(comm="overlap"): details, _key(model="resnet50"): details}
+    return {
+        _key(allreduce_schedule="sequential"): details,
+        _key(allreduce_schedule="overlap"): details,
+        _key(model="resnet50"): details,
+    }
 
 
 def test_plans_take_the_listed_models_and_start_sequential_after_backward():
     plans = replay.plans(_bases(), ["tinynet"])
-    assert sorted(p["key"]["comm"] for p in plans) == ["overlap", "sequential"]
-    by_comm = {p["key"]["comm"]: p for p in plans}
-    assert by_comm["sequential"]["ready"] is None and by_comm["overlap"]["ready"] == [0.01, 0.05]
-    assert set(by_comm["overlap"]["key"]) == set(BASELINE_KEYS)
+    assert sorted(p["key"]["allreduce_schedule"] for p in plans) == ["overlap", "sequential"]
+    by_schedule = {p["key"]["allreduce_schedule"]: p for p in plans}
+    assert by_schedule["sequential"]["ready"] is None and by_schedule["overlap"]["ready"] == [0.01, 0.05]
+    assert set(by_schedule["overlap"]["key"]) == set(BASELINE_KEYS)
     json.dumps(plans)  # what the replay reads
 
 
@@ -91,7 +95,7 @@ def _table(tmp_path, replays):
 
 
 def test_replay_table_puts_the_prediction_beside_the_measurement(tmp_path):
-    plan = next(p for p in replay.plans(_bases(), ["tinynet"]) if p["key"]["comm"] == "sequential")
+    plan = next(p for p in replay.plans(_bases(), ["tinynet"]) if p["key"]["allreduce_schedule"] == "sequential")
     lines = [
         {
             "schema": replay.SCHEMA,
@@ -154,7 +158,7 @@ def _tinynet_plans():
     plans = []
     for mode in ("overlap", "sequential"):
         details = {"base": PHASES, "sizes": sizes, "ready": ready, "threshold": 1 << 27, "cycle": 1e-3}
-        plans += replay.plans({_key(comm=mode): details}, ["tinynet"])
+        plans += replay.plans({_key(allreduce_schedule=mode): details}, ["tinynet"])
     return plans
 
 
@@ -180,8 +184,8 @@ def test_every_horovod_binding_hands_the_sweep_and_the_replay_their_tensors(tmp_
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"iterations": 3, "warmup": 1, "instrument": framework, "plans": plans}))
     rows = mpirun("dlscale.runtime.replay", tmp_path / "replay.jsonl", spec)
-    assert [(r["comm"], r["iteration"], r["ranks"]) for r in rows] == [
-        (plan["key"]["comm"], i, 2) for plan in plans for i in range(3)
+    assert [(r["allreduce_schedule"], r["iteration"], r["ranks"]) for r in rows] == [
+        (plan["key"]["allreduce_schedule"], i, 2) for plan in plans for i in range(3)
     ]
     # each iteration waited where the run computed, and its averaged gradients came back as ones
     # (the replay stops otherwise)
@@ -220,7 +224,7 @@ def test_replay_on_four_emulated_nodes_against_its_prediction(tmp_path):
     assert table["failure"].eq("").all(), table["failure"].tolist() + [(tmp_path / "replay.log").read_text()[-2000:]]
     assert (table["ranks"] == nodes).all() and (table["iterations"] == 12).all()
     compute = sum(PHASES.values())
-    by = table.set_index("comm")
+    by = table.set_index("allreduce_schedule")
     # the gradients crossed the shaped links: sequential waits for all of it after backward
     assert by.loc["sequential", "iteration_s"] > compute + 0.01 and by.loc["sequential", "comm_exposed_s"] > 0.01
     # and the model, from the Horovod sweep on the same nodes, predicts each replayed iteration; how

@@ -66,11 +66,19 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
     runs = pd.read_csv(results / "runs.csv", keep_default_na=False)
     matrix = cfg.matrix(conf)
     assert len(runs) == len(matrix)
-    for key in ("framework", "comm", "timing", "nodes", "ranks_per_node", "loader_workers", "threads_per_rank"):
+    for key in (
+        "framework",
+        "allreduce_schedule",
+        "timing",
+        "nodes",
+        "ranks_per_node",
+        "loader_workers",
+        "threads_per_rank",
+    ):
         wanted = cfg.threads(conf) if key == "threads_per_rank" else conf[key]
         assert sorted(set(runs[key])) == sorted(set(wanted)), key  # the study's dimensions are kept
-    assert sorted(set(zip(runs["framework"], runs["comm_library"]))) == sorted(
-        {(r["framework"], r["comm_library"]) for r in matrix}
+    assert sorted(set(zip(runs["framework"], runs["allreduce_library"]))) == sorted(
+        {(r["framework"], r["allreduce_library"]) for r in matrix}
     )
     if why:
         assert (runs["status"] == "failed").all()
@@ -110,9 +118,9 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
         assert error["reason"] in report
     else:
         assert error["runs"] > 0
-    if len(layered.get("comm_library", [])) > 1 and not why:  # the libraries compared, with intervals
+    if len(layered.get("allreduce_library", [])) > 1 and not why:  # the libraries compared, with intervals
         assert "## Communication libraries" in report and "native / horovod" in report
-        assert set(error["by_library"]) == set(layered["comm_library"])
+        assert set(error["by_library"]) == set(layered["allreduce_library"])
         table = tmp_path / "libraries.csv"  # the table bench/libraries.py makes of the study
         bench = subprocess.run(
             [sys.executable, str(ROOT / "bench" / "libraries.py"), str(results), "--out", str(table)],
@@ -121,7 +129,9 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
         )
         assert bench.returncode == 0, bench.stderr
         made = pd.read_csv(table, keep_default_na=False)
-        assert set(zip(made["framework"], made["comm_library"])) == set(zip(runs["framework"], runs["comm_library"]))
+        assert set(zip(made["framework"], made["allreduce_library"])) == set(
+            zip(runs["framework"], runs["allreduce_library"])
+        )
         assert (made["differs"] != "").sum() == len(made) // 2  # one ratio per configuration, on its native row
     if layered.get("replay") and not why:
         replayed = pd.read_csv(results / "replay.csv")

@@ -30,7 +30,7 @@ def test_slurm_profile_dry_run_lists_jobs_with_their_resources(tmp_path):
     study = {
         "framework": ["torch"],
         "model": ["tinynet"],
-        "comm": ["overlap"],
+        "allreduce_schedule": ["overlap"],
         "nodes": [1, 2],
         "ranks_per_node": [1, 4],
         "repeats": 1,

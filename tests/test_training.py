@@ -40,11 +40,11 @@ def load(path):
         return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
 
 
-def _one_step_spec(tmp_path, framework, comm):
+def _one_step_spec(tmp_path, framework, schedule):
     return {
         "framework": framework,
         "model": "tinynet",
-        "comm": comm,
+        "allreduce_schedule": schedule,
         "layout": "best",
         "autotune": True,
         "tf32": False,
@@ -61,11 +61,11 @@ def _one_step_spec(tmp_path, framework, comm):
 
 
 @pytest.mark.parametrize("framework, library", WITH_LIBRARIES)
-@pytest.mark.parametrize("comm", ["overlap", "sequential"])
-def test_two_ranks_average_gradients(tmp_path, framework, library, comm):
+@pytest.mark.parametrize("schedule", ["overlap", "sequential"])
+def test_two_ranks_average_gradients(tmp_path, framework, library, schedule):
     """After one step both ranks hold identical weights, equal to one process stepping on both
     ranks' batches together (tinynet: no batch norm or dropout, so the two must agree)."""
-    spec = {**_one_step_spec(tmp_path, framework, comm), "comm_library": library}
+    spec = {**_one_step_spec(tmp_path, framework, schedule), "allreduce_library": library}
     script = ROOT / "tests" / "mpi_one_step.py"
     run_two_ranks(tmp_path, spec, script)
     single = subprocess.run(
@@ -93,7 +93,7 @@ def test_two_ranks_average_gradients(tmp_path, framework, library, comm):
 def test_a_native_rank_that_cannot_meet_its_peers_fails_saying_where(tmp_path, framework):
     """The job's first host is not where rank 0 runs (a hostfile that lies): rank 0 cannot listen
     where its peers would look, and the job fails at once naming the address and where it came from."""
-    spec = {**_one_step_spec(tmp_path, framework, "overlap"), "comm_library": frameworks.NATIVE}
+    spec = {**_one_step_spec(tmp_path, framework, "overlap"), "allreduce_library": frameworks.NATIVE}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     argv = launchers.local_argv(
         2,
@@ -113,8 +113,8 @@ def test_phases_add_up_to_wall_time(tmp_path, framework):
     run = {
         "framework": framework,
         "model": "googlenet",
-        "comm": "overlap",
-        "comm_library": frameworks.default_library(framework),
+        "allreduce_schedule": "overlap",
+        "allreduce_library": frameworks.default_library(framework),
         "layout": "best",
         "timing": "phased",
         "nodes": 1,
@@ -174,8 +174,8 @@ def test_ranks_leave_no_temporary_files_behind(tmp_path, monkeypatch):
     run = {
         "framework": "tensorflow",
         "model": "tinynet",
-        "comm": "overlap",
-        "comm_library": "horovod",
+        "allreduce_schedule": "overlap",
+        "allreduce_library": "horovod",
         "layout": "best",
         "timing": "native",
         "nodes": 1,
@@ -306,7 +306,7 @@ def test_every_jax_rank_is_served_by_the_compilation_cache_and_states_it(tmp_pat
     record says what it compiled and whether the cache served it (docs/methods/jax.md)."""
     ends = []
     for attempt in ("first", "second"):
-        conf = tiny_config(tmp_path / attempt, framework=["jax"], comm_library=["native"])
+        conf = tiny_config(tmp_path / attempt, framework=["jax"], allreduce_library=["native"])
         conf["launcher"]["env"] = {
             "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",  # every compile written, however short (tinynet's)

@@ -30,7 +30,7 @@ from scipy import stats
 from dlscale.analysis.verdicts import ALPHA, EQUAL, MOST_BLOCKS, RATE, verdict
 from dlscale.core.vocabulary import CONFIG_KEYS
 
-CELL = ["framework", "comm_library"]
+CELL = ["framework", "allreduce_library"]
 KEYS = [k for k in CONFIG_KEYS if k not in CELL] + ["ranks"]  # a configuration of the block model
 
 
@@ -72,11 +72,11 @@ def critical(cells, df, confidence=1 - ALPHA):
 def fit(runs):
     """One configuration's runs (rate > 0): its cells, the cell estimates (log), their unscaled
     covariance (times the residual variance: theirs), the residuals and residual degrees of freedom."""
-    cells = sorted(set(zip(runs["framework"], runs["comm_library"])))
+    cells = sorted(set(zip(runs["framework"], runs["allreduce_library"])))
     blocks = sorted(runs["repeat"].unique())
     y = np.log(runs[RATE].to_numpy(dtype=float))
     x = np.zeros((len(y), len(cells) + len(blocks) - 1))
-    x[np.arange(len(y)), [cells.index(c) for c in zip(runs["framework"], runs["comm_library"])]] = 1
+    x[np.arange(len(y)), [cells.index(c) for c in zip(runs["framework"], runs["allreduce_library"])]] = 1
     for j, block in enumerate(blocks[1:]):  # the first block is the reference: no intercept beside the cells
         x[(runs["repeat"] == block).to_numpy(), len(cells) + j] = 1
     unscaled = np.linalg.pinv(x.T @ x)
@@ -92,8 +92,8 @@ def checks(runs, residuals):
     spread = np.ptp(residuals) > 1e-12 if len(residuals) else False
     shapiro = float(stats.shapiro(residuals).pvalue) if len(residuals) >= 3 and spread else math.nan
     groups = [
-        residuals[(runs["framework"] == f).to_numpy() & (runs["comm_library"] == c).to_numpy()]
-        for f, c in sorted(set(zip(runs["framework"], runs["comm_library"])))
+        residuals[(runs["framework"] == f).to_numpy() & (runs["allreduce_library"] == c).to_numpy()]
+        for f, c in sorted(set(zip(runs["framework"], runs["allreduce_library"])))
     ]
     testable = len(groups) >= 2 and all(len(g) >= 2 for g in groups) and spread
     levene = float(stats.levene(*groups, center="median").pvalue) if testable else math.nan

@@ -14,6 +14,7 @@ from dlscale.core import paths
 from dlscale.core.vocabulary import (
     BACKWARD,
     BASELINE_KEYS,
+    COMM,
     COMM_TOTAL,
     FORWARD,
     H2D,
@@ -29,9 +30,9 @@ from dlscale.environment.build import RECORD as ENVIRONMENT_RECORD
 RUN = {
     "framework": "the framework (`torch`, `tensorflow`, `mxnet`, `jax`)",
     "model": "the network (`alexnet`, `googlenet`, `resnet50`, `tinynet`)",
-    "comm": "gradient communication: `overlap` (allreduces during backward) or `sequential` (one grouped "
+    "allreduce_schedule": "gradient communication: `overlap` (allreduces during backward) or `sequential` (one grouped "
     "allreduce after backward)",
-    "comm_library": "the library the gradients went through: `horovod`, or `native` (the framework's own: "
+    "allreduce_library": "the library the gradients went through: `horovod`, or `native` (the framework's own: "
     "PyTorch's DistributedDataParallel, TensorFlow's MultiWorkerMirroredStrategy, JAX's collectives)",
     "layout": "the layout asked for (`best`, `NCHW`, `NHWC`); `layout_used` in runs.csv is what ran",
     "timing": "`native` (the framework's own step, one wait per iteration) or `phased` (a wait after every phase)",
@@ -52,7 +53,7 @@ _PHASE = {
     H2D: "moving the batch to the device (a no-op on the CPU)",
     FORWARD: "the forward pass and the loss",
     BACKWARD: "the backward pass",
-    "comm": "exposed communication: what the step still waits for after backward",
+    COMM: "exposed communication: what the step still waits for after backward",
     UPDATE: "the optimizer step and zeroing the gradients",
     COMM_TOTAL: "all allreduce time of the iteration, overlapped or not (native runs' traces)",
     "overlap": "the part of comm_total during which the rank also computed (native runs' traces)",
@@ -104,7 +105,7 @@ RUNS = {
     "link_rate_mbit": "the emulated link's rate (emulated clusters only)",
     "link_delay_ms": "the emulated link's one-way delay",
     "comm_overlaps_backward": "the framework starts allreduces during backward in this run",
-    "comm_library_used": "the communication library as the run reported it (version, controller or backend)",
+    "allreduce_library_used": "the communication library as the run reported it (version, controller or backend)",
     "grad_tensors": "gradient tensors per iteration",
     "grad_bytes": "gradient bytes per iteration",
     "fusion_threshold_bytes": "the largest buffer gradients are fused into: Horovod's (`HOROVOD_FUSION_THRESHOLD`), "
@@ -221,13 +222,13 @@ SUMMARY = {
 }
 
 COMPARISONS = {
-    "dimension": "what the two sides differ in: `framework` (each at its default library) or `comm_library` "
+    "dimension": "what the two sides differ in: `framework` (each at its default library) or `allreduce_library` "
     "(native / horovod, one framework)",
     "a": "the first side: a framework (name order) or `native`",
     "b": "the second side: a framework or `horovod`",
     "a_library": "the communication library side a ran with",
     "b_library": "the communication library side b ran with",
-    **{k: v for k, v in RUN.items() if k not in ("comm_library", "repeat")},
+    **{k: v for k, v in RUN.items() if k not in ("allreduce_library", "repeat")},
     "ranks": "nodes x ranks_per_node",
     **{
         c: d
@@ -273,7 +274,7 @@ COMPARISONS = {
 }
 
 BLOCKS = {
-    **{k: v for k, v in RUN.items() if k not in ("framework", "comm_library", "repeat")},
+    **{k: v for k, v in RUN.items() if k not in ("framework", "allreduce_library", "repeat")},
     "ranks": "nodes x ranks_per_node",
     "cells": "the (framework, library) cells that ran ok in this configuration: the model's levels",
     "blocks": "the blocks (repeat indices) with an ok run of this configuration",
@@ -477,7 +478,7 @@ MODEL_ERROR = {
     "off_target": _OFF_TARGET,
     "not_predicted": "runs of 2 or more ranks not predicted, counted by why",
     "reason": "why nothing was predicted (only where no run was)",
-    "by_library": "the same medians per communication library (`comm_library`): runs, "
+    "by_library": "the same medians per communication library (`allreduce_library`): runs, "
     "median_abs_error_iteration, median_abs_error_comm_total",
     "replay": "with `replay`: the same over the replayed configurations (keys below)",
     "replay.replays": "replayed configurations with a prediction",

@@ -20,10 +20,10 @@ import pandas as pd
 from dlscale.analysis import comparisons, metrics
 from dlscale.core import hardware
 from dlscale.core.paths import TABLES
-from dlscale.core.vocabulary import CONFIG_KEYS
+from dlscale.core.vocabulary import CONFIG_KEYS, RENAMED_KEYS
 
 # What a configuration is across machines: the work and its placement.
-WORK = ["framework", "model", "comm", "comm_library", "layout", "timing", "nodes", "ranks_per_node"]
+WORK = ["framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing", "nodes", "ranks_per_node"]
 # Settings a study holds for all its runs, which two machines' studies may hold differently.
 SETTINGS = [k for k in CONFIG_KEYS if k not in WORK + ["loader_workers"]] + ["loader_workers"]
 # compare.csv: a configuration's keys (`keys`), then these.
@@ -44,8 +44,9 @@ def load(folder):
     for path in (summary_path, runs_path):
         if not path.is_file():
             raise ValueError(f"{folder}: no {path.name} (not a finished study's results folder)")
-    summary = pd.read_csv(summary_path)
-    runs = pd.read_csv(runs_path, keep_default_na=False, na_values={"hardware": [""]})
+    # a study of before 0.3.0 has its columns under their old names
+    summary = pd.read_csv(summary_path).rename(columns=RENAMED_KEYS)
+    runs = pd.read_csv(runs_path, keep_default_na=False, na_values={"hardware": [""]}).rename(columns=RENAMED_KEYS)
     hosts = hardware.hosts(runs.get("hardware", pd.Series(dtype=str)))
     started = sorted(str(t) for t in runs.get("started", pd.Series(dtype=str)) if str(t))
     name = folder.name if folder.name != "results" else folder.resolve().parent.name
@@ -148,7 +149,7 @@ def not_shared(studies):
 
 def _label(config):
     varied = [f"{k}={config[k]}" for k in config if k in SETTINGS]
-    words = [config[k] for k in ("framework", "model", "comm", "comm_library")]
+    words = [config[k] for k in ("framework", "model", "allreduce_schedule", "allreduce_library")]
     return " ".join(words + varied + [f"{config['ranks']} rank(s) on {config['nodes']} node(s)"])
 
 
@@ -187,7 +188,7 @@ def report(studies, compared, out_path):
         for r in compared.to_dict("records"):
             ratio = "" if r["verdict"] == "reference" else _ci(r, "ratio")
             lines.append(
-                f"| {r['framework']} | {r['model']} | {r['comm_library']} | "
+                f"| {r['framework']} | {r['model']} | {r['allreduce_library']} | "
                 + "".join(f"{r[k]} | " for k in varied)
                 + f"{r['ranks']} | {r['study']} | {_ci(r, 'img_per_s')} | {r['img_per_s_per_device']:.3g} | "
                 f"{ratio} | {r['verdict']} |"

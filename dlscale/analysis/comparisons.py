@@ -131,12 +131,14 @@ def pairs(summary, runs, dimension, a, b, where=lambda level: {}):
     """Every configuration run with level `a` and level `b` of `dimension`: both analyses' rows
     (unadjusted; `decide` adjusts and decides over the whole family). Columns named by
     COLUMNS; `a_library`/`b_library` say each side's communication library."""
-    drop = {dimension} | ({"comm_library"} if dimension == "framework" else set())
+    drop = {dimension} | ({"allreduce_library"} if dimension == "framework" else set())
     keys = [k for k in CONFIG_KEYS if k not in drop] + ["ranks"]
     sa, sb, ra, rb = _sides(summary, runs, dimension, a, b, where)
     table = independent(sa, sb, keys)
-    libs = sa[keys + ["comm_library"]].merge(sb[keys + ["comm_library"]], on=keys, suffixes=("_a", "_b"))
-    table = table.merge(libs.rename(columns={"comm_library_a": "a_library", "comm_library_b": "b_library"}), on=keys)
+    libs = sa[keys + ["allreduce_library"]].merge(sb[keys + ["allreduce_library"]], on=keys, suffixes=("_a", "_b"))
+    table = table.merge(
+        libs.rename(columns={"allreduce_library_a": "a_library", "allreduce_library_b": "b_library"}), on=keys
+    )
     blocks = paired(*(r.assign(ranks=r["nodes"] * r["ranks_per_node"]) for r in (ra, rb)), keys)
     table = table.merge(blocks, on=keys, how="left")
     table["blocks"] = table["blocks"].fillna(0).astype(int)
@@ -205,12 +207,13 @@ def study(summary, runs, alpha=ALPHA):
     ok = summary[summary["repeats_ok"] > 0]
     names = sorted(ok["framework"].unique())
     tables = [
-        pairs(ok, runs, "framework", a, b, lambda fw: {"comm_library": default_library(fw)})
+        pairs(ok, runs, "framework", a, b, lambda fw: {"allreduce_library": default_library(fw)})
         for i, a in enumerate(names)
         for b in names[i + 1 :]
     ]
     tables += [
-        pairs(ok[ok["framework"] == fw], runs[runs["framework"] == fw], "comm_library", NATIVE, HOROVOD) for fw in names
+        pairs(ok[ok["framework"] == fw], runs[runs["framework"] == fw], "allreduce_library", NATIVE, HOROVOD)
+        for fw in names
     ]
     tables = [t for t in tables if len(t)]
     table = decide(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame())
@@ -236,7 +239,7 @@ PER_PAIR = [
 # comparisons.csv's columns (dlscale/analysis/columns.py describes each).
 COLUMNS = (
     ["dimension", "a", "b", "a_library", "b_library"]
-    + [k for k in CONFIG_KEYS if k != "comm_library"]
+    + [k for k in CONFIG_KEYS if k != "allreduce_library"]
     + ["ranks"]
     + [f"{s}_{c}" for s in "ab" for c in ("img_per_s", "img_per_s_ci_lo", "img_per_s_ci_hi", "img_per_s_se", "repeats")]
     + ["blocks"]

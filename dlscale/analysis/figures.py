@@ -1,7 +1,7 @@
 """Figures drawn with seaborn straight from the tables by column name.
 
 Every figure is faceted by network (`col="model"`), coloured by framework (`hue="framework"`), and
-styled by `setting`: the configuration keys other than framework and rank count (comm mode and library, layout,
+styled by `setting`: the configuration keys other than framework and rank count (allreduce schedule and library, layout,
 timing, and any batch, input, threads or precision that varies in the study, plus ranks per node
 where one rank count comes from two placements). A line is one framework x setting, so no point is
 ever two configurations. Each figure is written as PDF and PNG.
@@ -42,7 +42,7 @@ FORMATS = ("pdf", "png")
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, OKABE_ITO))
 # Each line's setting names its dimension: "library: native", not a bare word two keys share.
-LABELS = {"comm": "comm", "comm_library": "library", "layout": "layout", "timing": "timing"}
+LABELS = {"allreduce_schedule": "schedule", "allreduce_library": "library", "layout": "layout", "timing": "timing"}
 sns.set_theme(context="paper", style="whitegrid")
 
 
@@ -127,8 +127,8 @@ def lines(summary):
     setting, and any of batch, input, classes, threads or precision that varies in the study is
     named in it."""
     # the library always (it differs by framework); the others where the study varies them
-    shown = ["comm_library"] + [
-        k for k in BASELINE_KEYS if k not in ("model", "framework", "comm_library") and summary[k].nunique() > 1
+    shown = ["allreduce_library"] + [
+        k for k in BASELINE_KEYS if k not in ("model", "framework", "allreduce_library") and summary[k].nunique() > 1
     ]
     out = summary.copy()
     out["setting"] = [", ".join(f"{LABELS.get(k, k)}: {getattr(r, k)}" for k in shown) for r in summary.itertuples()]
@@ -377,7 +377,7 @@ def comparisons(pairs, paths):
     if pairs.empty:
         return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
     pairs = pairs.sort_values(["model", "ranks", "a", "b"])
-    varying = [k for k in ("comm", "layout", "timing", "batch_size", "nodes") if pairs[k].nunique() > 1]
+    varying = [k for k in ("allreduce_schedule", "layout", "timing", "batch_size", "nodes") if pairs[k].nunique() > 1]
     labels = [
         ", ".join([r.model, f"{r.ranks} rank(s)"] + [f"{LABELS.get(k, k)}: {getattr(r, k)}" for k in varying])
         + f": {r.a} ({r.a_library}) / {r.b} ({r.b_library})"
@@ -492,7 +492,7 @@ def replay(table, error, paths):
             ok.assign(source="extrapolation (ring fit)", seconds=ok["extrapolated_iteration_s"]),
         ]
     )
-    long["configuration"] = long["framework"] + " " + long["comm"]
+    long["configuration"] = long["framework"] + " " + long["allreduce_schedule"]
     grid = sns.relplot(
         data=long,
         kind="line",
@@ -527,8 +527,8 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays
     was checked against: measured runs, replayed nodes) shaded and labelled. `why` says why there
     is none where the table is empty. `replays` (replay.csv): the extrapolation's measured error
     where the study replayed its traffic on more nodes, said under the title."""
-    if "overlap" in set(table["comm"]):
-        table = table[table["comm"] == "overlap"]
+    if "overlap" in set(table["allreduce_schedule"]):
+        table = table[table["allreduce_schedule"] == "overlap"]
     if table.empty:
         return _nothing(paths, "extrapolation", f"nothing to extrapolate: {why}")
     grid = sns.relplot(

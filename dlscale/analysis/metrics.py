@@ -4,7 +4,7 @@ Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x b
 - iteration time of a run's iteration = the slowest rank's wall time (synchronous SGD waits for it);
 - throughput_img_per_s = ranks x batch_size / mean iteration time over measured iterations;
 - speedup(N) = throughput(N) / throughput(1); efficiency(N) = throughput(N) / (N x throughput(1)),
-  against the 1-rank run of the same framework, model, comm mode and batch size;
+  against the 1-rank run of the same framework, model, allreduce schedule and batch size;
 - summaries follow Hoefler and Belli's rules (SC15): costs (iteration and phase times) by the
   arithmetic mean over the repeats' run means; the rate (throughput) by the harmonic mean, i.e.
   ranks x batch / the mean iteration time (total images over total time), its interval the cost's
@@ -403,6 +403,7 @@ def add_scaling(summary):
     out.loc[one, ["speedup_ci_lo", "speedup_ci_hi", "efficiency_ci_lo", "efficiency_ci_hi"]] = math.nan
     for r in out[out["noise_warning"].fillna("") != ""].itertuples():
         warnings.warn(
-            f"{r.framework} {r.model} {r.comm} {r.layout} {r.timing} {r.ranks} ranks: {r.noise_warning}", stacklevel=2
+            f"{r.framework} {r.model} {r.allreduce_schedule} {r.layout} {r.timing} {r.ranks} ranks: {r.noise_warning}",
+            stacklevel=2,
         )
     return out.drop(columns=["base_", "base_se_", "base_n_"]).sort_values(CONFIG_KEYS).reset_index(drop=True)

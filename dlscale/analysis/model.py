@@ -6,7 +6,7 @@ Measured, per run (model.csv):
   (rank 0, measured iterations only) shows an allreduce executing, per measured iteration.
 - comm_exposed_s: what the step waits for, the comm phase; overlap_ratio = 1 - exposed / total.
 
-Model, for a run on N ranks, from the 1-rank run of the same framework, model, comm mode and
+Model, for a run on N ranks, from the 1-rank run of the same framework, model, allreduce schedule and
 batch (its io, h2d, forward, backward and update times) and the study's allreduce sweep on the
 same nodes and ranks, which gives the time T(m) of one allreduce of m bytes through Horovod, fused
 as Horovod fuses (`sweep_cost`: the measured medians, linear between sizes and beyond the largest;

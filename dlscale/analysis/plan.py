@@ -164,7 +164,7 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
             continue
         (base, phases, compute_from, threads), (cost_fn, link_from) = compute, cost
         ranks = candidate["nodes"] * candidate["devices_per_node"]
-        ready = None if ident["comm"] == "sequential" else base["ready"]
+        ready = None if ident["allreduce_schedule"] == "sequential" else base["ready"]
         slowdown, slowdown_from = _slowdown(source, candidate, {**ident, "threads_per_rank": threads})
         rate = _rate(source, candidate, threads, cost_fn)
         p = predict(phases, Gradients.of(base, ready), ranks, cost_fn, slowdown, rate)

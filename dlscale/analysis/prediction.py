@@ -256,7 +256,7 @@ def _alone(sweep, nodes, rpn):
 
 def library(run):
     """The sweep path that times a run's gradients: Horovod's, or its framework's own library's."""
-    return sweep_path(run["framework"], run["comm_library"])
+    return sweep_path(run["framework"], run["allreduce_library"])
 
 
 def sweep_failures(fits):
@@ -325,7 +325,7 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
     cost_by, failures = costs(sweep, fits), sweep_failures(fits)
     rows = []
     for r in table.to_dict("records"):
-        seq = r["comm"] == "sequential" or r["ranks"] == 1
+        seq = r["allreduce_schedule"] == "sequential" or r["ranks"] == 1
         if r["timing"] == "native":  # from the traces: all allreduce time, and the part during compute
             total = r.get("comm_total_s", math.nan)
             ratio = r.get("overlap_s", math.nan) / total if total and total > 0 else math.nan
@@ -408,7 +408,7 @@ def model_error(table):
                 "median_abs_error_iteration": median_abs(g["error_iteration"]),
                 "median_abs_error_comm_total": median_abs(g["error_comm_total"]),
             }
-            for lib, g in pred.groupby("comm_library", sort=True)
+            for lib, g in pred.groupby("allreduce_library", sort=True)
         },
     }
     if not len(pred):
@@ -469,7 +469,7 @@ EXTRAPOLATED = ["predicted_iteration_s", "predicted_efficiency", "input_efficien
 def _efficiency(b, ident, ranks, cost):
     """The predicted iteration and efficiency of baseline `b` on `ranks` ranks, and the efficiency with
     its input (phases and ready times alike) at either end of its interval, `input_spread`."""
-    ready = None if ident["comm"] == "sequential" else b["ready"]
+    ready = None if ident["allreduce_schedule"] == "sequential" else b["ready"]
     single = sum(b["base"].values())
 
     def at(scale):

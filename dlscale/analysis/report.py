@@ -29,8 +29,8 @@ TOOLING = ("snakemake", "pandas", "scipy", "matplotlib", "seaborn", "pillow", "m
 STUDY_KEYS = (
     "framework",
     "model",
-    "comm",
-    "comm_library",
+    "allreduce_schedule",
+    "allreduce_library",
     "layout",
     "timing",
     "nodes",
@@ -50,12 +50,12 @@ STUDY_KEYS = (
     "emulate",
 )
 # The summary table's identity columns: shown only where they vary.
-IDENTITY = ("framework", "model", "comm", "comm_library", "layout", "timing", "ranks")
+IDENTITY = ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing", "ranks")
 COLUMNS = [
     ("framework", "framework"),
     ("model", "network"),
-    ("comm", "comm"),
-    ("comm_library", "library"),
+    ("allreduce_schedule", "schedule"),
+    ("allreduce_library", "library"),
     ("layout", "layout"),
     ("timing", "timing"),
     ("ranks", "ranks"),
@@ -88,7 +88,7 @@ def _shown(summary):
 
 
 def constants(summary):
-    """The identity columns that hold one value in every configuration: "comm overlap, layout best"."""
+    """The identity columns that hold one value in every configuration: "allreduce_schedule overlap, layout best"."""
     ok = summary[summary["repeats_ok"] > 0]
     return ", ".join(f"{n} {ok[c].iloc[0]}" for c, n in COLUMNS if c in IDENTITY and ok[c].astype(str).nunique() == 1)
 
@@ -167,7 +167,9 @@ def _share(value):
 
 def _setting(row, keys):
     return " ".join(
-        f"{row[k]}" if k in ("framework", "model", "comm", "comm_library", "layout", "timing") else f"{k}={row[k]}"
+        f"{row[k]}"
+        if k in ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing")
+        else f"{k}={row[k]}"
         for k in keys
         if k in row
     )
@@ -258,7 +260,16 @@ def _model_rows(model, model_error):
             [
                 _setting(
                     dict(zip(keys, key)),
-                    ["framework", "model", "comm", "comm_library", "layout", "timing", "nodes", "ranks_per_node"]
+                    [
+                        "framework",
+                        "model",
+                        "allreduce_schedule",
+                        "allreduce_library",
+                        "layout",
+                        "timing",
+                        "nodes",
+                        "ranks_per_node",
+                    ]
                     + ["batch_size"],
                 ),
                 str(len(g)),
@@ -512,7 +523,7 @@ def _results_lines(summary, runs):
         parts += (
             ["### Failed runs", ""]
             + [
-                f"- {r.framework} {r.model} {r.comm} {r.comm_library} nodes={r.nodes} "
+                f"- {r.framework} {r.model} {r.allreduce_schedule} {r.allreduce_library} nodes={r.nodes} "
                 f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
                 for r in failed.itertuples()
             ]
@@ -603,12 +614,12 @@ def _rules(ok, config, pairs):
     resolved = comparisons.one_analysis(frameworks)
     out = left_out(config) if "framework" in config else []
     rules = [
-        "speedup and efficiency are against the 1-rank run of the same framework, network, comm, library "
+        "speedup and efficiency are against the 1-rank run of the same framework, network, allreduce schedule, library "
         "and batch (one parallel process, not the best serial code); its absolute throughput is the "
         "`ranks` 1 row of the results table",
         "the study runs every combination of its keys (What was run)"
         + (
-            f"; left out: {', '.join(x['framework'] + ' with ' + x['comm_library'] for x in out)} (why: below)"
+            f"; left out: {', '.join(x['framework'] + ' with ' + x['allreduce_library'] for x in out)} (why: below)"
             if out
             else ""
         )
@@ -681,7 +692,9 @@ def _needed(value):
 def _comparison_rows(pairs, dimension):
     """comparisons.csv's rows of one dimension as report cells: the three analyses side by side."""
     rows = pairs[pairs["dimension"] == dimension] if len(pairs) else pairs
-    varying = [k for k in ("comm", "layout", "timing", "batch_size") if len(rows) and rows[k].nunique() > 1]
+    varying = [
+        k for k in ("allreduce_schedule", "layout", "timing", "batch_size") if len(rows) and rows[k].nunique() > 1
+    ]
     head = ["a / b", "network", "ranks"] + varying
     head += ["ratio [simultaneous 95% CI]", "verdict", "blocks needed", "blocks"]
     head += ["paired ratio [95% CI]", "verdict", "independent ratio [95% CI]", "verdict"]
@@ -810,7 +823,7 @@ def _library_lines(pairs, config):
     """The frameworks run through both libraries, native / horovod (comparisons.csv), and the
     framework x library pairs the study asked for that were left out, with why."""
 
-    head, cells = _comparison_rows(pairs, "comm_library")
+    head, cells = _comparison_rows(pairs, "allreduce_library")
     out = left_out(config)
     if not cells and not out:
         return []
@@ -826,7 +839,7 @@ def _library_lines(pairs, config):
         ]
     if out:
         parts += ["Left out before anything ran:", ""]
-        parts += [f"- {x['framework']} with {x['comm_library']}: {x['reason']}" for x in out] + [""]
+        parts += [f"- {x['framework']} with {x['allreduce_library']}: {x['reason']}" for x in out] + [""]
     return parts
 
 

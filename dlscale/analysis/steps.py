@@ -72,7 +72,7 @@ def write_tables(job):
         )
         for r in failed.itertuples():
             print(
-                f"failed run: {r.framework} {r.model} {r.comm} nodes={r.nodes} rpn={r.ranks_per_node} "
+                f"failed run: {r.framework} {r.model} {r.allreduce_schedule} nodes={r.nodes} rpn={r.ranks_per_node} "
                 f"repeat={r.repeat}: {r.reasons}"
             )
         _wrote(out.tidy, out.runs, out.tensors)

@@ -37,6 +37,7 @@ from dlscale.core.vocabulary import (
     STATUS,
     TIMELINE,
     records_name,
+    renamed,
     seconds,
     trace_name,
 )
@@ -73,7 +74,7 @@ def _provenance_row(run_rec):
         "link_rate_mbit": (launch.get("emulated") or {}).get("rate_mbit"),
         "link_delay_ms": (launch.get("emulated") or {}).get("delay_ms"),
         "comm_overlaps_backward": fw.get("comm_overlaps_backward"),
-        "comm_library_used": fw.get("extra", {}).get("comm_library", ""),
+        "allreduce_library_used": renamed(fw.get("extra", {})).get("allreduce_library", ""),
         "grad_tensors": run_rec.get("gradients", {}).get("tensors"),
         "grad_bytes": run_rec.get("gradients", {}).get("bytes"),
         **_fusion(prov),
@@ -108,12 +109,14 @@ class RunFilesError(ValueError):
 def _identity(status, status_path):
     """The run's identity from its status.json, or failing that from its spec.json, or failing that
     from its place in the results tree (which has the matrix keys only)."""
+    status = renamed(status)
     if all(k in status for k in RUN_KEYS):
         return {k: status[k] for k in RUN_KEYS}
     try:
         spec = json.loads((Path(status_path).parent / SPEC).read_text())
     except (OSError, ValueError):
         spec = {}
+    spec = renamed(spec) if isinstance(spec, dict) else spec
     if isinstance(spec, dict) and all(k in spec for k in RUN_KEYS):
         return {k: spec[k] for k in RUN_KEYS}
     return {k: status.get(k) for k in RUN_KEYS} | run_from_path(Path(status_path).parent)

@@ -26,7 +26,7 @@ import json
 import math
 from pathlib import Path
 
-from dlscale.core.vocabulary import BACKWARD, COMM_TOTAL, FORWARD, H2D, IO, PHASES, UPDATE, seconds
+from dlscale.core.vocabulary import BACKWARD, COMM, COMM_TOTAL, FORWARD, H2D, IO, PHASES, UPDATE, seconds
 from dlscale.workloads import frameworks
 
 COMPUTE_PRIORITY = (IO, H2D, UPDATE, BACKWARD, FORWARD)
@@ -42,7 +42,7 @@ def classify(framework, event):
     name, cat = event.get("name", ""), event.get("cat")
     if cat == "horovod":
         if name == "ALLREDUCE":
-            return "comm"
+            return COMM
         return "wait" if name.startswith("NEGOTIATE") else None
     if cat != "framework":
         return None
@@ -130,15 +130,15 @@ def phases_of(intervals, t0, t1):
         resolved.append((a, b, c))
     edges = sorted([(a, 1, c) for a, b, c in resolved if b > a] + [(b, -1, c) for a, b, c in resolved if b > a])
     edges.append((t1, 0, None))
-    counts = dict.fromkeys(COMPUTE_PRIORITY + ("comm", "wait"), 0)
+    counts = dict.fromkeys(COMPUTE_PRIORITY + (COMM, "wait"), 0)
     totals = dict.fromkeys(PHASES, 0.0)
     overlap, pending, previous, now = 0.0, 0.0, None, t0
     for t, delta, cls in edges:
         if t > now:  # the segment [now, t] under the current counts
             compute = next((c for c in COMPUTE_PRIORITY if counts[c]), None)
-            if compute and counts["comm"]:
+            if compute and counts[COMM]:
                 overlap += t - now
-            phase = compute or ("comm" if counts["comm"] or counts["wait"] else previous)
+            phase = compute or (COMM if counts[COMM] or counts["wait"] else previous)
             if phase is None or (not compute and phase in (IO, H2D)):
                 # before the first operation, or after the batch was staged: the framework's dispatch
                 # of what comes next, given to the next phase seen
@@ -151,7 +151,7 @@ def phases_of(intervals, t0, t1):
             counts[cls] += delta
     if pending:
         totals[previous or IO] += pending
-    comm_total = _union([(a, b) for a, b, c in resolved if c == "comm"])
+    comm_total = _union([(a, b) for a, b, c in resolved if c == COMM])
     row = {seconds(p): v / 1e6 for p, v in totals.items()}
     row.update(
         comm_total_s=comm_total / 1e6,

@@ -36,9 +36,9 @@ RUNS, ATTEMPTS, SWEEPS, REPLAYS, CONTENTION = "runs", "attempts", "allreduce", "
 REPLAY_PLANS = f"{REPLAYS}/plans.json"
 
 # A run's place under runs/ (and attempts/, logs/runs/): its identity, one folder level per word key.
-WORD_KEYS = ("framework", "model", "comm", "comm_library", "layout", "timing")
+WORD_KEYS = ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing")
 RUN_PATTERN = (
-    "{framework}/{model}/{comm}/{comm_library}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
+    "{framework}/{model}/{allreduce_schedule}/{allreduce_library}/{layout}/{timing}/nodes{nodes}_rpn{ranks_per_node}_bs{batch_size}_"
     "lw{loader_workers}_t{threads_per_rank}/repeat{repeat}"
 )
 
@@ -64,7 +64,7 @@ def sweep(nodes, ranks_per_node):
 # A calibration of what sharing a node costs (dlscale/runtime/contention.py): a configuration's 1-rank
 # identity less its place, and the ranks per node it calibrates.
 CONTENTION_PATTERN = (
-    "{framework}/{model}/{comm}/{comm_library}/{layout}/{timing}/bs{batch_size}_lw{loader_workers}_t{threads_per_rank}/"
+    "{framework}/{model}/{allreduce_schedule}/{allreduce_library}/{layout}/{timing}/bs{batch_size}_lw{loader_workers}_t{threads_per_rank}/"
     "rpn{ranks_per_node}"
 )
 

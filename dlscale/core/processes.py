@@ -68,9 +68,10 @@ def thread_seconds(pid):
     out = {}
     for task in Path(f"/proc/{pid}/task").glob("[0-9]*"):
         try:
-            name = re.sub(r"[\d_:-]+$", "", (task / "comm").read_text().strip()) or "?"
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            stat = (task / "stat").read_text()  # "tid (name) state ...": the name and the times in one read
+            name = re.sub(r"[\d_:-]+$", "", stat[stat.index("(") + 1 : stat.rindex(")")]) or "?"
+            fields = stat.rsplit(")", 1)[1].split()
+        except (OSError, IndexError, ValueError):
             continue  # a thread that ended while it was read
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) * TICK_S
     return out

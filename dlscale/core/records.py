@@ -14,9 +14,10 @@ import json
 import math
 import time
 
-from dlscale.core.vocabulary import PHASE_SECONDS, RUN_KEYS
+from dlscale.core.vocabulary import PHASE_SECONDS, RUN_KEYS, renamed
 
-SCHEMA = "dlscale.record/3"  # 3: runs have a comm_library
+SCHEMA = "dlscale.record/4"  # 4: comm, comm_library renamed allreduce_schedule, allreduce_library (0.3.0)
+OLDER = "dlscale.record/3"  # read as SCHEMA with its keys renamed (`upgrade`): its runs can be analysed again
 
 PHASE_KEYS = PHASE_SECONDS
 
@@ -59,6 +60,13 @@ class Writer:
         self._fh.close()
 
 
+def upgrade(rec):
+    """A decoded record of the schema before (OLDER) in today's words; any other value unchanged."""
+    if isinstance(rec, dict) and rec.get("schema") == OLDER:
+        return renamed(rec) | {"schema": SCHEMA}
+    return rec
+
+
 def validate(rec):
     """Return the problem with one decoded record, or None."""
     if not isinstance(rec, dict):
@@ -89,7 +97,7 @@ def parse_lines(lines, source="<records>"):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = upgrade(json.loads(line))
         except json.JSONDecodeError as exc:
             errors.append(f"{source}:{number}: not valid JSON ({exc.msg})")
             continue

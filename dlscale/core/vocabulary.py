@@ -6,8 +6,8 @@ list is the registry's, dlscale/workloads/frameworks/__init__.py)."""
 MATRIX_KEYS = (
     "framework",
     "model",
-    "comm",
-    "comm_library",
+    "allreduce_schedule",
+    "allreduce_library",
     "layout",
     "timing",
     "nodes",
@@ -27,6 +27,17 @@ RUN_KEYS = [
     "precision",
     "repeat",
 ]
+# Keys renamed in 0.3.0, old -> new (one word, one meaning: `comm` is the communication phase only).
+# A config with an old key is refused naming the new one; records, run files and tables of an older
+# study are read with the new names (`renamed`), so nothing measured before is lost.
+RENAMED_KEYS = {"comm": "allreduce_schedule", "comm_library": "allreduce_library"}
+
+
+def renamed(fields):
+    """A run's fields (a spec, a status, a record) with keys of before 0.3.0 under today's names."""
+    return {RENAMED_KEYS.get(k, k): v for k, v in fields.items()}
+
+
 # A configuration: a run without its repeat.
 CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
 # A configuration's 1-rank baseline (for speedup, efficiency and the performance model) shares these.

@@ -14,7 +14,7 @@ import yaml
 from dlscale.core import paths
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import WORKFLOW
-from dlscale.core.vocabulary import MATRIX_KEYS  # the run's folders in the results tree, in this order
+from dlscale.core.vocabulary import MATRIX_KEYS, RENAMED_KEYS  # the run's folders in the results tree, in this order
 from dlscale.environment import build as env
 from dlscale.runtime import emulate, launchers
 from dlscale.runtime.hosts import parse_hostfile, select_hosts
@@ -52,7 +52,21 @@ def schema():
     return loaded
 
 
+def refuse_renamed(config):
+    """A key renamed in 0.3.0 is refused naming its new name (the schema alone would say only that
+    it is unknown)."""
+    old = [k for k in RENAMED_KEYS if k in config]
+    if old:
+        raise ConfigError(
+            "; ".join(
+                f"config key '{k}' was renamed '{RENAMED_KEYS[k]}' in 0.3.0: write {RENAMED_KEYS[k]}: instead"
+                for k in old
+            )
+        )
+
+
 def validate_schema(config):
+    refuse_renamed(config)
     schema_ = schema()
     validator = jsonschema.Draft202012Validator(schema_)
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message))
@@ -165,7 +179,7 @@ def check_replay(config):
     if not horovod(config):
         raise ConfigError(
             "config key 'replay': replays the gradients of the study's Horovod runs, and it runs no framework "
-            "through Horovod (see 'comm_library')"
+            "through Horovod (see 'allreduce_library')"
         )
 
 
@@ -308,16 +322,16 @@ def load(*configfiles, items=()):
 
 
 def libraries(config, framework):
-    """The communication libraries the study asks of `framework`: its `comm_library` list, or,
+    """The communication libraries the study asks of `framework`: its `allreduce_library` list, or,
     without the key, the framework's default (Horovod; JAX's own collectives)."""
-    return config.get("comm_library") or [frameworks.default_library(framework)]
+    return config.get("allreduce_library") or [frameworks.default_library(framework)]
 
 
 def left_out(config):
     """The framework x library pairs the study asks for that a framework does not run, each with
-    why ([{framework, comm_library, reason}]): left out of the matrix, listed in the report."""
+    why ([{framework, allreduce_library, reason}]): left out of the matrix, listed in the report."""
     return [
-        {"framework": fw, "comm_library": lib, "reason": frameworks.not_built(fw, lib)}
+        {"framework": fw, "allreduce_library": lib, "reason": frameworks.not_built(fw, lib)}
         for fw in config["framework"]
         for lib in libraries(config, fw)
         if frameworks.not_built(fw, lib)
@@ -340,18 +354,18 @@ def job_threads(config):
 def matrix(config):
     """Every run of the study, as identity dicts (matrix keys plus the repeat index), less the
     framework x library pairs no framework runs (`left_out`)."""
-    skip = {(x["framework"], x["comm_library"]) for x in left_out(config)}
+    skip = {(x["framework"], x["allreduce_library"]) for x in left_out(config)}
     runs = []
     for fw in config["framework"]:
         values = {
             **config,
             "framework": [fw],
-            "comm_library": libraries(config, fw),
+            "allreduce_library": libraries(config, fw),
             "threads_per_rank": threads(config),
         }
         for combo in itertools.product(*(values[k] for k in MATRIX_KEYS), range(config["repeats"])):
             run = dict(zip(MATRIX_KEYS + ("repeat",), combo))
-            if (fw, run["comm_library"]) not in skip:
+            if (fw, run["allreduce_library"]) not in skip:
                 runs.append(run)
     return runs
 
@@ -399,8 +413,8 @@ def instrument(config):
 def check_matrix(config):
     """A study whose every framework x library pair is left out would run nothing."""
     if not matrix(config):
-        why = "; ".join(f"{x['framework']} {x['comm_library']}: {x['reason']}" for x in left_out(config))
-        raise ConfigError(f"config key 'comm_library': no framework runs the libraries asked for ({why})")
+        why = "; ".join(f"{x['framework']} {x['allreduce_library']}: {x['reason']}" for x in left_out(config))
+        raise ConfigError(f"config key 'allreduce_library': no framework runs the libraries asked for ({why})")
 
 
 # What an MPI job of the study (a run, an allreduce sweep, a replay) is handed: its rule declares
@@ -443,7 +457,7 @@ def run_settings(config):
 def sweep_settings(config):
     """What the `allreduce` rule hands a sweep: the largest message, and the frameworks whose own
     library's allreduce it times."""
-    keys = ("allreduce_max_bytes", "framework", "comm_library")
+    keys = ("allreduce_max_bytes", "framework", "allreduce_library")
     return {**job_settings(config), **{k: config.get(k) for k in keys}}
 
 
@@ -455,7 +469,7 @@ def dataset_settings(config):
 def replay_settings(config):
     """What the `replay` rule hands a replay: the replay settings (its plans are an input) and the
     frameworks, whose first through Horovod lends the replay its binding (`instrument`)."""
-    keys = ("framework", "comm_library")
+    keys = ("framework", "allreduce_library")
     return {**job_settings(config), "replay": config["replay"], **{k: config.get(k) for k in keys}}
 
 

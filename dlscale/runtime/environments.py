@@ -50,7 +50,7 @@ def needs(config, framework):
     need = [{"module": m, "why": why, "load": False} for m, why in COMMON]
     need += [{"module": m, "why": declared.LABEL, "load": False} for m in declared.MODULES]
     if frameworks.HOROVOD in cfg.libraries(config, framework) and not frameworks.not_built(framework, "horovod"):
-        why = f"comm_library horovod: Horovod built with {declared.LABEL}"
+        why = f"allreduce_library horovod: Horovod built with {declared.LABEL}"
         need.append({"module": declared.HOROVOD_MODULE, "why": why, "load": True})
     if config["data"]["kind"] != "synthetic":
         need += [{"module": m, "why": "data: images (its loader)", "load": False} for m in declared.DATA_MODULES]

@@ -34,18 +34,18 @@ class ReplayError(ValueError):
     pass
 
 
-def plans(bases, models, comms=None):
+def plans(bases, models, schedules=None):
     """Plans from the model's 1-rank baselines (dlscale.analysis.prediction.baselines): {MATCH key: details} ->
-    [plan], for the listed models (and comm modes)."""
+    [plan], for the listed models (and allreduce schedules)."""
 
     out = []
     for key, b in sorted(bases.items(), key=lambda kv: tuple(map(str, kv[0]))):
         ident = dict(zip(BASELINE_KEYS, key))
-        if ident["model"] not in models or (comms and ident["comm"] not in comms):
+        if ident["model"] not in models or (schedules and ident["allreduce_schedule"] not in schedules):
             continue
-        if ident["comm_library"] != frameworks.HOROVOD:  # replayed through Horovod only
+        if ident["allreduce_library"] != frameworks.HOROVOD:  # replayed through Horovod only
             continue
-        ready = None if ident["comm"] == "sequential" else b["ready"]
+        ready = None if ident["allreduce_schedule"] == "sequential" else b["ready"]
         out.append(
             {
                 "key": {k: (v.item() if hasattr(v, "item") else v) for k, v in ident.items()},

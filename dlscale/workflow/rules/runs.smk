@@ -6,8 +6,8 @@
 wildcard_constraints:
     framework="[a-z0-9]+",
     model="[a-z0-9]+",
-    comm="[a-z]+",
-    comm_library="[a-z]+",
+    allreduce_schedule="[a-z]+",
+    allreduce_library="[a-z]+",
     layout="[A-Za-z]+",
     timing="[a-z]+",
     nodes=r"\d+",

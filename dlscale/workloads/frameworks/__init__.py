@@ -39,7 +39,7 @@ NAMES = ("torch", "tensorflow", "mxnet", "jax")
 # it to prove the networks identical; a study that runs it counts its FLOPs per image on it and hands
 # the allreduce sweep's and the replays' tensors to Horovod through its binding (`first_with`).
 REFERENCE = "torch"
-# The communication libraries a study compares (its `comm_library` dimension): Horovod, the same
+# The communication libraries a study compares (its `allreduce_library` dimension): Horovod, the same
 # C++ core under every binding, and each framework's own data-parallel path.
 HOROVOD, NATIVE = LIBRARIES = ("horovod", "native")
 
@@ -68,7 +68,7 @@ def thread_env(threads):
 
 
 def default_library(name):
-    """The library a study without a `comm_library` key runs the framework with."""
+    """The library a study without a `allreduce_library` key runs the framework with."""
     return get(name).LIBRARIES[0]
 
 

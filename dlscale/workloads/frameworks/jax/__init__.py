@@ -1,6 +1,6 @@
 """JAX: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
-from dlscale.core.vocabulary import BACKWARD, FORWARD, UPDATE
+from dlscale.core.vocabulary import BACKWARD, COMM, FORWARD, UPDATE
 from dlscale.workloads.frameworks import tfdata
 
 NAME = "jax"
@@ -29,7 +29,7 @@ SLOW_RANK_ENV = "DLSCALE_SLOW_RANK"
 # as the backend starts; `hold_threads` sets it with XLA_FLAGS).
 THREAD_ENV = ("PJRT_NPROC",)
 LOADER = "tf.data TFRecordDataset as JAX's own examples feed it, to numpy (as_numpy_iterator)"
-# What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
+# What its runs import besides MODULES: Horovod's binding (allreduce_library horovod), the loader's (data: images).
 DATA_MODULES = tfdata.MODULES  # its loader is tf.data (frameworks/tfdata.py): TensorFlow itself
 
 
@@ -61,7 +61,7 @@ TRACE_RULES = [
     ("prefix", "xla:forward/", FORWARD),
     ("prefix", "xla:backward/", BACKWARD),
     ("prefix", "xla:update/", UPDATE),
-    ("prefix", "xla:comm/", "comm"),
+    ("prefix", f"xla:{COMM}/", COMM),
 ]
 
 

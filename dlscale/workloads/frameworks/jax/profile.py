@@ -18,10 +18,10 @@ import json
 import re
 from pathlib import Path
 
-from dlscale.core.vocabulary import BACKWARD, FORWARD, UPDATE
+from dlscale.core.vocabulary import BACKWARD, COMM, FORWARD, UPDATE
 
 PREFIX = "xla:"
-UPDATE_SCOPE, COMM_SCOPE, COMM = UPDATE, "allreduce", "comm"  # the update scope is named after its phase
+UPDATE_SCOPE, COMM_SCOPE = UPDATE, "allreduce"  # the update scope is named after its phase
 
 
 def phase_of(opcode, op_name):

@@ -15,8 +15,8 @@ JAX run of the 2026-11-26 default study, its mean 1/11 low).
 Phased timing: forward (`jax.vjp`, keeping what backward needs), backward (the vjp), comm (the
 mean over the ranks, a jitted collective of its own) and update as four jitted functions, with
 the loop's waits between them.
-comm = "overlap": one mean per gradient, which XLA may start as soon as that gradient exists;
-comm = "sequential": all gradients first (an optimization barrier), then one mean of them all.
+allreduce_schedule = "overlap": one mean per gradient, which XLA may start as soon as that gradient exists;
+allreduce_schedule = "sequential": all gradients first (an optimization barrier), then one mean of them all.
 One rank communicates nothing in either mode. Batch-norm running statistics stay each rank's own,
 as under Horovod. The update is Optax's SGD with momentum (m = mu m + g; w -= lr m, PyTorch's
 definition). Weights start equal on every rank: every rank initializes from the same seed (JAX's
@@ -72,7 +72,7 @@ class Trainer(trainer.Trainer):
         with _PluginErrors() as plugins:  # the backends start with the mesh
             self.mesh = collectives.initialize(self.rank, self.size, rendezvous.first_host())
         self._check_device(plugins.messages)
-        self.overlap = spec["comm"] == "overlap"
+        self.overlap = spec["allreduce_schedule"] == "overlap"
         self.lr, self.mu = spec["lr"], spec["momentum"]
         self._build(spec)
         self.pending = self.grads = self.vjp = None
@@ -131,7 +131,7 @@ class Trainer(trainer.Trainer):
                 "jaxlib": jaxlib.__version__,
                 "flax": flax.__version__,
                 "optax": optax.__version__,
-                "comm_library": collectives.describe(self.size),
+                "allreduce_library": collectives.describe(self.size),
                 # one collective of every gradient (a pmean of them all, overlap or not), started
                 # as soon as it is traced to run: no fusion threshold, no cycle (the model reads both)
                 "fusion_threshold_bytes": sum(self.gradient_sizes()),

@@ -25,7 +25,7 @@ NOT_BUILT = {
 # kernels) and its engine workers, read at import.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 LOADER = "mx.io.ImageRecordIter, preprocess threads, OpenCV decode"
-# What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
+# What its runs import besides MODULES: Horovod's binding (allreduce_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.mxnet"
 DATA_MODULES = ()
 

@@ -8,8 +8,8 @@ only wait for one iteration's work is `waitall` (an array's `wait_to_read` also 
 queued after it, and the weights are updated in place). The network is hybridized (static graph).
 One rank communicates nothing (DistributedTrainer skips its allreduce at size 1).
 Horovod has no backward hook for MXNet; the allreduces are pushed once backward is done:
-comm = "overlap": one allreduce per gradient (DistributedTrainer's default), pushed together and
-run by the engine concurrently (overlap among tensors); comm = "sequential": one grouped
+allreduce_schedule = "overlap": one allreduce per gradient (DistributedTrainer's default), pushed together and
+run by the engine concurrently (overlap among tensors); allreduce_schedule = "sequential": one grouped
 allreduce (DistributedTrainer with num_groups=1). Gradients are averaged; the update is MXNet's
 SGD with momentum, equivalent to PyTorch's for a constant learning rate.
 device = "gpu": rank r uses mx.gpu(r) (its local rank), batches are staged in pinned host memory
@@ -53,7 +53,7 @@ class Trainer(trainer.Trainer):
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         check_precision(spec)
-        self.spec_timing, self.spec_comm = spec.get("timing", "phased"), spec["comm"]
+        self.spec_timing, self.spec_schedule = spec.get("timing", "phased"), spec["allreduce_schedule"]
         self.gpu = spec.get("device", "cpu") == "gpu"
         if self.gpu:
             features = mx.runtime.Features()
@@ -85,7 +85,7 @@ class Trainer(trainer.Trainer):
             params,
             "sgd",
             {"learning_rate": spec["lr"], "momentum": spec["momentum"]},
-            num_groups=0 if spec["comm"] == "overlap" else 1,
+            num_groups=0 if spec["allreduce_schedule"] == "overlap" else 1,
         )
         if self.amp:
             self._amp.init_trainer(self.trainer)
@@ -105,7 +105,7 @@ class Trainer(trainer.Trainer):
             horovod=horovod.__version__,
             # the engine runs each gradient's allreduce as the gradient appears, unless phased
             # timing's waits stop it or the allreduce is one group of every gradient
-            comm_overlaps_backward=self.spec_timing == "native" and self.spec_comm == "overlap",
+            comm_overlaps_backward=self.spec_timing == "native" and self.spec_schedule == "overlap",
             layout=self.layout,
             device=str(self.ctx),
             gpu_name=nvidia_smi_name(self.ctx.device_id) if self.gpu else None,

@@ -1,6 +1,6 @@
 """TensorFlow: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
-from dlscale.core.vocabulary import BACKWARD, FORWARD, UPDATE
+from dlscale.core.vocabulary import BACKWARD, COMM, FORWARD, UPDATE
 
 NAME = "tensorflow"
 LABEL = "TensorFlow"
@@ -25,7 +25,7 @@ NOT_BUILT = {}
 # process (tf.config.threading), oneDNN runs on them.
 THREAD_ENV = ()
 LOADER = "tf.data TFRecordDataset, parallel map (private thread pool), decode_and_crop_jpeg"
-# What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
+# What its runs import besides MODULES: Horovod's binding (allreduce_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.tensorflow"
 DATA_MODULES = ()
 
@@ -37,9 +37,9 @@ TRACE_RULES = [
     # Horovod's ops are the enqueue only: the allreduce is in Horovod's timeline
     ("contains", "HorovodAllreduce", "ignore"),
     ("contains", "HorovodGroupedAllreduce", "ignore"),
-    # the strategy's (comm_library native): the collective all-reduce of each pack (on the collective
+    # the strategy's (allreduce_library native): the collective all-reduce of each pack (on the collective
     # executor's threads, spanning the transfer) and its packing and averaging (concat, split, mean)
-    ("prefix", f"{ALLREDUCE_SCOPE}/", "comm"),
+    ("prefix", f"{ALLREDUCE_SCOPE}/", COMM),
 ]
 
 # Host events that are executor, function-call or iterator spans, not operations.

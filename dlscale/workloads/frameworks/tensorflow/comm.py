@@ -1,5 +1,5 @@
 """How TensorFlow's gradients are averaged over the ranks: through Horovod, or through TensorFlow's
-own MultiWorkerMirroredStrategy (the `comm_library` setting). The trainer asks both the same things.
+own MultiWorkerMirroredStrategy (the `allreduce_library` setting). The trainer asks both the same things.
 
 horovod: `hvd.init()` names the ranks; overlap issues one allreduce per gradient (Horovod
 negotiates, fuses and reduces them concurrently), sequential one grouped allreduce.
@@ -60,7 +60,7 @@ class Horovod:
     def describe(self, overlap, grad_bytes):
         import horovod
 
-        return horovod.__version__, {"comm_library": f"Horovod {horovod.__version__}"}
+        return horovod.__version__, {"allreduce_library": f"Horovod {horovod.__version__}"}
 
 
 class Native:
@@ -129,7 +129,7 @@ class Native:
 
     def describe(self, overlap, grad_bytes):
         return "not used (tf.distribute)", {
-            "comm_library": NATIVE if self.size > 1 else "none (one rank)",
+            "allreduce_library": NATIVE if self.size > 1 else "none (one rank)",
             "fusion_threshold_bytes": PACK_BYTES if overlap else grad_bytes,
             "cycle_time_s": NO_CYCLE_S,
         }

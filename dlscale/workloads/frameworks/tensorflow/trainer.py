@@ -1,13 +1,13 @@
 """TensorFlow data-parallel training, one method per SGD phase, its gradients averaged through
 horovod.tensorflow or TensorFlow's own MultiWorkerMirroredStrategy (comm.py: the run's
-`comm_library`).
+`allreduce_library`).
 
 The forward pass is a `tf.function`; it is called under an eager GradientTape, so the backward
 pass (`tape.gradient`) runs the function's compiled gradient: forward and backward are both
 compiled and still timed apart. Communication (comm.py): with Horovod, which has no per-gradient
 hook for TensorFlow, it starts once backward has returned (as with its DistributedGradientTape);
-comm = "overlap": one allreduce per gradient (Horovod) or packs of gradients (the strategy), all
-issued together in one compiled function; comm = "sequential": one grouped allreduce of all gradients.
+allreduce_schedule = "overlap": one allreduce per gradient (Horovod) or packs of gradients (the strategy), all
+issued together in one compiled function; allreduce_schedule = "sequential": one grouped allreduce of all gradients.
 One rank communicates nothing in either mode (Horovod's TensorFlow allreduce has no size-1 shortcut,
 so the trainer skips it, as PyTorch's and MXNet's Horovod wrappers do).
 The update is SGD with momentum written as PyTorch defines it (m = mu m + g; w -= lr m).
@@ -48,7 +48,7 @@ class Trainer(trainer.Trainer):
         threads = spec["threads_per_rank"]
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
-        self.net = comm.LIBRARIES[spec["comm_library"]]()
+        self.net = comm.LIBRARIES[spec["allreduce_library"]]()
         self.rank, self.size, self.local_rank = self.net.rank, self.net.size, self.net.local_rank
         # what starts Horovod's timeline and shuts down (dlscale/workloads/trainer.py): Horovod's module,
         # or the native library
@@ -79,7 +79,7 @@ class Trainer(trainer.Trainer):
         self.net.broadcast([v.value for v in self.model.variables])
         self.momentum = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.vars]
         self.lr, self.mu = spec["lr"], spec["momentum"]
-        self.overlap = spec["comm"] == "overlap"
+        self.overlap = spec["allreduce_schedule"] == "overlap"
         self.native = spec.get("timing", "phased") == "native"
         self._forward = tf.function(self._forward_fn)
         self._allreduce = tf.function(self._allreduce_fn)

@@ -1,6 +1,6 @@
 """PyTorch: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
-from dlscale.core.vocabulary import BACKWARD, UPDATE
+from dlscale.core.vocabulary import BACKWARD, COMM, UPDATE
 
 NAME = "torch"
 LABEL = "PyTorch"
@@ -22,7 +22,7 @@ NOT_BUILT = {}
 # OpenMP); the trainer also calls torch.set_num_threads.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 LOADER = "torch.utils.data.DataLoader, worker processes, Pillow decode"
-# What its runs import besides MODULES: Horovod's binding (comm_library horovod), the loader's (data: images).
+# What its runs import besides MODULES: Horovod's binding (allreduce_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.torch"
 DATA_MODULES = ("PIL",)  # its loader decodes with Pillow
 
@@ -33,15 +33,15 @@ TRACE_RULES = [
     ("prefix", "Optimizer.zero_grad", UPDATE),
     ("prefix", "ProfilerStep", "ignore"),
     ("prefix", "cuda", "ignore"),  # runtime API calls (cudaLaunchKernel, ...) on the host
-    # PyTorch's own library (comm_library native): the process group's collectives (on gloo's
+    # PyTorch's own library (allreduce_library native): the process group's collectives (on gloo's
     # worker threads, spanning the transfer; on the GPU NCCL's kernels), their enqueue, and DDP's
     # reducer work on the rank's thread (dividing by the ranks, copying buckets back to gradients)
     ("prefix", "DistributedDataParallel.forward", "ignore"),  # a container of the forward pass
-    ("prefix", "gloo:", "comm"),
-    ("prefix", "nccl:", "comm"),
-    ("prefix", "c10d::", "comm"),
-    ("prefix", "torch::distributed::reducer", "comm"),
-    ("prefix", "torch.distributed.ddp.reducer", "comm"),
+    ("prefix", "gloo:", COMM),
+    ("prefix", "nccl:", COMM),
+    ("prefix", "c10d::", COMM),
+    ("prefix", "torch::distributed::reducer", COMM),
+    ("prefix", "torch.distributed.ddp.reducer", COMM),
 ]
 
 

@@ -1,5 +1,5 @@
 """How PyTorch's gradients are averaged over the ranks: through Horovod, or through PyTorch's own
-torch.distributed (the `comm_library` setting). The trainer asks both the same things.
+torch.distributed (the `allreduce_library` setting). The trainer asks both the same things.
 
 horovod: `hvd.init()` names the ranks; overlap wraps the optimizer in Horovod's
 DistributedOptimizer (each gradient's allreduce starts from a backward hook; `wait` is its
@@ -86,7 +86,7 @@ class Horovod:
 
         hvd = self.hvd
         return horovod.__version__, {
-            "comm_library": f"Horovod {horovod.__version__} ({'MPI' if hvd.mpi_enabled() else 'Gloo'} controller)",
+            "allreduce_library": f"Horovod {horovod.__version__} ({'MPI' if hvd.mpi_enabled() else 'Gloo'} controller)",
             "controller": "MPI" if hvd.mpi_enabled() else "Gloo",
             "mpi_threads_supported": hvd.mpi_threads_supported() if hvd.mpi_enabled() else None,
         }
@@ -154,7 +154,7 @@ class Native:
     def describe(self, overlap, grad_bytes):
         detail = f"{NATIVE}: {self.backend}" if self.size > 1 else "none (one rank)"
         return "not used (torch.distributed)", {
-            "comm_library": detail,
+            "allreduce_library": detail,
             "reduction": "DistributedDataParallel buckets" if overlap else "one flat all_reduce after backward",
             "fusion_threshold_bytes": DDP_BUCKET_BYTES if overlap else grad_bytes,
             "cycle_time_s": NO_CYCLE_S,

@@ -1,9 +1,9 @@
 """PyTorch data-parallel training, one method per SGD phase, its gradients averaged through Horovod
-or PyTorch's own DistributedDataParallel (comm.py: the run's `comm_library`).
+or PyTorch's own DistributedDataParallel (comm.py: the run's `allreduce_library`).
 
-comm = "overlap": each gradient's (or bucket's) allreduce starts from a backward hook, so
+allreduce_schedule = "overlap": each gradient's (or bucket's) allreduce starts from a backward hook, so
 communication runs during backward; the comm phase is what the step still waits for after it.
-comm = "sequential": backward completes, then one allreduce (average) of all gradients in place,
+allreduce_schedule = "sequential": backward completes, then one allreduce (average) of all gradients in place,
 then the update.
 One rank communicates nothing in either mode, as in the other frameworks.
 layout = "NHWC" is PyTorch's channels_last: the model's weights and the staging buffer are
@@ -47,7 +47,7 @@ class Trainer(trainer.Trainer):
         torch.backends.cudnn.benchmark = spec["autotune"]
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = spec["tf32"]
         self.gpu = spec.get("device", "cpu") == "gpu"
-        self.net = comm.LIBRARIES[spec["comm_library"]](self.gpu)
+        self.net = comm.LIBRARIES[spec["allreduce_library"]](self.gpu)
         self.rank, self.size, self.local_rank = self.net.rank, self.net.size, self.net.local_rank
         # what starts Horovod's timeline and shuts down (dlscale/workloads/trainer.py): Horovod's module,
         # or the native library
@@ -71,7 +71,7 @@ class Trainer(trainer.Trainer):
         # frameworks), and Horovod's broadcast fills it through a step on NCHW-contiguous zero
         # gradients, which breaks channels_last's gradient layout contract and cost 9% of every
         # ResNet-50 step after it (the update 45-50 ms instead of 27-33, measured).
-        self.overlap = spec["comm"] == "overlap"
+        self.overlap = spec["allreduce_schedule"] == "overlap"
         self.model, self.optimizer = self.net.wrap(self.model, opt, self.overlap)
         self._watch_gradients()
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])

@@ -161,7 +161,7 @@ def test_figures_and_reports(study):
     # only the columns that vary; the constant ones said once above the table
     assert "| framework | ranks | img/s [95% CI] |" in md and "\\begin{tabular}" in md and "\\toprule" in md
     results_table = md.split("## Results")[1].split("As LaTeX")[0]  # (the noise table has rows like these too)
-    assert "In every row: network tinynet, comm overlap" in results_table
+    assert "In every row: network tinynet, schedule overlap" in results_table
     assert results_table.count("| torch | ") == 2 and "![throughput](figures/throughput.png)" in md
     assert md.startswith("# dlscale: ") and "dlscale commit" in md and "## Performance model" in md
     assert "## Hardware" in md and " GiB memory; GPU: none" in md and "- link: one node" in md

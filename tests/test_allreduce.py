@@ -9,6 +9,7 @@ import pytest
 from dlscale.analysis import comm, prediction
 from dlscale.core import ring
 from dlscale.runtime import allreduce, launch
+from dlscale.runtime import config as cfg
 from dlscale.workloads import frameworks
 from tests.conftest import ENV_RECORD, env_record, mpirun_module, needs_emulation, tiny_config
 
@@ -190,3 +191,34 @@ def test_fit_takes_the_links_bandwidth_where_small_sizes_sit_on_horovods_cycle()
     times = [max(1e-3, ring.ring_time(m, ranks, 20e-6, beta)) * 1.06 for m in nbytes]
     _, b, _ = ring.fit_ring(nbytes, times, ranks)
     assert b == pytest.approx(1.06 * beta, rel=0.05)
+
+
+def test_each_horovod_framework_is_swept_through_its_own_binding_and_the_model_times_it_there(tmp_path):
+    """A study that runs PyTorch and MXNet through Horovod sweeps Horovod through PyTorch's binding
+    (the instrument) and again through MXNet's, in MXNet's own environment, in a job of its own, as
+    `horovod:mxnet` (its three paths); the model times MXNet's gradients on MXNet's paths and
+    PyTorch's on the instrument's, and a sweep without the binding's paths falls back to the
+    instrument's for both."""
+    out, log = tmp_path / "sweep.jsonl", tmp_path / "log"
+    conf = tiny_config(tmp_path, framework=["torch", "mxnet"], allreduce_max_bytes=1 << 16)
+    assert cfg.swept_apart(conf) == ["mxnet"]
+    apart = {"mxnet": env_record("mxnet"), "torch": env_record("torch")}  # the instrument's is not apart
+    launch.sweep_allreduce(conf, launch.Measurement(1, 2, ENV_RECORD, out, log, tmp_path / "attempts"), apart)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "failed" not in out.read_text(), log.read_text()[-3000:]
+    mine = frameworks.binding_path("mxnet")
+    assert [r["path"] for r in rows if r["path"].startswith(mine)] == [mine] * len(allreduce.sizes(1 << 16)) + [
+        f"{mine}_tensors"
+    ] * len([m for m in allreduce.sizes(1 << 16) if ring.MANY_PIECES * 4 <= m]) + [f"{mine}_one"]
+    assert {r["transport"] for r in rows if r["path"] == mine} == {
+        "horovod mpi (host memory, 4 tensors fused, MXNet's binding)"
+    }
+    assert "--- mxnet's Horovod binding, in " in log.read_text() and "--- torch's" not in log.read_text()
+    table, fits = comm.tables([(out, 1, 2)])
+    costs = prediction.costs(table, fits)
+    run = {"allreduce_library": "horovod"}
+    assert prediction.library(run | {"framework": "mxnet"}, (1, 2), costs) == mine
+    assert prediction.library(run | {"framework": "torch"}, (1, 2), costs) == "horovod"
+    assert costs[(1, 2, mine)](1 << 16) == pytest.approx(table[table["path"] == mine]["median_s"].iloc[-1])
+    without = prediction.costs(table[~table["path"].str.startswith(mine)], fits[~fits["path"].str.startswith(mine)])
+    assert prediction.library(run | {"framework": "mxnet"}, (1, 2), without) == "horovod"

@@ -420,3 +420,13 @@ def test_check_config_lists_the_pairs_left_out(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "left out: mxnet with native: MXNet's own distributed path is a parameter server" in proc.stdout
+
+
+def test_the_sweep_times_every_horovod_binding_and_native_path_but_the_instruments_apart(base_config):
+    """The default study: PyTorch is the instrument (its binding's paths in the sweep's first job);
+    TensorFlow's and MXNet's bindings and JAX's own collectives are swept apart, each in its own
+    environment. A GPU sweep has PyTorch's binding only, so no other binding is swept there."""
+    assert cfg.instrument(base_config) == "torch"
+    assert cfg.swept_apart(base_config) == ["tensorflow", "mxnet", "jax"]
+    assert cfg.swept_apart({**base_config, "device": "gpu"}) == ["jax"]
+    assert cfg.swept_apart({**base_config, "framework": ["torch"]}) == []

@@ -237,7 +237,7 @@ def _link(study, candidate, ident, links):
     if nodes * per_node == 1:
         return Cost(lambda m: 0.0), "none: one device"
     if candidate["link"] == MEASURED:
-        found = study["costs"].get((nodes, per_node, prediction.library(ident)))
+        found = study["costs"].get((nodes, per_node, prediction.library(ident, (nodes, per_node), study["costs"])))
         if found is None:
             return None
         where = f"measured: {study['name']}'s allreduce sweep on {nodes} node(s) x {per_node}"

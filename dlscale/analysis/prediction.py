@@ -32,7 +32,7 @@ from dlscale.core.vocabulary import (
     RUN_KEYS,
 )
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
-from dlscale.workloads.frameworks import HOROVOD, sweep_path
+from dlscale.workloads.frameworks import HOROVOD, binding_path, sweep_path
 
 
 def tensor_details(tensors, run):
@@ -206,9 +206,9 @@ def costs(sweep, fits):
     otherwise (sweeps made before the horovod path); the per-tensor cost from the horovod fit's
     `per_tensor_s` (0 where the sweep has no horovod_tensors path, or where it came out below 0:
     within the sweep's noise); a lone tensor's cost from its horovod_one path where swept (2 sizes or
-    more). A framework's own collectives (JAX): their own path, and its per-tensor cost from its
-    many-tensor path likewise. A sweep that failed gives none: the sizes it measured before it failed
-    stay in its table only."""
+    more). A framework's own binding's Horovod paths (`horovod:<framework>`, where the sweep timed
+    them) and a framework's own collectives (JAX): their own paths likewise. A sweep that failed
+    gives none: the sizes it measured before it failed stay in its table only."""
     out = {}
     failed = sweep_failures(fits)
     # a boolean array: an empty list would select no columns rather than no rows
@@ -229,7 +229,7 @@ def costs(sweep, fits):
                 out[(*key, lib)] = Cost(ring_cost(r.ranks, r.alpha_s, r.beta_s_per_byte), extra.get(key, 0.0))
         for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
             if len(g) >= 2:
-                alone = _alone(sweep, nodes, rpn) if path == HOROVOD else {}
+                alone = _alone(sweep, nodes, rpn, path) if path.startswith(HOROVOD) else {}
                 cores = _cores(g)
                 out[(nodes, rpn, lib)] = Cost(
                     sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0), **alone, cores=cores
@@ -244,19 +244,22 @@ def _cores(g):
     return 0.0 if pd.isna(cores) else float(cores)
 
 
-def _alone(sweep, nodes, rpn):
-    """Cost's alone and alone_from from the sweep's horovod_one path on these nodes, or {} (fewer than 2 sizes)."""
-    g = sweep[
-        (sweep["path"] == f"{HOROVOD}{ONE_SUFFIX}") & (sweep["nodes"] == nodes) & (sweep["ranks_per_node"] == rpn)
-    ]
+def _alone(sweep, nodes, rpn, path=HOROVOD):
+    """Cost's alone and alone_from from the sweep's one-tensor path of the Horovod `path` (horovod_one,
+    horovod:<framework>_one) on these nodes, or {} (fewer than 2 sizes)."""
+    g = sweep[(sweep["path"] == f"{path}{ONE_SUFFIX}") & (sweep["nodes"] == nodes) & (sweep["ranks_per_node"] == rpn)]
     if len(g) < 2:
         return {}
     return {"alone": sweep_cost(g["bytes"], g["median_s"]), "alone_from": float(g["bytes"].min())}
 
 
-def library(run):
-    """The sweep path that times a run's gradients: Horovod's, or its framework's own library's."""
-    return sweep_path(run["framework"], run["allreduce_library"])
+def library(run, place=(), costs=None):
+    """The sweep path that times a run's gradients on `place` (nodes, ranks per node): through Horovod,
+    its own binding's path where the sweep timed it there (in `costs`), else the instrument's; or its
+    framework's own library's."""
+    path = sweep_path(run["framework"], run["allreduce_library"])
+    own = binding_path(run["framework"]) if path == HOROVOD else None
+    return own if own and (*place, own) in (costs or {}) else path
 
 
 def sweep_failures(fits):
@@ -279,7 +282,7 @@ def not_predicted(run, bases, unusable, cost_by, failures):
         return NO_BASELINE
     if place in failures:
         return f"allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node failed: {failures[place]}"
-    if (*place, library(run)) not in cost_by:
+    if (*place, library(run, place, cost_by)) not in cost_by:
         return (
             f"no {library(run)} allreduce time measured on {place[0]} node(s) x {place[1]} rank(s) "
             "per node (allreduce.csv)"
@@ -338,7 +341,8 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
         row["compute_slowdown"], row["slowdown_source"] = slowdown_for(r, slowdowns)
         if not row["not_predicted"]:
             base = bases[tuple(r[k] for k in MATCH)]
-            cost = cost_by[(r["nodes"], r["ranks_per_node"], library(r))]
+            place = (r["nodes"], r["ranks_per_node"])
+            cost = cost_by[(*place, library(r, place, cost_by))]
             ready = None if seq else base["ready"]
             row["ready_from"] = "sequential: after backward" if seq else base["ready_from"]
             rate = shared_rate(r["threads_per_rank"], r["ranks_per_node"], node_cpus(r), cost.cores)

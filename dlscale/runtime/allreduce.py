@@ -1,7 +1,7 @@
 """Allreduce sweep (run under mpirun with mpi4py) and its analysis.
 
 `python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b]
-[--instrument FRAMEWORK|none] [--no-reference]`: every rank allreduces
+[--instrument FRAMEWORK|none] [--no-reference] [--binding FRAMEWORK]`: every rank allreduces
 float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
 after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
 the slowest rank's time of each repetition. Three paths on the CPU, one after the other:
@@ -25,9 +25,14 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
   `sweep` part: `torch` (PyTorch's process group, gloo), `jax` (JAX's pmean in a jitted
   shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
   MANY_PIECES (their per-tensor cost).
+- with `--binding FRAMEWORK`: the three Horovod paths again through that framework's binding, named
+  `horovod:FRAMEWORK` (frameworks.binding_path), `..._tensors` and `..._one`: each framework the study
+  runs through Horovod, but the instrument, is swept through its own binding in its own environment
+  (with `--no-reference`: dlscale/runtime/launch.py `sweep_allreduce`), and the model times its
+  gradients on its own paths (what a binding adds differs: bench/results/instruments.csv).
 With `--instrument none` (a study that runs nothing through Horovod) the two Horovod paths do not
-run. With `--no-reference` only the `--native` paths run (in a framework's own environment, which
-has no Horovod: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu` only the horovod path
+run. With `--no-reference` only the `--native` and `--binding` paths run (in a framework's own
+environment: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu` only the horovod path
 runs, on CUDA tensors of the rank's GPU (its local rank), which in the cuda environment Horovod
 reduces with NCCL.
 
@@ -150,17 +155,30 @@ def _paths(device, n, max_bytes, native=(), reference=True, instrument=framework
     and hands Horovod its tensors through `instrument`'s binding (None: no Horovod path)."""
     if device == "gpu":
         return [("horovod", functools.partial(gpu_allreduce, instrument=instrument), n, sizes(max_bytes))]
-    few = [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
-    large = [m for m in sizes(max_bytes) if m >= min(ONE_MIN_BYTES, max_bytes)]  # a shrunk sweep: its largest
-    hvd = functools.partial(horovod_allreduce, instrument=instrument)
-    references = [("mpi", host_allreduce, n, sizes(max_bytes))] + [
-        ("horovod", hvd, 1, sizes(max_bytes)),
-        ("horovod_tensors", functools.partial(hvd, tensors=MANY_PIECES), 1, few),
-        (f"horovod{ONE_SUFFIX}", functools.partial(hvd, tensors=1), 1, large),
-    ] * bool(instrument)
+    references = [("mpi", host_allreduce, n, sizes(max_bytes))] + (
+        horovod_paths(instrument, max_bytes) if instrument else []
+    )
+    few = _few(max_bytes)
     return references * reference + [
         (path, functools.partial(make, tensors=pieces), 1, sizes(max_bytes) if pieces == FUSED_PIECES else few)
         for path, make, pieces in _own_paths(native)
+    ]
+
+
+def _few(max_bytes):
+    """The sizes a many-tensor message is swept at."""
+    return [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
+
+
+def horovod_paths(binding, max_bytes, name="horovod"):
+    """The three Horovod paths through `binding`'s binding, named `name` (the instrument's: horovod;
+    another framework's: frameworks.binding_path), `name`_tensors and `name`_one."""
+    large = [m for m in sizes(max_bytes) if m >= min(ONE_MIN_BYTES, max_bytes)]  # a shrunk sweep: its largest
+    hvd = functools.partial(horovod_allreduce, instrument=binding)
+    return [
+        (name, hvd, 1, sizes(max_bytes)),
+        (f"{name}{TENSORS_SUFFIX}", functools.partial(hvd, tensors=MANY_PIECES), 1, _few(max_bytes)),
+        (f"{name}{ONE_SUFFIX}", functools.partial(hvd, tensors=1), 1, large),
     ]
 
 
@@ -200,7 +218,11 @@ def main(argv=None):
     rank, n = comm.Get_rank(), comm.Get_size()
     fh = open(out, "w") if rank == 0 else None
     reference, instrument = "--no-reference" not in argv, None if instrument == "none" else instrument
-    for path, make, expected, swept in _paths(device, n, max_bytes, native, reference, instrument):
+    paths = _paths(device, n, max_bytes, native, reference, instrument)
+    if "--binding" in argv:  # another framework's binding, in its own environment
+        binding = argv[argv.index("--binding") + 1]
+        paths += horovod_paths(binding, max_bytes, frameworks.binding_path(binding))
+    for path, make, expected, swept in paths:
         allreduce, transport = make(comm)
         for nbytes in swept:
             times, result, cores = _repeated(comm, allreduce(nbytes))

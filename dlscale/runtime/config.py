@@ -400,6 +400,16 @@ def horovod(config):
     return _through(config, frameworks.HOROVOD)
 
 
+def swept_apart(config):
+    """The frameworks the allreduce sweep times in jobs of their own, in their own Python: those the
+    study runs through their own library (their native path) and, on the CPU, those it runs through
+    Horovod (their binding's Horovod paths), but the instrument, whose paths the sweep's first job
+    times (a GPU sweep has PyTorch's binding only)."""
+    cpu = config.get("device", "cpu") != "gpu"
+    wanted = set(native(config)) | (set(horovod(config)) if cpu else set())
+    return [fw for fw in config["framework"] if fw in wanted and fw != instrument(config)]
+
+
 def instrument(config):
     """The framework whose Horovod binding the allreduce sweep and the replays hand their tensors
     through (`frameworks.first_with` of those the study runs through Horovod; a GPU sweep's CUDA

@@ -298,32 +298,43 @@ def sweep_allreduce(config, sweep, apart=None):
     """Run the allreduce sweep (dlscale.runtime.allreduce) as the Measurement `sweep` (`measure`): the MPI and
     Horovod paths, and the native paths of the frameworks that run in the same Python, in its
     environment's Python (that of the framework whose binding hands Horovod its tensors,
-    `cfg.instrument`); each native path of a framework that runs apart ({framework: its
-    environment record}: its own environment, a user's Python) in a job of its own in that Python,
-    its lines (or its failure) appended to the sweep's and its log to the sweep's log."""
-    apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.native(config)}
+    `cfg.instrument`); for each framework swept apart (`cfg.swept_apart`; {framework: its environment
+    record}: its own environment, a user's Python) its native path and its binding's Horovod paths,
+    each in a job of its own in that Python, its lines (or its failure) appended to the sweep's and
+    its log to the sweep's log."""
+    apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.swept_apart(config)}
     here = [fw for fw in cfg.native(config) if fw not in apart]
     measure(config, sweep, _sweep_program(config, here))
     if config.get("device", "cpu") == "gpu":
         return  # a GPU sweep times the horovod path only (dlscale/runtime/allreduce.py)
-    out_path, log_path = Path(sweep.out), Path(sweep.log)
     for fw, record in apart.items():
-        part, part_log = (p.with_name(f"{p.stem}.{fw}{p.suffix}") for p in (out_path, log_path))
-        own = dataclasses.replace(sweep, env=record, out=part, log=part_log)
-        measure(config, own, _sweep_program(config, [fw], reference=False))
-        with open(out_path, "a") as out, open(log_path, "a") as log:
-            out.write(part.read_text())
-            log.write(f"\n--- {fw}'s native path, in {record['python']} ---\n{part_log.read_text()}")
-        part.unlink()
-        part_log.unlink()
+        for binding in [False] * (fw in cfg.native(config)) + [True] * (fw in cfg.horovod(config)):
+            _sweep_apart(config, dataclasses.replace(sweep, env=record), fw, binding)
 
 
-def _sweep_program(config, native, reference=True):
-    """The Program of a sweep job timing the native paths of `native` and, with `reference`, the MPI
-    and Horovod paths."""
+def _sweep_apart(config, sweep, fw, binding):
+    """One job in `sweep`'s Python timing `fw`'s native path or (`binding`) its Horovod binding's
+    paths, its lines appended to the sweep's and its log to the sweep's log."""
+    out_path, log_path = Path(sweep.out), Path(sweep.log)
+    part, part_log = (p.with_name(f"{p.stem}.{fw}{p.suffix}") for p in (out_path, log_path))
+    program = _sweep_program(config, [] if binding else [fw], fw if binding else None)
+    measure(config, dataclasses.replace(sweep, out=part, log=part_log), program)
+    what = "Horovod binding" if binding else "native path"
+    with open(out_path, "a") as out, open(log_path, "a") as log:
+        out.write(part.read_text())
+        log.write(f"\n--- {fw}'s {what}, in {sweep.env['python']} ---\n{part_log.read_text()}")
+    part.unlink()
+    part_log.unlink()
+
+
+def _sweep_program(config, native, binding="reference"):
+    """The Program of a sweep job timing the native paths of `native` and, with binding "reference",
+    the MPI and Horovod paths (the instrument's binding), with a framework's name, that framework's
+    binding's Horovod paths only."""
     args = ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]
     args += ["--native", ",".join(native), "--instrument", cfg.instrument(config) or "none"]
-    args += [] if reference else ["--no-reference"]
+    if binding != "reference":
+        args += ["--no-reference"] + (["--binding", binding] if binding else [])
     return Program("dlscale.runtime.allreduce", args, allreduce.SCHEMA)
 
 

@@ -33,8 +33,9 @@ FRAMEWORK_ENVS = {fw: f"{RESULTS}/{paths.framework_environment(fw)}.json" for fw
 INSTRUMENT_ENV = FRAMEWORK_ENVS.get(cfg.instrument(config), ENV_RECORD)
 FLOPS_COUNTER = flops.counter(config["framework"])
 FLOPS_ENV = FRAMEWORK_ENVS.get(FLOPS_COUNTER, ENV_RECORD)
-# The native paths the allreduce sweep times apart, each in its framework's Python: {framework: record}.
-SWEPT_APART = {fw: FRAMEWORK_ENVS[fw] for fw in cfg.native(config) if FRAMEWORK_ENVS[fw] != INSTRUMENT_ENV}
+# The frameworks whose native path or Horovod binding the allreduce sweep times apart, each in its
+# framework's Python: {framework: record}.
+SWEPT_APART = {fw: FRAMEWORK_ENVS[fw] for fw in cfg.swept_apart(config)}
 TABLE = {name: f"{RESULTS}/{file}" for name, file in paths.TABLES.items()}
 DATASET = cfg.dataset_folder(config)
 DATA_MANIFEST = str(DATASET / images.MANIFEST) if DATASET else None

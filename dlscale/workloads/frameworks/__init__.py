@@ -82,11 +82,19 @@ def not_built(name, library):
 
 def sweep_path(name, library):
     """The allreduce sweep's path that times the gradients' communication of `name` through
-    `library`: Horovod's (the same core under every binding), or the framework's own (its package's
-    name, from its `sweep` part)."""
+    `library`: Horovod's through the instrument's binding (`first_with("instrument")`), or the
+    framework's own (its package's name, from its `sweep` part). A framework whose binding the sweep
+    also timed has its own Horovod path besides (`binding_path`), which the model prefers."""
     if not_built(name, library):
         raise ValueError(not_built(name, library))
     return HOROVOD if library == HOROVOD else name
+
+
+def binding_path(name):
+    """The sweep's Horovod path through `name`'s own binding, where `name` is not the instrument: the
+    Horovod core is the same C++ under every binding, but the hand-over of a framework's tensors is
+    not, and it costs differently (bench/results/instruments.csv)."""
+    return f"{HOROVOD}:{name}"
 
 
 def with_part(part):

@@ -1,7 +1,7 @@
 """Allreduce sweep (run under mpirun with mpi4py) and its analysis.
 
 `python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b]
-[--instrument FRAMEWORK|none] [--no-reference] [--binding FRAMEWORK]`: every rank allreduces
+[--instrument FRAMEWORK|none] [--no-reference] [--binding FRAMEWORK] [--threads N]`: every rank allreduces
 float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
 after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
 the slowest rank's time of each repetition. Three paths on the CPU, one after the other:
@@ -40,6 +40,7 @@ The messages' shapes (FUSED_PIECES, MANY_PIECES, ...) and the ring model the ana
 sweep's times are dlscale/core/ring.py's, which the sweep imports.
 """
 
+import dataclasses
 import functools
 import json
 import math
@@ -59,6 +60,7 @@ from dlscale.core.ring import (
     TENSORS_SUFFIX,
 )
 from dlscale.workloads import frameworks, rendezvous
+from dlscale.workloads.frameworks import binding_path
 
 MIB = 1 << 20
 PATHS = ("mpi", "horovod", "horovod_tensors", f"horovod{ONE_SUFFIX}")
@@ -102,13 +104,15 @@ def host_allreduce(comm):
     return prepare, "mpi (host memory)"
 
 
-def horovod_allreduce(comm, instrument, tensors=FUSED_PIECES):
+def horovod_allreduce(comm, instrument, tensors=FUSED_PIECES, threads=None):
     """Horovod's allreduce of host tensors through `instrument`'s binding (its framework's package's
     `instrument` part): `tensors` tensors per message (fewer where the message has fewer float32
     elements), submitted together, averaged (so the result stays 1 and each repetition reduces the
-    same numbers). For a size, a callable that runs one and returns element 0."""
+    same numbers), its framework kept at `threads` compute threads as its trainer keeps it (the study's
+    threads per rank, `--threads`: a framework left at its default takes every core of the node).
+    For a size, a callable that runs one and returns element 0."""
     binding = frameworks.module(instrument, "instrument")
-    binding.start(comm)
+    binding.start(comm, threads=threads)
 
     def prepare(nbytes):
         count = nbytes // 4
@@ -149,20 +153,47 @@ def _own_paths(native):
 OWN_MESSAGES = (("", FUSED_PIECES), (TENSORS_SUFFIX, MANY_PIECES))
 
 
-def _paths(device, n, max_bytes, native=(), reference=True, instrument=frameworks.REFERENCE):
-    """(path, maker, expected element 0, sizes) of every path the sweep runs on `device` for a study
-    that runs the frameworks `native` through their own libraries (without `reference`, only theirs)
-    and hands Horovod its tensors through `instrument`'s binding (None: no Horovod path)."""
-    if device == "gpu":
-        return [("horovod", functools.partial(gpu_allreduce, instrument=instrument), n, sizes(max_bytes))]
-    references = [("mpi", host_allreduce, n, sizes(max_bytes))] + (
-        horovod_paths(instrument, max_bytes) if instrument else []
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What a sweep job times (its command line, `parse`)."""
+
+    max_bytes: int = 256 * MIB
+    device: str = "cpu"
+    native: tuple = ()  # the frameworks whose own library's paths it times
+    instrument: str | None = frameworks.REFERENCE  # whose binding the horovod paths go through (None: none)
+    reference: bool = True  # the mpi and horovod paths (else only `native`'s and `binding`'s)
+    binding: str | None = None  # another framework whose binding's Horovod paths it times
+    threads: int | None = None  # the compute threads of the study's ranks, which a binding's framework keeps
+
+    @classmethod
+    def parse(cls, argv):
+        value = {a.removeprefix("--").replace("-", "_"): v for a, v in zip(argv, argv[1:]) if a.startswith("--")}
+        return cls(
+            max_bytes=int(value.get("max_bytes", 256 * MIB)),
+            device=value.get("device", "cpu"),
+            native=tuple(fw for fw in value.get("native", "").split(",") if fw),
+            instrument=None if value.get("instrument") == "none" else value.get("instrument", frameworks.REFERENCE),
+            reference="--no-reference" not in argv,
+            binding=value.get("binding"),
+            threads=int(value["threads"]) if "threads" in value else None,
+        )
+
+
+def _paths(opts, n):
+    """(path, maker, expected element 0, sizes) of every path a sweep of Options `opts` runs on `n` ranks."""
+    if opts.device == "gpu":
+        return [("horovod", functools.partial(gpu_allreduce, instrument=opts.instrument), n, sizes(opts.max_bytes))]
+    references = [("mpi", host_allreduce, n, sizes(opts.max_bytes))] + (
+        horovod_paths(opts.instrument, opts.max_bytes, threads=opts.threads) if opts.instrument else []
     )
-    few = _few(max_bytes)
-    return references * reference + [
-        (path, functools.partial(make, tensors=pieces), 1, sizes(max_bytes) if pieces == FUSED_PIECES else few)
-        for path, make, pieces in _own_paths(native)
+    few = _few(opts.max_bytes)
+    own = [
+        (path, functools.partial(make, tensors=pieces), 1, sizes(opts.max_bytes) if pieces == FUSED_PIECES else few)
+        for path, make, pieces in _own_paths(opts.native)
     ]
+    # another framework's binding, in its own environment
+    binding = opts.binding and horovod_paths(opts.binding, opts.max_bytes, binding_path(opts.binding), opts.threads)
+    return references * opts.reference + own + (binding or [])
 
 
 def _few(max_bytes):
@@ -170,11 +201,12 @@ def _few(max_bytes):
     return [m for m in sizes(max_bytes) if MANY_PIECES * 4 <= m <= PER_TENSOR_MAX_BYTES]
 
 
-def horovod_paths(binding, max_bytes, name="horovod"):
-    """The three Horovod paths through `binding`'s binding, named `name` (the instrument's: horovod;
-    another framework's: frameworks.binding_path), `name`_tensors and `name`_one."""
+def horovod_paths(binding, max_bytes, name="horovod", threads=None):
+    """The three Horovod paths through `binding`'s binding (its framework at `threads` compute
+    threads, as its trainer keeps it), named `name` (the instrument's: horovod; another framework's:
+    frameworks.binding_path), `name`_tensors and `name`_one."""
     large = [m for m in sizes(max_bytes) if m >= min(ONE_MIN_BYTES, max_bytes)]  # a shrunk sweep: its largest
-    hvd = functools.partial(horovod_allreduce, instrument=binding)
+    hvd = functools.partial(horovod_allreduce, instrument=binding, threads=threads)
     return [
         (name, hvd, 1, sizes(max_bytes)),
         (f"{name}{TENSORS_SUFFIX}", functools.partial(hvd, tensors=MANY_PIECES), 1, _few(max_bytes)),
@@ -209,19 +241,11 @@ def main(argv=None):
     from mpi4py import MPI
 
     argv = sys.argv[1:] if argv is None else argv
-    out = argv[0]
-    max_bytes = int(argv[argv.index("--max-bytes") + 1]) if "--max-bytes" in argv else 256 * MIB
-    device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
-    native = [fw for fw in argv[argv.index("--native") + 1].split(",") if fw] if "--native" in argv else []
-    instrument = argv[argv.index("--instrument") + 1] if "--instrument" in argv else frameworks.REFERENCE
+    out, opts = argv[0], Options.parse(argv[1:])
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
     fh = open(out, "w") if rank == 0 else None
-    reference, instrument = "--no-reference" not in argv, None if instrument == "none" else instrument
-    paths = _paths(device, n, max_bytes, native, reference, instrument)
-    if "--binding" in argv:  # another framework's binding, in its own environment
-        binding = argv[argv.index("--binding") + 1]
-        paths += horovod_paths(binding, max_bytes, frameworks.binding_path(binding))
+    paths = _paths(opts, n)
     for path, make, expected, swept in paths:
         allreduce, transport = make(comm)
         for nbytes in swept:

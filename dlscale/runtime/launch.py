@@ -333,6 +333,7 @@ def _sweep_program(config, native, binding="reference"):
     binding's Horovod paths only."""
     args = ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]
     args += ["--native", ",".join(native), "--instrument", cfg.instrument(config) or "none"]
+    args += ["--threads", str(cfg.job_threads(config))]  # a binding's framework at its ranks' threads
     if binding != "reference":
         args += ["--no-reference"] + (["--binding", binding] if binding else [])
     return Program("dlscale.runtime.allreduce", args, allreduce.SCHEMA)

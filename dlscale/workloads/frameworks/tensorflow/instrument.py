@@ -20,9 +20,11 @@ _TRACED = {}  # {tensor names: their allreduces as a traced function}, traced on
 
 
 def start(comm, threads=None):
-    """Horovod on the MPI communicator `comm` (and `threads` intra-op threads); the binding."""
+    """Horovod on the MPI communicator `comm`, TensorFlow at `threads` intra-op and inter-op threads
+    as its trainer keeps it (the inter-op pool runs a message's allreduce ops side by side); the binding."""
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
     hvd.init(comm=comm)
     return hvd
 

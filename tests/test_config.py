@@ -422,11 +422,16 @@ def test_check_config_lists_the_pairs_left_out(tmp_path):
     assert "left out: mxnet with native: MXNet's own distributed path is a parameter server" in proc.stdout
 
 
-def test_the_sweep_times_every_horovod_binding_and_native_path_but_the_instruments_apart(base_config):
-    """The default study: PyTorch is the instrument (its binding's paths in the sweep's first job);
-    TensorFlow's and MXNet's bindings and JAX's own collectives are swept apart, each in its own
-    environment. A GPU sweep has PyTorch's binding only, so no other binding is swept there."""
-    assert cfg.instrument(base_config) == "torch"
-    assert cfg.swept_apart(base_config) == ["tensorflow", "mxnet", "jax"]
-    assert cfg.swept_apart({**base_config, "device": "gpu"}) == ["jax"]
-    assert cfg.swept_apart({**base_config, "framework": ["torch"]}) == []
+def test_the_sweep_times_each_frameworks_binding_apart_only_when_asked(base_config):
+    """The default study: PyTorch is the instrument (its binding's paths in the sweep's first job),
+    JAX's own collectives are swept apart in JAX's environment; with `allreduce_bindings: each`
+    TensorFlow's and MXNet's bindings too, each in its own. A GPU sweep has PyTorch's binding only."""
+    assert cfg.instrument(base_config) == "torch" and base_config["allreduce_bindings"] == "instrument"
+    assert cfg.swept_apart(base_config) == ["jax"]
+    each = {**base_config, "allreduce_bindings": "each"}
+    assert cfg.swept_apart(each) == ["tensorflow", "mxnet", "jax"] == cfg.swept_apart(cfg.sweep_settings(each))
+    assert cfg.swept_apart({**each, "device": "gpu"}) == ["jax"]
+    assert cfg.swept_apart({**each, "framework": ["torch"]}) == []
+    cfg.validate(each)
+    with pytest.raises(cfg.ConfigError, match="config key 'allreduce_bindings': 'all' is not one of"):
+        cfg.validate({**base_config, "allreduce_bindings": "all"})

@@ -402,11 +402,11 @@ def horovod(config):
 
 def swept_apart(config):
     """The frameworks the allreduce sweep times in jobs of their own, in their own Python: those the
-    study runs through their own library (their native path) and, on the CPU, those it runs through
-    Horovod (their binding's Horovod paths), but the instrument, whose paths the sweep's first job
-    times (a GPU sweep has PyTorch's binding only)."""
-    cpu = config.get("device", "cpu") != "gpu"
-    wanted = set(native(config)) | (set(horovod(config)) if cpu else set())
+    study runs through their own library (their native path) and, with `allreduce_bindings: each` on
+    the CPU, those it runs through Horovod (their binding's Horovod paths), but the instrument, whose
+    paths the sweep's first job times (a GPU sweep has PyTorch's binding only)."""
+    each = config.get("allreduce_bindings", "instrument") == "each" and config.get("device", "cpu") != "gpu"
+    wanted = set(native(config)) | (set(horovod(config)) if each else set())
     return [fw for fw in config["framework"] if fw in wanted and fw != instrument(config)]
 
 
@@ -465,9 +465,9 @@ def run_settings(config):
 
 
 def sweep_settings(config):
-    """What the `allreduce` rule hands a sweep: the largest message, and the frameworks whose own
-    library's allreduce it times."""
-    keys = ("allreduce_max_bytes", "framework", "allreduce_library")
+    """What the `allreduce` rule hands a sweep: the largest message, the frameworks whose own
+    library's allreduce it times, and whose Horovod bindings."""
+    keys = ("allreduce_max_bytes", "framework", "allreduce_library", "allreduce_bindings")
     return {**job_settings(config), **{k: config.get(k) for k in keys}}
 
 

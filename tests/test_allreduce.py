@@ -196,9 +196,9 @@ def test_fit_takes_the_links_bandwidth_where_small_sizes_sit_on_horovods_cycle()
 def test_each_horovod_framework_is_swept_through_its_own_binding_and_the_model_times_it_there(tmp_path):
     """A study that runs PyTorch and MXNet through Horovod with `allreduce_bindings: each` sweeps
     Horovod through PyTorch's binding (the instrument) and again through MXNet's, in MXNet's own
-    environment, in a job of its own, as `horovod:mxnet` (its three paths); the model times MXNet's gradients on MXNet's paths and
-    PyTorch's on the instrument's, and a sweep without the binding's paths falls back to the
-    instrument's for both."""
+    environment, in a job of its own, as `horovod:mxnet` (its three paths); the model times MXNet's
+    gradients on MXNet's paths and PyTorch's on the instrument's, and a sweep without the binding's
+    paths falls back to the instrument's for both."""
     out, log = tmp_path / "sweep.jsonl", tmp_path / "log"
     conf = tiny_config(tmp_path, framework=["torch", "mxnet"], allreduce_max_bytes=1 << 16, allreduce_bindings="each")
     assert cfg.swept_apart(conf) == ["mxnet"] and cfg.swept_apart({**conf, "allreduce_bindings": "instrument"}) == []

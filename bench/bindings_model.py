@@ -69,9 +69,14 @@ def model_both_ways(study_inputs, sweep, fits):
     return out
 
 
-def per_tensor_us(fits, framework, way):
-    """The per-tensor cost (microseconds) the model adds for `framework` through `way`."""
-    path = "horovod" if way == "instrument" or framework == "torch" else f"horovod:{framework}"
+def per_tensor_us(fits, key, library, way):
+    """The per-tensor cost (microseconds) the model adds for the configuration `key` (GROUP's values)
+    through `library` taken `way`: its framework's own library's path, else Horovod's through the
+    instrument's binding or (`own`) its own binding's where the sweep has it."""
+    framework = key[0]
+    path = framework if library != "horovod" else "horovod"
+    if library == "horovod" and way == "own" and (fits["path"] == f"horovod:{framework}").any():
+        path = f"horovod:{framework}"
     value = fits.loc[fits["path"] == path, "per_tensor_s"].dropna()
     return round(value.iloc[0] * 1e6, 1) if len(value) else None
 
@@ -80,7 +85,10 @@ def rows_of(sweep_index, tables, fits, common):
     """The table's rows of one sweep: per configuration, then the median |error| over every run."""
     medians = {
         way: t.groupby(GROUP).agg(
-            runs=("error_iteration", "size"), it=("error_iteration", "median"), cm=("error_comm_total", "median")
+            runs=("error_iteration", "size"),
+            it=("error_iteration", "median"),
+            cm=("error_comm_total", "median"),
+            library=("allreduce_library", "first"),
         )
         for way, t in tables.items()
     }
@@ -90,7 +98,7 @@ def rows_of(sweep_index, tables, fits, common):
         for way in WAYS:
             row[f"error_iteration_{way}"] = round(medians[way].loc[key, "it"], 4)
             row[f"error_comm_total_{way}"] = round(medians[way].loc[key, "cm"], 4)
-            row[f"per_tensor_us_{way}"] = per_tensor_us(fits, key[0], way)
+            row[f"per_tensor_us_{way}"] = per_tensor_us(fits, key, mine["library"], way)
         out.append(common | row)
     every = {"framework": "all", "model": "median |error|", "sweep": sweep_index, "runs": len(tables["own"])}
     for way, t in tables.items():
@@ -122,7 +130,7 @@ def main(argv=None):
         shutil.rmtree(results / "allreduce")
         shutil.copytree(kept / "allreduce", results / "allreduce")
         snakemake(args.study, "--forcerun", "allreduce_tables")
-    table = pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS).astype({"ranks": "Int64"})
     if args.out.exists():
         table = pd.concat([pd.read_csv(args.out), table], ignore_index=True)
     table.to_csv(args.out, index=False)

@@ -26,10 +26,11 @@ the slowest rank's time of each repetition. Three paths on the CPU, one after th
   shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
   MANY_PIECES (their per-tensor cost).
 - with `--binding FRAMEWORK`: the three Horovod paths again through that framework's binding, named
-  `horovod:FRAMEWORK` (frameworks.binding_path), `..._tensors` and `..._one`: each framework the study
-  runs through Horovod, but the instrument, is swept through its own binding in its own environment
-  (with `--no-reference`: dlscale/runtime/launch.py `sweep_allreduce`), and the model times its
-  gradients on its own paths (what a binding adds differs: bench/results/instruments.csv).
+  `horovod:FRAMEWORK` (frameworks.binding_path), `..._tensors` and `..._one`: with `allreduce_bindings:
+  each`, every framework the study runs through Horovod but the instrument is swept through its own
+  binding in its own environment (with `--no-reference`: dlscale/runtime/launch.py `sweep_allreduce`),
+  and the model times its gradients on its own paths (what a binding adds differs:
+  bench/results/instruments.csv).
 With `--instrument none` (a study that runs nothing through Horovod) the two Horovod paths do not
 run. With `--no-reference` only the `--native` and `--binding` paths run (in a framework's own
 environment: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu` only the horovod path

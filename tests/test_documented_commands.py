@@ -44,6 +44,20 @@ def documented():
 PY = ".venv/bin/python"
 DLSCALE = ".venv/bin/dlscale"
 
+
+def _on_the_cpu_shrunk(iterations):
+    """The substitutions that run a GPU guide's `bench/overhead.py` command (ResNet-50, `iterations`)
+    on this machine's CPU in this checkout's Python, shrunk to a tiny network."""
+    return {
+        "python3 bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py",
+        "--python python3 --device gpu": f"--python {PY} --device cpu",
+        f"--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 {iterations} --trials 3": (
+            "--model tinynet --batch-size 4 --image-size 32 --threads 1 --warmup 1 --iterations 2 --trials 1 "
+            "--out {folder}/overhead.csv"
+        ),
+    }
+
+
 # How each documented command is tested: (kind, detail).
 #   study    the shipped config(s) it names, run end to end shrunk by tests/test_shipped_configs.py;
 #            its other options (--config items) are checked by a dry run of the shrunk study
@@ -227,28 +241,11 @@ COMMANDS = {
     "python3 bench/overhead.py --framework torch --ranks 1 --launcher direct --python python3 --device gpu "
     "--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3": (
         "run",
-        {
-            "python3 bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py",
-            "--python python3 --device gpu": f"--python {PY} --device cpu",
-            "--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 20 --trials 3": (
-                "--model tinynet --batch-size 4 --image-size 32 --threads 1 --warmup 1 --iterations 2 --trials 1 "
-                "--out {folder}/overhead.csv"
-            ),
-        },
+        _on_the_cpu_shrunk("--iterations 20"),
     ),
     "python3 bench/overhead.py --framework torch --library native --ranks 1 --launcher direct --python python3 "
     "--device gpu --model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 40 "
-    "--trials 3": (
-        "run",
-        {
-            "python3 bench/overhead.py": f"{PY} {ROOT}/bench/overhead.py",
-            "--python python3 --device gpu": f"--python {PY} --device cpu",
-            "--model resnet50 --batch-size 64 --image-size 224 --threads 4 --warmup 5 --iterations 40 --trials 3": (
-                "--model tinynet --batch-size 4 --image-size 32 --threads 1 --warmup 1 --iterations 2 --trials 1 "
-                "--out {folder}/overhead.csv"
-            ),
-        },
-    ),
+    "--trials 3": ("run", _on_the_cpu_shrunk("--iterations 40")),
     # the GPU run's command on this machine's CPU: the same direct rank and its cores, shrunk
     "python3 bench/cores.py --framework torch --library native --device gpu --launcher direct --python python3 "
     "--model resnet50 --batch-size 64 --image-size 224 --threads 1 4 --iterations 40 --trials 3": (

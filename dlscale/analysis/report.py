@@ -18,6 +18,7 @@ from dlscale.core import hardware, version
 from dlscale.core.paths import WORKFLOW
 from dlscale.core.processes import CORES_ALLOWANCE
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+from dlscale.core.vocabulary import MATRIX_KEYS
 from dlscale.runtime.config import left_out
 from dlscale.runtime.design import settings
 from dlscale.workloads import frameworks
@@ -258,20 +259,7 @@ def _model_rows(model, model_error):
         why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
         rows.append(
             [
-                _setting(
-                    dict(zip(keys, key)),
-                    [
-                        "framework",
-                        "model",
-                        "allreduce_schedule",
-                        "allreduce_library",
-                        "layout",
-                        "timing",
-                        "nodes",
-                        "ranks_per_node",
-                    ]
-                    + ["batch_size"],
-                ),
+                _setting(dict(zip(keys, key)), list(MATRIX_KEYS[: MATRIX_KEYS.index("batch_size") + 1])),
                 str(len(g)),
                 _num(m.iteration_s),
                 _num(m.predicted_iteration_s),

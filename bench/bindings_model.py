@@ -32,6 +32,7 @@ from bench.overhead import machine  # noqa: E402
 from bench.study_time import commit  # noqa: E402
 from dlscale.analysis import contention, prediction, steps  # noqa: E402
 from dlscale.core import paths  # noqa: E402
+from dlscale.workloads.frameworks import HOROVOD, binding_path  # noqa: E402
 
 GROUP = ["framework", "model", "ranks"]
 WAYS = ("instrument", "own")
@@ -61,7 +62,7 @@ def model_both_ways(study_inputs, sweep, fits):
     runs, status, tensors, slowdowns = study_inputs
     out = {}
     for way in WAYS:
-        keep = (lambda p: p == p) if way == "own" else (lambda p: ~p.fillna("").str.startswith("horovod:"))
+        keep = (lambda p: p == p) if way == "own" else (lambda p: ~p.fillna("").str.startswith(binding_path("")))
         table, _, _ = prediction.model_table(
             runs, status, tensors, sweep[keep(sweep["path"])], fits[keep(fits["path"])], slowdowns
         )
@@ -74,9 +75,9 @@ def per_tensor_us(fits, key, library, way):
     through `library` taken `way`: its framework's own library's path, else Horovod's through the
     instrument's binding or (`own`) its own binding's where the sweep has it."""
     framework = key[0]
-    path = framework if library != "horovod" else "horovod"
-    if library == "horovod" and way == "own" and (fits["path"] == f"horovod:{framework}").any():
-        path = f"horovod:{framework}"
+    path = framework if library != HOROVOD else HOROVOD
+    if library == HOROVOD and way == "own" and (fits["path"] == binding_path(framework)).any():
+        path = binding_path(framework)
     value = fits.loc[fits["path"] == path, "per_tensor_s"].dropna()
     return round(value.iloc[0] * 1e6, 1) if len(value) else None
 

@@ -7,8 +7,10 @@ analysis, and how many each analysis of the same runs resolves: the block model,
 blocks and independent), peak.csv (the machine's 1-thread matrix-multiply rate, the median over
 the study's frameworks: what tells machines apart) and, with a second pass, second_pass.csv (runs
 it added); the study's design from its order.csv (blocked where its positions are set); the study's
-wall time is given (snakemake's, timed outside). Appends the row, keeping the table's earlier rows
-(`pairs_resolved` before the block model was the paired analysis's: read as `pairs_resolved_paired`).
+wall time is given (snakemake's, timed outside); and the blocks at which the block model would
+resolve 20 of 24 pairs at the measured spreads (what this machine would need to meet that target).
+Appends the row, keeping the table's earlier rows (`pairs_resolved` before the block model was
+the paired analysis's: read as `pairs_resolved_paired`).
 
   .venv/bin/python bench/study_time.py RESULTS --elapsed-s 741 [--note TEXT] [--out bench/results/study-time.csv]
 """
@@ -16,6 +18,7 @@ wall time is given (snakemake's, timed outside). Appends the row, keeping the ta
 import argparse
 import csv
 import datetime
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead import machine  # noqa: E402
-from dlscale.analysis.comparisons import RESOLVED, one_analysis  # noqa: E402
+from dlscale.analysis.comparisons import RESOLVED, blocks_for, one_analysis  # noqa: E402
 from dlscale.analysis.metrics import PRECISION  # noqa: E402
 from dlscale.core import paths  # noqa: E402
 
@@ -40,6 +43,7 @@ COLUMNS = ["date", "commit", "frameworks", "models", "runs", "elapsed_s", "jax_r
     "pairs_resolved_block",
     "pairs_resolved_paired",
     "pairs_resolved_independent",
+    "blocks_for_20_of_24",
     "matmul_gflops_1_thread",
     "note",
     "machine",
@@ -63,6 +67,16 @@ def matmul(peak_csv):
     peak = pd.read_csv(peak_csv)
     one = peak.loc[peak["threads"] == 1, "matmul_flops_s"].dropna()
     return round(one.median() / 1e9, 1) if len(one) else ""
+
+
+def _blocks_for_target(pairs):
+    """The blocks at which the block model would resolve 20 of 24 pairs (five sixths of the study's) at
+    their measured spreads: the issue's target, in the blocks this machine would need; empty beyond
+    the reach of the table (comparisons.MOST_BLOCKS)."""
+    if "blocks_needed" not in pairs or not len(pairs):
+        return ""
+    needed = blocks_for(pairs, math.ceil(len(pairs) * 20 / 24))
+    return "" if needed is None else needed
 
 
 def row(results, elapsed_s, note):
@@ -93,6 +107,7 @@ def row(results, elapsed_s, note):
         "pairs_resolved_block": one_analysis(pairs),
         "pairs_resolved_paired": one_analysis(pairs, "_paired"),
         "pairs_resolved_independent": one_analysis(pairs, "_independent"),
+        "blocks_for_20_of_24": _blocks_for_target(pairs),
         "matmul_gflops_1_thread": matmul(table["peak"]),
         "note": note,
         "machine": machine(),

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlscale.analysis import comparisons, metrics
+from dlscale.analysis import comparisons, metrics, report
 
 
 def test_holm_known_values():
@@ -112,6 +112,22 @@ def test_unresolved_pair_says_blocks_needed():
     row = comparisons.study(metrics.summarize(runs), runs).iloc[0]
     assert row["verdict"] == "unresolved" and row["blocks_needed"] > 3
     assert row["verdict_paired"] == "unresolved" and row["blocks_needed_paired"] > 3
+
+
+def test_what_more_blocks_would_resolve_counts_the_resolved_and_those_needing_at_most_that_many():
+    """The report's "with more blocks" line and study-time.csv's blocks_for_20_of_24: pairs resolved now
+    count at their blocks, unresolved ones at their blocks_needed, and out of reach (> 200) never."""
+    table = pd.DataFrame(
+        {
+            "verdict": ["a faster", "equal", "unresolved", "unresolved", "unresolved", "unresolved"],
+            "blocks": [3, 3, 3, 3, 3, 3],
+            "blocks_needed": [math.nan, math.nan, 5, 9, 40, comparisons.MOST_BLOCKS + 1],
+        }
+    )
+    assert [comparisons.resolved_with(table, n) for n in (2, 3, 6, 9, 30, 200)] == [0, 2, 3, 4, 4, 5]
+    assert [comparisons.blocks_for(table, k) for k in (1, 2, 3, 4, 5, 6)] == [3, 3, 5, 9, 40, None]
+    line = report._more_blocks(table)
+    assert "6 blocks 3, 9 blocks 4, 15 blocks 4, 30 blocks 4 of 6" in line
 
 
 def test_holm_over_the_family_is_stricter_than_one_test():

@@ -229,6 +229,26 @@ def one_analysis(table, name=""):
     return int(table[f"verdict{name}"].isin(RESOLVED).sum()) if len(table) else 0
 
 
+def resolved_with(table, blocks):
+    """How many of `table`'s comparisons the block model would resolve with `blocks` complete blocks
+    at their measured ratios and spreads: those resolved now in as many blocks or fewer, and those
+    whose `blocks_needed` is at most `blocks`."""
+    if not len(table):
+        return 0
+    now = table["verdict"].isin(RESOLVED) & (table["blocks"] <= blocks)
+    return int((now | (pd.to_numeric(table["blocks_needed"], errors="coerce") <= blocks)).sum())
+
+
+def blocks_for(table, count):
+    """The fewest complete blocks at which the block model would resolve `count` of `table`'s
+    comparisons at their measured spreads (what a slower or noisier machine would need); None where
+    that is beyond MOST_BLOCKS."""
+    now = pd.to_numeric(table["blocks"], errors="coerce").where(table["verdict"].isin(RESOLVED))
+    need = pd.to_numeric(table["blocks_needed"], errors="coerce").fillna(now).dropna().sort_values()
+    within = need[need <= MOST_BLOCKS]
+    return int(within.iloc[count - 1]) if 0 < count <= len(within) else None
+
+
 # The block model's columns (blocks.py), then each per-pair analysis's, named by its suffix.
 BLOCK_MODEL = ["ratio", "ratio_ci_lo", "ratio_ci_hi", "p_tukey", "p_equal_tukey", "verdict", "blocks_needed"]
 PER_PAIR = [

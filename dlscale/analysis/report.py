@@ -800,11 +800,22 @@ def _framework_lines(pairs, blocks=None):
     return [
         "## Framework comparisons",
         "",
-        f"Resolved of {len(frameworks)} pairs: {resolved}. " + _verdicts_sentence(pairs),
+        f"Resolved of {len(frameworks)} pairs: {resolved}. {_more_blocks(frameworks)}" + _verdicts_sentence(pairs),
         "",
         _table(head, cells),
         "",
     ] + _checks_lines(blocks)
+
+
+def _more_blocks(frameworks):
+    """What more blocks would resolve, by the block model at each pair's measured ratio and spread: the
+    answer a slower or noisier machine needs before it plans a longer study."""
+    ran = pd.to_numeric(frameworks["blocks"], errors="coerce").max()
+    if not ran > 0:
+        return ""
+    counts = [int(ran * k) for k in (2, 3, 5, 10) if ran * k <= comparisons.MOST_BLOCKS]
+    said = ", ".join(f"{n} blocks {comparisons.resolved_with(frameworks, n)}" for n in counts)
+    return f"At the measured spreads the block model would resolve, with more blocks: {said} of {len(frameworks)}. "
 
 
 def _library_lines(pairs, config):

@@ -7,12 +7,14 @@ import re
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from dlscale.core import paths
 from dlscale.core.vocabulary import PHASES, seconds
+from dlscale.environment import recipe
 from dlscale.runtime import config as cfg
 from dlscale.runtime import launchers
 from dlscale.workloads import frameworks
@@ -20,7 +22,7 @@ from dlscale.workloads.registry import MODELS
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "dlscale"
-LAYERS = ("core", "environment", "workloads", "runtime", "analysis", "cli", "__main__")  # bottom to top
+LAYERS = ("core", "workloads", "environment", "runtime", "analysis", "cli", "__main__")  # bottom to top
 
 
 def _layer(module):
@@ -136,13 +138,17 @@ def _imports(node):
     return []
 
 
-# Outside the frameworks' packages, two folders name frameworks by design: dlscale/environment/ installs
-# their packages and builds Horovod against them (it runs before any framework can be imported, and
-# its recipe is hashed as one file), and bench/ holds each framework's bare training loop, written
-# apart from the harness on purpose, and the benchmarks that run them.
-# And one module beside the frameworks' packages: the tf.data pipeline over TFRecord shards, which
-# TensorFlow's and JAX's packages both read, so that neither imports the other's.
-BY_DESIGN = (PACKAGE / "environment", ROOT / "bench", PACKAGE / "workloads" / "frameworks" / "tfdata.py")
+# Outside the frameworks' packages, by design: bench/ holds each framework's bare training loop, written
+# apart from the harness on purpose, and the benchmarks that run them; dlscale/environment/gpunode.py
+# builds Horovod for a GPU node's own PyTorch, which it asks for the GPU's compute capability (the
+# environments' recipe reads every framework's pins from its package). And one module beside the
+# frameworks' packages: the tf.data pipeline over TFRecord shards, which TensorFlow's and JAX's
+# packages both read, so that neither imports the other's.
+BY_DESIGN = (
+    ROOT / "bench",
+    PACKAGE / "environment" / "gpunode.py",
+    PACKAGE / "workloads" / "frameworks" / "tfdata.py",
+)
 
 
 def test_no_frameworks_package_imports_another_ones():
@@ -281,23 +287,31 @@ TOY = '''"""A throwaway framework: its declarations only (tests/test_architectur
 
 NAME, LABEL, MODULES = "toy", "Toy", ("toy",)
 LAYOUTS, BEST_LAYOUT, LAYOUT_NOTE = ("NCHW",), "NCHW", "a toy"
-LIBRARIES, NATIVE, NOT_BUILT = ("horovod",), None, {"native": "a toy has none"}
+LIBRARIES, NATIVE, NOT_BUILT = ("native",), "its own", {"horovod": "a toy has none"}
 LOADER, TRACE_RULES = "none", []
 
 
 def trace_rest(event):
     return "compute"
 '''
+TOY_PINS = '''"""The toy's environment: its pins, and nothing Horovod's build would need."""
+
+PINS = {"cpu": {"toy": "1.0"}, "cuda": {"toy": "1.0"}}
+WORKLOAD_PINS, EXACT_CUDA_PINS, NCCL_WHEEL, HOROVOD_BUILD, CUDA_HEADERS = (), (), None, None, ()
+INCLUDE_DIR, HOROVOD_INCLUDES, SITE_SHIM, DRIVER_LINKED = None, (), None, None
+'''
 
 
 def test_a_new_framework_is_its_package_and_one_registry_line(tmp_path):
-    """Count what a fifth framework needs, by adding one to a copy of the package: its package and
-    its word in the registry, and the config, the run matrix and the name search take it (training
-    it needs the package's working modules too: docs/contributing.md)."""
+    """Count what a fifth framework needs, by adding one to a copy of the package: its package (its
+    declarations and its pins) and its word in the registry, and the config, the run matrix, the name
+    search and the environments' recipe take it (training it needs the package's working modules too:
+    docs/contributing.md)."""
     copy = tmp_path / "dlscale"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "workloads" / "frameworks" / "toy").mkdir()
     (copy / "workloads" / "frameworks" / "toy" / "__init__.py").write_text(TOY)
+    (copy / "workloads" / "frameworks" / "toy" / "pins.py").write_text(TOY_PINS)
     registry = copy / "workloads" / "frameworks" / "__init__.py"
     names = "NAMES = (" + ", ".join(f'"{n}"' for n in frameworks.NAMES) + ")"
     assert names in registry.read_text()
@@ -310,14 +324,28 @@ def test_a_new_framework_is_its_package_and_one_registry_line(tmp_path):
         "conf = cfg.layered(items=['framework=[toy,torch]', 'repeats=1'])\n"
         "cfg.validate(conf)\n"
         "print(sorted({r['framework'] for r in cfg.matrix(conf)}))\n"
+        "from dlscale.environment import recipe\n"
+        "print(recipe.requirements('cpu', own='toy'))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == "['torch', 'toy']"
+    assert proc.stdout.splitlines() == ["['torch', 'toy']", "['numpy==1.26.4', 'mpi4py==4.1.2', 'toy==1.0']"]
     changed = subprocess.run(
         ["diff", "-rq", "-x", "__pycache__", str(PACKAGE), str(copy)], capture_output=True, text=True
     )
     assert len(changed.stdout.splitlines()) == 2, changed.stdout  # the registry, and "Only in ...: toy"
+
+
+def test_a_frameworks_pins_that_lack_a_declaration_are_named(monkeypatch):
+    toy = SimpleNamespace(__file__="frameworks/toy/pins.py", PINS={"cpu": {}, "cuda": {}}, NCCL_WHEEL=None)
+    monkeypatch.setattr(recipe.frameworks, "module", lambda name, part: toy)
+    with pytest.raises(AttributeError, match=r"frameworks/toy/pins.py: declares no WORKLOAD_PINS, EXACT_CUDA_PINS, "):
+        recipe.declared("toy")
+    full = SimpleNamespace(**{key: () for key in recipe.DECLARED}, __file__="frameworks/toy/pins.py")
+    full.PINS = {"cpu": {}}
+    monkeypatch.setattr(recipe.frameworks, "module", lambda name, part: full)
+    with pytest.raises(AttributeError, match=r"PINS for \('cpu', 'cuda'\)"):
+        recipe.declared("toy")
 
 
 def _typed_paths(path):

@@ -29,16 +29,15 @@ def test_key_depends_on_pins_and_mpi(monkeypatch):
 
 @pytest.mark.parametrize("framework", ["torch", "tensorflow", "mxnet", "jax"])
 def test_each_framework_has_an_environment_named_and_rebuilt_by_its_own_pins_alone(framework, monkeypatch):
-    """Each framework's own environment (recipe.OWN_ENVIRONMENTS) lives beside the workload
-    environment under a name of its own; a change of its pins names a new one of it and leaves the
-    workload environment and the other frameworks' as they are."""
+    """Each framework's own environment lives beside the workload environment under a name of its own;
+    a change of its pins (in its package's pins.py) names a new one of it and leaves the workload
+    environment and the other frameworks' as they are."""
     mpi = {"version": "mpirun (Open MPI) 4.1.4", "mpicc": "/usr/bin/mpicc"}
     workload, own = env.env_dir(mpi), env.env_dir(mpi, own=framework)
     others = {fw: env.env_dir(mpi, own=fw) for fw in envspec.OWN_ENVIRONMENTS if fw != framework}
     assert own.parent == workload.parent and own.name.startswith("py3") and f"-{framework}-" in own.name
-    pins = envspec.own_pins(framework, env.variant())  # the variant's (the tests also run in the cuda one)
-    first = next(iter(pins))
-    monkeypatch.setitem(envspec.OWN_ENVIRONMENTS[framework][env.variant()], first, "0.0.1")
+    pins = envspec.declared(framework).PINS[env.variant()]  # its package's, in the variant the tests run
+    monkeypatch.setitem(pins, next(iter(pins)), "0.0.1")
     assert env.env_dir(mpi, own=framework) != own and env.env_dir(mpi) == workload
     assert {fw: env.env_dir(mpi, own=fw) for fw in others} == others
 
@@ -229,7 +228,7 @@ def test_driver_stub_lets_a_library_that_links_the_driver_load_without_one(tmp_p
 
 def test_cuda_shim_keeps_the_numpy_shim(tmp_path):
     """The cuda variant's second import hook (MXNet's CUDA 11 libraries) must not hide the first."""
-    (tmp_path / "sitecustomize.py").write_text(envspec.mxnet_shim("cuda"))
+    (tmp_path / "sitecustomize.py").write_text(envspec.declared("mxnet").SITE_SHIM[2]["cuda"])
     (tmp_path / "mxnet").mkdir()  # a stand-in: the hooks fire on the name, whichever build it is
     (tmp_path / "mxnet" / "__init__.py").write_text("")
     code = "import sys, mxnet, numpy; print(numpy.bool is bool, type(sys.meta_path[0]).__name__)"

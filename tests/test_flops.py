@@ -8,7 +8,7 @@ import pytest
 from conftest import env_record, tiny_config
 
 from dlscale.analysis import metrics
-from dlscale.environment import build
+from dlscale.core import pythons
 from dlscale.runtime import peak
 from dlscale.workloads import flops, frameworks
 
@@ -34,7 +34,7 @@ def test_every_framework_counts_the_references_work(framework):
     models = ["alexnet", "googlenet", "resnet50", "tinynet"]
     python = env_record(framework)["python"]
     for size, classes in [(224, 1000), (131, 7)]:
-        done = build.run_module(python, flops.__name__, [framework, ",".join(models), size, classes])
+        done = pythons.run_module(python, flops.__name__, [framework, ",".join(models), size, classes])
         assert done.returncode == 0, done.stderr[-2000:]
         counted = json.loads(done.stdout.splitlines()[-1])
         assert counted == flops.table(models, size, classes), (framework, size)

@@ -2,6 +2,8 @@
 spectrum, and the same samples in TFRecord and RecordIO as in the ImageFolder tree."""
 
 import io
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 from PIL import Image
 
 from dlscale.workloads import frameworks, images
+from tests.conftest import ROOT, env_record
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +105,19 @@ def test_a_format_written_in_its_frameworks_own_python_is_the_one_written_here(f
     assert sorted(p.name for p in (tmp_path / "apart").iterdir()) == sorted(
         p.name for p in (tmp_path / "here").iterdir()
     )
+
+
+def test_a_python_without_the_framework_takes_its_own_environment_from_the_command():
+    """Where this Python does not import the framework, `python_for` asks `dlscale env build
+    --framework` (a command: the environments are built a layer above the workloads) and takes that
+    environment's Python, the one a study's runs of it get."""
+    code = "from dlscale.workloads import images; print(images.python_for('mxnet'), images.python_for('jax'))"
+    jax = env_record("jax")["python"]  # imports JAX, not MXNet
+    done = subprocess.run(
+        [jax, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [env_record("mxnet")["python"], jax]
 
 
 def test_a_tree_without_classes_or_images_is_named(tmp_path):

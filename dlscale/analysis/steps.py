@@ -26,8 +26,8 @@ from dlscale.analysis import (
     sequential,
     tidy,
 )
+from dlscale.core import pythons
 from dlscale.core.vocabulary import RUN_KEYS
-from dlscale.environment import build
 from dlscale.runtime import design, replay
 from dlscale.workloads import flops, frameworks
 
@@ -126,9 +126,9 @@ def write_flops(job):
 
 def _flops_in(python, framework, models, image_size, classes):
     """flops.table counted in `python`: here where that is this Python, else in a process of its own."""
-    if build.is_this_python(python):
+    if pythons.is_this_python(python):
         return flops.table(models, image_size, classes, framework)
-    done = build.run_module(python, flops.__name__, [framework, ",".join(models), image_size, classes])
+    done = pythons.run_module(python, flops.__name__, [framework, ",".join(models), image_size, classes])
     if done.returncode:
         raise RuntimeError(f"counting FLOPs in {python} failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])

@@ -5,8 +5,8 @@ The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
 interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
 a change of pins, edits or MPI builds a new one. Each framework has an environment of its own
 (`recipe.OWN_ENVIRONMENTS`) in a folder beside it, named and hashed the same way
-(``py311-torch-<hash>``), built only when asked for (`build(own="torch")`: `dlscale env build
---framework torch`, or the pipeline for a study that runs it), with Horovod built into it for that
+(``py311-<framework>-<hash>``), built only when asked for (`build(own=framework)`: `dlscale env build
+--framework <framework>`, or the pipeline for a study that runs it), with Horovod built into it for that
 framework alone where it has a Horovod binding. ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
 variant (the frameworks' CUDA builds, Horovod with NCCL; see `dlscale.environment.recipe`) in
 folders of their own (``py311-cuda-torch-<hash>``). A folder only counts once its ``COMPLETE``
@@ -14,8 +14,8 @@ marker exists, which is written last, after `horovodrun --check-build` has shown
 was built for, MPI (and NCCL in the cuda variant); a half-built folder is removed and built again.
 A lock keeps two builders apart.
 
-This module uses only the standard library: it runs under the system Python before the
-environment exists.
+This module uses only the standard library (and the project's declarations, which import nothing
+else: the frameworks' pins): it runs under the system Python before the environment exists.
 """
 
 import contextlib
@@ -270,15 +270,22 @@ def _build_own(path, name, mpi, log, variant_name):
     out = None
     if horovod:
         site = _site_packages(py)
-        if name == "mxnet":  # the numpy.bool shim, imported through a .pth file (recipe.NUMPY_SHIM_PTH)
-            Path(site, f"{recipe.NUMPY_SHIM_MODULE}.py").write_text(recipe.mxnet_shim(variant_name))
-            Path(site, recipe.NUMPY_SHIM_PTH).write_text(f"import {recipe.NUMPY_SHIM_MODULE}\n")
+        _install_shim(site, recipe.declared(name).SITE_SHIM, variant_name)
         with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
             cuda = _cuda_build_env(tmp, site, log, name, home) if home else {}
             build_env = _horovod_build_env(path, py, cuda, name, variant_name)
             with _step(f"compiling Horovod {recipe.HOROVOD_VERSION} for {name}"):
                 out = _build_horovod(py, tmp, log, variant_name, build_env, name)
     _write_record(path, py, mpi, variant_name, out, own=name)
+
+
+def _install_shim(site, shim, variant_name):
+    """The module a framework's environment imports first (its package's SITE_SHIM: MXNet's numpy.bool
+    shim), installed in `site` with the .pth file that imports it; nothing where it declares none."""
+    if shim:
+        module, pth, text = shim
+        Path(site, f"{module}.py").write_text(text[variant_name])
+        Path(site, pth).write_text(f"import {module}\n")
 
 
 def _venv(path, log):
@@ -301,11 +308,13 @@ def _site_packages(py):
 
 def _cuda_build_env(tmp, site, log, name, home):
     """Framework `name`'s GPU build settings: the CUDA toolkit at `home`, the environment's NCCL,
-    the headers of its CUDA wheels (recipe.CUDA_WHEEL_HEADERS) and, for MXNet on a machine without
-    the NVIDIA driver, the driver stub (made in `tmp`) ahead on LD_LIBRARY_PATH."""
+    the headers of its CUDA wheels (recipe.CUDA_WHEEL_HEADERS) and, where its wheel has a library that
+    links the NVIDIA driver (DRIVER_LINKED: MXNet's) on a machine without it, the driver stub (made in
+    `tmp`) ahead on LD_LIBRARY_PATH."""
     env = {"HOROVOD_CUDA_HOME": home, "CUDA_HOME": home, **nccl_build_env(site)}
     env["CPATH"] = [str(Path(site) / "nvidia" / lib / "include") for lib in recipe.CUDA_WHEEL_HEADERS.get(name, [])]
-    stub = driver_stub(tmp, Path(site) / "mxnet" / "libmxnet.so") if name == "mxnet" else None
+    linked = recipe.declared(name).DRIVER_LINKED
+    stub = driver_stub(tmp, Path(site) / linked) if linked else None
     if stub:
         log.write(f"no NVIDIA driver here: building with the driver stub {stub}/libcuda.so.1\n")
         env["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), env["LD_LIBRARY_PATH"]])
@@ -341,21 +350,13 @@ def _horovod_source(py, tmp, log, variant_name):
 def _horovod_build_env(path, py, cuda, own, variant_name):
     """The environment variables Horovod's build runs with: the recipe's for framework `own` alone in
     `variant_name`, the CUDA ones in `cuda` (its "CPATH" a list of header folders), the headers
-    TensorFlow's own include folder lacks, parallel make, and the venv's bin on PATH."""
+    framework's own include folder lacks (HOROVOD_INCLUDES: TensorFlow's), parallel make, and the venv's bin on PATH."""
     cuda = dict(cuda)
     cpath = cuda.pop("CPATH", [])
-    if own == "tensorflow":
-        tf_include = (
-            subprocess.run(
-                [py, "-c", "import tensorflow as tf; print(tf.sysconfig.get_include())"],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            .stdout.strip()
-            .splitlines()[-1]
-        )
-        cpath += [str(Path(tf_include) / inc) for inc in recipe.TF_EXTRA_INCLUDES]
+    declared = recipe.declared(own)
+    if declared.HOROVOD_INCLUDES:
+        include = _include_dir(py, declared.INCLUDE_DIR)
+        cpath += [str(Path(include) / inc) for inc in declared.HOROVOD_INCLUDES]
     if os.environ.get("CPATH"):
         cpath.append(os.environ["CPATH"])
     return {
@@ -366,6 +367,15 @@ def _horovod_build_env(path, py, cuda, own, variant_name):
         "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
         "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
     }
+
+
+def _include_dir(py, function):
+    """What `function` (a framework's INCLUDE_DIR, "module.path.function") returns in the Python `py`:
+    the folder its headers are in."""
+    module, name = function.rsplit(".", 1)
+    code = f"import importlib; print(importlib.import_module({module!r}).{name}())"
+    done = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip().splitlines()[-1]
 
 
 def _write_record(path, py, mpi, variant_name, check_build_out, own=None):
@@ -437,18 +447,6 @@ def record_rule(python, record_path, log_path, own=None):
             stderr=subprocess.STDOUT,
             check=True,
         )
-
-
-def is_this_python(python):
-    """Whether `python` is the interpreter running this code (then its work runs in this process)."""
-    return Path(python).absolute() == Path(sys.executable).absolute()
-
-
-def run_module(python, module, args):
-    """`python -m module args` with this package on its path (a framework's own environment has no
-    dlscale of its own): its completed process, output captured."""
-    argv = [str(python), "-m", module, *map(str, args)]
-    return subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(paths.SOURCE)})
 
 
 def load_record(path):

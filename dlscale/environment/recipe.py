@@ -1,11 +1,15 @@
-"""The one place where the environments are pinned: the workload environment and the frameworks' own.
+"""The environments' recipe: the workload environment's pins, and each framework's own environment made
+from what its package declares (dlscale/workloads/frameworks/<name>/pins.py: its pins per variant and
+what Horovod's build of it needs).
 
-Everything that decides what an environment contains lives here: the Python package pins, the
+Everything that decides what an environment contains is read here: the Python package pins, the
 Horovod version, the source edits Horovod 0.28.1 needs for the current frameworks, and the build
-settings. `dlscale.environment.build` hashes this content; a change here builds a new environment beside the
-old one instead of patching it. The pins are recorded with every result (see
-`dlscale/workloads/rank.py` `provenance`, and the environment record, `environment.json`).
+settings. `dlscale.environment.build` hashes this content; a change here or in a framework's pins
+builds a new environment beside the old one instead of patching it. The pins are recorded with every
+result (see `dlscale/workloads/rank.py` `provenance`, and the environment record, `environment.json`).
 """
+
+from dlscale.workloads import frameworks
 
 # The workload environment: the pipeline, the analysis, the tests' tools and the training images'
 # maker, in one interpreter (`.venv`); no framework and no Horovod in either variant (each framework
@@ -61,96 +65,60 @@ HOROVOD_PINS = {
     "setuptools": TOOL_PINS["setuptools"],
     "wheel": TOOL_PINS["wheel"],
 }
-# The frameworks Horovod is built into, each in its own environment (the cpu variant): the name
-# `horovodrun --check-build` lists it by and the build switch that asks for it.
-HOROVOD_FRAMEWORKS = {
-    "torch": ("PyTorch", "HOROVOD_WITH_PYTORCH"),
-    "tensorflow": ("TensorFlow", "HOROVOD_WITH_TENSORFLOW"),
-    "mxnet": ("MXNet", "HOROVOD_WITH_MXNET"),
-}
-
-# Each framework's environment of its own, beside the workload environment, per variant: a venv of
-# pinned wheels, and for a Horovod framework Horovod built into it alone (HOROVOD_FRAMEWORKS; in the
-# cuda variant with NCCL for GPU collectives), so a study builds only the frameworks it names and a
-# pin change of one rebuilds no other's Horovod.
-# JAX: a current release (0.7 on) needs numpy >= 2, which MXNet 1.9.1 cannot import, and JAX has no
-# Horovod binding; sharing the workload environment pinned it at 0.6.2
-# (bench/results/jax-environment.csv measures both, docs/methods/jax.md says why it moved). Its image
-# loader is TensorFlow's tf.data (CPU build in both variants: it only reads and decodes files), and
-# every rank needs mpi4py (the hosts' rendezvous).
-_JAX_COMMON = {
-    "flax": "0.12.8",
-    "optax": "0.2.8",
-    "numpy": "2.4.6",
-    "mpi4py": "4.1.2",
-    "tensorflow-cpu": "2.21.0",
-}
-# The cuda variant's builds (for GPU clusters), as read from the wheels (November 2026; not yet run
-# on a GPU by this project):
-# - torch 2.13.0 from PyPI is the CUDA 13.0 build: compute capability 7.5-12.0 (T4, A100, H100,
-#   B200), NVIDIA driver >= 580.
-# - tensorflow[and-cuda] 2.21.0: CUDA 12.5+ libraries from PyPI; kernels for sm_60-sm_89, H100
-#   (sm_90) through PTX compiled at start-up.
-# - mxnet-cu117 1.9.1, the last CUDA build of MXNet: kernels for sm_50, 60, 70, 80, 86 and no PTX,
-#   so it runs on V100/A100-class GPUs but not on H100 or newer: there its runs fail (MXNet
-#   reports that no kernel image is available), they do not fall back to the CPU.
-# mxnet-cu117 links CUDA 11 libraries by name (libcudart.so.11.0, libcublas.so.11, libcudnn.so.8,
-# ...) and ships none of them; these wheels provide them (CUDA 11.8, which 11.7 builds run on).
-MXNET_CUDA11_PINS = {
-    "nvidia-cuda-runtime-cu11": "11.8.89",
-    "nvidia-cublas-cu11": "11.11.3.6",
-    "nvidia-cudnn-cu11": "8.9.6.50",
-    "nvidia-cufft-cu11": "10.9.0.58",
-    "nvidia-curand-cu11": "10.3.0.86",
-    "nvidia-cusolver-cu11": "11.4.1.48",
-    "nvidia-cusparse-cu11": "11.7.5.86",
-    "nvidia-cuda-nvrtc-cu11": "11.8.89",
-    "nvidia-nvtx-cu11": "11.8.86",
-}
-# NCCL, which Horovod's GPU collectives (and MXNet's own libmxnet.so) link: one release in all three,
-# so their allreduces run the same library. PyTorch's wheel requires its CUDA 13 build; TensorFlow's
-# and-cuda extra the CUDA 12 one, which MXNet takes too (it links libnccl.so.2 by name; NCCL carries
-# its own CUDA runtime). Both wheels install nvidia/nccl/lib/libnccl.so.2, which Horovod builds against.
+# NCCL, which Horovod's GPU collectives (and MXNet's own libmxnet.so) link: one release in every
+# framework's cuda variant, so their allreduces run the same library; each framework's package names
+# the wheel of its CUDA release (pins.py NCCL_WHEEL), which installs nvidia/nccl/lib/libnccl.so.2,
+# what Horovod builds against.
 NCCL_VERSION = "2.29.7"
-OWN_ENVIRONMENTS = {
-    # its loader decodes JPEG files with Pillow
-    "torch": {
-        "cpu": {"torch": "2.13.0", "pillow": TOOL_PINS["pillow"], **RANK_PINS, **HOROVOD_PINS},
-        "cuda": {
-            "torch": "2.13.0",
-            "nvidia-nccl-cu13": NCCL_VERSION,
-            "pillow": TOOL_PINS["pillow"],
-            **RANK_PINS,
-            **HOROVOD_PINS,
-        },
-    },
-    "tensorflow": {
-        "cpu": {"tensorflow-cpu": "2.21.0", **RANK_PINS, **HOROVOD_PINS},
-        "cuda": {"tensorflow[and-cuda]": "2.21.0", "nvidia-nccl-cu12": NCCL_VERSION, **RANK_PINS, **HOROVOD_PINS},
-    },
-    # numpy 1.26.4 with the `numpy.bool` shim (MXNET_SHIM, below): MXNet 1.9.1 needs numpy < 2
-    "mxnet": {
-        "cpu": {"mxnet": "1.9.1", **RANK_PINS, **HOROVOD_PINS},
-        "cuda": {
-            "mxnet-cu117": "1.9.1",
-            **MXNET_CUDA11_PINS,
-            "nvidia-nccl-cu12": NCCL_VERSION,
-            **RANK_PINS,
-            **HOROVOD_PINS,
-        },
-    },
-    "jax": {
-        "cpu": {"jax": "0.10.2", "jaxlib": "0.10.2", **_JAX_COMMON},
-        # JAX's CUDA 13 build: its plugin wheels and the CUDA libraries they require from PyPI (not
-        # yet run on a GPU by this project: see docs/limits.md).
-        "cuda": {"jax[cuda13]": "0.10.2", "jaxlib": "0.10.2", **_JAX_COMMON},
-    },
-}
+VARIANTS = ("cpu", "cuda")
+
+
+# What a framework's pins.py declares (frameworks/torch/pins.py says what each means).
+DECLARED = (
+    "PINS",
+    "WORKLOAD_PINS",
+    "EXACT_CUDA_PINS",
+    "NCCL_WHEEL",
+    "HOROVOD_BUILD",
+    "CUDA_HEADERS",
+    "INCLUDE_DIR",
+    "HOROVOD_INCLUDES",
+    "SITE_SHIM",
+    "DRIVER_LINKED",
+)
+
+
+def declared(name):
+    """Framework `name`'s environment as its package declares it (frameworks/<name>/pins.py: its
+    pins per variant and what Horovod's build of it needs; no framework imported)."""
+    pins = frameworks.module(name, "pins")
+    missing = [key for key in DECLARED if not hasattr(pins, key)]
+    if missing or set(pins.PINS) != set(VARIANTS):
+        raise AttributeError(
+            f"{pins.__file__}: declares no {', '.join(missing)}" if missing else f"{pins.__file__}: PINS for {VARIANTS}"
+        )
+    return pins
+
+
+# The frameworks Horovod is built into, each in its own environment: the name `horovodrun
+# --check-build` lists it by and the build switch that asks for it (their packages' HOROVOD_BUILD).
+HOROVOD_FRAMEWORKS = {name: declared(name).HOROVOD_BUILD for name in frameworks.NAMES if declared(name).HOROVOD_BUILD}
 
 
 def own_pins(name, variant="cpu"):
-    """The pins of the environment of its own that framework `name` has (OWN_ENVIRONMENTS)."""
-    return OWN_ENVIRONMENTS[name][variant]
+    """The pins of framework `name`'s own environment in `variant`: what every rank holds (RANK_PINS),
+    the workload environment's pins it shares, its package's own (which may override a rank pin: JAX's
+    numpy 2), its NCCL wheel in the cuda variant, and Horovod's requirements where Horovod is built
+    into it. Each framework's environment of its own sits beside the workload environment, so a study
+    builds only the frameworks it names and a pin change of one rebuilds no other's Horovod."""
+    own = declared(name)
+    nccl = {own.NCCL_WHEEL: NCCL_VERSION} if variant == "cuda" and own.NCCL_WHEEL else {}
+    shared = {pin: TOOL_PINS[pin] for pin in own.WORKLOAD_PINS}
+    return {**RANK_PINS, **shared, **own.PINS[variant], **nccl, **(HOROVOD_PINS if own.HOROVOD_BUILD else {})}
+
+
+# Every framework's own environment, per variant (older revisions' name, read by bench/bootstrap.py).
+OWN_ENVIRONMENTS = {name: {v: own_pins(name, v) for v in VARIANTS} for name in frameworks.NAMES}
 
 
 def own_horovod_build_env(name, variant="cpu"):
@@ -175,9 +143,7 @@ HOROVOD_VERSION = "0.28.1"
 
 # Horovod's build switches: every framework and MPI, no Gloo (the harness launches with MPI).
 HOROVOD_BUILD_ENV = {
-    "HOROVOD_WITH_PYTORCH": "1",
-    "HOROVOD_WITH_TENSORFLOW": "1",
-    "HOROVOD_WITH_MXNET": "1",
+    **{switch: "1" for _, switch in HOROVOD_FRAMEWORKS.values()},
     "HOROVOD_WITH_MPI": "1",
     "HOROVOD_WITHOUT_GLOO": "1",
     "HOROVOD_CPU_OPERATIONS": "MPI",
@@ -190,20 +156,14 @@ HOROVOD_BUILD_ENV = {
 # the builder asks the same release of every framework's build (one toolkit to load, and the one
 # release built and checked here), whose nvcc makes Horovod's kernels for sm_75 on.
 CUDA_TOOLKIT_MAJOR = "13"
-# Pins the cuda variant asks for with `===` (exactly this version string): PyPI's torch 2.13.0 is
-# the CUDA build, and `==` would also take a local CPU build `2.13.0+cpu` that a site's pip
-# configuration offers (find-links), as it does on this project's machines.
-CUDA_EXACT_PINS = ("torch",)
-# Header folders of a framework's CUDA library wheels (under site-packages/nvidia) that Horovod's
-# build of it needs on CPATH: MXNet's headers include the headers of CUDA's libraries (cuBLAS,
-# cuRAND, cuSOLVER, ...), which a minimal CUDA toolkit lacks: its CUDA 11 wheels' (not the CUDA
-# runtime's, which would hide the toolkit's own); PyTorch's CUDA 13 wheels hold its own release's.
+# Pins the cuda variant asks for with `===` (exactly this version string; the packages' EXACT_CUDA_PINS
+# say why), and the header folders of each framework's CUDA wheels (under site-packages/nvidia) that
+# Horovod's build of it needs on CPATH (CUDA_HEADERS).
+CUDA_EXACT_PINS = tuple(pin for name in frameworks.NAMES for pin in declared(name).EXACT_CUDA_PINS)
 CUDA_WHEEL_HEADERS = {
-    "torch": ["cu13"],
-    "mxnet": ["cublas", "curand", "cusolver", "cusparse", "cufft", "cuda_nvrtc", "cudnn"],
+    name: list(declared(name).CUDA_HEADERS) for name in frameworks.NAMES if declared(name).CUDA_HEADERS
 }
 CUDA_HOROVOD_BUILD_ENV = {**HOROVOD_BUILD_ENV, "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_LINK": "SHARED"}
-VARIANTS = ("cpu", "cuda")
 
 # Source edits to the Horovod sdist, as (file, old text, new text). Each old text must occur
 # exactly once, otherwise the build stops: a silent no-op edit would build a broken Horovod.
@@ -333,93 +293,6 @@ def horovod_edits(variant="cpu"):
     return HOROVOD_EDITS + (CUDA_HOROVOD_EDITS if variant == "cuda" else [])
 
 
-# Header folders inside the TensorFlow wheel that its own headers include but that are not on
-# the default include path (relative to tensorflow's include directory).
-TF_EXTRA_INCLUDES = ["external/highwayhash", "external/farmhash_archive/src"]
-
-# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24. This shim installs an
-# import hook that restores the alias just before mxnet is first imported (and only then), so
-# every process of the environment (Horovod's build included) can import mxnet.
-MXNET_SHIM = '''\
-"""Installed by dlscale's environment builder: numpy.bool shim for MXNet 1.9.1."""
-import importlib.abc
-import sys
-
-
-class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "mxnet":
-            sys.meta_path.remove(self)
-            import numpy
-
-            if "bool" not in numpy.__dict__:
-                numpy.bool = bool
-        return None
-
-
-sys.meta_path.insert(0, _MxnetNumpyShim())
-'''
-
-# MXNet's own environment installs the shim (`mxnet_shim(variant)`) as a module its site-packages
-# imports through a .pth file, which also runs where that folder is added to another interpreter's
-# path (the tests' overlay, dlscale.environment.build `link`), unlike a sitecustomize.
-NUMPY_SHIM_MODULE = "_dlscale_mxnet_numpy"
-NUMPY_SHIM_PTH = "dlscale-mxnet-numpy.pth"
-
-# The cuda variant's shim also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11
-# wheels, which are not on the library path) just before mxnet is imported, dependencies first, so
-# that the loader finds them by name when libmxnet.so asks, and the environment's NCCL, which
-# libmxnet.so links too. libcuda.so.1 (the driver) is not among them: it comes from the GPU node's
-# NVIDIA driver.
-MXNET_CUDA11_LIBS = [
-    "libcudart.so.11.0",
-    "libcublasLt.so.11",
-    "libcublas.so.11",
-    "libnvrtc.so.11.2",
-    "libnvrtc-builtins.so.11.8",
-    "libcufft.so.10",
-    "libcurand.so.10",
-    "libcusparse.so.11",
-    "libcusolver.so.11",
-    "libcudnn_ops_infer.so.8",
-    "libcudnn_ops_train.so.8",
-    "libcudnn_cnn_infer.so.8",
-    "libcudnn_cnn_train.so.8",
-    "libcudnn_adv_infer.so.8",
-    "libcudnn_adv_train.so.8",
-    "libcudnn.so.8",
-    "libnvToolsExt.so.1",
-    "libnccl.so.2",
-]
-MXNET_CUDA_SHIM = f"""
-
-class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
-    # Stays in sys.meta_path (removing it while the import system walks the list would skip the
-    # numpy shim after it) and loads once.
-    loaded = False
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "mxnet" and not self.loaded:
-            self.loaded = True
-            import ctypes
-            import glob
-            import os
-
-            site = os.path.dirname(os.path.abspath(__file__))
-            for soname in {MXNET_CUDA11_LIBS!r}:
-                for lib in glob.glob(os.path.join(site, "nvidia", "*", "lib", soname)):
-                    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
-        return None
-
-
-sys.meta_path.insert(0, _MxnetCuda11Libraries())
-"""
-
-
-def mxnet_shim(variant="cpu"):
-    return MXNET_SHIM + (MXNET_CUDA_SHIM if variant == "cuda" else "")
-
-
 def all_pins():
     """Every pinned Python package of the workload environment (the same in both variants)."""
     return {**RANK_PINS, **TOOL_PINS}
@@ -434,6 +307,14 @@ def requirements(variant="cpu", own=None):
     return [f"{name}{'===' if name in exact else '=='}{version}" for name, version in own_pins(own, variant).items()]
 
 
+def _quirks(own, variant):
+    """What else Horovod's build of a framework takes, as its package declares it: header folders its
+    headers include (`tf_extra_includes`, a name kept so that the content hashes as before) and the
+    module its environment imports first (`numpy_shim`: MXNet's, named for what it was first)."""
+    quirks = {"tf_extra_includes": list(own.HOROVOD_INCLUDES)} if own.HOROVOD_INCLUDES else {}
+    return quirks | ({"numpy_shim": own.SITE_SHIM[2][variant]} if own.SITE_SHIM else {})
+
+
 def content(variant="cpu", own=None):
     """Everything that decides an environment's content, as plain data (hashed by
     dlscale.environment.build): the workload environment's, or (`own`) that framework's own."""
@@ -444,8 +325,7 @@ def content(variant="cpu", own=None):
                 "horovod": HOROVOD_VERSION,
                 "horovod_build_env": own_horovod_build_env(own, variant),
                 "horovod_edits": horovod_edits(variant),
-                **({"tf_extra_includes": TF_EXTRA_INCLUDES} if own == "tensorflow" else {}),
-                **({"numpy_shim": mxnet_shim(variant)} if own == "mxnet" else {}),
+                **_quirks(declared(own), variant),
             }
             if variant == "cuda":
                 made |= {"exact_pins": CUDA_EXACT_PINS, "toolkit": CUDA_TOOLKIT_MAJOR}

@@ -33,12 +33,13 @@ import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from dlscale.environment import build
+from dlscale.core import paths, pythons
 from dlscale.workloads import frameworks
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -248,10 +249,16 @@ def formats():
 
 def python_for(framework):
     """The Python that writes `framework`'s format when the caller names none: this one where it
-    imports the framework, else the framework's own environment's (built first if it is not)."""
+    imports the framework, else the framework's own environment's, as `dlscale env build --framework`
+    builds it (a command, not an import: the environments are built by the layer above this one; its
+    progress goes to this process's stderr)."""
     if importlib.util.find_spec(frameworks.get(framework).MODULES[0]) is not None:
         return sys.executable
-    return str(build.build(own=framework) / "bin" / "python")
+    argv = [sys.executable, "-m", "dlscale", "env", "build", "--framework", framework]
+    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(paths.SOURCE)})
+    if done.returncode or not done.stdout.strip():
+        raise DataError(f"{framework}'s own environment, to write its format: `{' '.join(argv[1:])}` failed")
+    return str(Path(done.stdout.splitlines()[-1]) / "bin" / "python")
 
 
 def write_format(framework, source, out, shards, python=None):
@@ -260,7 +267,7 @@ def write_format(framework, source, out, shards, python=None):
     process of that Python's; returns the files written."""
     python = python or python_for(framework)
     form = formats()[framework]
-    if build.is_this_python(python):
+    if pythons.is_this_python(python):
         return form.write(source, out, shards)
     listing = None
     if not isinstance(source, (str, Path)):  # handed over as a file, removed once written
@@ -270,7 +277,7 @@ def write_format(framework, source, out, shards, python=None):
         source = listing
     args = [form.COMMAND, source, out] + (["--shards", shards] if form.SHARDED else [])
     try:
-        done = build.run_module(python, __spec__.name, args)  # (__name__ is __main__ under -m)
+        done = pythons.run_module(python, __spec__.name, args)  # (__name__ is __main__ under -m)
     finally:
         if listing:
             listing.unlink(missing_ok=True)

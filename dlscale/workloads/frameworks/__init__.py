@@ -27,8 +27,10 @@ and its modules do the work, importing the framework:
   flops.py     layers(): its convolution and fully connected layers, counted by dlscale/workloads/flops.py
   instrument.py  (where it has a Horovod binding) Horovod's allreduce of its tensors, for the
                allreduce sweep and the replays of a study that runs it (`first_with`)
-Adding a framework is one new package, its word in NAMES (the config schema takes this list) and
-its pins in dlscale/environment/recipe.py (tests/test_architecture.py counts it with a throwaway one).
+  pins.py      its own environment, per variant, and what Horovod's build of it needs: read, not
+               imported with the framework, by dlscale/environment/recipe.py
+Adding a framework is one new package and its word in NAMES (the config schema takes this list;
+tests/test_architecture.py counts it with a throwaway one, its pins included).
 """
 
 import importlib

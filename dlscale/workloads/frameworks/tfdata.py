@@ -6,9 +6,6 @@ decode, crop, flip and normalize as every loader (dlscale/workloads/loaders.py).
 
 from pathlib import Path
 
-from dlscale.workloads.images import listed
-from dlscale.workloads.loaders import AREA, ASPECT, MEAN, PREFETCH, SHUFFLE, STD, DataError
-
 MODULES = ("tensorflow",)  # what it imports: a framework that reads the format needs TensorFlow
 FORMAT = "tfrecords"  # its key in the dataset's manifest.json
 COMMAND = "tfrecord"  # python -m dlscale.workloads.images tfrecord DIR OUT [--shards K]
@@ -20,6 +17,9 @@ def write(source, out, shards=8):
     """TFRecord shards OUT/train-<k>-of-<K>.tfrecord of tf.train.Examples (image/encoded: the file's
     bytes, image/class/label: its class index); sample j goes to shard j mod K."""
     import tensorflow as tf
+
+    # deferred: JAX's declarations import this module where no numpy is (environment builds)
+    from dlscale.workloads.images import listed
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -40,6 +40,9 @@ def write(source, out, shards=8):
 def records(feed):
     """The tf.data pipeline of a loaders.Feed: its rank's shards, decoded, batched, prefetched."""
     import tensorflow as tf
+
+    # deferred: JAX's declarations import this module where no numpy is (environment builds)
+    from dlscale.workloads.loaders import PREFETCH, SHUFFLE, DataError
 
     dataset, size = feed.dataset, feed.size
     files = [str(f) for f in dataset.form(FORMAT)]
@@ -75,6 +78,9 @@ def image_transform(image_size, seed, augment=True):
     TensorFlow's own ImageNet recipe's order: the crop window decoded and flipped as bytes, then
     resized (a quarter of the memory a float32 flip touches)."""
     import tensorflow as tf
+
+    # deferred: JAX's declarations import this module where no numpy is (environment builds)
+    from dlscale.workloads.loaders import AREA, ASPECT, MEAN, STD
 
     mean, scale = tf.constant(MEAN), tf.constant([1 / s for s in STD])
 

@@ -1,0 +1,21 @@
+"""Other Pythons: whether a given interpreter is this one, and running a module of this package in
+one (a framework's own environment has no dlscale of its own). Imports only the results tree's
+SOURCE, so every layer can hand work to another interpreter."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dlscale.core import paths
+
+
+def is_this_python(python):
+    """Whether `python` is the interpreter running this code (then its work runs in this process)."""
+    return Path(python).absolute() == Path(sys.executable).absolute()
+
+
+def run_module(python, module, args):
+    """`python -m module args` with this package on its path: its completed process, output captured."""
+    argv = [str(python), "-m", module, *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(paths.SOURCE)})

@@ -1,0 +1,112 @@
+"""MXNet's own environment, per variant: what dlscale/environment/recipe.py installs for it (beside
+numpy and mpi4py, which every rank has, and Horovod's requirements). Declarations only, read under
+the bare Python that builds the environments."""
+
+# mxnet-cu117 1.9.1, the last CUDA build of MXNet: kernels for sm_50, 60, 70, 80, 86 and no PTX, so
+# it runs on V100/A100-class GPUs but not on H100 or newer: there its runs fail (MXNet reports that
+# no kernel image is available), they do not fall back to the CPU. It links CUDA 11 libraries by name
+# (libcudart.so.11.0, libcublas.so.11, libcudnn.so.8, ...) and ships none of them; these wheels
+# provide them (CUDA 11.8, which 11.7 builds run on).
+CUDA11_PINS = {
+    "nvidia-cuda-runtime-cu11": "11.8.89",
+    "nvidia-cublas-cu11": "11.11.3.6",
+    "nvidia-cudnn-cu11": "8.9.6.50",
+    "nvidia-cufft-cu11": "10.9.0.58",
+    "nvidia-curand-cu11": "10.3.0.86",
+    "nvidia-cusolver-cu11": "11.4.1.48",
+    "nvidia-cusparse-cu11": "11.7.5.86",
+    "nvidia-cuda-nvrtc-cu11": "11.8.89",
+    "nvidia-nvtx-cu11": "11.8.86",
+}
+PINS = {"cpu": {"mxnet": "1.9.1"}, "cuda": {"mxnet-cu117": "1.9.1", **CUDA11_PINS}}
+WORKLOAD_PINS = ()
+EXACT_CUDA_PINS = ()
+# The NCCL wheel it takes (libmxnet.so links libnccl.so.2 by name; NCCL carries its own CUDA runtime),
+# at recipe.NCCL_VERSION: TensorFlow's.
+NCCL_WHEEL = "nvidia-nccl-cu12"
+HOROVOD_BUILD = ("MXNet", "HOROVOD_WITH_MXNET")
+# Header folders of its CUDA wheels (under site-packages/nvidia) that Horovod's build needs on CPATH:
+# its headers include those of CUDA's libraries (cuBLAS, cuRAND, cuSOLVER, ...), which a minimal
+# CUDA toolkit lacks: its CUDA 11 wheels' (not the CUDA runtime's, which would hide the toolkit's own).
+CUDA_HEADERS = ("cublas", "curand", "cusolver", "cusparse", "cufft", "cuda_nvrtc", "cudnn")
+INCLUDE_DIR, HOROVOD_INCLUDES = None, ()
+# A library of its wheel (under site-packages) that links the NVIDIA driver: Horovod's build links
+# against it, so on a machine without the driver the build puts a stub of the driver first.
+DRIVER_LINKED = "mxnet/libmxnet.so"
+
+# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24. This shim installs an import hook
+# that restores the alias just before mxnet is first imported (and only then), so every process of
+# the environment (Horovod's build included) can import mxnet.
+_NUMPY_SHIM = '''\
+"""Installed by dlscale's environment builder: numpy.bool shim for MXNet 1.9.1."""
+import importlib.abc
+import sys
+
+
+class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "mxnet":
+            sys.meta_path.remove(self)
+            import numpy
+
+            if "bool" not in numpy.__dict__:
+                numpy.bool = bool
+        return None
+
+
+sys.meta_path.insert(0, _MxnetNumpyShim())
+'''
+
+# The cuda variant's shim also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11 wheels, which
+# are not on the library path) just before mxnet is imported, dependencies first, so that the loader
+# finds them by name when libmxnet.so asks, and the environment's NCCL, which libmxnet.so links too.
+# libcuda.so.1 (the driver) is not among them: it comes from the GPU node's NVIDIA driver.
+CUDA11_LIBS = [
+    "libcudart.so.11.0",
+    "libcublasLt.so.11",
+    "libcublas.so.11",
+    "libnvrtc.so.11.2",
+    "libnvrtc-builtins.so.11.8",
+    "libcufft.so.10",
+    "libcurand.so.10",
+    "libcusparse.so.11",
+    "libcusolver.so.11",
+    "libcudnn_ops_infer.so.8",
+    "libcudnn_ops_train.so.8",
+    "libcudnn_cnn_infer.so.8",
+    "libcudnn_cnn_train.so.8",
+    "libcudnn_adv_infer.so.8",
+    "libcudnn_adv_train.so.8",
+    "libcudnn.so.8",
+    "libnvToolsExt.so.1",
+    "libnccl.so.2",
+]
+_CUDA_SHIM = f"""
+
+class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
+    # Stays in sys.meta_path (removing it while the import system walks the list would skip the
+    # numpy shim after it) and loads once.
+    loaded = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "mxnet" and not self.loaded:
+            self.loaded = True
+            import ctypes
+            import glob
+            import os
+
+            site = os.path.dirname(os.path.abspath(__file__))
+            for soname in {CUDA11_LIBS!r}:
+                for lib in glob.glob(os.path.join(site, "nvidia", "*", "lib", soname)):
+                    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        return None
+
+
+sys.meta_path.insert(0, _MxnetCuda11Libraries())
+"""
+
+
+# Its environment installs the shim as a module its site-packages imports through a .pth file, which
+# also runs where that folder is added to another interpreter's path (the tests' overlay,
+# dlscale.environment.build `link`), unlike a sitecustomize: (module, .pth file, its text per variant).
+SITE_SHIM = ("_dlscale_mxnet_numpy", "dlscale-mxnet-numpy.pth", {"cpu": _NUMPY_SHIM, "cuda": _NUMPY_SHIM + _CUDA_SHIM})

@@ -346,7 +346,7 @@ def threads(config):
 
 def job_threads(config):
     """The threads every rank of a job gets, and the CPUs Slurm gives it: a run's config holds its own
-    one number (launch.run_config), a sweep's, a replay's or the peak's the study's most. The one
+    one number (launch.own_settings), a sweep's, a replay's or the peak's the study's most. The one
     place this is worked out (tests/test_architecture.py)."""
     return max(threads(config))
 

@@ -39,13 +39,14 @@ def workload_command(python, spec_path):
     return [str(python), *WORKLOAD, str(spec_path)]
 
 
-def run_spec(config, run, out_dir):
-    """The complete description of one run handed to every rank (spec.json)."""
-    spec = {k: config[k] for k in IDENTITY if k in config}
+def run_spec(settings, run, out_dir):
+    """The complete description of one run handed to every rank (spec.json), from the settings it
+    runs with (`own_settings`)."""
+    spec = {k: settings[k] for k in IDENTITY if k in settings}
     spec.update(run)
     spec.update(
         {
-            k: config[k]
+            k: settings[k]
             for k in (
                 "warmup",
                 "iterations",
@@ -60,10 +61,10 @@ def run_spec(config, run, out_dir):
         }
     )
     for key in ("samples", "calibration"):  # calibration: a contention calibration copy's segments
-        if config.get(key):
-            spec[key] = config[key]
-    folder = cfg.dataset_folder(config)
-    spec["data"] = {**config["data"], "folder": str(folder)} if folder else dict(config["data"])
+        if settings.get(key):
+            spec[key] = settings[key]
+    folder = cfg.dataset_folder(settings)
+    spec["data"] = {**settings["data"], "folder": str(folder)} if folder else dict(settings["data"])
     spec["out_dir"] = str(out_dir)
     return spec
 
@@ -85,15 +86,17 @@ def math_env(autotune, tf32):
     return env
 
 
-def rank_env(config):
+def rank_env(settings):
+    """Every rank's environment in a job with these settings: its threads, the math libraries'
+    switches, this package on the path, Horovod's timeline on request, the launcher's own."""
     # HOROVOD_TIMELINE=DYNAMIC lets ranks record Horovod's timeline over chosen iterations only.
     env = {
-        **thread_env(cfg.job_threads(config)),
-        **math_env(config.get("autotune", True), config.get("tf32", False)),
+        **thread_env(cfg.job_threads(settings)),
+        **math_env(settings.get("autotune", True), settings.get("tf32", False)),
         "PYTHONPATH": str(paths.SOURCE),
         "HOROVOD_TIMELINE": "DYNAMIC",
     }
-    env.update({k: str(v) for k, v in config["launcher"].get("env", {}).items()})
+    env.update({k: str(v) for k, v in settings["launcher"].get("env", {}).items()})
     return env
 
 
@@ -131,13 +134,13 @@ def _keep_previous(run_dir, attempts_root):
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Plan:
     """One run resolved from the study's config before its job starts: where its files go, what its
     ranks are told (spec.json) and run, in what environment, for how long."""
 
     run: dict
-    settings: dict  # the study's config as this run sees it (run_config: its own threads per rank)
+    settings: dict  # the study's config as this run sees it (own_settings: its own threads per rank)
     run_dir: Path
     log: Path
     attempts: Path
@@ -148,7 +151,7 @@ class Plan:
     traced: bool  # native timing with traced iterations: every rank must leave a trace
 
 
-def run_config(config, run):
+def own_settings(config, run):
     """The study's config as one run sees it: its own threads per rank, where the study varies them."""
     return {**config, "threads_per_rank": run["threads_per_rank"]}
 
@@ -169,22 +172,22 @@ def plan(config, run, env_record, status_path=None, log_path=None, attempts_root
     earlier attempt's files go; by hand (`python -m dlscale launch`) they are the config's
     (`paths.run_files`)."""
     run = complete(config, run)
-    config = run_config(config, run)
+    settings = own_settings(config, run)
     if status_path is None:
-        run_dir, log_path, attempts_root = paths.run_files(config, run)
+        run_dir, log_path, attempts_root = paths.run_files(settings, run)
     else:
         run_dir, log_path, attempts_root = Path(status_path).parent, Path(log_path), Path(attempts_root)
     return Plan(
         run=run,
-        settings=config,
+        settings=settings,
         run_dir=run_dir,
         log=log_path,
         attempts=attempts_root,
-        spec=run_spec(config, run, run_dir.resolve()),
+        spec=run_spec(settings, run, run_dir.resolve()),
         command=workload_command(env_record["python"], (run_dir / SPEC).resolve()),
-        rank_env=rank_env(config),
-        timeout_s=config["run_timeout_s"],
-        traced=run["timing"] == "native" and config["profile_iterations"] > 0,
+        rank_env=rank_env(settings),
+        timeout_s=settings["run_timeout_s"],
+        traced=run["timing"] == "native" and settings["profile_iterations"] > 0,
     )
 
 
@@ -231,14 +234,14 @@ def _run_job(p, env_record, started):
     """Run the plan's MPI job, its spec.json written once the job's hosts and argv are known, and keep
     its log in the run folder. Returns (argv, returncode, failure), failure None where the job ran
     to its end; an interrupted job writes attempt.json and is raised on."""
-    run, config = p.run, p.settings
+    run, settings = p.run, p.settings
     try:
-        with job(config, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as job_:
+        with job(settings, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as job_:
             hosts, argv, proc_env, cluster = job_
-            p.spec["launch"] = _launch_facts(env_record, hosts, argv, cluster)
-            (p.run_dir / SPEC).write_text(json.dumps(p.spec, indent=2) + "\n")
+            spec = {**p.spec, "launch": _launch_facts(env_record, hosts, argv, cluster)}
+            (p.run_dir / SPEC).write_text(json.dumps(spec, indent=2) + "\n")
             rc, timed_out = execute(argv, p.log, p.timeout_s, proc_env)
-        failure = job_failure(rc, timed_out, p.timeout_s, config["launcher"]["name"])
+        failure = job_failure(rc, timed_out, p.timeout_s, settings["launcher"]["name"])
     except emulate.EmulationError as exc:
         argv, rc, failure = [], None, f"emulated cluster: {exc}"
     except LaunchError as exc:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlscale.analysis import comparisons, metrics, report
+from tests.conftest import ROOT
 
 
 def test_holm_known_values():
@@ -128,6 +129,31 @@ def test_what_more_blocks_would_resolve_counts_the_resolved_and_those_needing_at
     assert [comparisons.blocks_for(table, k) for k in (1, 2, 3, 4, 5, 6)] == [3, 3, 5, 9, 40, None]
     line = report._more_blocks(table)
     assert "6 blocks 3, 9 blocks 4, 15 blocks 4, 30 blocks 4 of 6" in line
+
+
+def test_an_interval_bound_near_1_shows_the_digits_that_tell_it_from_1():
+    """A verdict of `a faster` beside "[1, 1.47]" reads as a contradiction; the bound 1.0043 is shown
+    as 1.004, while a bound that is 1 stays 1 and others keep 3 digits."""
+    row = {"ratio": 1.21, "ratio_ci_lo": 1.0042915, "ratio_ci_hi": 1.4679}
+    assert report._with_ci(row, "ratio") == "1.21 [1.004, 1.47]"
+    assert report._with_ci({**row, "ratio_ci_lo": 0.99961}, "ratio") == "1.21 [0.9996, 1.47]"
+    assert report._with_ci({**row, "ratio_ci_lo": 1.0}, "ratio") == "1.21 [1, 1.47]"
+    assert report._with_ci({**row, "ratio_ci_lo": 0.85}, "ratio") == "1.21 [0.85, 1.47]"
+
+
+def test_the_reports_table_prints_an_interval_only_beside_the_verdict_of_its_own_family():
+    """The example's comparisons: the block model's simultaneous interval beside its verdict; the paired
+    and independent analyses' Holm-adjusted p-values beside theirs, not their unadjusted intervals."""
+    table = pd.read_csv(ROOT / "docs" / "example" / "comparisons.csv")
+    head, cells = report._comparison_rows(table, "framework")
+    shown = {name: [row[head.index(name)] for row in cells] for name in head}
+    assert all("[" in c for c in shown["ratio [simultaneous 95% CI]"])
+    for analysis in ("paired", "independent"):
+        column = shown[f"{analysis} ratio (Holm p: differ, equal)"]
+        assert len(column) == 24 and not any("[" in c for c in column) and all(" (p " in c for c in column)
+    assert report._with_holm(
+        {"ratio_paired": 1.21, "p_holm_paired": 0.1634, "p_equal_holm_paired": 1.0}, "_paired"
+    ) == ("1.21 (p 0.16, 1)")
 
 
 def test_holm_over_the_family_is_stricter_than_one_test():

@@ -265,7 +265,8 @@ COMPARISONS = {
     "blocks_needed_paired": "for an unresolved paired comparison: the blocks that would resolve it at its measured "
     "mean and spread (Bonferroni level, Holm's strictest step); 201: out of reach",
     "ratio_independent": "independent: a / b of the two throughputs (summary.csv's harmonic means)",
-    "ratio_independent_ci_lo": "lower end of the independent ratio's 95% interval (delta method on the log scale)",
+    "ratio_independent_ci_lo": "lower end of the independent ratio's 95% interval (delta method on the log scale; "
+    "not adjusted)",
     "ratio_independent_ci_hi": "upper end of the independent ratio's 95% interval",
     "p_independent": "independent: p-value of the ratio being 1, unadjusted",
     "p_holm_independent": "p_independent, Holm-adjusted over the study's independent family",

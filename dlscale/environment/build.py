@@ -349,8 +349,9 @@ def _horovod_source(py, tmp, log, variant_name):
 
 def _horovod_build_env(path, py, cuda, own, variant_name):
     """The environment variables Horovod's build runs with: the recipe's for framework `own` alone in
-    `variant_name`, the CUDA ones in `cuda` (its "CPATH" a list of header folders), the headers
-    framework's own include folder lacks (HOROVOD_INCLUDES: TensorFlow's), parallel make, and the venv's bin on PATH."""
+    `variant_name`, the CUDA ones in `cuda` (its "CPATH" a list of header folders), the header folders
+    the framework's own include folder leaves off the path (HOROVOD_INCLUDES: TensorFlow's), parallel
+    make, and the venv's bin on PATH."""
     cuda = dict(cuda)
     cpath = cuda.pop("CPATH", [])
     declared = recipe.declared(own)

@@ -229,22 +229,25 @@ def one_analysis(table, name=""):
     return int(table[f"verdict{name}"].isin(RESOLVED).sum()) if len(table) else 0
 
 
+def _blocks_each(table):
+    """The complete blocks at which the block model resolves each of `table`'s comparisons at its
+    measured ratio and spread: a resolved one's blocks, an unresolved one's `blocks_needed` (NaN
+    without a spread; above MOST_BLOCKS out of reach)."""
+    now = pd.to_numeric(table["blocks"], errors="coerce").where(table["verdict"].isin(RESOLVED))
+    return pd.to_numeric(table["blocks_needed"], errors="coerce").fillna(now)
+
+
 def resolved_with(table, blocks):
     """How many of `table`'s comparisons the block model would resolve with `blocks` complete blocks
-    at their measured ratios and spreads: those resolved now in as many blocks or fewer, and those
-    whose `blocks_needed` is at most `blocks`."""
-    if not len(table):
-        return 0
-    now = table["verdict"].isin(RESOLVED) & (table["blocks"] <= blocks)
-    return int((now | (pd.to_numeric(table["blocks_needed"], errors="coerce") <= blocks)).sum())
+    at their measured ratios and spreads."""
+    return int((_blocks_each(table) <= blocks).sum()) if len(table) else 0
 
 
 def blocks_for(table, count):
     """The fewest complete blocks at which the block model would resolve `count` of `table`'s
     comparisons at their measured spreads (what a slower or noisier machine would need); None where
     that is beyond MOST_BLOCKS."""
-    now = pd.to_numeric(table["blocks"], errors="coerce").where(table["verdict"].isin(RESOLVED))
-    need = pd.to_numeric(table["blocks_needed"], errors="coerce").fillna(now).dropna().sort_values()
+    need = _blocks_each(table).dropna().sort_values()
     within = need[need <= MOST_BLOCKS]
     return int(within.iloc[count - 1]) if 0 < count <= len(within) else None
 

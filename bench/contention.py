@@ -34,6 +34,7 @@ from overhead import framework_python, harness_spec, machine, write_table  # noq
 
 from dlscale.core.records import parse_file  # noqa: E402
 from dlscale.core.vocabulary import records_name  # noqa: E402
+from dlscale.runtime import config as cfg  # noqa: E402
 from dlscale.runtime import launch, launchers  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 
@@ -94,7 +95,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "contention.csv"))
     args = ap.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
-    env = launch.rank_env({"threads_per_rank": 1, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1, **extra}}})
+    env = launch.rank_env(cfg.JobPlan(1, {"name": "mpirun", "env": {"OMPI_MCA_mpi_yield_when_idle": 1, **extra}}))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.framework:

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from overhead import framework_python, harness_spec, machine, write_table  # noqa: E402
 
 from dlscale.core.records import parse_file  # noqa: E402
+from dlscale.runtime import config as cfg  # noqa: E402
 from dlscale.runtime import execution, launch, peak  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 
@@ -82,7 +83,7 @@ def train_direct(framework, threads, args, folder):
     library = args.library or frameworks.default_library(framework)
     spec = {**harness_spec(shape), "framework": framework, "allreduce_library": library, "ranks_per_node": 1}
     (folder / "spec.json").write_text(json.dumps({**spec, "timing": "phased", "out_dir": str(folder)}))
-    env = {**os.environ, **launch.rank_env({"threads_per_rank": threads, "launcher": {}})}
+    env = {**os.environ, **launch.rank_env(cfg.JobPlan(threads_per_rank=threads))}
     argv = launch.workload_command(framework_python(framework, args.python), folder / "spec.json")
     rc, _ = execution.execute(argv, folder / "rank.log", timeout_s=900, env=env)
     if rc:

@@ -39,6 +39,7 @@ from dlscale.core.records import parse_file  # noqa: E402
 from dlscale.core.samples import median_interval  # noqa: E402
 from dlscale.core.vocabulary import HOSTS_ENV, records_name  # noqa: E402
 from dlscale.environment import build  # noqa: E402
+from dlscale.runtime import config as cfg  # noqa: E402
 from dlscale.runtime import execution, launch, launchers  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 from dlscale.workloads.devices import nvidia_smi_name  # noqa: E402
@@ -234,7 +235,7 @@ def main():
 
     spec = harness_spec(args)
     # the default study's rank environment: threads, math settings, MPI yielding when idle
-    env = launch.rank_env({"threads_per_rank": args.threads, "launcher": {"env": {"OMPI_MCA_mpi_yield_when_idle": 1}}})
+    env = launch.rank_env(cfg.JobPlan(args.threads, {"name": "mpirun", "env": {"OMPI_MCA_mpi_yield_when_idle": 1}}))
     env[HOSTS_ENV] = "localhost"  # where a library that meets at rank 0 finds it, as the launcher says
     rows = []
     pairs = [(f, lib) for f in args.framework for lib in args.library if not frameworks.not_built(f, lib)]

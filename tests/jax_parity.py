@@ -25,8 +25,10 @@ def source(given):
     """The reference layers as weights.load takes them: [(kind, name, [arrays])]."""
     kinds, names = given["kinds"].tolist(), given["names"].tolist()
     arrays = [sorted(k for k in given.files if k.startswith(f"layer{i}_")) for i in range(len(kinds))]
-    return [(k, n, [given[a] for a in sorted(keys, key=lambda a: int(a.rsplit("_", 1)[1]))])
-            for k, n, keys in zip(kinds, names, arrays)]  # fmt: skip
+    return [
+        (k, n, [given[a] for a in sorted(keys, key=lambda a: int(a.rsplit("_", 1)[1]))])
+        for k, n, keys in zip(kinds, names, arrays)
+    ]
 
 
 def batches_digest(layout):

@@ -3,6 +3,7 @@ it, and imports the project's modules at its top, except where it defers a heavy
 Then one owner for each fact: a framework's name, a phase, a results path."""
 
 import ast
+import inspect
 import re
 import shutil
 import subprocess
@@ -253,12 +254,30 @@ def test_only_the_config_works_out_a_jobs_threads():
     assert not derived, "threads per rank worked out outside config.py:\n" + "\n".join(derived)
 
 
+def test_the_runtime_reads_a_jobs_settings_from_its_plan():
+    """Every MPI job (run, calibration copy, sweep, replay) is made from one JobPlan (config.job_plan):
+    no module of the package but the config asks for a job's threads, and the functions that make the
+    job, its ranks' environment and its time limit take the plan, not a config."""
+    asked = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in _sources()
+        if p.suffix == ".py" and p.name != "config.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if "job_threads(" in line
+    ]
+    assert not asked, "a job's threads asked outside its plan:\n" + "\n".join(asked)
+    from dlscale.runtime import execution, launch
+
+    for function in (execution.job, launch.rank_env, launch.measure):
+        assert next(iter(inspect.signature(function).parameters)) == "job_plan", function
+
+
 def test_no_line_is_kept_from_the_formatter():
     """The 50-line limit is met by functions that do one thing, not by lines squeezed past ruff."""
     marker = "# fmt: " + "skip"
     kept = [
         f"{p.relative_to(ROOT)}:{i}"
-        for p in _sources()
+        for p in [*_sources(), *sorted((ROOT / "tests").glob("*.py"))]
         for i, line in enumerate(p.read_text().splitlines(), 1)
         if marker in line
     ]

@@ -34,8 +34,12 @@ def studies(tmp_path_factory):
 
 def test_two_machines_compared_on_what_they_share(studies, tmp_path):
     one, two = studies
-    proc = subprocess.run([str(DLSCALE), "compare", str(one), str(two), "-o", str(tmp_path / "out")], text=True,
-                          capture_output=True, cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [str(DLSCALE), "compare", str(one), str(two), "-o", str(tmp_path / "out")],
+        text=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (tmp_path / "out" / "compare.md").read_text()
     table = pd.read_csv(tmp_path / "out" / "compare.csv")
@@ -175,8 +179,12 @@ def test_plan_without_candidates_predicts_the_studys_own_placements(studies, tmp
 def test_a_bad_candidate_is_named(studies, tmp_path, candidate, message):
     one, _ = studies
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"candidates": [candidate]}))
-    proc = subprocess.run([str(DLSCALE), "plan", str(one), "--candidates", str(tmp_path / "c.yaml")],
-                          capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [str(DLSCALE), "plan", str(one), "--candidates", str(tmp_path / "c.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 

@@ -81,7 +81,7 @@ def _runs(times):
                     iterations=10,
                     unsteady_iterations=0,
                     throughput_img_per_s=8 / t,
-                )  # fmt: skip
+                )
             )
     return pd.DataFrame(rows).reindex(columns=metrics.RUN_METRICS_COLUMNS)
 
@@ -158,9 +158,16 @@ def test_the_reports_table_prints_an_interval_only_beside_the_verdict_of_its_own
 
 def test_holm_over_the_family_is_stricter_than_one_test():
     # 20 comparisons with the same modest evidence: each alone would reject, the family does not
-    table = pd.DataFrame({"mean_log": [0.05] * 20, "sd_log": [0.02] * 20, "blocks": [3] * 20,
-                          "mean_log_independent": [0.05] * 20, "se_log_independent": [0.02] * 20,
-                          "df_independent": [2] * 20})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "mean_log": [0.05] * 20,
+            "sd_log": [0.02] * 20,
+            "blocks": [3] * 20,
+            "mean_log_independent": [0.05] * 20,
+            "se_log_independent": [0.02] * 20,
+            "df_independent": [2] * 20,
+        }
+    )
     decided = comparisons.decide(table)
     assert (decided["p_paired"] < 0.05).all() and (decided["p_holm_paired"] > 0.05).all()
     assert (decided["verdict_paired"] == "unresolved").all()

@@ -5,6 +5,7 @@ import pytest
 from dlscale.core import paths
 from dlscale.core.vocabulary import HOSTS_ENV
 from dlscale.runtime import checks, execution, launch, launchers
+from dlscale.runtime import config as cfg
 from tests.conftest import ENV_RECORD, tiny_config, tiny_run
 
 
@@ -157,7 +158,7 @@ def test_srun_without_slurm_fails_the_run_with_the_reason(base_config, tmp_path,
 def test_rank_env_sets_threads_and_config_env(base_config):
     base_config["threads_per_rank"] = 3
     base_config["launcher"]["env"] = {"HOROVOD_CYCLE_TIME": 1}
-    env = launch.rank_env(base_config)
+    env = launch.rank_env(cfg.job_plan(base_config))
     assert env["OMP_NUM_THREADS"] == "3" and env["MKL_NUM_THREADS"] == "3"
     assert env["HOROVOD_CYCLE_TIME"] == "1"
     # autotuning and TF32 alike for every framework
@@ -167,7 +168,7 @@ def test_rank_env_sets_threads_and_config_env(base_config):
         "0",
     )
     base_config.update(autotune=False, tf32=True)
-    env = launch.rank_env(base_config)
+    env = launch.rank_env(cfg.job_plan(base_config))
     assert (env["TF_CUDNN_USE_AUTOTUNE"], env["MXNET_CUDNN_AUTOTUNE_DEFAULT"]) == ("0", "0")
     assert "NVIDIA_TF32_OVERRIDE" not in env
 

@@ -75,8 +75,15 @@ def _snakemake(study, *extra, profile=True, configfiles=()):
 
 def _run(argv, timeout=600):
     """snakemake's output, its log (stderr) included, in .stdout."""
-    return subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=slurm.environ(), timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=slurm.environ(),
+        timeout=timeout,
+    )
 
 
 STARTED = []
@@ -105,8 +112,15 @@ def _foreground_signals():
 
 
 def _start(argv):
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=slurm.environ(), preexec_fn=_foreground_signals)  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=slurm.environ(),
+        preexec_fn=_foreground_signals,
+    )
     STARTED.append(proc)
     return proc
 

@@ -14,6 +14,7 @@ import pytest
 from dlscale.core import paths
 from dlscale.core.records import PHASE_KEYS, parse_file
 from dlscale.core.vocabulary import HOSTS_ENV
+from dlscale.runtime import config as cfg
 from dlscale.runtime import execution, launch, launchers
 from dlscale.workloads import frameworks
 from tests.conftest import ROOT, env_record, tiny_config, tiny_run
@@ -29,7 +30,7 @@ def run_two_ranks(tmp_path, spec, script):
     argv = launchers.local_argv(
         2,
         [env_record(spec["framework"])["python"], str(script), str(spec_path)],
-        launch.rank_env({"threads_per_rank": 1, "launcher": {}}),
+        launch.rank_env(cfg.JobPlan(threads_per_rank=1)),
     )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=180)
     assert rc == 0 and not timed_out, (tmp_path / "log").read_text()
@@ -98,7 +99,7 @@ def test_a_native_rank_that_cannot_meet_its_peers_fails_saying_where(tmp_path, f
     argv = launchers.local_argv(
         2,
         [env_record(framework)["python"], str(ROOT / "tests" / "mpi_one_step.py"), str(tmp_path / "spec.json")],
-        {**launch.rank_env({"threads_per_rank": 1, "launcher": {}}), HOSTS_ENV: "192.0.2.1"},  # TEST-NET-1
+        {**launch.rank_env(cfg.JobPlan(threads_per_rank=1)), HOSTS_ENV: "192.0.2.1"},  # TEST-NET-1
     )
     rc, timed_out = execution.execute(argv, tmp_path / "log", timeout_s=120)
     log = (tmp_path / "log").read_text()

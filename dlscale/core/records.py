@@ -41,10 +41,6 @@ def utc_epoch(stamp):
     return datetime.datetime.fromisoformat(stamp.removesuffix("Z")).replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
-class RecordError(ValueError):
-    pass
-
-
 class Writer:
     """Appends records to one rank's file, one flushed line each, so a crash loses nothing written."""
 

@@ -4,6 +4,7 @@
 `ConfigError` whose message starts with the key it is about.
 """
 
+import dataclasses
 import itertools
 import os
 from pathlib import Path
@@ -457,6 +458,40 @@ def job_settings(config):
     if config.get("emulate"):
         settings["nodes"] = config["nodes"]
     return settings
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPlan:
+    """How every MPI job of the study runs (a run, a calibration's copy, a sweep, a replay), resolved
+    once from the study config or a rule's declared settings by `job_plan`: what the launcher, the
+    hosts, the emulated cluster and every rank's environment are made from. Later stages read it and
+    work out nothing again; the defaults are a bench script's (mpirun on this machine)."""
+
+    threads_per_rank: int = 1
+    launcher: dict = dataclasses.field(default_factory=lambda: {"name": "mpirun"})
+    hostfile: str = None
+    emulate: dict = None
+    study_nodes: tuple = ()  # the study's node counts: the largest fixes each emulated node's CPUs
+    device: str = "cpu"
+    autotune: bool = True
+    tf32: bool = False
+    timeout_s: float = None  # run_timeout_s: a job past it is killed
+
+
+def job_plan(settings):
+    """The JobPlan of the study config or a rule's settings (`job_settings`, with its run_timeout_s);
+    a run's settings hold its own threads per rank (launch.own_settings)."""
+    return JobPlan(
+        threads_per_rank=job_threads(settings),
+        launcher=settings["launcher"],
+        hostfile=settings.get("hostfile"),
+        emulate=settings.get("emulate"),
+        study_nodes=tuple(settings.get("nodes") or ()),
+        device=settings.get("device") or "cpu",
+        autotune=settings.get("autotune", True),
+        tf32=settings.get("tf32", False),
+        timeout_s=settings["run_timeout_s"],
+    )
 
 
 def run_settings(config):

@@ -35,7 +35,7 @@ from dlscale.workloads import together
 SCHEMA = "dlscale.contention/1"
 
 
-def copies_of(config, run, segments, folder, env_record):
+def copies_of(settings, run, segments, folder, env_record):
     """Start the copies of the 1-rank run `run` (as many as it has ranks per node) at once, each in
     folder/copy<i>, to measure `segments` (kinds, in order); returns each copy's measured iteration
     times by segment ({segment index: [s]}). A copy that fails raises, naming it and why."""
@@ -44,7 +44,7 @@ def copies_of(config, run, segments, folder, env_record):
     shutil.rmtree(meeting, ignore_errors=True)  # an earlier attempt's marks would let a copy start alone
     plan = {"dir": str(meeting), "count": count, "segments": list(segments)}
     # wall time is all a copy needs (no traces to write), over a fixed count in each segment
-    quiet = {**config, "profile_iterations": 0, "samples": None}
+    quiet = {**settings, "profile_iterations": 0, "samples": None}
     statuses = [None] * count
 
     def start(i):
@@ -82,19 +82,19 @@ def _segments(run_dir):
     return {k: times[steady_start(times) :] for k, times in out.items()}
 
 
-def calibrate(config, run, env_record, out_path, folder):
-    """The config's `contention.trials` trials of the 1-rank run `run`, each a launch of its copies (as
-    many as the run has ranks per node) that measures copy 0 alone and all together, in the order
-    `together.order` alternates; a line per trial in out_path, and a failure ends it with a line saying
-    why (the trials before it kept)."""
-    trials = config["contention"]["trials"]
+def calibrate(settings, run, env_record, out_path, folder):
+    """`contention.trials` trials of the 1-rank run `run` (settings: the contention rule's), each a
+    launch of its copies (as many as the run has ranks per node) that measures copy 0 alone and all
+    together, in the order `together.order` alternates; a line per trial in out_path, and a failure
+    ends it with a line saying why (the trials before it kept)."""
+    trials = settings["contention"]["trials"]
     out_path, folder = Path(out_path), Path(folder)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "w") as out:
         for trial in range(trials):
             kinds = together.order(trial)
             try:
-                copies = copies_of(config, run, kinds, folder / f"trial{trial}", env_record)
+                copies = copies_of(settings, run, kinds, folder / f"trial{trial}", env_record)
             except RuntimeError as exc:
                 out.write(json.dumps({"schema": SCHEMA, "trial": trial, "failure": str(exc)}) + "\n")
                 return

@@ -11,11 +11,12 @@ from dlscale.runtime.execution import execute
 from dlscale.workloads import images
 
 
-def prepare_rule(config, python, manifest, log, writers):
-    """The pipeline's `dataset` rule: `prepare` for the study's data, in a process of its own, the
-    formats of `writers` ({framework: its Python}) each written in its framework's Python, its output
-    in the rule's log. A file that stops it (on_corrupt: fail) is named in the error."""
-    data = config["data"]
+def prepare_rule(settings, python, manifest, log, writers):
+    """The pipeline's `dataset` rule: `prepare` for the study's data (`settings`: the rule's,
+    config.dataset_settings, or the study config), in a process of its own, the formats of `writers`
+    ({framework: its Python}) each written in its framework's Python, its output in the rule's log. A
+    file that stops it (on_corrupt: fail) is named in the error."""
+    data = settings["data"]
     argv = [
         python,
         "-m",
@@ -25,9 +26,9 @@ def prepare_rule(config, python, manifest, log, writers):
         "--images",
         str(data.get("images", 1000)),
         "--classes",
-        str(config["classes"]),
+        str(settings["classes"]),
         "--seed",
-        str(config["seed"]),
+        str(settings["seed"]),
         "--shards",
         str(data.get("shards", DATA_SHARDS)),
         "--on-corrupt",

@@ -20,20 +20,20 @@ class LaunchError(RuntimeError):
 
 
 @contextlib.contextmanager
-def job(config, nodes, ranks_per_node, command, env):
-    """One MPI job of the study, every rank running `command` in the rank environment `env`: yields
+def job(job_plan, nodes, ranks_per_node, command, env):
+    """One MPI job of the study as its JobPlan (config.job_plan) says, every rank running
+    `command` in the rank environment `env`: yields
     (hosts, launcher argv, process environment or None, emulated cluster or None). The launcher is
     `launcher.name`, one of dlscale/runtime/launchers.py's (where a scheduler places the ranks, srun,
     the hostfile is not read).
 
-    Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the config, the nodes of an
+    Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the JobPlan, the nodes of an
     emulated cluster made for this job (launchers.EMULATED, mpirun, then runs in its node 0) and removed afterwards;
     emulated node i runs on CPUs of its own (emulate.node_cpus over the study's largest node count).
     """
-    launcher = config["launcher"]
-    emulated = config.get("emulate")
+    launcher, emulated = job_plan.launcher, job_plan.emulate
     chosen = LAUNCHERS[launcher["name"]]
-    options = {"cpus_per_task": cfg.job_threads(config), "as_root": os.geteuid() == 0}
+    options = {"cpus_per_task": job_plan.threads_per_rank, "as_root": os.geteuid() == 0}
 
     def argv(hosts, env, using=chosen):
         return using.argv(Job(hosts, ranks_per_node, command, env, **options), launcher)
@@ -47,13 +47,13 @@ def job(config, nodes, ranks_per_node, command, env):
         return
     if not emulated:
         hosts = select_hosts(
-            parse_hostfile(cfg.resolve(config["hostfile"])), nodes, ranks_per_node, hostfile=config["hostfile"]
+            parse_hostfile(cfg.resolve(job_plan.hostfile)), nodes, ranks_per_node, hostfile=job_plan.hostfile
         )
         env = {**env, HOSTS_ENV: ",".join(hosts)}
         yield hosts, argv(hosts, env), None, None
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
-    cpus = emulate.node_cpus(max(*config["nodes"], nodes))[:nodes]
+    cpus = emulate.node_cpus(max((*job_plan.study_nodes, nodes)))[:nodes]
     with emulate.cluster(
         nodes,
         emulated["rate_mbit"],

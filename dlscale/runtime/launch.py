@@ -86,17 +86,17 @@ def math_env(autotune, tf32):
     return env
 
 
-def rank_env(settings):
-    """Every rank's environment in a job with these settings: its threads, the math libraries'
-    switches, this package on the path, Horovod's timeline on request, the launcher's own."""
+def rank_env(job_plan):
+    """Every rank's environment in a job of this JobPlan (config.job_plan): its threads, the math
+    libraries' switches, this package on the path, Horovod's timeline on request, the launcher's own."""
     # HOROVOD_TIMELINE=DYNAMIC lets ranks record Horovod's timeline over chosen iterations only.
     env = {
-        **thread_env(cfg.job_threads(settings)),
-        **math_env(settings.get("autotune", True), settings.get("tf32", False)),
+        **thread_env(job_plan.threads_per_rank),
+        **math_env(job_plan.autotune, job_plan.tf32),
         "PYTHONPATH": str(paths.SOURCE),
         "HOROVOD_TIMELINE": "DYNAMIC",
     }
-    env.update({k: str(v) for k, v in settings["launcher"].get("env", {}).items()})
+    env.update({k: str(v) for k, v in job_plan.launcher.get("env", {}).items()})
     return env
 
 
@@ -141,38 +141,40 @@ class Plan:
 
     run: dict
     settings: dict  # the study's config as this run sees it (own_settings: its own threads per rank)
+    job: cfg.JobPlan  # how its MPI job runs, from the same settings
     run_dir: Path
     log: Path
     attempts: Path
     spec: dict
     command: list
     rank_env: dict
-    timeout_s: float
     traced: bool  # native timing with traced iterations: every rank must leave a trace
 
 
-def own_settings(config, run):
-    """The study's config as one run sees it: its own threads per rank, where the study varies them."""
-    return {**config, "threads_per_rank": run["threads_per_rank"]}
+def own_settings(settings, run):
+    """The study's config (or the run rule's settings, config.run_settings) as one run sees it: its
+    own threads per rank, where the study varies them."""
+    return {**settings, "threads_per_rank": run["threads_per_rank"]}
 
 
-def complete(config, run):
+def complete(settings, run):
     """A run given without its threads per rank (by hand, or an identity written before they could
     vary) has the study's one number; a study that varies them must name them."""
     if "threads_per_rank" in run:
         return run
-    threads = cfg.threads(config)
+    threads = cfg.threads(settings)
     if len(threads) != 1:
         raise cfg.ConfigError(f"run {run}: which threads_per_rank of {threads}?")
     return {**run, "threads_per_rank": threads[0]}
 
 
-def plan(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
-    """The run's Plan. The pipeline's rule passes its declared status file and log, and where an
-    earlier attempt's files go; by hand (`python -m dlscale launch`) they are the config's
-    (`paths.run_files`)."""
-    run = complete(config, run)
-    settings = own_settings(config, run)
+def plan(study, run, env_record, status_path=None, log_path=None, attempts_root=None):
+    """The run's Plan, from `study`: the study config, or the `run` rule's settings (config.run_settings,
+    with its run_timeout_s). The rule passes its declared status file and log, and where an earlier
+    attempt's files go; by hand (`python -m dlscale launch`) they are the config's (`paths.run_files`)."""
+    run = complete(study, run)
+    settings = own_settings(study, run)
+    job_plan = cfg.job_plan(settings)
     if status_path is None:
         run_dir, log_path, attempts_root = paths.run_files(settings, run)
     else:
@@ -180,21 +182,21 @@ def plan(config, run, env_record, status_path=None, log_path=None, attempts_root
     return Plan(
         run=run,
         settings=settings,
+        job=job_plan,
         run_dir=run_dir,
         log=log_path,
         attempts=attempts_root,
         spec=run_spec(settings, run, run_dir.resolve()),
         command=workload_command(env_record["python"], (run_dir / SPEC).resolve()),
-        rank_env=rank_env(settings),
-        timeout_s=settings["run_timeout_s"],
+        rank_env=rank_env(job_plan),
         traced=run["timing"] == "native" and settings["profile_iterations"] > 0,
     )
 
 
-def launch(config, run, env_record, status_path=None, log_path=None, attempts_root=None):
+def launch(study, run, env_record, status_path=None, log_path=None, attempts_root=None):
     """Run one study run end to end (its `plan`, then its job) and write its status.json. Returns
     the status dict."""
-    p = plan(config, run, env_record, status_path, log_path, attempts_root)  # the run resolved, once
+    p = plan(study, run, env_record, status_path, log_path, attempts_root)  # the run resolved, once
     run = p.run
     _keep_previous(p.run_dir, p.attempts)
     _fresh_log(p.log)
@@ -234,14 +236,14 @@ def _run_job(p, env_record, started):
     """Run the plan's MPI job, its spec.json written once the job's hosts and argv are known, and keep
     its log in the run folder. Returns (argv, returncode, failure), failure None where the job ran
     to its end; an interrupted job writes attempt.json and is raised on."""
-    run, settings = p.run, p.settings
+    run, timeout_s = p.run, p.job.timeout_s
     try:
-        with job(settings, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as job_:
+        with job(p.job, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as job_:
             hosts, argv, proc_env, cluster = job_
             spec = {**p.spec, "launch": _launch_facts(env_record, hosts, argv, cluster)}
             (p.run_dir / SPEC).write_text(json.dumps(spec, indent=2) + "\n")
-            rc, timed_out = execute(argv, p.log, p.timeout_s, proc_env)
-        failure = job_failure(rc, timed_out, p.timeout_s, settings["launcher"]["name"])
+            rc, timed_out = execute(argv, p.log, timeout_s, proc_env)
+        failure = job_failure(rc, timed_out, timeout_s, p.job.launcher["name"])
     except emulate.EmulationError as exc:
         argv, rc, failure = [], None, f"emulated cluster: {exc}"
     except LaunchError as exc:
@@ -297,31 +299,32 @@ class Program:
     schema: str
 
 
-def sweep_allreduce(config, sweep, apart=None):
+def sweep_allreduce(settings, sweep, apart=None):
     """Run the allreduce sweep (dlscale.runtime.allreduce) as the Measurement `sweep` (`measure`): the MPI and
     Horovod paths, and the native paths of the frameworks that run in the same Python, in its
     environment's Python (that of the framework whose binding hands Horovod its tensors,
     `cfg.instrument`); for each framework swept apart (`cfg.swept_apart`; {framework: its environment
     record}: its own environment, a user's Python) its native path and its binding's Horovod paths,
     each in a job of its own in that Python, its lines (or its failure) appended to the sweep's and
-    its log to the sweep's log."""
-    apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.swept_apart(config)}
-    here = [fw for fw in cfg.native(config) if fw not in apart]
-    measure(config, sweep, _sweep_program(config, here))
-    if config.get("device", "cpu") == "gpu":
+    its log to the sweep's log. `settings`: the `allreduce` rule's (config.sweep_settings)."""
+    job_plan = cfg.job_plan(settings)
+    apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.swept_apart(settings)}
+    here = [fw for fw in cfg.native(settings) if fw not in apart]
+    measure(job_plan, sweep, _sweep_program(settings, job_plan, here))
+    if job_plan.device == "gpu":
         return  # a GPU sweep times the horovod path only (dlscale/runtime/allreduce.py)
     for fw, record in apart.items():
-        for binding in [False] * (fw in cfg.native(config)) + [True] * (fw in cfg.horovod(config)):
-            _sweep_apart(config, dataclasses.replace(sweep, env=record), fw, binding)
+        for binding in [False] * (fw in cfg.native(settings)) + [True] * (fw in cfg.horovod(settings)):
+            _sweep_apart(settings, job_plan, dataclasses.replace(sweep, env=record), fw, binding)
 
 
-def _sweep_apart(config, sweep, fw, binding):
+def _sweep_apart(settings, job_plan, sweep, fw, binding):
     """One job in `sweep`'s Python timing `fw`'s native path or (`binding`) its Horovod binding's
     paths, its lines appended to the sweep's and its log to the sweep's log."""
     out_path, log_path = Path(sweep.out), Path(sweep.log)
     part, part_log = (p.with_name(f"{p.stem}.{fw}{p.suffix}") for p in (out_path, log_path))
-    program = _sweep_program(config, [] if binding else [fw], fw if binding else None)
-    measure(config, dataclasses.replace(sweep, out=part, log=part_log), program)
+    program = _sweep_program(settings, job_plan, [] if binding else [fw], fw if binding else None)
+    measure(job_plan, dataclasses.replace(sweep, out=part, log=part_log), program)
     what = "Horovod binding" if binding else "native path"
     with open(out_path, "a") as out, open(log_path, "a") as log:
         out.write(part.read_text())
@@ -330,29 +333,32 @@ def _sweep_apart(config, sweep, fw, binding):
     part_log.unlink()
 
 
-def _sweep_program(config, native, binding="reference"):
+def _sweep_program(settings, job_plan, native, binding="reference"):
     """The Program of a sweep job timing the native paths of `native` and, with binding "reference",
     the MPI and Horovod paths (the instrument's binding), with a framework's name, that framework's
     binding's Horovod paths only."""
-    args = ["--max-bytes", str(config["allreduce_max_bytes"]), "--device", config.get("device", "cpu")]
-    args += ["--native", ",".join(native), "--instrument", cfg.instrument(config) or "none"]
-    args += ["--threads", str(cfg.job_threads(config))]  # a binding's framework at its ranks' threads
+    args = ["--max-bytes", str(settings["allreduce_max_bytes"]), "--device", job_plan.device]
+    args += ["--native", ",".join(native), "--instrument", cfg.instrument(settings) or "none"]
+    args += ["--threads", str(job_plan.threads_per_rank)]  # a binding's framework at its ranks' threads
     if binding != "reference":
         args += ["--no-reference"] + (["--binding", binding] if binding else [])
     return Program("dlscale.runtime.allreduce", args, allreduce.SCHEMA)
 
 
-def replay_gradients(config, replayed, plans_path, spec_path):
+def replay_gradients(settings, replayed, plans_path, spec_path):
     """Replay the study's 1-rank runs' gradient traffic (dlscale.runtime.replay) as the Measurement `replayed`
-    (one rank per node; `measure`), from the spec it writes to spec_path (the replay settings and the plans)."""
+    (one rank per node; `measure`), from the spec it writes to spec_path (the replay settings and the
+    plans). `settings`: the `replay` rule's (config.replay_settings)."""
     spec_path = Path(spec_path)
     plans = json.loads(Path(plans_path).read_text())
-    _write_json(spec_path, {**config["replay"], "instrument": cfg.instrument(config), "plans": plans})
-    measure(config, replayed, Program("dlscale.runtime.replay", [str(spec_path.resolve())], replay.SCHEMA))
+    _write_json(spec_path, {**settings["replay"], "instrument": cfg.instrument(settings), "plans": plans})
+    program = Program("dlscale.runtime.replay", [str(spec_path.resolve())], replay.SCHEMA)
+    measure(cfg.job_plan(settings), replayed, program)
 
 
-def measure(config, where, program):
-    """Run the Program on the Measurement `where`'s hosts and ranks (a sweep or a replay).
+def measure(job_plan, where, program):
+    """Run the Program on the Measurement `where`'s hosts and ranks (a sweep or a replay), as the
+    JobPlan says.
 
     One that fails ends its output with one line saying why, after the lines it wrote before it
     failed (a sweep's sizes measured before a timeout stay), so the study goes on. Every output and
@@ -366,9 +372,9 @@ def measure(config, where, program):
     command = [where.env["python"], "-m", program.module, str(out_path.resolve()), *program.args]
     try:
         try:
-            with job(config, where.nodes, where.ranks_per_node, command, rank_env(config)) as (_, argv, proc_env, _c):
-                rc, timed_out = execute(argv, log_path, config["run_timeout_s"], proc_env)
-            failure = job_failure(rc, timed_out, config["run_timeout_s"], config["launcher"]["name"])
+            with job(job_plan, where.nodes, where.ranks_per_node, command, rank_env(job_plan)) as (_, argv, env, _c):
+                rc, timed_out = execute(argv, log_path, job_plan.timeout_s, env)
+            failure = job_failure(rc, timed_out, job_plan.timeout_s, job_plan.launcher["name"])
         except emulate.EmulationError as exc:
             failure = f"emulated cluster: {exc}"
         except LaunchError as exc:

@@ -228,7 +228,7 @@ def test_driver_stub_lets_a_library_that_links_the_driver_load_without_one(tmp_p
 
 def test_cuda_shim_keeps_the_numpy_shim(tmp_path):
     """The cuda variant's second import hook (MXNet's CUDA 11 libraries) must not hide the first."""
-    (tmp_path / "sitecustomize.py").write_text(envspec.declared("mxnet").SITE_SHIM[2]["cuda"])
+    (tmp_path / "sitecustomize.py").write_text(envspec.declared("mxnet").SITE_SHIM["text"]["cuda"])
     (tmp_path / "mxnet").mkdir()  # a stand-in: the hooks fire on the name, whichever build it is
     (tmp_path / "mxnet" / "__init__.py").write_text("")
     code = "import sys, mxnet, numpy; print(numpy.bool is bool, type(sys.meta_path[0]).__name__)"

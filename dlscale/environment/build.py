@@ -283,9 +283,8 @@ def _install_shim(site, shim, variant_name):
     """The module a framework's environment imports first (its package's SITE_SHIM: MXNet's numpy.bool
     shim), installed in `site` with the .pth file that imports it; nothing where it declares none."""
     if shim:
-        module, pth, text = shim
-        Path(site, f"{module}.py").write_text(text[variant_name])
-        Path(site, pth).write_text(f"import {module}\n")
+        Path(site, f"{shim['module']}.py").write_text(shim["text"][variant_name])
+        Path(site, shim["pth"]).write_text(f"import {shim['module']}\n")
 
 
 def _venv(path, log):

@@ -312,7 +312,7 @@ def _quirks(own, variant):
     headers include (`tf_extra_includes`, a name kept so that the content hashes as before) and the
     module its environment imports first (`numpy_shim`: MXNet's, named for what it was first)."""
     quirks = {"tf_extra_includes": list(own.HOROVOD_INCLUDES)} if own.HOROVOD_INCLUDES else {}
-    return quirks | ({"numpy_shim": own.SITE_SHIM[2][variant]} if own.SITE_SHIM else {})
+    return quirks | ({"numpy_shim": own.SITE_SHIM["text"][variant]} if own.SITE_SHIM else {})
 
 
 def content(variant="cpu", own=None):

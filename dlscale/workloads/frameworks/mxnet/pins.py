@@ -108,5 +108,9 @@ sys.meta_path.insert(0, _MxnetCuda11Libraries())
 
 # Its environment installs the shim as a module its site-packages imports through a .pth file, which
 # also runs where that folder is added to another interpreter's path (the tests' overlay,
-# dlscale.environment.build `link`), unlike a sitecustomize: (module, .pth file, its text per variant).
-SITE_SHIM = ("_dlscale_mxnet_numpy", "dlscale-mxnet-numpy.pth", {"cpu": _NUMPY_SHIM, "cuda": _NUMPY_SHIM + _CUDA_SHIM})
+# dlscale.environment.build `link`), unlike a sitecustomize.
+SITE_SHIM = {
+    "module": "_dlscale_mxnet_numpy",
+    "pth": "dlscale-mxnet-numpy.pth",
+    "text": {"cpu": _NUMPY_SHIM, "cuda": _NUMPY_SHIM + _CUDA_SHIM},  # per variant
+}

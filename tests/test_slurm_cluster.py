@@ -73,17 +73,15 @@ def _snakemake(study, *extra, profile=True, configfiles=()):
     return [sys.executable, "-m", "snakemake", *extra, *args, str(study), *map(str, configfiles)]
 
 
+def _piped():
+    """How the tests start snakemake: from the repository root, in the cluster's environment, its log
+    (stderr) in its output."""
+    return {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, "env": slurm.environ()}
+
+
 def _run(argv, timeout=600):
     """snakemake's output, its log (stderr) included, in .stdout."""
-    return subprocess.run(
-        argv,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=slurm.environ(),
-        timeout=timeout,
-    )
+    return subprocess.run(argv, timeout=timeout, **_piped())
 
 
 STARTED = []
@@ -112,15 +110,7 @@ def _foreground_signals():
 
 
 def _start(argv):
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=slurm.environ(),
-        preexec_fn=_foreground_signals,
-    )
+    proc = subprocess.Popen(argv, preexec_fn=_foreground_signals, **_piped())
     STARTED.append(proc)
     return proc
 

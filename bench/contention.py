@@ -30,11 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from overhead import framework_python, harness_spec, machine, write_table  # noqa: E402
+from overhead import framework_python, harness_spec, machine, study_rank_env, write_table  # noqa: E402
 
 from dlscale.core.records import parse_file  # noqa: E402
 from dlscale.core.vocabulary import records_name  # noqa: E402
-from dlscale.runtime import config as cfg  # noqa: E402
 from dlscale.runtime import launch, launchers  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 
@@ -95,7 +94,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "contention.csv"))
     args = ap.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
-    env = launch.rank_env(cfg.JobPlan(1, {"name": "mpirun", "env": {"OMPI_MCA_mpi_yield_when_idle": 1, **extra}}))
+    env = study_rank_env(1, **extra)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.framework:

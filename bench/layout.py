@@ -22,9 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from overhead import framework_python, harness_spec, machine, throughput, write_table  # noqa: E402
+from overhead import framework_python, harness_spec, machine, study_rank_env, throughput, write_table  # noqa: E402
 
-from dlscale.runtime import config as cfg  # noqa: E402
 from dlscale.runtime import execution, launch, launchers  # noqa: E402
 from dlscale.workloads import frameworks  # noqa: E402
 
@@ -42,7 +41,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "layout.csv"))
     args = ap.parse_args()
     spec = harness_spec(args, timing="native", ranks_per_node=1)
-    env = launch.rank_env(cfg.JobPlan(args.threads, {"name": "mpirun", "env": {"OMPI_MCA_mpi_yield_when_idle": 1}}))
+    env = study_rank_env(args.threads)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.framework:

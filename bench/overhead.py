@@ -193,6 +193,13 @@ def run_trial(framework, ranks, spec, env, tmp, trial, how):
     return result, order
 
 
+def study_rank_env(threads, **extra):
+    """The default study's rank environment at `threads` threads: its math settings and its launcher's
+    environment (config/config.yaml: MPI yielding when idle), with `extra` besides."""
+    launcher = cfg.layered()["launcher"]
+    return launch.rank_env(cfg.JobPlan(threads, {**launcher, "env": {**launcher.get("env", {}), **extra}}))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--framework", nargs="+", default=list(frameworks.NAMES), choices=frameworks.NAMES)
@@ -234,8 +241,7 @@ def main():
         ap.error("--launcher direct runs one rank: give --ranks 1")
 
     spec = harness_spec(args)
-    # the default study's rank environment: threads, math settings, MPI yielding when idle
-    env = launch.rank_env(cfg.JobPlan(args.threads, {"name": "mpirun", "env": {"OMPI_MCA_mpi_yield_when_idle": 1}}))
+    env = study_rank_env(args.threads)
     env[HOSTS_ENV] = "localhost"  # where a library that meets at rank 0 finds it, as the launcher says
     rows = []
     pairs = [(f, lib) for f in args.framework for lib in args.library if not frameworks.not_built(f, lib)]

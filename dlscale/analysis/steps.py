@@ -17,7 +17,6 @@ from dlscale.analysis import (
     comm,
     comparisons,
     contention,
-    figures,
     metrics,
     prediction,
     replayed,
@@ -212,6 +211,8 @@ def _comparisons(path):
 
 def write_figures(job):
     """The study's figures (every output) from the summary and the comparisons."""
+    from dlscale.analysis import figures  # pyplot and seaborn: only the steps that draw pay for them
+
     with logged(job.log[0]):
         summary, pairs = pd.read_csv(job.input.summary), _comparisons(job.input.comparisons)
         _wrote(*figures.draw_all(summary, pairs, list(job.output)))
@@ -280,6 +281,8 @@ def write_model(job):
     (replay.csv: replayed and predicted iteration time per plan and node count), error
     (model_error.json), gradients (tensors and bytes per framework and model), extrapolation,
     figures."""
+    from dlscale.analysis import figures  # as write_figures
+
     inputs, outputs, extrapolate = job.input, job.output, json.loads(job.params.extrapolate)
     with logged(job.log[0]):
         runs = _run_metrics(inputs.run_metrics)

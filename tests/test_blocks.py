@@ -14,7 +14,7 @@ from scipy import stats
 
 from bench import block_error
 from bench.block_error import FRAMEWORKS
-from dlscale.analysis import blocks, comparisons, metrics
+from dlscale.analysis import blocks, comparisons, metrics, student
 
 
 def test_the_fit_is_the_textbook_two_way_analysis_with_tukeys_intervals():
@@ -112,3 +112,21 @@ def test_a_verdict_and_its_interval_never_disagree(effects, blocks_n, sd, seed):
     near = (np.log(decided["ratio_ci_lo"]).abs() < 1e-9) | (np.log(decided["ratio_ci_hi"]).abs() < 1e-9)
     assert ((clear == faster) | near).all()
     assert (decided["ratio_ci_lo"] > 0).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    p=st.one_of(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), st.just(math.nan)),
+    x=st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64)),
+    df=st.one_of(st.floats(-2.0, 1e7), st.sampled_from([math.inf, math.nan]), st.integers(-1, 500)),
+)
+def test_students_t_is_scipy_stats_t_bit_for_bit(p, x, df):
+    """The analysis's t quantile (of 0 < p < 1: its callers' two-sided levels) and tail
+    (dlscale/analysis/student.py, from scipy.special) give exactly scipy.stats.t's numbers, NaN
+    where it gives NaN."""
+
+    def same(a, b):
+        return (math.isnan(a) and math.isnan(b)) or a == b
+
+    assert same(float(student.quantile(p, df)), float(stats.t.ppf(p, df)))
+    assert same(float(student.sf(x, df)), float(stats.t.sf(x, df)))

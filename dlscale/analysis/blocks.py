@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from dlscale.analysis import student
 from dlscale.analysis.verdicts import ALPHA, EQUAL, MOST_BLOCKS, RATE, verdict
 from dlscale.core.vocabulary import CONFIG_KEYS
 
@@ -38,7 +38,9 @@ def range_sf(q, cells, df):
     """P(studentized range of `cells` means > q) at `df` residual degrees of freedom; with two
     cells exactly the two-sided Student-t p of q / sqrt(2) (computed so: scipy's range is slow)."""
     if cells <= 2:
-        return float(2 * stats.t.sf(q / math.sqrt(2), df))
+        return float(2 * student.sf(q / math.sqrt(2), df))
+    from scipy import stats  # where it is needed (student.py)
+
     return float(stats.studentized_range.sf(q, cells, df))
 
 
@@ -65,7 +67,9 @@ def critical(cells, df, confidence=1 - ALPHA):
     if not df >= 1:
         return math.nan
     if cells <= 2:
-        return float(stats.t.ppf(0.5 + confidence / 2, df))
+        return float(student.quantile(0.5 + confidence / 2, df))
+    from scipy import stats  # where it is needed (student.py)
+
     return float(stats.studentized_range.ppf(confidence, cells, df)) / math.sqrt(2)
 
 
@@ -89,6 +93,8 @@ def fit(runs):
 def checks(runs, residuals):
     """(Shapiro-Wilk p of the residuals, Levene p of equal residual variance across cells); NaN
     where too few runs or no spread to test."""
+    from scipy import stats  # where it is needed (student.py)
+
     spread = np.ptp(residuals) > 1e-12 if len(residuals) else False
     shapiro = float(stats.shapiro(residuals).pvalue) if len(residuals) >= 3 and spread else math.nan
     groups = [
@@ -103,6 +109,8 @@ def checks(runs, residuals):
 def bartlett(variances, dfs):
     """Bartlett's p of equal variances, each estimated with its own degrees of freedom (NaN below
     two estimates)."""
+    from scipy import stats  # where it is needed (student.py)
+
     v, d = np.asarray(variances, dtype=float), np.asarray(dfs, dtype=float)
     keep = (d >= 1) & (v > 0)
     v, d = v[keep], d[keep]

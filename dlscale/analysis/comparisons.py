@@ -25,9 +25,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from dlscale.analysis import blocks
+from dlscale.analysis import blocks, student
 from dlscale.analysis.verdicts import ALPHA, CONFIDENCE, EQUAL, MOST_BLOCKS, RATE, RESOLVED, verdict
 from dlscale.core.vocabulary import CONFIG_KEYS
 from dlscale.workloads.frameworks import HOROVOD, NATIVE, default_library
@@ -39,7 +38,7 @@ def log_interval(mean_log, se_log, df, confidence=CONFIDENCE):
     ratio = math.exp(mean_log) if np.isfinite(mean_log) else math.nan
     if not (np.isfinite(se_log) and df >= 1):
         return ratio, math.nan, math.nan
-    half = stats.t.ppf(0.5 + confidence / 2, df) * se_log
+    half = student.quantile(0.5 + confidence / 2, df) * se_log
     return ratio, math.exp(mean_log - half), math.exp(mean_log + half)
 
 
@@ -51,8 +50,8 @@ def tests(mean_log, se_log, df, band=EQUAL):
     lo, hi = math.log(band[0]), math.log(band[1])
     if se_log == 0:  # identical ratios in every block: the tests are exact
         return (0.0 if mean_log != 0 else 1.0), (0.0 if lo < mean_log < hi else 1.0)
-    p_diff = 2 * stats.t.sf(abs(mean_log) / se_log, df)
-    p_equal = max(stats.t.sf((mean_log - lo) / se_log, df), stats.t.sf((hi - mean_log) / se_log, df))
+    p_diff = 2 * student.sf(abs(mean_log) / se_log, df)
+    p_equal = max(student.sf((mean_log - lo) / se_log, df), student.sf((hi - mean_log) / se_log, df))
     return float(p_diff), float(p_equal)
 
 

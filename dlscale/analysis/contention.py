@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from dlscale.analysis import student
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 
 COLUMNS = MATCH + [
@@ -36,7 +36,7 @@ def geometric_ci(ratios, confidence=0.95):
     mean = float(logs.mean())
     if len(logs) < 2:
         return math.exp(mean), math.nan, math.nan
-    half = stats.t.ppf(0.5 + confidence / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs))
+    half = student.quantile(0.5 + confidence / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs))
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 

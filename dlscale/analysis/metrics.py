@@ -43,10 +43,10 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 # Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
 # allreduce time (comm_total) and the part of it overlapped with compute (overlap).
+from dlscale.analysis import student
 from dlscale.core.processes import CORES_ALLOWANCE
 from dlscale.core.samples import steady_start
 from dlscale.core.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
@@ -69,7 +69,7 @@ def mean_ci(values, confidence=0.95):
     mean = float(x.mean())
     if len(x) < 2:
         return mean, math.nan, math.nan
-    half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    half = student.quantile(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
     return mean, mean - half, mean + half
 
 
@@ -77,7 +77,7 @@ def log_ci(x, confidence=0.95):
     """(mean, lower, upper): the mean of positive values with the delta method's interval on the log
     scale, mean x exp(+- t x se / mean): asymmetric, always positive."""
     mean = float(np.mean(x))
-    half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * np.std(x, ddof=1) / math.sqrt(len(x)) / mean
+    half = student.quantile(0.5 + confidence / 2, len(x) - 1) * np.std(x, ddof=1) / math.sqrt(len(x)) / mean
     return mean, mean * math.exp(-half), mean * math.exp(half)
 
 
@@ -93,6 +93,8 @@ def interval(values, confidence=0.95, seed=0):
         return (*log_ci(x, confidence), "t on the log scale (the plain t interval reached 0)")
     if len(x) < 3:
         return mean, lo, hi, "t (2 repeats: normality untested)"
+    from scipy import stats  # where it is needed (student.py)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # identical values: no test needed, and scipy says so
         p = stats.shapiro(x).pvalue if np.ptp(x) > 0 else 1.0
@@ -353,7 +355,7 @@ def repeats_needed(cv, target=PRECISION, most=1000):
     if cv is None or math.isnan(cv):
         return math.nan
     for n in range(2, most + 1):
-        if stats.t.ppf(0.975, n - 1) * cv / math.sqrt(n) <= target:
+        if student.quantile(0.975, n - 1) * cv / math.sqrt(n) <= target:
             return n
     return most
 
@@ -379,7 +381,7 @@ def ratio_ci(a, b, confidence=0.95):
     ratio = a.value / b.value if b.value else math.nan
     if min(a.n, b.n) < 2 or any(math.isnan(v) for v in (ratio, a.se, b.se)) or a.value <= 0 or b.value <= 0:
         return ratio, math.nan, math.nan
-    t = stats.t.ppf(0.5 + confidence / 2, min(a.n, b.n) - 1)
+    t = student.quantile(0.5 + confidence / 2, min(a.n, b.n) - 1)
     half = t * math.sqrt((a.se / a.value) ** 2 + (b.se / b.value) ** 2)
     return ratio, ratio * math.exp(-half), ratio * math.exp(half)
 

@@ -180,7 +180,8 @@ def cli_reference(parser=None):
 
 def captions(folder=ROOT / "dlscale" / "workflow" / "report"):
     """The figures' captions in the order a report shows the figures, then the other captions."""
-    from dlscale.analysis.figures import FIGURES, MODEL_FIGURES
+    from dlscale.core.paths import FIGURE_NAMES as FIGURES
+    from dlscale.core.paths import MODEL_FIGURE_NAMES as MODEL_FIGURES
 
     rank = {name: i for i, name in enumerate(FIGURES + MODEL_FIGURES)}
     parts = []

@@ -71,13 +71,12 @@ def test_every_generated_block_is_committed_as_its_source_makes_it():
 def test_readme_names_the_figures_a_default_study_draws():
     """The figures row of "What lands where" lists what the default study draws (replay: where a
     study replays, which the default does not), in the figures' own order."""
-    from dlscale.analysis import figures
 
     readme = (ROOT / "README.md").read_text().splitlines()
     row = next(line for line in readme if line.startswith("| `results/figures/`"))
     named = re.findall(r"[a-z]+", row.split("|")[2].split("(PDF")[0].replace("where the study replays", ""))
     default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    drawn = list(figures.FIGURES) + list(figures.model_figures(bool(default.get("replay"))))
+    drawn = list(paths.FIGURE_NAMES) + list(paths.model_figures(bool(default.get("replay"))))
     assert [n for n in named if n != "and"] == drawn + ["replay"]
     assert "replay" not in drawn  # the default study replays nothing: the README says so
 

@@ -185,7 +185,7 @@ def test_every_broken_run_folder_is_a_failed_row_and_the_tables_are_made(made_ru
     drawn = figures.draw_all(
         summary,
         comparisons.study(summary, metrics.run_table(table)),
-        figures.figure_paths(tmp_path / "figures", figures.FIGURES),
+        paths.figure_paths(tmp_path / "figures", paths.FIGURE_NAMES),
     )
     assert all(p.stat().st_size > 0 for p in drawn)
 

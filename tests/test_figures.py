@@ -7,6 +7,7 @@ import pandas as pd
 import seaborn as sns
 
 from dlscale.analysis import figures
+from dlscale.core import paths
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "docs" / "example"
@@ -30,8 +31,8 @@ def test_a_line_figure_of_single_points_and_an_empty_panel_are_named():
 def test_every_figure_of_the_example_has_data_in_every_panel_and_a_legend_of_what_is_drawn(tmp_path, capsys):
     summary = pd.read_csv(EXAMPLE / "summary.csv")
     pairs = pd.read_csv(EXAMPLE / "comparisons.csv", keep_default_na=False)
-    drawn = figures.draw_all(summary, pairs, figures.figure_paths(tmp_path, figures.FIGURES))
-    assert sorted({p.stem for p in drawn}) == sorted(figures.FIGURES)
+    drawn = figures.draw_all(summary, pairs, paths.figure_paths(tmp_path, paths.FIGURE_NAMES))
+    assert sorted({p.stem for p in drawn}) == sorted(paths.FIGURE_NAMES)
     assert "figure " not in capsys.readouterr().err
 
 
@@ -41,7 +42,7 @@ def test_the_input_figure_answers_whether_each_loader_feeds_its_trainer(tmp_path
     summary = pd.read_csv(EXAMPLE / "summary.csv")
     captured = {}  # the figure itself, kept open instead of written
     monkeypatch.setattr(figures, "_save", lambda fig, paths, name: captured.setdefault(name, fig) and [])
-    figures.input_rate(summary, figures.figure_paths(tmp_path, ["input"]))
+    figures.input_rate(summary, paths.figure_paths(tmp_path, ["input"]))
     fig = captured["input"]
     panels = [ax for ax in fig.axes if ax.axison]
     images = summary.dropna(subset=["loader_img_per_s"])
@@ -63,7 +64,7 @@ def test_the_model_figures_legend_lists_the_frameworks_in_the_registrys_order(tm
     assert table["framework"].iloc[0] == "jax"
     captured = {}
     monkeypatch.setattr(figures, "_save", lambda fig, paths, name: captured.setdefault(name, fig) and [])
-    figures.model_fit(table, {"median_abs_error_iteration": 0.1}, figures.figure_paths(tmp_path, ["model"]))
+    figures.model_fit(table, {"median_abs_error_iteration": 0.1}, paths.figure_paths(tmp_path, ["model"]))
     labels = [t.get_text() for t in captured["model"].legends[0].get_texts()]
     frameworks = [label for label in labels if label in figures.FRAMEWORKS]
     assert frameworks == [f for f in figures.FRAMEWORKS if f in set(table["framework"])]

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from dlscale.analysis import comparisons, metrics
-from dlscale.core import samples
+from dlscale.core import paths, samples
 from dlscale.core.vocabulary import PHASES
 from dlscale.workloads import frameworks
 
@@ -103,13 +103,13 @@ def test_study_where_every_run_failed_still_summarizes_and_draws(tmp_path):
     assert summary[["repeats_ok", "repeats_failed", "failure_reasons"]].values.tolist() == [
         [0, 1, "timed out after 1 s; job killed"]
     ]
-    paths = figures.draw_all(
-        summary, comparisons.study(summary, metrics.run_table(empty)), figures.figure_paths(tmp_path, figures.FIGURES)
+    drawn = figures.draw_all(
+        summary, comparisons.study(summary, metrics.run_table(empty)), paths.figure_paths(tmp_path, paths.FIGURE_NAMES)
     )
-    assert sorted(p.name for p in paths) == sorted(
+    assert sorted(p.name for p in drawn) == sorted(
         f"{n}.{e}" for n in ("throughput", "efficiency", "phases", "input", "comparisons") for e in ("pdf", "png")
     )
-    assert all(p.stat().st_size > 0 for p in paths)
+    assert all(p.stat().st_size > 0 for p in drawn)
 
 
 def test_speedup_and_efficiency_intervals_by_the_delta_method_on_the_log_scale():
@@ -276,9 +276,9 @@ def test_phase_figure_of_a_one_network_study_with_long_labels(tmp_path):
         for fw in ("torch", "tensorflow", "mxnet")
         for nodes in (1, 2)
     ]
-    paths = figures.phases(pd.DataFrame(rows), figures.figure_paths(tmp_path, ["phases"]))
-    assert sorted(p.name for p in paths) == ["phases.pdf", "phases.png"]
-    assert all(p.stat().st_size > 0 for p in paths)
+    drawn = figures.phases(pd.DataFrame(rows), paths.figure_paths(tmp_path, ["phases"]))
+    assert sorted(p.name for p in drawn) == ["phases.pdf", "phases.png"]
+    assert all(p.stat().st_size > 0 for p in drawn)
 
 
 def test_throughput_is_the_harmonic_mean_of_the_repeats_rates():

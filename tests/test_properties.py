@@ -19,7 +19,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from dlscale.analysis import comm, figures, metrics, model, prediction, steps, tidy
+from dlscale.analysis import comm, metrics, model, prediction, steps, tidy
 from dlscale.core import paths, ring
 from dlscale.core.records import Writer
 from dlscale.core.vocabulary import PHASES, RUN_KEYS, SPEC, STATUS, records_name, trace_name
@@ -274,8 +274,8 @@ def analyse(study, draw=True):
     sweeps = [{"path": path, "nodes": n, "ranks_per_node": r} for path, (n, r) in study.sweeps.items()]
     comm_out = {"sweep": csv["allreduce"], "fit": csv["allreduce_fit"]}
     steps.write_comm(Job.of(output=comm_out, params={"sweeps": sweeps}, log=log("allreduce_tables")))
-    model_figures = figures.figure_paths(res / "figures", figures.MODEL_FIGURES)
-    study_figures = figures.figure_paths(res / "figures", figures.FIGURES)
+    model_figures = paths.figure_paths(res / "figures", paths.MODEL_FIGURE_NAMES)
+    study_figures = paths.figure_paths(res / "figures", paths.FIGURE_NAMES)
     # the shape's calibrations, none of which ran: each says so, and the model assumes no slowdown there
     fixed = {k: c[k] for k in ("image_size", "classes", "precision")}
     asked = cfg.calibrations({**c, "contention": {"trials": 1}})  # as if the shape had asked for them
@@ -389,7 +389,7 @@ def check_tables(study):
 
 def check_drawn(study, error):
     """Every figure is drawn (an empty one says why) and the report says why nothing was predicted."""
-    for path in figures.figure_paths(study.results / "figures", figures.FIGURES + figures.MODEL_FIGURES):
+    for path in paths.figure_paths(study.results / "figures", paths.FIGURE_NAMES + paths.MODEL_FIGURE_NAMES):
         assert Path(path).stat().st_size > 0, path
     report = (study.results / "report.md").read_text()
     assert "## Performance model" in report

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlscale.analysis import figures
+from dlscale.core import paths
 from dlscale.runtime import config as cfg
 from dlscale.runtime import slurm
 from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
@@ -103,8 +103,8 @@ def test_shipped_study_runs_end_to_end_shrunk(name, tmp_path):
         "contention.csv",
     ):
         assert (results / table).is_file(), table
-    drawn = figures.FIGURES + figures.model_figures(layered.get("replay"))  # the replay figure only with replays
-    for path in figures.figure_paths(results / "figures", drawn):
+    drawn = paths.FIGURE_NAMES + paths.model_figures(layered.get("replay"))  # the replay figure only with replays
+    for path in paths.figure_paths(results / "figures", drawn):
         assert Path(path).stat().st_size > 1000, path
     assert ("replay" in drawn) == (results / "figures" / "replay.png").is_file()
     if why == "GPU":  # no framework may time its CPU as the GPU (TensorFlow's soft placement did)

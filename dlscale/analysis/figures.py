@@ -25,18 +25,6 @@ from matplotlib.lines import Line2D  # noqa: E402
 from dlscale.core.vocabulary import BASELINE_KEYS, PHASES, seconds  # noqa: E402
 from dlscale.workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
 
-# The figures' names (the pipeline's declared outputs are made from these: rules/common.smk).
-FIGURES = ("throughput", "efficiency", "phases", "input", "comparisons")
-MODEL_FIGURES = ("model", "extrapolation", "replay")
-
-
-def model_figures(replays):
-    """The model's figures a study draws: the replay figure only where it replays (config `replay`)."""
-    return MODEL_FIGURES if replays else tuple(f for f in MODEL_FIGURES if f != "replay")
-
-
-FORMATS = ("pdf", "png")
-
 # Okabe and Ito's palette, distinct for colour-blind readers (seaborn's "colorblind" gives its 2nd and
 # 4th, orange and vermillion, to two frameworks that then look alike); black last.
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -44,11 +32,6 @@ FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, OKABE_ITO))
 # Each line's setting names its dimension: "library: native", not a bare word two keys share.
 LABELS = {"allreduce_schedule": "schedule", "allreduce_library": "library", "layout": "layout", "timing": "timing"}
 sns.set_theme(context="paper", style="whitegrid")
-
-
-def figure_paths(folder, names):
-    """The files of the named figures in `folder`, one per format."""
-    return [f"{folder}/{name}.{ext}" for name in names for ext in FORMATS]
 
 
 def _save(fig, paths, name):

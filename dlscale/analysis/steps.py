@@ -339,7 +339,7 @@ def _checked_to(table, replays):
 
 
 def _drawn(name, outputs):
-    """Whether the rule declares figure `name` among its outputs (figures.model_figures)."""
+    """Whether the rule declares figure `name` among its outputs (paths.model_figures)."""
     return any(Path(p).stem == name for p in outputs.figures)
 
 

@@ -147,5 +147,23 @@ TABLES = {
     "report": "report.md",
 }
 FIGURES = "figures"
+# The figures' names (the pipeline's declared outputs are made from these: rules/common.smk), each
+# drawn in every format; here, not in dlscale/analysis/figures.py, so that reading the workflow does not
+# import the plotting libraries.
+FIGURE_NAMES = ("throughput", "efficiency", "phases", "input", "comparisons")
+MODEL_FIGURE_NAMES = ("model", "extrapolation", "replay")
+FIGURE_FORMATS = ("pdf", "png")
+
+
+def model_figures(replays):
+    """The model's figures a study draws: the replay figure only where it replays (config `replay`)."""
+    return MODEL_FIGURE_NAMES if replays else tuple(f for f in MODEL_FIGURE_NAMES if f != "replay")
+
+
+def figure_paths(folder, names):
+    """The files of the named figures in `folder`, one per format."""
+    return [f"{folder}/{name}.{ext}" for name in names for ext in FIGURE_FORMATS]
+
+
 LOOK_PATTERN = "looks/look-{look}.csv"  # design.until_resolved: each look's table, under the results folder
 HTML_REPORT = "report.html"  # snakemake --report's

@@ -16,7 +16,7 @@ from dlscale.runtime import rule as rule_process
 from dlscale.runtime import rule_steps
 from dlscale.runtime import signals
 from dlscale.runtime import environments
-from dlscale.analysis import figures, second_pass, sequential, steps
+from dlscale.analysis import second_pass, sequential, steps
 from dlscale.workloads import flops
 
 RESULTS = config.get("results", "results")
@@ -64,8 +64,8 @@ REPLAY_PLANS = f"{RESULTS}/{paths.REPLAY_PLANS}"
 # One contention calibration per configuration and ranks_per_node of 2 or more: {trials file: run identity}.
 CONTENTION = {f"{RESULTS}/{paths.contention(run)}.jsonl": run for run in cfg.calibrations(config)}
 REPLAYS = {f"{RESULTS}/{paths.replay(n)}.jsonl": n for n in cfg.replay_nodes(config)}
-FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.FIGURES)
-MODEL_FIGURES = figures.figure_paths(f"{RESULTS}/{paths.FIGURES}", figures.model_figures(REPLAYS))
+FIGURES = paths.figure_paths(f"{RESULTS}/{paths.FIGURES}", paths.FIGURE_NAMES)
+MODEL_FIGURES = paths.figure_paths(f"{RESULTS}/{paths.FIGURES}", paths.model_figures(REPLAYS))
 
 
 # Rules whose work bounds itself (an MPI job: run_timeout_s, a declared resource) or may take long

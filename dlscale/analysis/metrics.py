@@ -44,11 +44,12 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-# Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
-# allreduce time (comm_total) and the part of it overlapped with compute (overlap).
 from dlscale.analysis import student
 from dlscale.core.processes import CORES_ALLOWANCE
 from dlscale.core.samples import steady_start
+
+# Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
+# allreduce time (comm_total) and the part of it overlapped with compute (overlap).
 from dlscale.core.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
 
 NOISE_CV = 0.05

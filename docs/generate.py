@@ -180,10 +180,9 @@ def cli_reference(parser=None):
 
 def captions(folder=ROOT / "dlscale" / "workflow" / "report"):
     """The figures' captions in the order a report shows the figures, then the other captions."""
-    from dlscale.core.paths import FIGURE_NAMES as FIGURES
-    from dlscale.core.paths import MODEL_FIGURE_NAMES as MODEL_FIGURES
+    from dlscale.core.paths import FIGURE_NAMES, MODEL_FIGURE_NAMES
 
-    rank = {name: i for i, name in enumerate(FIGURES + MODEL_FIGURES)}
+    rank = {name: i for i, name in enumerate(FIGURE_NAMES + MODEL_FIGURE_NAMES)}
     parts = []
     for path in sorted(Path(folder).glob("*.rst"), key=lambda p: (rank.get(p.stem, len(rank)), p.stem)):
         text = " ".join(path.read_text().split()).replace("``", "`")

@@ -71,7 +71,6 @@ def test_every_generated_block_is_committed_as_its_source_makes_it():
 def test_readme_names_the_figures_a_default_study_draws():
     """The figures row of "What lands where" lists what the default study draws (replay: where a
     study replays, which the default does not), in the figures' own order."""
-
     readme = (ROOT / "README.md").read_text().splitlines()
     row = next(line for line in readme if line.startswith("| `results/figures/`"))
     named = re.findall(r"[a-z]+", row.split("|")[2].split("(PDF")[0].replace("where the study replays", ""))

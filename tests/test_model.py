@@ -219,13 +219,22 @@ def test_off_target_configurations_say_which_part_of_the_error_is_larger():
     assert [x["framework"] for x in far] == ["mxnet", "tensorflow"]
     assert far[0]["runs"] == 2 and far[0]["error_iteration"] == pytest.approx((-0.25 - 0.375) / 2, abs=1e-4)
     assert far[0]["reason"].startswith("compute (-")
-    assert far[0]["reason"].endswith(
-        "0.9 s of compute per iteration measured, 0.6 s predicted (the 1-rank run's compute x the slowdown of its "
-        "ranks per node, 1)"
+    assert (
+        far[0]["reason"]
+        .split(";")[0]
+        .endswith(
+            "0.9 s of compute per iteration measured, 0.6 s predicted (the 1-rank run's compute x the slowdown of its "
+            "ranks per node, 1)"
+        )
     )
+    # two runs, 1.0 and 1.2 s: the error's interval from their spread reaches within 5%
+    assert far[0]["error_ci_lo"] < -0.05 < far[0]["error_ci_hi"] and far[0]["beyond_noise"] is False
+    assert far[0]["reason"].endswith("(95%, from the runs' spread) reaching within 5%")
+    # one run: no interval, and nothing said of the noise
     assert far[1]["reason"] == (
         "exposed communication (-40.0% of the iteration): 1.5 s per iteration measured, 0.7 s predicted"
     )
+    assert far[1]["error_ci_lo"] is None and far[1]["beyond_noise"] is None
     # three runs whose slowest iteration is not the one that waited longest: the measured compute is the
     # runs' median compute (0.538 s), as the error parts are medians over runs, not 0.625 - 0.195 s
     runs = [(0.887, 0.195), (0.625, 0.087), (0.599, 0.216)]
@@ -233,6 +242,56 @@ def test_off_target_configurations_say_which_part_of_the_error_is_larger():
     [one] = prediction.off_target(three, ["framework"])
     assert one["error_from_compute"] == pytest.approx((0.412 - 0.538) / 0.625, abs=1e-3)
     assert "0.538 s of compute per iteration measured, 0.412 s predicted" in one["reason"]
+
+
+def _runs(iterations, predicted, ranks=2, exposed=0.1):
+    """Model-table rows of one configuration (a torch baseline key), one per measured iteration time."""
+    import pandas as pd
+
+    key = {k: 0 for k in prediction.MATCH}
+    return pd.DataFrame(
+        [
+            {
+                **key,
+                "ranks": ranks,
+                "iteration_s": it,
+                "predicted_iteration_s": predicted,
+                "predicted_comm_exposed_s": exposed,
+                "error_iteration": (predicted - it) / it,
+            }
+            for it in iterations
+        ]
+    )
+
+
+def test_the_model_errors_interval_is_the_runs_spread_and_the_baselines():
+    """error_interval: zero width where every run took the same time, centred on the median error,
+    wider with the runs' spread and wider again with the 1-rank baseline's; Student-t with
+    Welch-Satterthwaite's degrees of freedom on the log scale, checked by hand for two equal parts."""
+    import math
+
+    assert prediction.error_interval(_runs([1.0, 1.0, 1.0], 1.2)) == pytest.approx((0.2, 0.2))
+    assert all(math.isnan(x) for x in prediction.error_interval(_runs([1.0], 1.2)))
+    runs = _runs([0.9, 1.0, 1.1], 1.2)
+    lo, hi = prediction.error_interval(runs)
+    assert lo < runs["error_iteration"].median() < hi
+    wider = prediction.error_interval(_runs([0.8, 1.0, 1.2], 1.2))
+    assert wider[0] < lo and wider[1] > hi
+    # a baseline as spread as the runs, the prediction all compute (exposed 0): twice the variance,
+    # and twice the degrees of freedom (2 + 2)
+    base = _runs([0.9, 1.0, 1.1], math.nan, ranks=1).drop(columns=["predicted_iteration_s"])
+    both = prediction.error_interval(runs.assign(predicted_comm_exposed_s=0.0), base)
+    x = [math.log(t) for t in (0.9, 1.0, 1.1)]
+    se = math.sqrt(2 * (sum((v - sum(x) / 3) ** 2 for v in x) / 2) / 3)
+    half = prediction.student.quantile(0.975, 4) * se
+    centre = 1 + runs["error_iteration"].median()
+    assert both == pytest.approx((centre * math.exp(-half) - 1, centre * math.exp(half) - 1))
+    # far off with little spread: beyond the 5% band, said so
+    [far] = prediction.off_target(
+        _runs([1.0, 1.01, 0.99], 1.3).assign(error_from_compute=0.3, error_from_exposed=0.0, comm_exposed_s=0.1),
+        ["framework"],
+    )
+    assert far["beyond_noise"] is True and far["reason"].endswith("beyond 5%")
 
 
 @pytest.mark.timeout(10)

@@ -176,8 +176,9 @@ def test_figures_and_reports(study):
     assert md.count("| mxnet (horovod) / torch (horovod) | tinynet |") == len(pairs)
     assert set(pairs["verdict"]) <= {"a faster", "b faster", "equal", "unresolved"} and (pairs["blocks"] >= 2).all()
     # the model's error as a table, one row per predicted configuration; no raw JSON
-    head = "| configuration | runs | measured iteration (s) | predicted (s) | compute slowdown | error | reason |"
-    rows = md.split(head)[1].split("\n\n")[0]
+    head = "| configuration | runs | measured iteration (s) | predicted (s) | compute slowdown | error (95% interval) |"
+    rows = md.split(head + " reason |")[1].split("\n\n")[0]
+    assert len(re.findall(r"\| [+-]\d+\.\d% \[[+-]\d+\.\d%, [+-]\d+\.\d%\] \|", rows)) == 2  # from the 2 runs' spread
     assert rows.count("(measured (contention.csv))") == 2  # each 2-rank row with its measured slowdown
     assert md.count("| torch tinynet overlap") + md.count("| mxnet tinynet overlap") == 2 and "```json" not in md
     html = results / paths.HTML_REPORT

@@ -470,7 +470,11 @@ EXTRAPOLATION = {
     "predicted_efficiency_hi": "input_efficiency_hi x (1 + model_error)",
 }
 
-_OFF_TARGET = "every configuration whose median error is over 5%, with its medians and the measured reason"
+_OFF_TARGET = (
+    "every configuration whose median error is over 5%, with its medians, the measured reason and the error's "
+    "95% interval from the runs' spread (error_ci_lo, error_ci_hi; beyond_noise: whether it lies wholly beyond 5%, "
+    "null with one run)"
+)
 
 MODEL_ERROR = {
     "runs": "predicted runs",

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dlscale.analysis import contention
+from dlscale.analysis import contention, student
 from dlscale.analysis.contention import ASSUMED
 from dlscale.analysis.metrics import mean_ci
 from dlscale.analysis.model import (
@@ -66,9 +66,47 @@ def _sharing(group):
     return f", compute and allreduces ({group['comm_cores'].median():.2g} cores) each at {rate:.0%} while both ran"
 
 
-def off_target(table, keys):
+def error_interval(group, baselines=None, confidence=0.95):
+    """(lower, upper) of a configuration's median iteration error from the runs' spread: the log of
+    its measured iteration's mean (`group`, its runs) and of its 1-rank baseline's (`baselines`: the
+    1-rank runs of its BASELINE_KEYS, whose compute the prediction scales; weighted by the predicted
+    iteration's compute share), each with its standard error, combined with Welch-Satterthwaite's
+    degrees of freedom. NaN with fewer than two runs of the configuration. The contention
+    calibration's own interval is not in it (model.csv has the slowdown it used)."""
+    measured = _log_var(group["iteration_s"])
+    if measured[1] < 2:
+        return math.nan, math.nan
+    parts = [measured]
+    if baselines is not None and len(baselines):
+        var, n = _log_var(baselines.merge(group[MATCH].drop_duplicates(), on=MATCH)["iteration_s"])
+        predicted = group["predicted_iteration_s"]
+        share = ((predicted - group["predicted_comm_exposed_s"]) / predicted).median()
+        parts += [(var * share**2, n)] if n >= 2 else []
+    total = sum(v for v, _ in parts)
+    df = total**2 / sum(v**2 / (n - 1) for v, n in parts) if total > 0 else len(group) - 1
+    half = student.quantile(0.5 + confidence / 2, df) * math.sqrt(total)
+    center = 1 + group["error_iteration"].median()
+    return center * math.exp(-half) - 1, center * math.exp(half) - 1
+
+
+def _log_var(times):
+    """(variance of the mean of log `times`, how many), over the positive times."""
+    x = np.log(np.asarray([t for t in times if t > 0], dtype=float))
+    return (float(x.var(ddof=1)) / len(x) if len(x) >= 2 else math.nan), len(x)
+
+
+def _noise(lo, hi):
+    """What the error's interval says of the TOLERANCE band, in words."""
+    if pd.isna(lo):
+        return ""
+    band = "beyond" if lo > TOLERANCE or hi < -TOLERANCE else "reaching within"
+    return f"; the error's {lo:+.1%} to {hi:+.1%} (95%, from the runs' spread) {band} {TOLERANCE:.0%}"
+
+
+def off_target(table, keys, baselines=None):
     """The configurations (keys; medians over their rows) whose predicted iteration is off by more
-    than TOLERANCE, each with the larger of its error parts as the measured reason."""
+    than TOLERANCE, each with the larger of its error parts as the measured reason and the error's
+    interval from the runs' spread (`error_interval`, with the 1-rank `baselines` where given)."""
     cols = [
         "iteration_s",
         "comm_exposed_s",
@@ -100,12 +138,16 @@ def off_target(table, keys):
                 f"exposed communication ({m.error_from_exposed:+.1%} of the iteration): "
                 f"{m.comm_exposed_s:.3g} s per iteration measured, {m.predicted_comm_exposed_s:.3g} s predicted"
             )
+        lo, hi = error_interval(group, baselines)
         out.append(
             {
                 **{k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)},
                 "runs": len(group),
                 **{c: round(float(m[c]), 4) for c in cols[-3:]},
-                "reason": reason,
+                "error_ci_lo": None if pd.isna(lo) else round(lo, 4),
+                "error_ci_hi": None if pd.isna(hi) else round(hi, 4),
+                "beyond_noise": None if pd.isna(lo) else bool(lo > TOLERANCE or hi < -TOLERANCE),
+                "reason": reason + _noise(lo, hi),
             }
         )
     return out
@@ -404,7 +446,7 @@ def model_error(table):
         "runs": len(pred),
         "median_abs_error_iteration": median_abs(pred["error_iteration"]),
         "median_abs_error_comm_total": median_abs(pred["error_comm_total"]),
-        "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"]),
+        "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"], table[table["ranks"] == 1]),
         "not_predicted": {k: int(v) for k, v in missed[missed != ""].value_counts().sort_index().items()},
         "by_library": {
             lib: {

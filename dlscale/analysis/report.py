@@ -13,7 +13,7 @@ import pandas as pd
 
 from dlscale.analysis import caveats, comparisons, sequential
 from dlscale.analysis.metrics import MIN_BOOTSTRAP, PRECISION
-from dlscale.analysis.prediction import TOLERANCE
+from dlscale.analysis.prediction import TOLERANCE, error_interval
 from dlscale.core import hardware, version
 from dlscale.core.paths import WORKFLOW
 from dlscale.core.processes import CORES_ALLOWANCE
@@ -241,7 +241,7 @@ def model_tables(model, model_error):
                     "measured iteration (s)",
                     "predicted (s)",
                     "compute slowdown",
-                    "error",
+                    "error (95% interval)",
                     "reason",
                 ],
                 _model_rows(model, model_error),
@@ -256,9 +256,11 @@ def model_tables(model, model_error):
 
 def _model_rows(model, model_error):
     """One row per predicted configuration: its runs, median measured and predicted iteration time,
-    the error, and why it is off target (or that it is within the tolerance)."""
+    the error with its interval from the runs' spread (prediction.error_interval), and why it is off
+    target (or that it is within the tolerance)."""
 
     keys = MATCH + ["nodes", "ranks_per_node"]
+    baselines = model[model["ranks"] == 1]
     reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
     rows = []
     for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
@@ -267,6 +269,8 @@ def _model_rows(model, model_error):
             f"x{g['compute_slowdown'].median():.3g} ({g['slowdown_source'].iloc[0]})" if "compute_slowdown" in g else ""
         )
         why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
+        lo, hi = error_interval(g, baselines)
+        interval = "" if pd.isna(lo) else f" [{lo:+.1%}, {hi:+.1%}]"
         rows.append(
             [
                 _setting(dict(zip(keys, key)), list(MATRIX_KEYS[: MATRIX_KEYS.index("batch_size") + 1])),
@@ -274,7 +278,7 @@ def _model_rows(model, model_error):
                 _num(m.iteration_s),
                 _num(m.predicted_iteration_s),
                 slowdown,
-                _pct(m.error_iteration),
+                _pct(m.error_iteration) + interval,
                 why,
             ]
         )

@@ -380,3 +380,19 @@ def test_a_planted_warm_up_is_found_and_left_out_a_steady_run_keeps_every_iterat
     (run,) = metrics.run_table(pd.DataFrame(tidy_rows(1, [slow_start]))).to_dict("records")
     assert run["unsteady_iterations"] == 3 and run["iterations"] == 9
     assert run["iteration_s"] == pytest.approx(0.1)
+
+
+def test_the_report_names_the_commit_that_launched_the_runs_where_it_is_not_its_own():
+    """A study resumed or analysed again after a change: its report says which code ran the runs
+    (runs.csv `dlscale_commit`, recorded at launch) beside the code that made it."""
+    from dlscale.analysis import report
+    from dlscale.core import version
+
+    this = version.commit()
+    same = pd.DataFrame({"dlscale_commit": [this, this]})
+    assert report._commits(same) == f"dlscale commit `{this}`"
+    older = pd.DataFrame({"dlscale_commit": ["1492cf7", "", None, "0f0f0f0-dirty"]})
+    assert report._commits(older) == (
+        f"dlscale commit `{this}` (this report); the runs launched by `0f0f0f0-dirty`, `1492cf7`"
+    )
+    assert report._commits(pd.DataFrame({"status": ["ok"]})) == f"dlscale commit `{this}`"  # runs before it

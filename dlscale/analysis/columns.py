@@ -101,6 +101,8 @@ RUNS = {
     "python_version": "the ranks' Python",
     "mpi_version": "the MPI library's version",
     "environment": "the workload environment's folder (named by its recipe's hash)",
+    "dlscale_commit": "the dlscale commit that launched the run (`git describe --always --dirty`; empty for runs "
+    "launched before it was recorded)",
     "hosts": "the hosts the ranks ran on",
     "link_rate_mbit": "the emulated link's rate (emulated clusters only)",
     "link_delay_ms": "the emulated link's one-way delay",

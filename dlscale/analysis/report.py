@@ -437,7 +437,7 @@ def _rate(fit):
 
 def _provenance_lines(environment, runs):
     """The measured software (frameworks, Horovod, MPI, Python, from the runs themselves), then the
-    tooling that ran the pipeline, and the harness's commit."""
+    tooling that ran the pipeline, and the harness's commit (and the runs' where it differs)."""
     ok = runs[runs["status"] == "ok"] if len(runs) else runs
     versions = {}
     if len(ok) and "framework_version" in ok:
@@ -459,9 +459,18 @@ def _provenance_lines(environment, runs):
         f"- measured: {', '.join(measured)} (each run's in `runs.csv`)",
         *_math_lines(ok),
         f"- the pipeline and analysis: {', '.join(tooling) or 'n/a'}",
-        f"- environment `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}); dlscale commit "
-        f"`{version.commit()}`",
+        f"- environment `{environment.get('key', 'n/a')}` ({environment.get('variant', 'cpu')}); {_commits(ok)}",
     ] + [_apart_line(record) for record in environment.get("apart", [])]
+
+
+def _commits(ok):
+    """The dlscale commit that made this report and, where its runs were launched by another (a study
+    resumed, or analysed again, after a change), theirs."""
+    runs = sorted(set(ok["dlscale_commit"].dropna().astype(str)) - {""}) if "dlscale_commit" in ok else []
+    this = version.commit()
+    if not runs or runs == [this]:
+        return f"dlscale commit `{this}`"
+    return f"dlscale commit `{this}` (this report); the runs launched by {', '.join(f'`{c}`' for c in runs)}"
 
 
 def _math_lines(ok):

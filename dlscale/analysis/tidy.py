@@ -70,6 +70,7 @@ def _provenance_row(run_rec):
         "python_version": prov.get("python", ""),
         "mpi_version": launch.get("mpi", {}).get("version", ""),
         "environment": launch.get("environment", ""),
+        "dlscale_commit": launch.get("dlscale", ""),  # runs launched before it was recorded have none
         "hosts": ",".join(launch.get("hosts", [])),
         "link_rate_mbit": (launch.get("emulated") or {}).get("rate_mbit"),
         "link_delay_ms": (launch.get("emulated") or {}).get("delay_ms"),

@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from dlscale.core import paths
+from dlscale.core import paths, version
 from dlscale.core.records import IDENTITY, utc_stamp
 from dlscale.core.vocabulary import ATTEMPT, LOG, RUN_KEYS, SPEC, STATUS
 from dlscale.runtime import allreduce, emulate, replay
@@ -265,7 +265,7 @@ def _run_job(p, env_record, started):
 
 def _launch_facts(env_record, hosts, argv, cluster):
     """How the run was launched (spec.json's `launch`): the job's argv and hosts, the environment it
-    ran in, and the emulated cluster where there was one."""
+    ran in, the emulated cluster where there was one, and the dlscale commit that launched it."""
     return {
         "argv": argv,
         "hosts": hosts,
@@ -273,6 +273,7 @@ def _launch_facts(env_record, hosts, argv, cluster):
         "pins": env_record.get("pins", {}),
         "environment": env_record.get("key"),
         "emulated": cluster.describe() if cluster else None,
+        "dlscale": version.commit(),  # the code that ran it: a study's runs can span commits
     }
 
 

@@ -392,3 +392,31 @@ def test_a_baseline_borrows_only_where_every_run_recorded_the_overlap_as_true():
     assert not prediction._overlaps(group(True, False)) and not prediction._overlaps(group("False"))
     assert not prediction._overlaps(group(float("nan"), True))  # a run that did not say: not borrowed
     assert not prediction._overlaps(pd.DataFrame({"iteration_s": [1.0]}))  # runs from before the column
+
+
+def test_the_slowdowns_calibration_widens_the_errors_interval_as_its_own_interval_says():
+    """slowdown_spreads reads back the variance of the log slowdown that contention.csv's interval was
+    made from; with_error_intervals puts each configuration's interval on its rows, wider with it."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from dlscale.analysis import contention
+
+    key = {k: 0 for k in prediction.MATCH}
+    ratios = [1.1, 1.3, 1.2]
+    lines = [{"alone_s": 1.0, "together_s": r} for r in ratios]
+    calibrations = pd.DataFrame([contention.row(key, 2, lines)])
+    [(var, trials)] = prediction.slowdown_spreads(calibrations).values()
+    assert trials == 3 and var == pytest.approx(np.var(np.log(ratios), ddof=1) / 3)
+    runs = pd.concat([_runs([0.9, 1.0, 1.1], math.nan, ranks=1), _runs([1.0, 1.05, 0.95], 1.2)], ignore_index=True)
+    runs = runs.assign(nodes=1, ranks_per_node=runs["ranks"])
+    runs.loc[runs["ranks"] == 1, "error_iteration"] = math.nan
+    plain = prediction.with_error_intervals(runs)
+    wider = prediction.with_error_intervals(runs, prediction.slowdown_spreads(calibrations))
+    assert plain["error_ci_lo"].isna().sum() == 3  # the baseline's rows have none
+    lo, hi = plain.dropna(subset=["error_ci_lo"]).iloc[0][["error_ci_lo", "error_ci_hi"]]
+    wlo, whi = wider.dropna(subset=["error_ci_lo"]).iloc[0][["error_ci_lo", "error_ci_hi"]]
+    assert wlo < lo < 0.2 < hi < whi
+    assert (lo, hi) == pytest.approx(prediction.error_interval(runs[runs["ranks"] == 2], runs[runs["ranks"] == 1]))

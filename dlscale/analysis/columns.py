@@ -421,6 +421,10 @@ MODEL = {
     "a share of the measured iteration",
     "error_from_exposed": "the part from exposed communication; error_from_compute + error_from_exposed = "
     "error_iteration",
+    "error_ci_lo": "lower end of the configuration's median error_iteration's 95% interval, from the spread of its "
+    "runs, its 1-rank baseline's and its compute slowdown's calibration (the same on each of its rows; empty with "
+    "one run)",
+    "error_ci_hi": "upper end of that interval",
     "not_predicted": "why the run has no prediction (no 1-rank baseline, no sweep, no phases ...)",
 }
 

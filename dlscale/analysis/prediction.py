@@ -66,22 +66,24 @@ def _sharing(group):
     return f", compute and allreduces ({group['comm_cores'].median():.2g} cores) each at {rate:.0%} while both ran"
 
 
-def error_interval(group, baselines=None, confidence=0.95):
-    """(lower, upper) of a configuration's median iteration error from the runs' spread: the log of
-    its measured iteration's mean (`group`, its runs) and of its 1-rank baseline's (`baselines`: the
-    1-rank runs of its BASELINE_KEYS, whose compute the prediction scales; weighted by the predicted
-    iteration's compute share), each with its standard error, combined with Welch-Satterthwaite's
-    degrees of freedom. NaN with fewer than two runs of the configuration. The contention
-    calibration's own interval is not in it (model.csv has the slowdown it used)."""
+def error_interval(group, baselines=None, slowdown=None, confidence=0.95):
+    """(lower, upper) of a configuration's median iteration error from the spread of what it was
+    measured and predicted from: the log of its measured iteration's mean (`group`, its runs), of its
+    1-rank baseline's (`baselines`: the 1-rank runs of its BASELINE_KEYS, whose compute the prediction
+    scales) and of the compute slowdown it used (`slowdown`: (variance of its log, trials), from its
+    calibration's interval: `slowdown_spreads`), the last two weighted by the predicted iteration's
+    compute share; their variances added, with Welch-Satterthwaite's degrees of freedom. NaN with
+    fewer than two runs of the configuration."""
     measured = _log_var(group["iteration_s"])
     if measured[1] < 2:
         return math.nan, math.nan
+    predicted = group["predicted_iteration_s"]
+    share = ((predicted - group["predicted_comm_exposed_s"]) / predicted).median()
     parts = [measured]
     if baselines is not None and len(baselines):
-        var, n = _log_var(baselines.merge(group[MATCH].drop_duplicates(), on=MATCH)["iteration_s"])
-        predicted = group["predicted_iteration_s"]
-        share = ((predicted - group["predicted_comm_exposed_s"]) / predicted).median()
-        parts += [(var * share**2, n)] if n >= 2 else []
+        parts.append(_log_var(baselines.merge(group[MATCH].drop_duplicates(), on=MATCH)["iteration_s"]))
+    parts += [slowdown] if slowdown else []
+    parts = [parts[0]] + [(v * share**2, n) for v, n in parts[1:] if n >= 2 and not math.isnan(v)]
     total = sum(v for v, _ in parts)
     df = total**2 / sum(v**2 / (n - 1) for v, n in parts) if total > 0 else len(group) - 1
     half = student.quantile(0.5 + confidence / 2, df) * math.sqrt(total)
@@ -89,10 +91,39 @@ def error_interval(group, baselines=None, confidence=0.95):
     return center * math.exp(-half) - 1, center * math.exp(half) - 1
 
 
+def slowdown_spreads(calibrations, confidence=0.95):
+    """{contention.key: (variance of the log slowdown, trials)} of contention.csv's calibrations with
+    an interval (two trials or more): the interval's half-width on the log scale over its t quantile."""
+    out = {}
+    for _, r in calibrations.dropna(subset=["slowdown_ci_lo", "slowdown_ci_hi"]).iterrows():
+        half = math.log(r["slowdown_ci_hi"] / r["slowdown_ci_lo"]) / 2
+        se = half / student.quantile(0.5 + confidence / 2, r["trials"] - 1)
+        out[contention.key(r, r["ranks_per_node"])] = (se**2, int(r["trials"]))
+    return out
+
+
+def with_error_intervals(table, spreads=None):
+    """model.csv with each predicted configuration's error interval on its runs' rows (error_ci_lo,
+    error_ci_hi: `error_interval` with its 1-rank baseline and its calibration's `spreads`)."""
+    table = table.copy()
+    keys, baselines = MATCH + ["nodes", "ranks_per_node"], table[table["ranks"] == 1]
+    for _, g in table.dropna(subset=["error_iteration"]).groupby(keys, sort=False):
+        spread = (spreads or {}).get(contention.key(g.iloc[0], g.iloc[0]["ranks_per_node"]))
+        table.loc[g.index, ["error_ci_lo", "error_ci_hi"]] = error_interval(g, baselines, spread)
+    return table
+
+
 def _log_var(times):
     """(variance of the mean of log `times`, how many), over the positive times."""
     x = np.log(np.asarray([t for t in times if t > 0], dtype=float))
     return (float(x.var(ddof=1)) / len(x) if len(x) >= 2 else math.nan), len(x)
+
+
+def _interval(group):
+    """A configuration's error interval: its rows' (`with_error_intervals`), else its runs' spread's."""
+    if "error_ci_lo" in group:
+        return group["error_ci_lo"].iloc[0], group["error_ci_hi"].iloc[0]
+    return error_interval(group)
 
 
 def _noise(lo, hi):
@@ -103,10 +134,11 @@ def _noise(lo, hi):
     return f"; the error's {lo:+.1%} to {hi:+.1%} (95%, from the runs' spread) {band} {TOLERANCE:.0%}"
 
 
-def off_target(table, keys, baselines=None):
+def off_target(table, keys):
     """The configurations (keys; medians over their rows) whose predicted iteration is off by more
     than TOLERANCE, each with the larger of its error parts as the measured reason and the error's
-    interval from the runs' spread (`error_interval`, with the 1-rank `baselines` where given)."""
+    interval (the table's error_ci_lo and error_ci_hi: `with_error_intervals`; else from the runs'
+    spread alone: `error_interval`)."""
     cols = [
         "iteration_s",
         "comm_exposed_s",
@@ -138,7 +170,7 @@ def off_target(table, keys, baselines=None):
                 f"exposed communication ({m.error_from_exposed:+.1%} of the iteration): "
                 f"{m.comm_exposed_s:.3g} s per iteration measured, {m.predicted_comm_exposed_s:.3g} s predicted"
             )
-        lo, hi = error_interval(group, baselines)
+        lo, hi = _interval(group)
         out.append(
             {
                 **{k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)},
@@ -424,6 +456,8 @@ COLUMNS = MATCH + [
     "error_comm_total",
     "error_from_compute",
     "error_from_exposed",
+    "error_ci_lo",
+    "error_ci_hi",
     "not_predicted",
 ]
 
@@ -446,7 +480,7 @@ def model_error(table):
         "runs": len(pred),
         "median_abs_error_iteration": median_abs(pred["error_iteration"]),
         "median_abs_error_comm_total": median_abs(pred["error_comm_total"]),
-        "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"], table[table["ranks"] == 1]),
+        "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"]),
         "not_predicted": {k: int(v) for k, v in missed[missed != ""].value_counts().sort_index().items()},
         "by_library": {
             lib: {

@@ -13,7 +13,7 @@ import pandas as pd
 
 from dlscale.analysis import caveats, comparisons, sequential
 from dlscale.analysis.metrics import MIN_BOOTSTRAP, PRECISION
-from dlscale.analysis.prediction import TOLERANCE, error_interval
+from dlscale.analysis.prediction import TOLERANCE
 from dlscale.core import hardware, version
 from dlscale.core.paths import WORKFLOW
 from dlscale.core.processes import CORES_ALLOWANCE
@@ -256,11 +256,10 @@ def model_tables(model, model_error):
 
 def _model_rows(model, model_error):
     """One row per predicted configuration: its runs, median measured and predicted iteration time,
-    the error with its interval from the runs' spread (prediction.error_interval), and why it is off
+    the error with its interval from the runs' spread (model.csv error_ci_lo and error_ci_hi), and why it is off
     target (or that it is within the tolerance)."""
 
     keys = MATCH + ["nodes", "ranks_per_node"]
-    baselines = model[model["ranks"] == 1]
     reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
     rows = []
     for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
@@ -269,7 +268,7 @@ def _model_rows(model, model_error):
             f"x{g['compute_slowdown'].median():.3g} ({g['slowdown_source'].iloc[0]})" if "compute_slowdown" in g else ""
         )
         why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
-        lo, hi = error_interval(g, baselines)
+        lo, hi = (g["error_ci_lo"].iloc[0], g["error_ci_hi"].iloc[0]) if "error_ci_lo" in g else (math.nan,) * 2
         interval = "" if pd.isna(lo) else f" [{lo:+.1%}, {hi:+.1%}]"
         rows.append(
             [

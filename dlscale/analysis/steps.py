@@ -288,9 +288,12 @@ def write_model(job):
         runs = _run_metrics(inputs.run_metrics)
         status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
         sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
-        slowdowns = contention.slowdowns(pd.read_csv(inputs.contention, keep_default_na=False, na_values=[""]))
+        calibrations = pd.read_csv(inputs.contention, keep_default_na=False, na_values=[""])
         tensors = pd.read_csv(inputs.tensors)
-        table, bases, unusable = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
+        table, bases, unusable = prediction.model_table(
+            runs, status, tensors, sweep, fits, contention.slowdowns(calibrations)
+        )
+        table = prediction.with_error_intervals(table, prediction.slowdown_spreads(calibrations))
         error = prediction.model_error(table)
         plans = json.loads(Path(inputs.plans[0]).read_text()) if inputs.plans else []
         measured = replayed.read_table(inputs.replayed)

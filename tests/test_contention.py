@@ -132,12 +132,16 @@ def test_a_calibration_measures_each_trial_in_a_launch_of_the_copies_in_alternat
     assert [ln["first"] for ln in lines] == ["alone", "together"] and all("failure" not in ln for ln in lines)
     assert all(ln["alone_s"] > 0 and ln["together_max_s"] >= ln["together_s"] > 0 for ln in lines)
     # each trial two copies, each a whole 1-rank run with its own records and status
+    sessions = set()
     for trial, kinds in ((0, ["alone", "together"]), (1, ["together", "alone"])):
         measured = {}
         for copy in (0, 1):
             folder = tmp_path / "copies" / f"trial{trial}" / f"copy{copy}"
             status = json.loads((folder / "status.json").read_text())
             assert status["status"] == "ok" and (status["nodes"], status["ranks_per_node"]) == (1, 1)
+            # each copy's mpirun has a session directory of its own (launchers.apart): two made at
+            # once in the node's shared one failed a copy here ("File exists")
+            sessions.add(status["argv"][status["argv"].index("orte_tmpdir_base") + 1])
             records = [json.loads(ln) for ln in (folder / "rank0.jsonl").read_text().splitlines()]
             steps = [r for r in records if r["kind"] == "step" and not r["warmup"]]
             assert [r["iteration"] for r in steps] == list(range(conf["warmup"], conf["warmup"] + len(steps)))
@@ -153,6 +157,7 @@ def test_a_calibration_measures_each_trial_in_a_launch_of_the_copies_in_alternat
             assert sorted(p.name for p in (meeting / f"segment{segment}" / "start").iterdir()) == ["copy0", "copy1"]
         assert sorted(p.name for p in (meeting / f"segment{together_}" / "done").iterdir()) == ["copy0", "copy1"]
         assert sorted(p.name for p in (meeting / f"segment{1 - together_}" / "done").iterdir()) == ["copy0"]
+    assert len(sessions) == 4
     identity = {**IDENTITY, "batch_size": run["batch_size"]}
     row = contention.table([(identity, 2, out)]).iloc[0]
     assert row["trials"] == 2 and row["slowdown"] > 0 and row["failure"] == ""

@@ -220,3 +220,21 @@ def test_each_registered_launcher_says_what_it_needs_and_srun_alone_lets_the_sch
         missing.check()
     job = launchers.Job([None, None], 2, ["py"])
     assert launchers.LAUNCHERS["srun"].argv(job, {"name": "srun"}) == launchers.srun_argv(job, {"name": "srun"})
+
+
+def test_jobs_started_at_once_give_mpirun_a_session_directory_of_its_own():
+    """launchers.apart: Open MPI's mpirun gets `--mca orte_tmpdir_base DIR` before the launcher's own
+    extra arguments; a launcher without mpirun's shared session directory is left as it is."""
+    mpirun = {"name": "mpirun", "bind_to": "none", "extra_args": ["--report-bindings"]}
+    apart = launchers.apart(mpirun, "/tmp/dlscale-copy-x")
+    assert apart["extra_args"] == ["--mca", "orte_tmpdir_base", "/tmp/dlscale-copy-x", "--report-bindings"]
+    job = launchers.Job(["localhost"], 1, ["python", "-c", "pass"], {})
+    argv = launchers.mpirun_argv(job, apart)
+    assert argv[argv.index("orte_tmpdir_base") - 1 : argv.index("python")][:3] == [
+        "--mca",
+        "orte_tmpdir_base",
+        "/tmp/dlscale-copy-x",
+    ]
+    assert mpirun["extra_args"] == ["--report-bindings"]  # the study's launcher untouched
+    srun = {"name": "srun"}
+    assert launchers.apart(srun, "/tmp/x") is srun

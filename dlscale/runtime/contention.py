@@ -23,13 +23,14 @@ results/contention.csv (dlscale/analysis/contention.py).
 import json
 import shutil
 import statistics
+import tempfile
 import threading
 from pathlib import Path
 
 from dlscale.core.records import parse_file
 from dlscale.core.samples import steady_start
 from dlscale.core.vocabulary import STATUS, records_name
-from dlscale.runtime import launch
+from dlscale.runtime import launch, launchers
 from dlscale.workloads import together
 
 SCHEMA = "dlscale.contention/1"
@@ -49,9 +50,12 @@ def copies_of(settings, run, segments, folder, env_record):
 
     def start(i):
         where = Path(folder) / f"copy{i}"  # its log beside it: the run folder keeps a copy of its own
-        mine = {**quiet, "calibration": {**plan, "copy": i}}
         try:
-            statuses[i] = launch.launch(mine, one, env_record, where / STATUS, f"{where}.log", f"{where}.attempts")
+            # a short path: Open MPI puts its sockets there
+            with tempfile.TemporaryDirectory(prefix="dlscale-copy-") as session:
+                mine = {**quiet, "launcher": launchers.apart(quiet["launcher"], session)}
+                mine["calibration"] = {**plan, "copy": i}
+                statuses[i] = launch.launch(mine, one, env_record, where / STATUS, f"{where}.log", f"{where}.attempts")
         except Exception as exc:  # noqa: BLE001 (said in the calibration's output, never lost in a thread)
             statuses[i] = {"status": "failed", "reasons": [f"{type(exc).__name__}: {exc}"]}
         if statuses[i]["status"] != "ok":  # the other copies stop waiting for this one

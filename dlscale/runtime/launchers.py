@@ -172,6 +172,17 @@ class Srun(Launcher):
     argv = staticmethod(srun_argv)
 
 
+def apart(launcher, session_dir):
+    """The launcher of one of several jobs started at once on one node (a calibration's copies): Open
+    MPI's mpirun given a session directory of its own under `session_dir` (`orte_tmpdir_base`). Two
+    mpiruns that create the node's shared /tmp/ompi.<host>.<uid> at the same moment fail one of them
+    ("A call to mkdir was unable to create the desired directory ... File exists": a calibration's
+    copy, 2026-11-29). Other launchers are returned as they are."""
+    if launcher.get("name", "mpirun") != Mpirun.name:
+        return launcher
+    return {**launcher, "extra_args": ["--mca", "orte_tmpdir_base", str(session_dir), *launcher.get("extra_args", [])]}
+
+
 NAMES = tuple(LAUNCHERS)
 # An emulated cluster (dlscale/runtime/emulate.py) runs its jobs with mpirun in its node 0: the one
 # launcher its network namespaces have been tested with.

@@ -478,8 +478,8 @@ EXTRAPOLATION = {
 
 _OFF_TARGET = (
     "every configuration whose median error is over 5%, with its medians, the measured reason and the error's "
-    "95% interval from the runs' spread (error_ci_lo, error_ci_hi; beyond_noise: whether it lies wholly beyond 5%, "
-    "null with one run)"
+    "95% interval (error_ci_lo, error_ci_hi, as in model.csv; beyond_noise: whether it lies wholly beyond 5%, null "
+    "with one run)"
 )
 
 MODEL_ERROR = {

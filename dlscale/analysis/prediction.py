@@ -130,8 +130,8 @@ def _noise(lo, hi):
     """What the error's interval says of the TOLERANCE band, in words."""
     if pd.isna(lo):
         return ""
-    band = "beyond" if lo > TOLERANCE or hi < -TOLERANCE else "reaching within"
-    return f"; the error's {lo:+.1%} to {hi:+.1%} (95%, from the runs' spread) {band} {TOLERANCE:.0%}"
+    band = "lies beyond" if lo > TOLERANCE or hi < -TOLERANCE else "reaches within"
+    return f"; its 95% interval, {lo:+.1%} to {hi:+.1%}, {band} {TOLERANCE:.0%}"
 
 
 def off_target(table, keys):

@@ -256,8 +256,8 @@ def model_tables(model, model_error):
 
 def _model_rows(model, model_error):
     """One row per predicted configuration: its runs, median measured and predicted iteration time,
-    the error with its interval from the runs' spread (model.csv error_ci_lo and error_ci_hi), and why it is off
-    target (or that it is within the tolerance)."""
+    the error with its 95% interval (model.csv error_ci_lo and error_ci_hi), and why it is off target
+    (or that it is within the tolerance)."""
 
     keys = MATCH + ["nodes", "ranks_per_node"]
     reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}

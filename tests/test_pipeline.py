@@ -14,7 +14,7 @@ import yaml
 
 from dlscale.analysis import steps
 from dlscale.analysis.prediction import TOLERANCE
-from dlscale.core import paths
+from dlscale.core import paths, version
 from dlscale.runtime.rule import Job
 from dlscale.workloads.registry import build_model
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
@@ -165,8 +165,6 @@ def test_figures_and_reports(study):
     assert results_table.count("| torch | ") == 2 and "![throughput](figures/throughput.png)" in md
     assert md.startswith("# dlscale: ") and "## Performance model" in md
     # every run says the code that launched it; here the report's own, so the report names one commit
-    from dlscale.core import version
-
     assert set(_table(results, "runs")["dlscale_commit"]) == {version.commit()}
     assert f"dlscale commit `{version.commit()}`\n" in md
     assert "## Hardware" in md and " GiB memory; GPU: none" in md and "- link: one node" in md

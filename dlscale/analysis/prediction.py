@@ -72,8 +72,9 @@ def error_interval(group, baselines=None, slowdown=None, confidence=0.95):
     1-rank baseline's (`baselines`: the 1-rank runs of its BASELINE_KEYS, whose compute the prediction
     scales) and of the compute slowdown it used (`slowdown`: (variance of its log, trials), from its
     calibration's interval: `slowdown_spreads`), the last two weighted by the predicted iteration's
-    compute share; their variances added, with Welch-Satterthwaite's degrees of freedom. NaN with
-    fewer than two runs of the configuration."""
+    compute share; their variances added, with Welch-Satterthwaite's degrees of freedom (which can grow
+    with a part added, so a small part can narrow the interval a little). NaN with fewer than two runs
+    of the configuration."""
     measured = _log_var(group["iteration_s"])
     if measured[1] < 2:
         return math.nan, math.nan

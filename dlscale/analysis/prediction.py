@@ -80,11 +80,10 @@ def error_interval(group, baselines=None, slowdown=None, confidence=0.95):
         return math.nan, math.nan
     predicted = group["predicted_iteration_s"]
     share = ((predicted - group["predicted_comm_exposed_s"]) / predicted).median()
-    parts = [measured]
+    scaled = [slowdown] if slowdown else []  # the parts the predicted compute scales
     if baselines is not None and len(baselines):
-        parts.append(_log_var(baselines.merge(group[MATCH].drop_duplicates(), on=MATCH)["iteration_s"]))
-    parts += [slowdown] if slowdown else []
-    parts = [parts[0]] + [(v * share**2, n) for v, n in parts[1:] if n >= 2 and not math.isnan(v)]
+        scaled.append(_log_var(baselines.merge(group[MATCH].drop_duplicates(), on=MATCH)["iteration_s"]))
+    parts = [measured] + [(v * share**2, n) for v, n in scaled if n >= 2 and not math.isnan(v)]
     total = sum(v for v, _ in parts)
     df = total**2 / sum(v**2 / (n - 1) for v, n in parts) if total > 0 else len(group) - 1
     half = student.quantile(0.5 + confidence / 2, df) * math.sqrt(total)

@@ -216,4 +216,8 @@ def test_the_docs_example_is_a_study_to_compare_with_and_plan_from(tmp_path):
     two = {"devices_per_node": 2, "compute_factor": 1}
     assert plan._rate(loaded, two, 1, loaded["costs"][(1, 2, "horovod")]) < 0.6  # the example's node: 2 CPUs
     assert plan._rate(loaded, {**two, "compute_factor": 2.0}, 1, loaded["costs"][(1, 2, "horovod")]) == 1.0
+    # a candidate whose link was measured between nodes of one CPU each: those nodes' CPUs, not the study's
+    one_cpu, apart = {**loaded, "node_cpus": 1}, {"devices_per_node": 1, "compute_factor": 1}
+    assert plan._rate(loaded, apart, 1, loaded["costs"][(1, 2, "horovod")]) == 1.0
+    assert plan._rate(loaded, apart, 1, loaded["costs"][(1, 2, "horovod")], one_cpu) < 0.6
     assert "measured: example's contention.csv" in (tmp_path / "p" / "plan.md").read_text()

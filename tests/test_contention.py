@@ -120,6 +120,16 @@ def test_the_model_takes_the_sweeps_cores_and_the_runs_cpus():
     assert old.cores == 0.0  # a sweep made before cores were recorded: none assumed
     host = json.dumps({"node0": {"logical_cpus": 2}, "node1": {"logical_cpus": 4}})
     assert prediction.node_cpus({"hardware": host}) == 2 and prediction.node_cpus({"hardware": ""}) is None
+    # ranks held to fewer CPUs than the host has (an emulated node's set, a binding) share those
+    held = json.dumps({"vm": {"logical_cpus": 2, "cpus_allowed": 1}})
+    assert prediction.node_cpus({"hardware": held, "ranks_per_node": 1}) == 1
+    assert prediction.node_cpus({"hardware": held, "ranks_per_node": 2}) == 2  # bound: one each
+    free = json.dumps({"vm": {"logical_cpus": 2, "cpus_allowed": 2}})
+    assert prediction.node_cpus({"hardware": free, "ranks_per_node": 2}) == 2
+    assert model.shared_rate(1, 1, prediction.node_cpus({"hardware": held, "ranks_per_node": 1}), 0.9) == (
+        pytest.approx(1 / 1.9)
+    )
+    assert model.shared_rate(1, 1, prediction.node_cpus({"hardware": free, "ranks_per_node": 1}), 0.9) == 1
 
 
 def test_a_calibration_measures_each_trial_in_a_launch_of_the_copies_in_alternating_order(tmp_path):

@@ -52,3 +52,27 @@ def test_os_release_values_keep_what_their_quotes_hold():
         "ID": "debian",
         "VERSION_ID": "12",
     }
+
+
+def test_a_process_records_the_cpus_its_affinity_allows_and_a_host_keeps_its_ranks_fewest():
+    import os
+    import subprocess
+    import sys
+
+    assert hardware.describe()["cpus_allowed"] == len(os.sched_getaffinity(0))
+    # a process held to one CPU (as an emulated node's ranks are, by taskset) says one
+    held = subprocess.run(
+        [sys.executable, "-c", "from dlscale.core import hardware; print(hardware.cpus_allowed())"],
+        preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert held.stdout.strip() == "1"
+    wide, narrow = {"logical_cpus": 2, "cpus_allowed": 2, "x": 1}, {"logical_cpus": 2, "cpus_allowed": 1, "x": 2}
+    assert hardware.merged(None, wide) == wide
+    assert hardware.merged(narrow, wide) == {**wide, "cpus_allowed": 1}
+    assert hardware.merged(wide, {"logical_cpus": 2}) == {"logical_cpus": 2, "cpus_allowed": 2}
+    line = hardware.summary({**hardware.cpu(CPUINFO), "cpus_allowed": 1, "memory_gib": 1, "gpus": []})
+    assert "(1 socket, 2 cores, 2 logical CPUs, 1 of them allowed to a rank)" in line
+    assert "allowed" not in hardware.summary({**hardware.cpu(CPUINFO), "cpus_allowed": 2, "memory_gib": 1})

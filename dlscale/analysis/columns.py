@@ -128,7 +128,8 @@ RUNS = {
     "the wall time of its measured iterations, the most of any rank (dlscale/core/processes.py)",
     "rank_threads": "threads of a rank's processes at the end of its measured iterations, the most of any rank",
     "started": "when the run started (UTC, ISO 8601)",
-    "hardware": "every host the ranks ran on, by name: CPU model, sockets, cores, logical CPUs, the CPU's "
+    "hardware": "every host the ranks ran on, by name: CPU model, sockets, cores, logical CPUs, the fewest CPUs "
+    "a rank's affinity allowed (cpus_allowed), the CPU's "
     "family/model/stepping, clock (MHz), vector instructions, kernel, OS, virtualization, memory (GiB), GPUs "
     "(name, memory, driver), as a JSON object (dlscale/core/hardware.py)",
 }

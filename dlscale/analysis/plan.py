@@ -166,7 +166,7 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
         ranks = candidate["nodes"] * candidate["devices_per_node"]
         ready = None if ident["allreduce_schedule"] == "sequential" else base["ready"]
         slowdown, slowdown_from = _slowdown(source, candidate, {**ident, "threads_per_rank": threads})
-        rate = _rate(source, candidate, threads, cost_fn)
+        rate = _rate(source, candidate, threads, cost_fn, link_study)
         p = predict(phases, Gradients.of(base, ready), ranks, cost_fn, slowdown, rate)
         rate = ranks * ident["batch_size"] / p["iteration_s"]
         error, error_from = model_error(study, ident)
@@ -222,13 +222,16 @@ def _slowdown(source, candidate, ident):
     return 1.0, f"assumed: 1 ({per_node} devices per node computing as fast as one alone; none measured or stated)"
 
 
-def _rate(source, candidate, threads, cost):
+def _rate(source, candidate, threads, cost, link_study=None):
     """How fast the candidate's compute and its allreduce each progress while both run
-    (model.shared_rate): on the measured device's own node (no compute_factor) from its CPUs and the
-    sweep's cores; elsewhere 1 (a stated link's allreduce is assumed to take no compute cores)."""
+    (model.shared_rate): on the measured device's own kind of node (no compute_factor) from the CPUs
+    its ranks had (those of `link_study`'s nodes where the link was measured there: the candidate's
+    nodes are those) and the sweep's cores; elsewhere 1 (a stated link's allreduce is assumed to
+    take no compute cores)."""
     if candidate["compute_factor"] != 1:
         return 1.0
-    return shared_rate(threads, candidate["devices_per_node"], source.get("node_cpus"), cost.cores)
+    cpus = (link_study or source).get("node_cpus")
+    return shared_rate(threads, candidate["devices_per_node"], cpus, cost.cores)
 
 
 def _link(study, candidate, ident, links):

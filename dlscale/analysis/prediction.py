@@ -365,12 +365,21 @@ def not_predicted(run, bases, unusable, cost_by, failures):
 
 
 def node_cpus(run):
-    """The fewest logical CPUs among a run's hosts as its ranks recorded them (runs.csv `hardware`), or
-    None where it has none. An emulated node's CPU set is not what its ranks see: they see the host's."""
+    """The CPUs a run's ranks of one node share, or None where it has no record of them: on each host
+    (runs.csv `hardware`, as its ranks recorded it) its logical CPUs, or fewer where its ranks were
+    allowed fewer (ranks per node x each rank's affinity: a binding, an emulated node's CPU set, a
+    scheduler's cpuset); the fewest over the run's hosts."""
     cell = run.get("hardware")
     hosts = hardware.hosts([cell]) if isinstance(cell, str) else {}
-    cpus = [h.get("logical_cpus") for h in hosts.values() if h.get("logical_cpus")]
+    cpus = [_host_cpus(h, run.get("ranks_per_node")) for h in hosts.values() if h.get("logical_cpus")]
     return min(cpus) if cpus else None
+
+
+def _host_cpus(host, ranks_per_node):
+    allowed = host.get("cpus_allowed")
+    if not allowed or not ranks_per_node or pd.isna(ranks_per_node):  # recorded before ranks said
+        return host["logical_cpus"]
+    return min(host["logical_cpus"], int(ranks_per_node) * allowed)
 
 
 def slowdown_for(run, slowdowns):

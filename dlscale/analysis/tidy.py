@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.analysis import trace
-from dlscale.core import samples
+from dlscale.core import hardware, samples
 from dlscale.core.paths import run_from_path
 from dlscale.core.records import parse_file
 from dlscale.core.timeline import timeline_comm
@@ -215,7 +215,9 @@ def _add_run_record(row, rank, run_rec):
         row.update(_provenance_row(run_rec))
     host = (run_rec or {}).get("provenance", {}).get("hardware")
     if host:  # every host's, by name: a JSON object in one cell
-        row["hardware"] = json.dumps({**json.loads(row.get("hardware") or "{}"), host["host"]: host}, sort_keys=True)
+        hosts = json.loads(row.get("hardware") or "{}")
+        hosts[host["host"]] = hardware.merged(hosts.get(host["host"]), host)
+        row["hardware"] = json.dumps(hosts, sort_keys=True)
     if run_rec and run_rec.get("data", {}).get("loader_img_per_s") is not None:
         # the slowest rank's loader bounds the step
         rate = run_rec["data"]["loader_img_per_s"]

@@ -96,9 +96,34 @@ def gpus(query=None):
     return [{"name": r[0], "memory": r[1], "driver": r[2]} for r in rows if len(r) == 3]
 
 
+def cpus_allowed():
+    """How many CPUs this process may run on (its affinity mask: a launcher's binding, taskset, an
+    emulated node's CPU set or a scheduler's cpuset), which can be fewer than the host's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count()
+
+
 def describe():
-    """This host: its name, CPU, memory and GPUs."""
-    return {"host": socket.gethostname(), **cpu(), **platform_facts(), "memory_gib": memory_gib(), "gpus": gpus()}
+    """This host as this process sees it: its name, CPU, the CPUs the process may use, memory, GPUs."""
+    return {
+        "host": socket.gethostname(),
+        **cpu(),
+        "cpus_allowed": cpus_allowed(),
+        **platform_facts(),
+        "memory_gib": memory_gib(),
+        "gpus": gpus(),
+    }
+
+
+def merged(old, new):
+    """One host's description from two of its ranks': the newer, with the fewer CPUs allowed (a rank
+    bound to fewer CPUs than another on the same host is the one whose share limits it)."""
+    if not old:
+        return new
+    allowed = [d["cpus_allowed"] for d in (old, new) if d.get("cpus_allowed")]
+    return {**new, "cpus_allowed": min(allowed)} if allowed else new
 
 
 def hosts(cells):
@@ -116,7 +141,7 @@ def summary(host):
     sockets = host.get("sockets")
     line = (
         f"{host.get('cpu_model', 'unknown CPU')} ({sockets} socket{'s' if sockets != 1 else ''}, "
-        f"{host.get('cores')} cores, {host.get('logical_cpus')} logical CPUs), "
+        f"{host.get('cores')} cores, {host.get('logical_cpus')} logical CPUs{_allowed(host)}), "
         f"{host.get('memory_gib')} GiB memory; GPU: {gpu or 'none'}"
     )
     if "kernel" not in host:  # recorded before these facts were
@@ -127,6 +152,12 @@ def summary(host):
         f"{', '.join(host['isa']) or 'no AVX2'}; {host['os']}, Linux {host['kernel']}; "
         f"virtualization: {host['virtualization']}"
     )
+
+
+def _allowed(host):
+    """ ", N of them allowed to a rank" where a rank was held to fewer CPUs than the host has."""
+    allowed, cpus = host.get("cpus_allowed"), host.get("logical_cpus")
+    return f", {allowed} of them allowed to a rank" if allowed and cpus and allowed < cpus else ""
 
 
 def _read(path):

@@ -1,0 +1,95 @@
+"""Benchmark record (not a test): what the CPUs a rank was allowed do to the model on one finished
+study. The study's model (dlscale/analysis/prediction.py) is made twice from its own tables: with each
+node's CPUs as its ranks recorded them (the host's logical CPUs, or ranks per node x the CPUs a rank's
+affinity allowed where fewer: an emulated node's CPU set, a binding; the model as it is), and with the
+host's logical CPUs (the model before ranks recorded their affinity). Per configuration of 2 or more
+ranks, the median relative error of the predicted iteration over its repeats in each, the node's CPUs
+and the shared rate each used. Writes bench/results/node-cpus.csv (rows of earlier studies kept).
+
+  .venv/bin/python bench/node_cpus.py RESULTS [--note TEXT] [--out bench/results/node-cpus.csv]
+"""
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.contention_model import KEYS  # noqa: E402
+from bench.overhead import machine  # noqa: E402
+from dlscale.analysis import contention, prediction  # noqa: E402
+from dlscale.core.paths import TABLES  # noqa: E402
+
+READ = {"keep_default_na": False, "na_values": [""]}
+
+
+def host_cpus_only(cell):
+    """A runs.csv `hardware` cell without what the ranks' affinity allowed (the host's CPUs only)."""
+    if not isinstance(cell, str) or not cell.strip():
+        return cell
+    return json.dumps({h: {k: v for k, v in d.items() if k != "cpus_allowed"} for h, d in json.loads(cell).items()})
+
+
+def errors(results, recorded=True):
+    """Per configuration (KEYS) of 2 or more ranks: the median error of the predicted iteration, the
+    node's CPUs and the shared rate (`recorded` False: the hosts' logical CPUs in place of the ranks')."""
+    runs, status = pd.read_csv(results / TABLES["run_metrics"]), pd.read_csv(results / TABLES["runs"], **READ)
+    if not recorded:
+        status["hardware"] = status["hardware"].map(host_cpus_only)
+    tensors = pd.read_csv(results / TABLES["tensors"])
+    sweep, fits = pd.read_csv(results / TABLES["allreduce"]), pd.read_csv(results / TABLES["allreduce_fit"])
+    path = results / TABLES["contention"]
+    slowdowns = contention.slowdowns(pd.read_csv(path, **READ)) if path.is_file() else {}
+    table, _, _ = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
+    cpus = {tuple(r[k] for k in KEYS): prediction.node_cpus(r) for r in status.to_dict("records")}
+    table = table[table["ranks"] > 1].dropna(subset=["error_iteration"])
+    out = table.groupby(KEYS)[["error_iteration", "shared_rate"]].median()
+    out["node_cpus"] = [cpus.get(k) for k in out.index]
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=Path)
+    ap.add_argument("--note", default="")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "node-cpus.csv"))
+    args = ap.parse_args(argv)
+    now, host = errors(args.results), errors(args.results, recorded=False)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    rows = [
+        {
+            **dict(zip(KEYS, key)),
+            "node_cpus_host": host["node_cpus"][key],
+            "shared_rate_host": round(host["shared_rate"][key], 4),
+            "error_host_cpus": round(host["error_iteration"][key], 4),
+            "node_cpus_recorded": r["node_cpus"],
+            "shared_rate_recorded": round(r["shared_rate"], 4),
+            "error_recorded_cpus": round(r["error_iteration"], 4),
+            "study": args.results.name,
+            "machine": machine(),
+            "date": datetime.date.today().isoformat(),
+            "commit": commit.stdout.strip(),
+            "note": args.note,
+        }
+        for key, r in now.iterrows()
+    ]
+    if not rows:
+        print(f"{args.results}: no predicted configuration of 2 or more ranks", file=sys.stderr)
+        return 1
+    out, table = Path(args.out), pd.DataFrame(rows)
+    if out.exists():
+        table = pd.concat([pd.read_csv(out, keep_default_na=False), table], ignore_index=True)[list(rows[0])]
+    table.to_csv(out, index=False)
+    print(table.tail(len(rows)).to_string(index=False))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

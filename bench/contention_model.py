@@ -96,14 +96,18 @@ def main(argv=None):
                 "note": args.note,
             }
         )
-    out = Path(args.out)
-    table = pd.DataFrame(rows)
+    append_rows(rows, args.out)
+    return 0
+
+
+def append_rows(rows, out):
+    """Write `rows` after the rows of earlier studies in the table at `out`, and print them."""
+    out, table = Path(out), pd.DataFrame(rows)
     if out.exists():
         table = pd.concat([pd.read_csv(out, keep_default_na=False), table], ignore_index=True)[list(rows[0])]
     table.to_csv(out, index=False)
     print(table.tail(len(rows)).to_string(index=False))
     print(f"wrote {out}")
-    return 0
 
 
 if __name__ == "__main__":

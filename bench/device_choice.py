@@ -20,11 +20,13 @@ two-node option as they were (each row has its own date and commit).
 import argparse
 import datetime
 import json
+import math
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -32,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead import machine, merge_table, write_table  # noqa: E402
-from dlscale.analysis import plan  # noqa: E402
+from dlscale.analysis import plan, student  # noqa: E402
+from dlscale.analysis.metrics import Mean, ratio_ci  # noqa: E402
 from dlscale.core.paths import TABLES  # noqa: E402
 
 BIG = "one 2-thread device"
@@ -47,6 +50,7 @@ OPTIONS = {
 }
 EQUAL = 0.05  # within this, two options are equal (the model is checked to 5%)
 ROW_KEY = ("framework", "network", "option")
+RATE = "throughput_img_per_s"
 COMMAND = ".venv/bin/python bench/device_choice.py results/device-choice results/device-choice-emulated"
 
 
@@ -119,10 +123,64 @@ def verdict(rate, big):
     return "equal" if abs(ratio - 1) <= EQUAL else ("faster" if ratio > 1 else "slower")
 
 
+def supported(lo, hi):
+    """The verdict a measured ratio's 95% interval supports: faster or slower where it lies wholly beyond
+    the 5% band on one side, equal where wholly within it, else unresolved (its repeats cannot tell)."""
+    if not (lo > 0 and hi > 0):
+        return "unresolved"
+    if lo > 1 + EQUAL:
+        return "faster"
+    if hi < 1 - EQUAL:
+        return "slower"
+    return "equal" if lo >= 1 - EQUAL and hi <= 1 + EQUAL else "unresolved"
+
+
+def ratios(studies, confidence=0.95):
+    """{(framework, model, option): (option / the one big device, lower, upper)}: the measured throughput
+    ratio with its 95% interval; paired by block (repeat) where the study that measured the option also
+    measured the big device in the same blocks (the one-node study), else from the two independent means."""
+    per_run = [pd.read_csv(Path(s) / TABLES["run_metrics"]) for s in studies]
+    summaries = [pd.read_csv(Path(s) / TABLES["summary"]) for s in studies]
+    out = {}
+    for name, (_, (study, nodes, per_node, threads)) in options(studies).items():
+        if name == BIG:
+            continue
+        pick = _placement(nodes, per_node, threads)
+        for key, g in pick(per_run[study]).groupby(["framework", "model"]):
+            big = _placement(1, 1, 2)(per_run[0])
+            big = big[(big.framework == key[0]) & (big.model == key[1])]
+            if study == 0:
+                out[(*key, name)] = _paired(g, big, confidence)
+            else:
+                out[(*key, name)] = _independent(pick(summaries[study]), _placement(1, 1, 2)(summaries[0]), key)
+    return out
+
+
+def _placement(nodes, per_node, threads):
+    return lambda t: t[(t["nodes"] == nodes) & (t["ranks_per_node"] == per_node) & (t["threads_per_rank"] == threads)]
+
+
+def _paired(runs, big, confidence):
+    both = runs[["repeat", RATE]].merge(big[["repeat", RATE]], on="repeat", suffixes=("", "_big"))
+    logs = np.log(both[RATE] / both[f"{RATE}_big"]).dropna()
+    if len(logs) < 2:
+        return math.nan, math.nan, math.nan
+    half = student.quantile(0.5 + confidence / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs))
+    return math.exp(logs.mean()), math.exp(logs.mean() - half), math.exp(logs.mean() + half)
+
+
+def _independent(option, big, key):
+    def mean(table):
+        r = table[(table.framework == key[0]) & (table.model == key[1])].iloc[0]
+        return Mean(r[RATE], r["throughput_se"], int(r["repeats_ok"]))
+
+    return ratio_ci(mean(option), mean(big))
+
+
 def rows(studies):
     with tempfile.TemporaryDirectory() as tmp:
         table, _ = plan.plan(studies[0], candidates(tmp, studies))
-    seen, why = measured(studies), off_target(studies)
+    seen, why, measured_ratios = measured(studies), off_target(studies), ratios(studies)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     out = []
     for r in table.itertuples():
@@ -134,6 +192,8 @@ def rows(studies):
         big_predicted = table[(table.framework == r.framework) & (table.model == r.model) & (table.candidate == BIG)]
         vs_measured = verdict(rate, big_measured) if r.candidate != BIG else ""
         vs_predicted = verdict(r.predicted_img_per_s, big_predicted.predicted_img_per_s.iloc[0]) if vs_measured else ""
+        ratio, ratio_lo, ratio_hi = measured_ratios.get(key, (math.nan,) * 3)
+        predicted_ratio = r.predicted_img_per_s / big_predicted.predicted_img_per_s.iloc[0]
         out.append(
             {
                 "framework": r.framework,
@@ -149,6 +209,12 @@ def rows(studies):
                 "vs_big_measured": vs_measured,
                 "vs_big_predicted": vs_predicted,
                 "verdicts_agree": "" if not vs_measured else vs_measured == vs_predicted,
+                "ratio_measured": _round(ratio),
+                "ratio_ci_lo": _round(ratio_lo),
+                "ratio_ci_hi": _round(ratio_hi),
+                "ratio_predicted": _round(predicted_ratio) if vs_measured else "",
+                "vs_big_supported": supported(ratio_lo, ratio_hi) if vs_measured else "",
+                "prediction_in_interval": "" if not vs_measured else bool(ratio_lo <= predicted_ratio <= ratio_hi),
                 "miss_reason": why.get(key, "") if abs(r.predicted_img_per_s / rate - 1) > EQUAL else "",
                 "compute_from": r.compute_from,
                 "link_from": r.link_from,
@@ -159,6 +225,10 @@ def rows(studies):
             }
         )
     return out
+
+
+def _round(x):
+    return "" if math.isnan(x) else round(x, 4)
 
 
 def main(argv=None):

@@ -21,7 +21,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.contention_model import KEYS  # noqa: E402
+from bench.contention_model import KEYS, append_rows  # noqa: E402
 from bench.overhead import machine  # noqa: E402
 from dlscale.analysis import contention, prediction  # noqa: E402
 from dlscale.core.paths import TABLES  # noqa: E402
@@ -50,7 +50,7 @@ def errors(results, recorded=True):
     cpus = {tuple(r[k] for k in KEYS): prediction.node_cpus(r) for r in status.to_dict("records")}
     table = table[table["ranks"] > 1].dropna(subset=["error_iteration"])
     out = table.groupby(KEYS)[["error_iteration", "shared_rate"]].median()
-    out["node_cpus"] = [cpus.get(k) for k in out.index]
+    out["node_cpus"] = pd.array([cpus.get(k) for k in out.index], dtype="Int64")
     return out
 
 
@@ -82,12 +82,7 @@ def main(argv=None):
     if not rows:
         print(f"{args.results}: no predicted configuration of 2 or more ranks", file=sys.stderr)
         return 1
-    out, table = Path(args.out), pd.DataFrame(rows)
-    if out.exists():
-        table = pd.concat([pd.read_csv(out, keep_default_na=False), table], ignore_index=True)[list(rows[0])]
-    table.to_csv(out, index=False)
-    print(table.tail(len(rows)).to_string(index=False))
-    print(f"wrote {out}")
+    append_rows(rows, args.out)
     return 0
 
 

@@ -3,8 +3,11 @@ one trial): they build their spec on bench/overhead.py's `harness_spec`, and a s
 longer takes (a key it came to need) fails here, not when someone next measures."""
 
 import csv
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -96,3 +99,51 @@ def test_the_contention_model_benchmark_adds_the_allreduces_cpu_time_only_where_
             assert with_cpu == calibrated and r["error_comm_total"] == r["error_comm_total_alone"], r
         else:  # sharing the CPUs with backward: the allreduces run no faster than the sweep's
             assert with_cpu >= calibrated and float(r["error_comm_total"]) >= float(r["error_comm_total_alone"]), r
+
+
+def test_the_node_cpus_benchmark_sets_the_ranks_cpus_beside_the_hosts(tmp_path):
+    """On the committed example's tables (recorded before ranks said their affinity) the two models are
+    the same; with its hosts made of 4 CPUs and each rank allowed 1, the model as it is shares the two
+    CPUs its ranks had (a lower rate, a longer predicted iteration), the old one the host's four."""
+    example = tmp_path / "example"
+    shutil.copytree(ROOT / "docs" / "example", example)
+    script = [sys.executable, str(ROOT / "bench" / "node_cpus.py"), str(example)]
+
+    def rows(out):
+        proc = subprocess.run([*script, "--out", str(out)], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        return list(csv.DictReader(out.open()))
+
+    same = rows(tmp_path / "same.csv")
+    assert same and all(r["error_host_cpus"] == r["error_recorded_cpus"] for r in same)
+    runs = example / "runs.csv"
+    text = runs.read_text().replace('""logical_cpus"": 2', '""logical_cpus"": 4, ""cpus_allowed"": 1')
+    assert text != runs.read_text()
+    runs.write_text(text)
+    held = rows(tmp_path / "held.csv")
+    assert {r["node_cpus_host"] for r in held} == {"4"} and {r["node_cpus_recorded"] for r in held} == {"2"}
+    assert all(float(r["shared_rate_recorded"]) <= float(r["shared_rate_host"]) for r in held)
+    assert any(float(r["shared_rate_recorded"]) < float(r["shared_rate_host"]) for r in held)
+    assert any(float(r["error_recorded_cpus"]) > float(r["error_host_cpus"]) for r in held)
+
+
+def test_the_device_choice_benchmark_says_which_verdict_a_measured_ratio_supports():
+    """A verdict of the buyer's table is the measurement's only where the ratio's interval lies wholly on
+    one side of the 5% band (or within it); the paired ratio is over the blocks both options ran."""
+    import math
+
+    import pandas as pd
+
+    from bench import device_choice as dc
+
+    assert dc.supported(1.10, 1.30) == "faster" and dc.supported(0.70, 0.90) == "slower"
+    assert dc.supported(0.97, 1.04) == "equal"
+    assert dc.supported(0.66, 1.55) == "unresolved" and dc.supported(1.02, 1.20) == "unresolved"
+    assert dc.supported(math.nan, math.nan) == "unresolved"
+    # three blocks, the option 1.2x, 1.25x and 1.15x the big device's throughput in each: drift cancels
+    big = pd.DataFrame({"repeat": [0, 1, 2], dc.RATE: [10.0, 20.0, 5.0]})
+    option = pd.DataFrame({"repeat": [2, 0, 1], dc.RATE: [5.75, 12.0, 25.0]})
+    ratio, lo, hi = dc._paired(option, big, 0.95)
+    assert ratio == pytest.approx(math.exp(sum(math.log(x) for x in (1.2, 1.25, 1.15)) / 3))
+    assert lo < 1.15 < 1.25 < hi and dc.supported(lo, hi) == "faster"
+    assert math.isnan(dc._paired(option.iloc[:1], big, 0.95)[0])  # one block: no interval

@@ -21,12 +21,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.contention_model import KEYS, append_rows  # noqa: E402
+from bench.contention_model import KEYS as CONFIGURATION  # noqa: E402
+from bench.contention_model import append_rows  # noqa: E402
 from bench.overhead import machine  # noqa: E402
 from dlscale.analysis import contention, prediction  # noqa: E402
 from dlscale.core.paths import TABLES  # noqa: E402
 
 READ = {"keep_default_na": False, "na_values": [""]}
+KEYS = CONFIGURATION + ["threads_per_rank"]
 
 
 def host_cpus_only(cell):

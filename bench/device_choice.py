@@ -77,9 +77,7 @@ def measured(studies):
     summaries = [pd.read_csv(Path(s) / TABLES["summary"]) for s in studies]
     out = {}
     for name, (_, (study, nodes, per_node, threads)) in options(studies).items():
-        s = summaries[study]
-        rows = s[(s["nodes"] == nodes) & (s["ranks_per_node"] == per_node) & (s["threads_per_rank"] == threads)]
-        for r in rows.itertuples():
+        for r in _placement(nodes, per_node, threads)(summaries[study]).itertuples():
             ci = (r.throughput_img_per_s_ci_lo, r.throughput_img_per_s_ci_hi)
             out[(r.framework, r.model, name)] = (r.throughput_img_per_s, ci, r.repeats_ok)
     return out
@@ -141,22 +139,25 @@ def ratios(studies, confidence=0.95):
     measured the big device in the same blocks (the one-node study), else from the two independent means."""
     per_run = [pd.read_csv(Path(s) / TABLES["run_metrics"]) for s in studies]
     summaries = [pd.read_csv(Path(s) / TABLES["summary"]) for s in studies]
+    big_study, *big_placement = OPTIONS[BIG][1]
+    big = _placement(*big_placement)
+    big_runs, big_summary = big(per_run[big_study]), big(summaries[big_study])
     out = {}
-    for name, (_, (study, nodes, per_node, threads)) in options(studies).items():
+    for name, (_, (study, *placement)) in options(studies).items():
         if name == BIG:
             continue
-        pick = _placement(nodes, per_node, threads)
+        pick = _placement(*placement)
         for key, g in pick(per_run[study]).groupby(["framework", "model"]):
-            big = _placement(1, 1, 2)(per_run[0])
-            big = big[(big.framework == key[0]) & (big.model == key[1])]
-            if study == 0:
-                out[(*key, name)] = _paired(g, big, confidence)
+            if study == big_study:
+                mine = big_runs[(big_runs.framework == key[0]) & (big_runs.model == key[1])]
+                out[(*key, name)] = _paired(g, mine, confidence)
             else:
-                out[(*key, name)] = _independent(pick(summaries[study]), _placement(1, 1, 2)(summaries[0]), key)
+                out[(*key, name)] = _independent(pick(summaries[study]), big_summary, key)
     return out
 
 
 def _placement(nodes, per_node, threads):
+    """A table's rows of one placement: nodes, ranks per node, threads per rank."""
     return lambda t: t[(t["nodes"] == nodes) & (t["ranks_per_node"] == per_node) & (t["threads_per_rank"] == threads)]
 
 

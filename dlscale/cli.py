@@ -52,19 +52,17 @@ from dlscale.core import paths, version
 from dlscale.environment import build as env
 from dlscale.environment import rerun
 
-# `dlscale env build` runs on a bare python, before the environment that holds the runtime's packages
-# (jsonschema, snakemake, numpy) exists (./bootstrap.sh, or a wheel installed into a site's python):
-# the other commands import the runtime when they run ("bare python" below).
+# `dlscale env build` runs on a bare python, before the environment with the runtime's packages exists
+# (./bootstrap.sh, or a wheel installed into a site's python): commands import the runtime as they run.
 
 
 def cmd_env(args):
-
     if args.action == "check":
         return _env_check(args)
     if len(args.framework) > 1:
         print(f"dlscale env {args.action}: one --framework at a time", file=sys.stderr)
         return 2
-    own = _own_environment(args.framework)
+    own = args.framework[0] if args.framework else None  # its own environment, else the workload's
     if args.action == "path":
         path = env.env_dir(own=own)
         if not env.is_complete(path):
@@ -106,15 +104,9 @@ def _prepared(manifest, form):
     return manifest.exists() and (form is None or form.FORMAT in json.loads(manifest.read_text()))
 
 
-def _own_environment(framework):
-    """The framework asked for (`--framework`, at most one: its own environment), else None (the
-    workload environment)."""
-    return framework[0] if framework else None
-
-
 def _env_check(args):
-    """`dlscale env check`: what each framework's Python (the built environment, or the user's from
-    `environments`; --python: this one) has of what the study's runs need. Exit 1 where something lacks."""
+    """`dlscale env check`: what each framework's Python (built, the user's, or --python) has of what the
+    study's runs need. Exit 1 where something lacks."""
     from dlscale.runtime import config as cfg  # bare python
     from dlscale.runtime import environments  # bare python
 
@@ -130,9 +122,8 @@ def _env_check(args):
             continue
         checked = environments.check(str(cfg.resolve(python)), fw, environments.needs(conf, fw))
         print(f"{fw}: {checked['python']}: {'ok' if not checked['missing'] else 'lacks what the study needs'}")
-        print(
-            f"  Python {checked['python_version']}; CUDA runtime wheels: {checked['cuda']['runtime_wheels'] or 'none'}"
-        )
+        wheels = checked["cuda"]["runtime_wheels"] or "none"
+        print(f"  Python {checked['python_version']}; CUDA runtime wheels: {wheels}")
         for need in checked["needs"]:
             facts = checked["modules"][need["module"]]
             print(f"  {need['module']} {facts['version'] or '-'} ({need['why']})")
@@ -142,18 +133,13 @@ def _env_check(args):
     return 1 if lacking else 0
 
 
-def _study_name(configfiles, items):
-    from dlscale.runtime import config as cfg  # bare python
-
-    first = cfg.STUDY_CONFIG if Path(cfg.STUDY_CONFIG).is_file() else str(cfg.DEFAULT_CONFIG)
-    return " + ".join([first, *configfiles] + ([f"--config {' '.join(items)}"] if items else []))
-
-
 def cmd_check_config(args):
     from dlscale.runtime import config as cfg  # bare python
 
     conf = cfg.load(*args.configs, items=args.config)
-    print(f"{_study_name(args.configs, args.config)}: ok, {len(cfg.matrix(conf))} runs")
+    first = cfg.STUDY_CONFIG if Path(cfg.STUDY_CONFIG).is_file() else str(cfg.DEFAULT_CONFIG)
+    name = " + ".join([first, *args.configs] + ([f"--config {' '.join(args.config)}"] if args.config else []))
+    print(f"{name}: ok, {len(cfg.matrix(conf))} runs")
     for out in cfg.left_out(conf):
         print(f"left out: {out['framework']} with {out['allreduce_library']}: {out['reason']}")
     for warning in cfg.warnings(conf):
@@ -167,8 +153,7 @@ def cmd_launch(args):
     from dlscale.runtime.execution import Interrupted, interruptible  # bare python
     from dlscale.workloads import frameworks, images  # bare python
 
-    files = [a for a in args.set if "=" not in a]
-    conf = cfg.load(*files)
+    conf = cfg.load(*[a for a in args.set if "=" not in a])
     run = dict(cfg.matrix(conf)[0])
     for item in (a for a in args.set if "=" in a):
         key, _, value = item.partition("=")
@@ -201,29 +186,17 @@ def cmd_launch(args):
 
 
 def _snakemake(args, *extra):
-    """The packaged workflow, snakemake --cores all, with the study's overlays and items, in the
-    study folder (the working directory: see `_enter`); returns its exit code."""
-    argv = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(paths.WORKFLOW / "Snakefile"),
-        "--workflow-profile",
-        str(paths.WORKFLOW / "profiles" / "default"),
-        "--cores",
-        "all",
-        # targets and Snakemake's own options first: --configfile and --config take every word after them
-        *extra,
-        *(["--configfile", *args.configfile] if args.configfile else []),
-        *(["--config", *args.config] if args.config else []),
-    ]
+    """The packaged workflow, snakemake --cores all, with the study's overlays and items: its exit code."""
+    argv = [sys.executable, "-m", "snakemake", "--snakefile", str(paths.WORKFLOW / "Snakefile")]
+    # targets and Snakemake's own options first: --configfile and --config take every word after them
+    argv += ["--workflow-profile", str(paths.WORKFLOW / "profiles" / "default"), "--cores", "all", *extra]
+    argv += ["--configfile", *args.configfile] if args.configfile else []
+    argv += ["--config", *args.config] if args.config else []
     return subprocess.run(argv).returncode
 
 
 def cmd_init(args):
-    """`dlscale init`: a study folder with its config (commented), the shipped hostfiles and the
-    cluster profiles; nothing of an existing study is overwritten."""
+    """`dlscale init`: a study folder with its commented config, hostfiles and profiles; overwrites nothing."""
     from dlscale.runtime import config as cfg  # bare python
 
     folder = Path(args.study)
@@ -359,9 +332,8 @@ def _snakemakes_in(folder):
 
 
 def cmd_unlock(args):
-    """Snakemake locks the output folders while it runs and removes the lock as it ends; a snakemake
-    that was killed (SIGKILL, power loss, out of memory) leaves it, and the next run stops with a
-    LockException. The lock is stale only when no snakemake runs here, which this checks first."""
+    """A killed snakemake (SIGKILL, power loss, out of memory) leaves its lock, and the next run stops with
+    a LockException. The lock is stale only when no snakemake runs here, which this checks first."""
     locks, running = _locks(Path.cwd())
     if not locks:
         print(f"no lock in {Path.cwd() / '.snakemake' / 'locks'}: nothing to do")
@@ -397,13 +369,8 @@ def cmd_emulate(args):
     if not args.nodes:
         raise ValueError(f"emulate {args.action} needs --nodes")
     if args.action == "up":
-        made = emulate.up(
-            args.nodes,
-            args.rate_mbit,
-            args.delay_ms,
-            name=f"{emulate.PREFIX}-{args.name}",
-            congestion_control=args.congestion_control,
-        )
+        name, cc = f"{emulate.PREFIX}-{args.name}", args.congestion_control
+        made = emulate.up(args.nodes, args.rate_mbit, args.delay_ms, name=name, congestion_control=cc)
         text = made.hostfile(args.slots)
         if args.hostfile:
             Path(args.hostfile).write_text(text)
@@ -413,15 +380,14 @@ def cmd_emulate(args):
             f"# remove with: python -m dlscale emulate down {args.name}"
         )
         return 0
-    command = args.command
-    if not command:
+    if not args.command:
         raise ValueError("emulate run needs a command after --")
     with emulate.cluster(args.nodes, args.rate_mbit, args.delay_ms, congestion_control=args.congestion_control) as made:
         hostfile = Path(f"/tmp/{made.name}.hostfile")
         hostfile.write_text(made.hostfile(args.slots))
         env = {**os.environ, **made.launch_env(), "DLSCALE_HOSTFILE": str(hostfile)}
         try:
-            return subprocess.run(made.wrap(command), env=env).returncode
+            return subprocess.run(made.wrap(args.command), env=env).returncode
         finally:
             hostfile.unlink()
 
@@ -442,20 +408,14 @@ def cmd_slurm(args):
 
 
 def _study_options(parser):
-    parser.add_argument(
-        "--configfile",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="an overlay on config/config.yaml (repeat for more, in order)",
-    )
-    parser.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="as snakemake --config (one item per --config)",
-    )
+    text = "an overlay on config/config.yaml (repeat for more, in order)"
+    parser.add_argument("--configfile", action="append", default=[], metavar="FILE", help=text)
+    _config_option(parser)
+
+
+def _config_option(parser):
+    text = "as snakemake --config (one item per --config)"
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help=text)
 
 
 def parser():
@@ -477,12 +437,8 @@ def parser():
     _env_command(sub)
     _check_config_command(sub)
     p = sub.add_parser("launch", help="run one run of a study by hand")
-    p.add_argument(
-        "set",
-        nargs="*",
-        metavar="CONFIG|KEY=VALUE",
-        help="overlays on config/config.yaml, and run keys differing from the first run",
-    )
+    text = "overlays on config/config.yaml, and run keys differing from the first run"
+    p.add_argument("set", nargs="*", metavar="CONFIG|KEY=VALUE", help=text)
     p.set_defaults(fn=cmd_launch)
     p = sub.add_parser("unlock", help="remove the lock a killed snakemake left behind")
     _study_folder(p)
@@ -490,12 +446,8 @@ def parser():
     p.set_defaults(fn=cmd_unlock)
     p = sub.add_parser("retry", help="redo failed runs and the tables after them")
     _study_options(p)
-    p.add_argument(
-        "set",
-        nargs="*",
-        metavar="[STUDY] KEY=VALUE",
-        help="the study folder (default: here), then only runs with these keys",
-    )
+    text = "the study folder (default: here), then only runs with these keys"
+    p.add_argument("set", nargs="*", metavar="[STUDY] KEY=VALUE", help=text)
     p.set_defaults(fn=cmd_retry, study=".")
     p = sub.add_parser("compare", help="finished studies from several machines side by side")
     p.add_argument("studies", nargs="+", help="their results folders; the first is the reference")
@@ -511,7 +463,6 @@ def parser():
 
 
 def _plan_command(sub):
-    """`dlscale plan`: the model asked about candidate hardware."""
     p = sub.add_parser("plan", help="the model's prediction for candidate hardware, from a finished study")
     p.add_argument("results", help="the study's results folder")
     p.add_argument("--candidates", metavar="FILE", help="candidate hardware (YAML); default: the study's placements")
@@ -524,75 +475,44 @@ def _study_folder(parser):
 
 
 def _init_command(sub):
-    """`dlscale init`: make a study folder."""
     p = sub.add_parser("init", help="make a study folder (config, hostfiles, profiles)")
     p.add_argument("study", metavar="STUDY", help="the folder to make (or an empty one)")
-    p.add_argument(
-        "--from",
-        dest="sources",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="start from this shipped config, over the defaults (repeat to layer several): "
-        + ", ".join(paths.shipped_configs()),
-    )
+    shipped = ", ".join(paths.shipped_configs())
+    text = f"start from this shipped config, over the defaults (repeat to layer several): {shipped}"
+    p.add_argument("--from", dest="sources", action="append", default=[], metavar="NAME", help=text)
     p.set_defaults(fn=cmd_init)
 
 
 def _env_command(sub):
-    """`dlscale env`: build or find the workload environment."""
     p = sub.add_parser("env", help="build, find or check the workload environments")
-    p.add_argument(
-        "action",
-        choices=["build", "path", "check"],
-        help="check: what each of the study's frameworks' Python has of what its runs need",
-    )
+    text = "check: what each of the study's frameworks' Python has of what its runs need"
+    p.add_argument("action", choices=["build", "path", "check"], help=text)
     p.add_argument("--python", help="check: this Python, for every framework asked")
-    p.add_argument(
-        "--framework",
-        action="append",
-        default=[],
-        help="build, path: the environment of its own this framework runs in; check: only this framework (repeatable)",
-    )
+    text = "build, path: the environment of its own this framework runs in; check: only this framework (repeatable)"
+    p.add_argument("--framework", action="append", default=[], help=text)
     p.add_argument("--configfile", action="append", default=[], help="check: overlays on the study's config")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="check: as snakemake --config")
     p.add_argument("--record", help="copy the environment record (JSON) here")
-    p.add_argument(
-        "--link",
-        help="make this path the checkout's overlay on the environment (e.g. .venv): "
-        "the environment's packages and commands, this checkout installed editable",
-    )
-    p.add_argument(
-        "--dev",
-        action="store_true",
-        help="with --link: also build the Horovod frameworks' own environments and add their packages to "
-        "the overlay, so that one interpreter imports them all (the tests'); kept by a later --link",
-    )
+    text = "make this path the checkout's overlay on the environment (e.g. .venv): "
+    p.add_argument("--link", help=text + "the environment's packages and commands, this checkout installed editable")
+    text = "with --link: also build the Horovod frameworks' own environments and add their packages to the overlay, "
+    text += "so that one interpreter imports them all (the tests'); kept by a later --link"
+    p.add_argument("--dev", action="store_true", help=text)
     p.set_defaults(fn=cmd_env)
 
 
 def _check_config_command(sub):
-    """`dlscale check-config`: validate a study config."""
     p = sub.add_parser("check-config", help="validate a study config (config/config.yaml and overlays)")
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="overlays on config/config.yaml, in order")
-    p.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="as snakemake --config (one item per --config)",
-    )
+    _config_option(p)
     p.set_defaults(fn=cmd_check_config)
 
 
 def _emulate_command(sub):
-    """`dlscale emulate`: emulated multi-node clusters."""
     p = sub.add_parser("emulate", help="emulated multi-node clusters (network namespaces)")
     p.add_argument("action", choices=["run", "up", "down", "list"])
     p.add_argument("name", nargs="?", default="cli", help="cluster name for up/down (default: cli)")
-    p.add_argument("--nodes", type=int)
-    p.add_argument("--rate-mbit", type=float, help="link rate in Mbit/s (default: unshaped)")
-    p.add_argument("--delay-ms", type=float, default=0, help="one-way link delay (needs netem)")
+    _link_options(p)
     p.add_argument("--congestion-control", default="cubic", help="TCP congestion control of the nodes (default: cubic)")
     p.add_argument("--slots", type=int, default=1, help="slots per node in the hostfile")
     p.add_argument("--hostfile", help="write the cluster's hostfile here (up)")
@@ -600,16 +520,14 @@ def _emulate_command(sub):
     p.set_defaults(fn=cmd_emulate)
     p = sub.add_parser("slurm", help="a real Slurm cluster on this machine, over an emulated one (root)")
     p.add_argument("action", choices=["up", "down"])
-    p.add_argument("--nodes", type=int)
-    p.add_argument("--rate-mbit", type=float, help="link rate in Mbit/s (default: unshaped)")
-    p.add_argument("--delay-ms", type=float, default=0, help="one-way link delay (needs netem)")
+    _link_options(p)
     p.set_defaults(fn=cmd_slurm)
 
 
-def _needs_environment(args):
-    """Whether the command imports the runtime (all but `env build` and `env path`, which make and
-    find the environment from a bare Python)."""
-    return not (args.fn is cmd_env and args.action in ("build", "path"))
+def _link_options(parser):
+    parser.add_argument("--nodes", type=int)
+    parser.add_argument("--rate-mbit", type=float, help="link rate in Mbit/s (default: unshaped)")
+    parser.add_argument("--delay-ms", type=float, default=0, help="one-way link delay (needs netem)")
 
 
 class _Version(argparse.Action):
@@ -631,7 +549,8 @@ def main(argv=None):
     if args.fn is cmd_retry and args.set and "=" not in args.set[0]:
         args.study, args.set = args.set[0], args.set[1:]
     try:
-        if _needs_environment(args) and rerun.missing():
+        # all but `env build` and `env path` (which make and find it from a bare Python) import the runtime
+        if not (args.fn is cmd_env and args.action in ("build", "path")) and rerun.missing():
             rerun.rerun(argv)  # replaces this process: an installed package's first command builds it
         if hasattr(args, "study") and args.fn is not cmd_init:
             _enter(args)

@@ -1,24 +1,10 @@
-"""The block design analysed as one: a randomized complete block design (Montgomery, Design and
-Analysis of Experiments, ch. 4). Under `design: {order: blocked}` every configuration runs once
-per block (one repeat index), so per configuration the log throughput of each run is
-
-    log rate = cell + block + error,
-
-a cell being the framework and communication library the run had, fitted by least squares over
-every run of the configuration at once. Its residual variance has (cells - 1)(blocks - 1) degrees
-of freedom where a paired test of two cells has blocks - 1: 6 against 2 at 4 frameworks and 3
-blocks.
-
-- Checks per configuration: Shapiro-Wilk on the residuals (normality) and Levene's test about the
-  median (Brown-Forsythe) of the residuals across cells (equal variance).
-- Pooling: where Bartlett's test of the configurations' residual variances (each with its model's
-  degrees of freedom) does not reject equal variances at ALPHA, every configuration uses the pooled
-  variance and degrees of freedom; else each its own. Which, and the test's p, in blocks.csv.
-- Every pair of cells in a configuration: the ratio exp(difference of their estimates) with a
-  simultaneous 95% interval (Tukey-Kramer: the studentized range over the configuration's cells),
-  its test against 1, and its test against the equivalence band (two one-sided tests at the same
-  family's critical values: `equal` exactly when the simultaneous 90% interval lies inside the
-  band). One family per configuration, so an interval and its verdict never disagree."""
+"""The block design analysed as one, a randomized complete block design (Montgomery, Design and
+Analysis of Experiments, ch. 4): per configuration, log rate = cell + block + error by least squares
+over all its runs, a cell being the run's framework and library, with (cells - 1)(blocks - 1) residual
+degrees of freedom where a paired test has blocks - 1. Its residuals are checked (Shapiro-Wilk, Levene),
+pooled over the configurations where Bartlett's test allows, and every pair of cells gets Tukey-Kramer
+simultaneous intervals and tests, one family per configuration: an interval and its verdict never
+disagree. Why: docs/concepts/statistics.md."""
 
 import functools
 import math
@@ -35,8 +21,8 @@ KEYS = [k for k in CONFIG_KEYS if k not in CELL] + ["ranks"]  # a configuration 
 
 
 def range_sf(q, cells, df):
-    """P(studentized range of `cells` means > q) at `df` residual degrees of freedom; with two
-    cells exactly the two-sided Student-t p of q / sqrt(2) (computed so: scipy's range is slow)."""
+    """P(studentized range of `cells` means > q) at `df` degrees of freedom; with two cells exactly
+    the two-sided Student-t p of q / sqrt(2) (computed so: scipy's range is slow)."""
     if cells <= 2:
         return float(2 * student.sf(q / math.sqrt(2), df))
     from scipy import stats  # where it is needed (student.py)
@@ -74,7 +60,7 @@ def critical(cells, df, confidence=1 - ALPHA):
 
 
 def fit(runs):
-    """One configuration's runs (rate > 0): its cells, the cell estimates (log), their unscaled
+    """One configuration's runs (rate > 0): its cells, block count, cell estimates (log), their unscaled
     covariance (times the residual variance: theirs), the residuals and residual degrees of freedom."""
     cells = sorted(set(zip(runs["framework"], runs["allreduce_library"])))
     blocks = sorted(runs["repeat"].unique())
@@ -91,8 +77,7 @@ def fit(runs):
 
 
 def checks(runs, residuals):
-    """(Shapiro-Wilk p of the residuals, Levene p of equal residual variance across cells); NaN
-    where too few runs or no spread to test."""
+    """(Shapiro-Wilk p of the residuals, Levene p of equal variance across cells); NaN where untestable."""
     from scipy import stats  # where it is needed (student.py)
 
     spread = np.ptp(residuals) > 1e-12 if len(residuals) else False
@@ -107,8 +92,7 @@ def checks(runs, residuals):
 
 
 def bartlett(variances, dfs):
-    """Bartlett's p of equal variances, each estimated with its own degrees of freedom (NaN below
-    two estimates)."""
+    """Bartlett's p of equal variances, each with its own degrees of freedom (NaN below two)."""
     from scipy import stats  # where it is needed (student.py)
 
     v, d = np.asarray(variances, dtype=float), np.asarray(dfs, dtype=float)
@@ -131,25 +115,14 @@ def _configurations(runs):
 
 def models(runs, alpha=ALPHA):
     """blocks.csv: per configuration, the fit and its checks; and whether the pooled variance is used
-    (Bartlett's test across the configurations did not reject equal variances at `alpha`, the
-    pooling test's level whatever level the comparisons test at)."""
+    (Bartlett's test across the configurations did not reject equal variances at `alpha`, whatever
+    level the comparisons test at)."""
     rows, fits = [], []
     for key, group in _configurations(runs):
         cells, blocks, est, unscaled, residuals, df = fit(group)
-        shapiro, levene = checks(group, residuals)
-        var = float(residuals @ residuals / df) if df >= 1 else math.nan
-        rows.append(
-            {
-                **key,
-                "cells": len(cells),
-                "blocks": blocks,
-                "runs": len(group),
-                "residual_df": df,
-                "residual_sd_log": math.sqrt(var) if df >= 1 else math.nan,
-                "shapiro_p": shapiro,
-                "levene_p": levene,
-            }
-        )
+        sd = math.sqrt(float(residuals @ residuals / df)) if df >= 1 else math.nan
+        fitted = (len(cells), blocks, len(group), df, sd, *checks(group, residuals))
+        rows.append({**key, **dict(zip(_FIT, fitted))})
         fits.append((cells, est, unscaled))
     if not rows:
         return pd.DataFrame(columns=BLOCK_COLUMNS), []
@@ -168,8 +141,8 @@ def models(runs, alpha=ALPHA):
 
 def blocks_needed(diff, sd, cells, alpha=ALPHA, most=MOST_BLOCKS):
     """The fewest complete blocks (>= 2) at which the block model resolves a pair with this log
-    difference and residual spread among `cells` cells (its own (cells-1)(blocks-1) degrees of
-    freedom); `most` + 1 where out of reach; NaN without a spread. Bisection: evidence grows with blocks."""
+    difference and residual spread among `cells` cells; `most` + 1 out of reach; NaN without a
+    spread. Bisection: evidence grows with blocks."""
     if not (np.isfinite(diff) and np.isfinite(sd) and sd > 0):
         return math.nan
 
@@ -186,9 +159,8 @@ def blocks_needed(diff, sd, cells, alpha=ALPHA, most=MOST_BLOCKS):
 
 
 def pair_rows(runs, alpha=ALPHA):
-    """Every pair of cells in every configuration (a / b, the cells in name order): the log
-    difference, its standard error and the family's critical value at `alpha` (`decide` tests them
-    at the same `alpha`); and blocks.csv's table."""
+    """Every pair of cells in every configuration (a / b, in name order): the log difference, its
+    standard error and the family's critical value at `alpha`; and blocks.csv's table."""
     table, fits = models(runs)
     rows = []
     for model, (cells, est, unscaled) in zip(table.to_dict("records"), fits):
@@ -196,36 +168,18 @@ def pair_rows(runs, alpha=ALPHA):
         for i, a in enumerate(cells):
             for j in range(i + 1, len(cells)):
                 se = model["sd_log"] * math.sqrt(max(unscaled[i, i] + unscaled[j, j] - 2 * unscaled[i, j], 0))
-                rows.append(
-                    {
-                        **{k: model[k] for k in KEYS},
-                        "a": a,
-                        "b": cells[j],
-                        "diff": est[i] - est[j],
-                        "se": se,
-                        "crit": crit,
-                        "cells": len(cells),
-                        "df": model["df"],
-                        "sd_log": model["sd_log"],
-                    }
-                )
+                pair = {"a": a, "b": cells[j], "diff": est[i] - est[j], "se": se, "crit": crit, "cells": len(cells)}
+                rows.append({**{k: model[k] for k in KEYS}, **pair, "df": model["df"], "sd_log": model["sd_log"]})
     return pd.DataFrame(rows), table
 
 
 def decide(pairs, alpha=ALPHA):
     """The block model's columns of comparisons.csv for `pair_rows`' rows."""
-    ratio = np.exp(pairs["diff"])
-    half = pairs["crit"] * pairs["se"]
-    p = [tukey(d, se, c, df) for d, se, c, df in zip(pairs["diff"], pairs["se"], pairs["cells"], pairs["df"])]
-    out = pd.DataFrame(
-        {
-            "ratio": ratio,
-            "ratio_ci_lo": np.exp(pairs["diff"] - half),
-            "ratio_ci_hi": np.exp(pairs["diff"] + half),
-            "p_tukey": [x[0] for x in p],
-            "p_equal_tukey": [x[1] for x in p],
-        }
-    )
+    diff, half = pairs["diff"], pairs["crit"] * pairs["se"]
+    ratio = np.exp(diff)
+    p = [tukey(d, se, c, df) for d, se, c, df in zip(diff, pairs["se"], pairs["cells"], pairs["df"])]
+    out = pd.DataFrame({"ratio": ratio, "ratio_ci_lo": np.exp(diff - half), "ratio_ci_hi": np.exp(diff + half)})
+    out["p_tukey"], out["p_equal_tukey"] = [x[0] for x in p], [x[1] for x in p]
     out["verdict"] = [verdict(r, d, e, alpha) for r, d, e in zip(ratio, out["p_tukey"], out["p_equal_tukey"])]
     out["blocks_needed"] = [
         math.nan if v != "unresolved" else blocks_needed(d, s, c, alpha)
@@ -235,8 +189,5 @@ def decide(pairs, alpha=ALPHA):
 
 
 # blocks.csv's columns (dlscale/analysis/columns.py describes each).
-BLOCK_COLUMNS = (
-    KEYS
-    + ["cells", "blocks", "runs", "residual_df", "residual_sd_log", "shapiro_p", "levene_p"]
-    + ["bartlett_p", "pooled", "df", "sd_log"]
-)
+_FIT = ["cells", "blocks", "runs", "residual_df", "residual_sd_log", "shapiro_p", "levene_p"]  # per configuration
+BLOCK_COLUMNS = KEYS + _FIT + ["bartlett_p", "pooled", "df", "sd_log"]

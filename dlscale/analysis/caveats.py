@@ -1,8 +1,5 @@
-"""What a reader of a study must know before using its numbers, collected in one place (the report's
-"Caveats"): failed runs, configurations noisier than the precision target, efficiencies below
-LOW_EFFICIENCY with the phase that grew most against the 1-rank run (the measured cause), ranks that
-used more cores than they were given, where the performance model missed by more than its
-tolerance (and why, as model_error.json says), and comparisons left unresolved."""
+"""The report's "Caveats": what a reader must know before using a study's numbers, from failed runs
+to noisy or inefficient configurations, oversubscribed cores, model misses and unresolved comparisons."""
 
 import pandas as pd
 
@@ -71,9 +68,8 @@ def _model(model_error):
 def _unresolved(pairs):
     frameworks = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
     open_ = int((frameworks["verdict"] == "unresolved").sum()) if len(frameworks) else 0
-    if not open_:
-        return []
-    return [f"{open_} of {len(frameworks)} framework pairs unresolved (Framework comparisons: blocks needed)"]
+    said = f"{open_} of {len(frameworks)} framework pairs unresolved (Framework comparisons: blocks needed)"
+    return [said] if open_ else []
 
 
 def lines(summary, runs, model_error, pairs):

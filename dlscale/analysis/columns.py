@@ -1,29 +1,9 @@
-"""What each output file of a study is, and what each column of its tables means: the one place
-these descriptions are written. The docs' reference (docs/reference/outputs.md) is generated from
-here, and tests/test_docs.py fails when a table the pipeline writes has a column without a
-description here.
+"""What each output file of a study is and what each column of its tables means, the one place these
+descriptions are written: docs/reference/outputs.md is generated from here, and tests/test_docs.py fails
+on a column a table has without a description. Which columns, in what order and where, is the code's."""
 
-Which columns a table has, and in what order, is the code's own business (dlscale/analysis/tidy.py
-TIDY_COLUMNS, RUNS_COLUMNS, TENSOR_COLUMNS; dlscale/analysis/comm.py SWEEP_COLUMNS, FIT_COLUMNS;
-dlscale/analysis/metrics.py RUN_METRICS_COLUMNS; dlscale/analysis/prediction.py COLUMNS; dlscale/analysis/replayed.py
-MEASURED_COLUMNS, REPLAY_COLUMNS; dlscale/core/vocabulary.py RUN_KEYS, PHASE_COLUMNS), and where each
-table lives is dlscale/core/paths.py's: this module only says what each name means. It imports the
-vocabulary, the results tree and nothing above them."""
-
-from dlscale.core import paths
-from dlscale.core.vocabulary import (
-    BACKWARD,
-    BASELINE_KEYS,
-    COMM,
-    COMM_TOTAL,
-    FORWARD,
-    H2D,
-    IO,
-    PHASE_COLUMNS,
-    RUN_KEYS,
-    UPDATE,
-    seconds,
-)
+from dlscale.core import paths, vocabulary
+from dlscale.core.vocabulary import BASELINE_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
 from dlscale.environment.build import RECORD as ENVIRONMENT_RECORD
 
 # The run keys: config keys, wildcards of the results tree and columns of every per-run table.
@@ -49,20 +29,19 @@ RUN = {
 assert set(RUN) == set(RUN_KEYS), "a run key without a description (dlscale/core/vocabulary.py RUN_KEYS)"
 
 _PHASE = {
-    IO: "waiting for the next batch and copying it into the host staging buffer",
-    H2D: "moving the batch to the device (a no-op on the CPU)",
-    FORWARD: "the forward pass and the loss",
-    BACKWARD: "the backward pass",
-    COMM: "exposed communication: what the step still waits for after backward",
-    UPDATE: "the optimizer step and zeroing the gradients",
-    COMM_TOTAL: "all allreduce time of the iteration, overlapped or not (native runs' traces)",
+    vocabulary.IO: "waiting for the next batch and copying it into the host staging buffer",
+    vocabulary.H2D: "moving the batch to the device (a no-op on the CPU)",
+    vocabulary.FORWARD: "the forward pass and the loss",
+    vocabulary.BACKWARD: "the backward pass",
+    vocabulary.COMM: "exposed communication: what the step still waits for after backward",
+    vocabulary.UPDATE: "the optimizer step and zeroing the gradients",
+    vocabulary.COMM_TOTAL: "all allreduce time of the iteration, overlapped or not (native runs' traces)",
     "overlap": "the part of comm_total during which the rank also computed (native runs' traces)",
 }
 assert set(_PHASE) == set(PHASE_COLUMNS), "a phase without a description (dlscale/core/vocabulary.py PHASE_COLUMNS)"
 
 _IDENTITY = dict(RUN)
-# A configuration's 1-rank baseline keys (dlscale/core/vocabulary.py BASELINE_KEYS): the replay's and
-# the extrapolation's identity.
+# A configuration's 1-rank baseline keys: the replay's and the extrapolation's identity.
 _BASELINE = {k: RUN[k] for k in BASELINE_KEYS}
 
 TIDY = {
@@ -158,8 +137,7 @@ RUN_METRICS = {
     **_IDENTITY,
     "iterations": "measured iterations (warm-up, traced and unsteady ones excluded)",
     "ranks": "nodes x ranks_per_node",
-    **{col: f"{text}; over the run's measured iterations" for col, text in _VALUES.items()},
-    **{col: f"{text}; over the run's measured iterations" for col, text in _SPREAD.items()},
+    **{col: f"{text}; over the run's measured iterations" for col, text in (_VALUES | _SPREAD).items()},
     "iteration_s_p95": "95th percentile of the iteration time, seconds; over the run's measured iterations",
     "unsteady_iterations": "leading measured iterations above the run's steady level (its second half's "
     "median + 3 robust standard deviations; at most half), left out of the iteration time and throughput",
@@ -345,16 +323,13 @@ PEAK = {
 }
 
 FLOPS = {
-    "model": RUN["model"],
-    "image_size": RUN["image_size"],
-    "classes": RUN["classes"],
+    **{k: RUN[k] for k in ("model", "image_size", "classes")},
     "forward_macs": "multiply-adds of one image's forward pass (convolutions and fully connected layers)",
     "train_flops": "training FLOPs per image: 2 FLOPs per multiply-add, 3 x the forward pass",
 }
 
 _SWEEP_KEYS = {
-    "nodes": RUN["nodes"],
-    "ranks_per_node": RUN["ranks_per_node"],
+    **{k: RUN[k] for k in ("nodes", "ranks_per_node")},
     "ranks": "nodes x ranks_per_node",
     "path": "`mpi` (MPI_Allreduce of host buffers: the network's reference), `horovod` (Horovod's allreduce of "
     "4 tensors it fuses: the path gradients take), `horovod_tensors` (the same bytes in 128 tensors) or "
@@ -392,9 +367,7 @@ ALLREDUCE_FIT = {
 MODEL = {
     **_IDENTITY,
     "ranks": "nodes x ranks_per_node",
-    "grad_tensors": RUNS["grad_tensors"],
-    "grad_bytes": RUNS["grad_bytes"],
-    "link_rate_mbit": RUNS["link_rate_mbit"],
+    **{k: RUNS[k] for k in ("grad_tensors", "grad_bytes", "link_rate_mbit")},
     "iteration_s": "measured mean iteration time",
     "comm_total_s": "measured allreduce work per iteration, overlapped or not",
     "comm_exposed_s": "measured exposed communication: what the step waited for",
@@ -440,8 +413,7 @@ REPLAY = {
     "predicted_iteration_s": "the model's prediction from the Horovod sweep on the same nodes",
     "predicted_comm_exposed_s": "the model's exposed communication",
     "error_iteration": "(predicted - replayed) / replayed iteration time",
-    "error_from_compute": MODEL["error_from_compute"],
-    "error_from_exposed": MODEL["error_from_exposed"],
+    **{k: MODEL[k] for k in ("error_from_compute", "error_from_exposed")},
     "extrapolated_iteration_s": "the extrapolation's prediction from the ring fit of the smallest multi-node sweep",
     "error_extrapolated": "(extrapolated - replayed) / replayed iteration time",
     "failure": "why the replay failed",
@@ -454,12 +426,7 @@ REPLAYED = {
     "failure": REPLAY["failure"],
 }
 
-GRADIENTS = {
-    "framework": RUN["framework"],
-    "model": RUN["model"],
-    "grad_tensors": RUNS["grad_tensors"],
-    "grad_bytes": RUNS["grad_bytes"],
-}
+GRADIENTS = {k: RUN[k] for k in ("framework", "model")} | {k: RUNS[k] for k in ("grad_tensors", "grad_bytes")}
 
 EXTRAPOLATION = {
     **_BASELINE,
@@ -513,69 +480,41 @@ CONTENTION = {
     "failure": "why the calibration measured nothing (a copy that failed, and its reason)",
 }
 
-# Every table the pipeline writes under `results/`, by file name.
-TABLES = {
-    paths.TABLES["tidy"]: TIDY,
-    paths.TABLES["runs"]: RUNS,
-    paths.TABLES["tensors"]: TENSORS,
-    paths.TABLES["run_metrics"]: RUN_METRICS,
-    paths.TABLES["summary"]: SUMMARY,
-    paths.TABLES["second_pass"]: SECOND_PASS,
-    paths.TABLES["comparisons"]: COMPARISONS,
-    paths.TABLES["blocks"]: BLOCKS,
-    paths.TABLES["sequential"]: SEQUENTIAL,
-    paths.TABLES["order"]: ORDER,
-    paths.TABLES["peak"]: PEAK,
-    paths.TABLES["flops"]: FLOPS,
-    paths.TABLES["allreduce"]: ALLREDUCE,
-    paths.TABLES["allreduce_fit"]: ALLREDUCE_FIT,
-    paths.TABLES["model"]: MODEL,
-    paths.TABLES["replayed"]: REPLAYED,
-    paths.TABLES["replay"]: REPLAY,
-    paths.TABLES["gradients"]: GRADIENTS,
-    paths.TABLES["extrapolation"]: EXTRAPOLATION,
-    paths.TABLES["contention"]: CONTENTION,
-}
+# Every table the pipeline writes under `results/`, by file name (paths.TABLES names each).
+_NAMED = dict(tidy=TIDY, runs=RUNS, tensors=TENSORS, run_metrics=RUN_METRICS, summary=SUMMARY)
+_NAMED |= dict(second_pass=SECOND_PASS, comparisons=COMPARISONS, blocks=BLOCKS, sequential=SEQUENTIAL, order=ORDER)
+_NAMED |= dict(peak=PEAK, flops=FLOPS, allreduce=ALLREDUCE, allreduce_fit=ALLREDUCE_FIT, model=MODEL, replayed=REPLAYED)
+_NAMED |= dict(replay=REPLAY, gradients=GRADIENTS, extrapolation=EXTRAPOLATION, contention=CONTENTION)
+TABLES = {paths.TABLES[name]: described for name, described in _NAMED.items()}
 # JSON outputs' keys (nested keys joined by a dot).
 JSON_KEYS = {paths.TABLES["model_error"]: MODEL_ERROR}
 
 # The results tree's paths, with <placeholders> for what varies.
-_RUN_PATH = paths.run_folder(
-    {k: f"<{k}>" for k in paths.WORD_KEYS}
-    | {"nodes": "<N>", "ranks_per_node": "<R>", "batch_size": "<B>", "loader_workers": "<W>", "repeat": "<K>"}
-    | {"threads_per_rank": "<T>"}
-)
-
+_VARIES = {k: f"<{k}>" for k in paths.WORD_KEYS}
+_VARIES |= {"batch_size": "<B>", "loader_workers": "<W>", "threads_per_rank": "<T>", "ranks_per_node": "<R>"}
+_RUN_PATH = paths.run_folder(_VARIES | {"nodes": "<N>", "repeat": "<K>"})
+_CALIBRATION = paths.contention(_VARIES)
 _T = paths.TABLES
-_CALIBRATION = paths.contention(
-    {k: f"<{k}>" for k in paths.WORD_KEYS}
-    | {"batch_size": "<B>", "loader_workers": "<W>", "threads_per_rank": "<T>", "ranks_per_node": "<R>"}
-)
 _REPLAY_FILES = f"{paths.REPLAY_PLANS}, {paths.replay('<N>')}.jsonl, {paths.replay('<N>')}.spec.json"
 
-# What lands where: every file and folder a study writes (paths under `results/` unless they start
-# with `data/` or `logs/`).
+# What lands where: every file and folder a study writes (under `results/` but for `data/` and `logs/`).
 OUTPUTS = {
     ENVIRONMENT_RECORD: "the environment the study ran in: pins, MPI, `horovodrun --check-build`",
-    "data/<recipe>/": "the training images (`data: {kind: images}`), made once per recipe (count, classes, seed, "
-    "or your folder; shards; corrupt-file policy) and shared by every study in the checkout: "
-    "`tree/` (ImageFolder JPEGs), `tfrecord/`, `recordio/train.{rec,idx}`, `manifest.json` "
-    "(files, content hash, skipped and converted files)",
+    "data/<recipe>/": "the training images (`data: {kind: images}`), made once per recipe (count, classes, seed, or "
+    "your folder; shards; corrupt-file policy) and shared by every study in the checkout: `tree/` (ImageFolder JPEGs), "
+    "`tfrecord/`, `recordio/train.{rec,idx}`, `manifest.json` (files, content hash, skipped and converted files)",
     f"{_RUN_PATH}/": "one run (`lw`: loader workers per rank): `spec.json` (everything the ranks were told), "
-    "`rank<r>.jsonl` (one record per iteration per rank), `trace_rank<r>.json` (native timing: "
-    "the rank's traced iterations as one Chrome trace, opens in Perfetto), `profile_rank<r>/` "
-    "(the framework profiler's and Horovod's raw files behind it), `timeline.json` (phased "
-    "timing: Horovod's timeline of the measured iterations, rank 0, 2 or more ranks), "
-    "`status.json` (ok or failed, and why)",
+    "`rank<r>.jsonl` (one record per iteration per rank), `trace_rank<r>.json` (native timing: the rank's traced "
+    "iterations as one Chrome trace, opens in Perfetto), `profile_rank<r>/` (the framework profiler's and Horovod's "
+    "raw files behind it), `timeline.json` (phased timing: Horovod's timeline of the measured iterations, rank 0, 2 or "
+    "more ranks), `status.json` (ok or failed, and why)",
     f"{paths.attempts('<run path>')}/<time>/": "earlier attempts of a redone run, whole (its files, `status.json`, "
-    "`launch.log`), and earlier allreduce sweeps (`attempts/allreduce/`): measured "
-    "data is never overwritten",
+    "`launch.log`), and earlier allreduce sweeps (`attempts/allreduce/`): measured data is never overwritten",
     _T["tidy"]: "one row per run x rank x iteration x phase",
     _T["runs"]: "one row per run: status, reasons, versions, settings, data, hosts, command, gradients, "
     "Horovod's fusion settings and timeline",
-    _T["tensors"]: "one row per successful run x gradient tensor: what the performance model replays. "
-    "The table stage (`dlscale/analysis/tidy.py`) is the only one that reads run folders; later stages read "
-    "these tables",
+    _T["tensors"]: "one row per successful run x gradient tensor: what the performance model replays. The table stage "
+    "(`dlscale/analysis/tidy.py`) is the only one that reads run folders; later stages read these tables",
     _T["run_metrics"]: "one row per run: its iteration time, throughput and mean phase times over its measured "
     "iterations, the table the summary, the replay plans and the model read",
     _T["comparisons"]: "one row per pair of frameworks (each at its default library) and per framework run through "
@@ -603,16 +542,13 @@ OUTPUTS = {
     _T["allreduce"]: "per sweep, path and size: repetitions, times, algorithm and bus bandwidth",
     _T["allreduce_fit"]: "per sweep and path: the ring alpha-beta fit and Horovod's per-tensor cost",
     _T["model"]: "one row per run: measured and predicted communication and iteration time",
-    _REPLAY_FILES: "with `replay`: what each replayed 1-rank configuration computes and sends, per node "
-    "count every rank's replayed iteration, and the spec the ranks "
-    "were handed",
+    _REPLAY_FILES: "with `replay`: what each replayed 1-rank configuration computes and sends, per node count every "
+    "rank's replayed iteration, and the spec the ranks were handed",
     _T["replayed"]: "one row per replayed configuration and node count: what the replay measured (its "
     "output's every rank and iteration, summarised)",
     _T["replay"]: "per replayed configuration and node count: replayed time beside the model's and the "
     "extrapolation's prediction; empty without `replay`",
-    _T["model_error"]: (
-        "the model's median errors, and the configurations off by more than 5% with the measured reason"
-    ),
+    _T["model_error"]: "the model's median errors, and the configurations off by more than 5% with the measured reason",
     _T["gradients"]: "gradient tensors and bytes per iteration, per framework and model",
     _T["contention"]: "each configuration's compute slowdown when ranks_per_node ranks share a node, measured "
     "(its 1-rank run alone and that many copies at once, `contention.trials` paired trials): what the model "
@@ -631,9 +567,7 @@ OUTPUTS = {
     "figures/extrapolation.{pdf,png}": "predicted efficiency up to `extrapolate.max_ranks` ranks per link, titled as "
     "a prediction",
     "figures/replay.{pdf,png}": "replayed iteration time by node count beside the two predictions",
-    paths.TABLES[
-        "report"
-    ]: "the study for a paper: config, hosts, launcher, environment and git commit, the summary as "
+    _T["report"]: "the study for a paper: config, hosts, launcher, environment and git commit, the summary as "
     "Markdown and LaTeX (booktabs) tables, noise and failure warnings, the model's error, the figures",
     "logs/": "the environment build log, one log per run (mpirun's output of all ranks), one per analysis step "
     "(what it read, wrote and warned about)",

@@ -1,14 +1,8 @@
-"""Allreduce sweeps -> one row per (nodes, ranks_per_node, path, bytes), and the ring model's fit.
-
-allreduce.csv: median and minimum time per size and path (`mpi`: MPI_Allreduce of host buffers,
-the network's reference; `horovod`: Horovod's own fused allreduce, the path gradients take), the
-spread of the repetitions (min and max over the median), algorithm and bus bandwidth (nccl-tests
-definitions, from the median) and the transport measured. allreduce_fit.csv: per (nodes,
-ranks_per_node, path) the fitted alpha (latency, s), beta (s/byte) and the bandwidth 1/beta, with
-the fit's median |relative error|; on the horovod row, `per_tensor_s`: what each tensor of a message
-adds, the median over the sizes both horovod paths swept of (T_horovod_tensors(m) - T_horovod(m)) /
-(MANY_PIECES - FUSED_PIECES); a sweep that failed is a row with its reason.
-"""
+"""Allreduce sweeps -> allreduce.csv (one row per nodes, ranks_per_node, path and bytes; paths: `mpi`,
+MPI_Allreduce of host buffers, the network's reference; `horovod`, the one gradients take; bandwidths as
+nccl-tests defines them) and allreduce_fit.csv (per path, the ring model's alpha and beta fit; a failed
+sweep is a row with its reason; `per_tensor_s`: what each tensor of a message adds, from the sizes both
+a path and its _tensors path swept)."""
 
 import json
 import math
@@ -19,34 +13,11 @@ import pandas as pd
 
 from dlscale.core import ring
 
-SWEEP_COLUMNS = [
-    "nodes",
-    "ranks_per_node",
-    "ranks",
-    "path",
-    "bytes",
-    "repetitions",
-    "median_s",
-    "min_s",
-    "max_s",
-    "algbw_bytes_per_s",
-    "busbw_bytes_per_s",
-    "transport",
-    "cores_used",
-]
-FIT_COLUMNS = [
-    "nodes",
-    "ranks_per_node",
-    "ranks",
-    "path",
-    "alpha_s",
-    "beta_s_per_byte",
-    "bandwidth_bytes_per_s",
-    "fit_median_rel_error",
-    "per_tensor_s",
-    "sizes",
-    "failure",
-]
+_PLACE = ["nodes", "ranks_per_node", "ranks", "path"]
+SWEEP_COLUMNS = _PLACE + ["bytes", "repetitions", "median_s", "min_s", "max_s"]
+SWEEP_COLUMNS += ["algbw_bytes_per_s", "busbw_bytes_per_s", "transport", "cores_used"]
+FIT_COLUMNS = _PLACE + ["alpha_s", "beta_s_per_byte", "bandwidth_bytes_per_s", "fit_median_rel_error"]
+FIT_COLUMNS += ["per_tensor_s", "sizes", "failure"]
 
 
 def read_sweep(path, nodes, ranks_per_node):
@@ -89,21 +60,12 @@ def tables(sweeps):
         all_rows += rows
         for path in sorted({r["path"] for r in rows}) or [""]:
             mine = [r for r in rows if r["path"] == path]
-            fit = {
-                "nodes": nodes,
-                "ranks_per_node": rpn,
-                "ranks": nodes * rpn,
-                "path": path,
-                "sizes": len(mine),
-                "failure": failure,
-            }
+            fit = dict(nodes=nodes, ranks_per_node=rpn, ranks=nodes * rpn, path=path, sizes=len(mine), failure=failure)
             if len(mine) >= 2 and not failure and nodes * rpn > 1:  # two unknowns: two sizes at least
                 alpha, beta, err = ring.fit_ring([r["bytes"] for r in mine], [r["median_s"] for r in mine], nodes * rpn)
+                bandwidth = 1 / beta if beta > 0 else float("inf")
                 fit.update(
-                    alpha_s=alpha,
-                    beta_s_per_byte=beta,
-                    fit_median_rel_error=err,
-                    bandwidth_bytes_per_s=1 / beta if beta > 0 else float("inf"),
+                    alpha_s=alpha, beta_s_per_byte=beta, fit_median_rel_error=err, bandwidth_bytes_per_s=bandwidth
                 )
             many = [r for r in rows if r["path"] == f"{path}{ring.TENSORS_SUFFIX}"]
             if many:  # horovod against horovod_tensors; a framework's own library likewise (jax, jax_tensors)
@@ -113,8 +75,8 @@ def tables(sweeps):
 
 
 def per_tensor(fused, many):
-    """Seconds each tensor of a message adds (sweep rows of the horovod and horovod_tensors paths),
-    or NaN where no size was swept on both."""
+    """Seconds each tensor of a message adds: the median over sizes swept on both paths (e.g. horovod and
+    horovod_tensors) of their difference over MANY_PIECES - FUSED_PIECES; NaN with no such size."""
     few = {r["bytes"]: r["median_s"] for r in fused}
     extra = [
         (r["median_s"] - few[r["bytes"]]) / (ring.MANY_PIECES - ring.FUSED_PIECES) for r in many if r["bytes"] in few

@@ -2,12 +2,8 @@
 framework x network at each scale on each machine, and each machine against the first one's (the
 reference) with its 95% interval, per device too.
 
-Each study is its results folder. What the studies measured alike is compared; what only some of
-them measured is listed, not compared. Settings that differ between the studies (threads, batch,
-image size, precision ...) are said before any ratio: a ratio across them compares the machines
-*with* those settings, not the machines alone. Each study's hardware (runs.csv `hardware`) and
-dates are kept. Two machines' runs are independent (no blocks are shared), so a ratio's interval is
-the delta method on the log scale (metrics.ratio_ci): always positive."""
+Only what every study measured is compared; settings that differ between the studies are said before any
+ratio. Two machines' runs share no blocks, so a ratio's interval is the delta method on the log scale."""
 
 import argparse
 import math
@@ -27,14 +23,8 @@ WORK = ["framework", "model", "allreduce_schedule", "allreduce_library", "layout
 # Settings a study holds for all its runs, which two machines' studies may hold differently.
 SETTINGS = [k for k in CONFIG_KEYS if k not in WORK + ["loader_workers"]] + ["loader_workers"]
 # compare.csv: a configuration's keys (`keys`), then these.
-RESULT_COLUMNS = ["study", "reference", "img_per_s", "img_per_s_ci_lo", "img_per_s_ci_hi"] + [
-    "img_per_s_per_device",
-    "repeats",
-    "ratio",
-    "ratio_ci_lo",
-    "ratio_ci_hi",
-    "verdict",
-]
+RESULT_COLUMNS = ["study", "reference", "img_per_s", "img_per_s_ci_lo", "img_per_s_ci_hi", "img_per_s_per_device"]
+RESULT_COLUMNS += ["repeats", "ratio", "ratio_ci_lo", "ratio_ci_hi", "verdict"]
 
 
 def load(folder):
@@ -47,14 +37,12 @@ def load(folder):
     # a study of before 0.3.0 has its columns under their old names
     summary = pd.read_csv(summary_path).rename(columns=RENAMED_KEYS)
     runs = pd.read_csv(runs_path, keep_default_na=False, na_values={"hardware": [""]}).rename(columns=RENAMED_KEYS)
-    hosts = hardware.hosts(runs.get("hardware", pd.Series(dtype=str)))
     started = sorted(str(t) for t in runs.get("started", pd.Series(dtype=str)) if str(t))
-    name = folder.name if folder.name != "results" else folder.resolve().parent.name
     return {
-        "name": name,
+        "name": folder.name if folder.name != "results" else folder.resolve().parent.name,
         "folder": str(folder),
         "summary": summary[summary["repeats_ok"] > 0],
-        "hosts": hosts,
+        "hosts": hardware.hosts(runs.get("hardware", pd.Series(dtype=str))),
         "dates": (started[0][:10], started[-1][:10]) if started else ("", ""),
     }
 
@@ -66,9 +54,8 @@ def differing(studies):
 
 
 def keys(studies):
-    """What a configuration is across these studies: the work and its placement, every setting some
-    study varies itself (threads_per_rank as a list), which configurations are matched on too, and
-    the ranks."""
+    """What a configuration is across these studies: the work and its placement, every setting some study
+    varies itself (configurations are matched on it too), and the ranks."""
     varied = [k for k in SETTINGS if any(s["summary"][k].nunique() > 1 for s in studies)]
     return WORK + varied + ["ranks"]
 
@@ -90,23 +77,11 @@ def table(studies):
                 metrics.Mean(r["throughput_img_per_s"], r["throughput_se"], r["repeats_ok"]),
                 metrics.Mean(r["throughput_img_per_s_ref"], r["throughput_se_ref"], r["repeats_ok_ref"]),
             )
-            rows.append(
-                {k: r[k] for k in keys_}
-                | {
-                    "study": study["name"],
-                    "reference": studies[0]["name"],
-                    "img_per_s": r["throughput_img_per_s"],
-                    "img_per_s_ci_lo": r["throughput_img_per_s_ci_lo"],
-                    "img_per_s_ci_hi": r["throughput_img_per_s_ci_hi"],
-                    "img_per_s_per_device": r["throughput_img_per_s"] / r["ranks"],
-                    "repeats": r["repeats_ok"],
-                    "ratio": ratio,
-                    "ratio_ci_lo": lo,
-                    "ratio_ci_hi": hi,
-                    "_se": _se_log(r),
-                    "_df": min(r["repeats_ok"], r["repeats_ok_ref"]) - 1,
-                }
-            )
+            row = {k: r[k] for k in keys_} | {"study": study["name"], "reference": studies[0]["name"]}
+            row |= {f"img_per_s{end}": r[f"throughput_img_per_s{end}"] for end in ("", "_ci_lo", "_ci_hi")}
+            row |= {"img_per_s_per_device": r["throughput_img_per_s"] / r["ranks"], "repeats": r["repeats_ok"]}
+            row |= {"ratio": ratio, "ratio_ci_lo": lo, "ratio_ci_hi": hi, "_se": _se_log(r)}
+            rows.append(row | {"_df": min(r["repeats_ok"], r["repeats_ok_ref"]) - 1})
     out = pd.DataFrame(rows, columns=keys_ + RESULT_COLUMNS + ["_se", "_df"])
     return _decide(out, studies[0]["name"]).reindex(columns=keys_ + RESULT_COLUMNS)
 
@@ -115,10 +90,8 @@ def _se_log(r):
     """The standard error of log(ratio) (NaN below 2 repeats on either side)."""
     if min(r["repeats_ok"], r["repeats_ok_ref"]) < 2:
         return math.nan
-    return math.sqrt(
-        (r["throughput_se"] / r["throughput_img_per_s"]) ** 2
-        + (r["throughput_se_ref"] / r["throughput_img_per_s_ref"]) ** 2
-    )
+    rel, rel_ref = (r[f"throughput_se{side}"] / r[f"throughput_img_per_s{side}"] for side in ("", "_ref"))
+    return math.sqrt(rel**2 + rel_ref**2)
 
 
 def _decide(out, reference):
@@ -126,8 +99,7 @@ def _decide(out, reference):
     `unresolved`, Holm-adjusted over every comparison in the table (the reference's rows: none)."""
     others = out["study"] != reference
     p = [comparisons.tests(math.log(r), s, d) for r, s, d in zip(out["ratio"], out["_se"], out["_df"])]
-    p = np.array(p, dtype=float)
-    p = p.reshape(-1, 2)
+    p = np.array(p, dtype=float).reshape(-1, 2)
     p[~others.to_numpy()] = np.nan
     adjusted = comparisons.holm(p.ravel()).reshape(-1, 2)
     names = {"a faster": "faster", "b faster": "slower", "equal": "equal", "unresolved": "unresolved"}
@@ -139,8 +111,7 @@ def _decide(out, reference):
 
 
 def not_shared(studies):
-    """Per study, its configurations the others did not all measure ("torch alexnet overlap horovod
-    threads_per_rank=2 2 rank(s)")."""
+    """Per study, its configurations the others did not all measure ("torch alexnet ... 2 rank(s) on 1 node(s)")."""
     keys_ = keys(studies)
     sets = [set(map(tuple, s["summary"][keys_].astype(str).to_numpy())) for s in studies]
     common = set.intersection(*sets)
@@ -202,8 +173,7 @@ def report(studies, compared, out_path):
 
 def _ci(r, col):
     lo, hi = r.get(f"{col}_ci_lo"), r.get(f"{col}_ci_hi")
-    text = f"{r[col]:.3g}"
-    return text + (f" [{lo:.3g}, {hi:.3g}]" if pd.notna(lo) and pd.notna(hi) else "")
+    return f"{r[col]:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if pd.notna(lo) and pd.notna(hi) else "")
 
 
 def run(folders, out):

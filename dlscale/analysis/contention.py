@@ -1,10 +1,7 @@
-"""results/contention.csv: each configuration's compute slowdown when k ranks share a node, from the
-calibration's trials (dlscale/runtime/contention.py), and the lookup the model makes in it.
-
-A trial's ratio is the k copies' mean iteration over the copy alone's in the same trial (paired, so
-drift cancels); the slowdown is the geometric mean of the trials' ratios with a Student-t interval
-on the log scale (always positive; none with one trial). A calibration that failed gives no
-slowdown and says why (`failure`); the model then assumes 1 and says so (model.csv)."""
+"""contention.csv: each configuration's compute slowdown with k ranks on a node (dlscale/runtime/contention.py).
+A trial's ratio is the k copies' mean iteration over the lone copy's in the same trial (paired: drift
+cancels); the slowdown is their geometric mean, with a Student-t interval on the log scale (none with
+one trial). A failed calibration gives no slowdown, says why, and the model assumes 1 (model.csv)."""
 
 import json
 import math
@@ -16,16 +13,8 @@ import pandas as pd
 from dlscale.analysis import student
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 
-COLUMNS = MATCH + [
-    "ranks_per_node",
-    "trials",
-    "alone_s",
-    "together_s",
-    "slowdown",
-    "slowdown_ci_lo",
-    "slowdown_ci_hi",
-    "failure",
-]
+COLUMNS = MATCH + ["ranks_per_node", "trials", "alone_s", "together_s"]
+COLUMNS += ["slowdown", "slowdown_ci_lo", "slowdown_ci_hi", "failure"]
 # What the model multiplies a 1-rank run's phases by where no calibration measured it.
 ASSUMED = 1.0
 

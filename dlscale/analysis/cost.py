@@ -1,16 +1,10 @@
-"""Where a run's wall time goes, from what it already records: its status (when the launcher started
-it, how long the whole job took) and each rank's records (when its process started and reached each
-point before the first iteration, `startup` in the run record; every record's `time`).
-
-The parts follow one another, so they sum to the run's elapsed time:
-launch (the launcher's work until the rank's process exists: hostfile, mpirun and its daemons),
-interpreter (Python and the harness's imports), import (the framework and Horovod), build (the
-Trainer: Horovod's start, the model, the optimizer), data (the loader opened), warmup (the warm-up
-iterations, a JAX compilation among them: `compile` says how much), timed (the measured
-iterations), profiled (the traced iterations and writing the trace), teardown (the end record to
-the job's exit). Each point is the last rank's: the run goes on when every rank has reached it.
-A run recorded before the startup stamps existed has its launch to data opened as `start` only.
-"""
+"""Where a run's wall time goes, from its status (launcher start, job elapsed) and its ranks' records
+(the run record's `startup` stamps, every record's `time`). The parts follow one another and sum to
+the elapsed time: launch (launcher until the rank's process exists), interpreter (Python, the harness's
+imports), import (framework, Horovod), build (the Trainer), data (loader opened), warmup (`compile`
+says how much JAX compiled), timed, profiled (traced iterations, writing the trace), teardown (end
+record to exit). Each point is the last rank's: the run goes on when every rank has reached it. A run
+recorded before the startup stamps has launch to data opened as `start` only."""
 
 import json
 from pathlib import Path
@@ -29,8 +23,7 @@ class CostError(ValueError):
 
 
 def _rank(path):
-    """(run record, the last warm-up step's time, the last measured step's time, end record) of one
-    rank's file."""
+    """(run record, last warm-up step's time, last measured step's time, end record) of a rank's file."""
     records, errors = parse_file(path)
     if errors:
         raise CostError(errors[0])
@@ -53,7 +46,6 @@ def run_cost(run_dir):
         raise CostError(f"{run_dir}: not an ok run with records")
     began = utc_epoch(status["started"])
     stamped = all("startup" in run for run, *_ in ranks)
-    # each point is the last rank's: the run goes on when every rank has reached it
     points = [began, *(max(r[0]["startup"][s] for r in ranks) for s in (_STAMPS if stamped else ()))]
     points += [max(r[0]["time"] for r in ranks), *(max(r[i] for r in ranks) for i in (1, 2))]
     points += [max(r[3]["time"] for r in ranks), began + status["elapsed_s"]]

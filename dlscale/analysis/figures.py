@@ -1,11 +1,5 @@
-"""Figures drawn with seaborn straight from the tables by column name.
-
-Every figure is faceted by network (`col="model"`), coloured by framework (`hue="framework"`), and
-styled by `setting`: the configuration keys other than framework and rank count (allreduce schedule and library, layout,
-timing, and any batch, input, threads or precision that varies in the study, plus ranks per node
-where one rank count comes from two placements). A line is one framework x setting, so no point is
-ever two configurations. Each figure is written as PDF and PNG.
-"""
+"""Figures drawn with seaborn straight from the tables by column name, as PDF and PNG: faceted by network,
+coloured by framework, styled by `setting` (what else tells its lines apart: no point is two configurations)."""
 
 import math
 import sys
@@ -35,8 +29,7 @@ sns.set_theme(context="paper", style="whitegrid")
 
 
 def _save(fig, paths, name):
-    """Write `fig` to those of the declared output `paths` that are the figure `name`; what `problems`
-    finds in it is said on stderr (the figures step's log)."""
+    """Write `fig` to the output `paths` of figure `name`; what `problems` finds is said on stderr (the step's log)."""
     mine = [Path(p) for p in paths if Path(p).stem == name]
     if not mine:
         raise ValueError(f"no output path for figure {name!r} among {list(map(str, paths))}")
@@ -50,8 +43,7 @@ def _save(fig, paths, name):
 
 
 def _data_lines(ax):
-    """The lines `ax` draws in data coordinates (not reference lines such as axhline's), each with
-    its number of finite points."""
+    """The number of finite points of each line `ax` draws in data coordinates (not axhline's)."""
     out = []
     for line in ax.get_lines():
         if line.get_transform() is ax.transData and line.get_visible():
@@ -76,8 +68,7 @@ def _legend_lines(fig):
 
 
 def problems(fig):
-    """What a reader cannot read in `fig`: a panel with no data, a legend line where no line of two
-    points or more is drawn (every line a single point: one x value)."""
+    """What a reader cannot read in `fig`: a panel with no data, a legend line where no line of 2+ points is drawn."""
     panels = [ax for ax in fig.axes if ax.axison]
     found = [f"panel {ax.get_title() or i!r} has no data" for i, ax in enumerate(panels) if not _drawn(ax)]
     if not any(n >= 2 for ax in panels for n in _data_lines(ax)):
@@ -104,11 +95,8 @@ def _share(value):
 
 
 def lines(summary):
-    """The summary with a `setting` column: for each framework, what tells its lines apart. A line is
-    one framework x setting and holds one configuration per rank count: where the same rank count
-    comes from two placements (1 node x 2 ranks and 2 nodes x 1 rank) ranks per node joins the
-    setting, and any of batch, input, classes, threads or precision that varies in the study is
-    named in it."""
+    """The summary with a `setting` column: what tells a framework's lines apart, each holding one
+    configuration per rank count (ranks per node joins it where a rank count comes from two placements)."""
     # the library always (it differs by framework); the others where the study varies them
     shown = ["allreduce_library"] + [
         k for k in BASELINE_KEYS if k not in ("model", "framework", "allreduce_library") and summary[k].nunique() > 1
@@ -133,38 +121,23 @@ class Line(NamedTuple):
     why: str | None = None
 
 
+def _by_framework(data, col="model", height=3.2, aspect=1.1, **kwargs):
+    """seaborn's relplot of `data`, faceted by `col` and coloured by framework in the registry's order."""
+    hue = {"hue": "framework", "palette": FRAMEWORK_COLOURS, "hue_order": _frameworks_in(data)}
+    return sns.relplot(data=data, col=col, **hue, height=height, aspect=aspect, **kwargs)
+
+
 def _line_figure(summary, line, paths):
     """Mean `line.column` against ranks, with the table's own 95% interval as the error bar."""
     column, name, why = line.column, line.name, line.why
     ran = summary[summary["repeats_ok"] > 0]
     ok = lines(ran.dropna(subset=[column]))
     if ok.empty:
-        return _nothing(
-            paths,
-            name,
-            "no successful run (see summary.csv)"
-            if ran.empty
-            else why or f"no configuration has a value of {column} (see summary.csv)",
-        )
+        why = why or f"no configuration has a value of {column} (see summary.csv)"
+        return _nothing(paths, name, "no successful run (see summary.csv)" if ran.empty else why)
     ok = _dodged(ok)
-    grid = sns.relplot(
-        data=ok,
-        kind="line",
-        x="drawn_at",
-        y=column,
-        col="model",
-        hue="framework",
-        style="setting",
-        units="setting",
-        estimator=None,
-        markers=True,
-        dashes=True,
-        palette=FRAMEWORK_COLOURS,
-        hue_order=_frameworks_in(ok),
-        height=3.2,
-        aspect=1.1,
-        facet_kws={"sharey": False},
-    )
+    line_kws = {"style": "setting", "units": "setting", "estimator": None, "markers": True, "dashes": True}
+    grid = _by_framework(ok, kind="line", x="drawn_at", y=column, **line_kws, facet_kws={"sharey": False})
     _dress_line_axes(grid, ok, column, line.ideal)
     grid.set_axis_labels("ranks", line.ylabel)
     grid.set_titles("{col_name}")
@@ -184,27 +157,17 @@ def _dodged(ok):
 
 
 def _dress_line_axes(grid, ok, column, ideal):
-    """On each facet of a line figure: every line's 95% interval as error bars (where the table has
-    one), the `ideal` as a dotted line, and ranks on a log-2 axis ticked at the ranks measured (each
-    framework drawn a little apart: `_dodged`)."""
+    """On each facet of a line figure: every line's 95% interval as error bars (where the table has one),
+    the `ideal` as a dotted line, and ranks on a log-2 axis ticked at the ranks measured."""
     ranks = sorted(ok["ranks"].unique())
     for model, ax in grid.axes_dict.items():
         for (fw, _), g in ok[ok["model"] == model].groupby(["framework", "setting"]):
             if f"{column}_ci_lo" in g:
                 # an unbounded end (a rate whose time interval reaches zero) is left undrawn
-                yerr = [
-                    (g[column] - g[f"{column}_ci_lo"]).replace(math.inf, math.nan),
-                    (g[f"{column}_ci_hi"] - g[column]).replace(math.inf, math.nan),
-                ]
-                ax.errorbar(
-                    g["drawn_at"],
-                    g[column],
-                    yerr=yerr,
-                    fmt="none",
-                    ecolor=FRAMEWORK_COLOURS.get(fw),
-                    capsize=3,
-                    linewidth=0.8,
-                )
+                ends = (g[column] - g[f"{column}_ci_lo"], g[f"{column}_ci_hi"] - g[column])
+                yerr = [end.replace(math.inf, math.nan) for end in ends]
+                colour = FRAMEWORK_COLOURS.get(fw)
+                ax.errorbar(g["drawn_at"], g[column], yerr=yerr, fmt="none", ecolor=colour, capsize=3, linewidth=0.8)
         if ideal is not None:
             ax.axhline(ideal, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log", base=2)
@@ -212,21 +175,14 @@ def _dress_line_axes(grid, ok, column, ideal):
 
 
 def throughput(summary, paths):
-    line = Line(
-        "throughput_img_per_s", "images / s", "Training throughput (mean and 95% CI over repeats)", "throughput"
-    )
-    return _line_figure(summary, line, paths)
+    title = "Training throughput (mean and 95% CI over repeats)"
+    return _line_figure(summary, Line("throughput_img_per_s", "images / s", title, "throughput"), paths)
 
 
 def efficiency(summary, paths):
-    line = Line(
-        "efficiency",
-        "throughput(N) / (N x throughput(1))",
-        "Weak-scaling efficiency (95% CI on the log scale)",
-        "efficiency",
-        ideal=1.0,
-        why="no successful 1-rank run to compare with (see summary.csv)",
-    )
+    title = "Weak-scaling efficiency (95% CI on the log scale)"
+    why = "no successful 1-rank run to compare with (see summary.csv)"
+    line = Line("efficiency", "throughput(N) / (N x throughput(1))", title, "efficiency", ideal=1.0, why=why)
     return _line_figure(summary, line, paths)
 
 
@@ -237,12 +193,8 @@ def phases(summary, paths):
         return _nothing(paths, "phases", "no successful runs (see summary.csv)")
     ok = lines(ok.dropna(subset=[seconds(p) for p in PHASES], how="all"))
     if ok.empty:
-        return _nothing(
-            paths,
-            "phases",
-            "no configuration has phase times (a native run has them from its "
-            "traces only, and profile_iterations 0 traces none)",
-        )
+        traces = "a native run has them from its traces only, and profile_iterations 0 traces none"
+        return _nothing(paths, "phases", f"no configuration has phase times ({traces})")
     ok = _configuration_rows(ok)
     models = list(dict.fromkeys(ok["model"]))
     rows = ok.groupby("model").size().max()
@@ -265,34 +217,28 @@ def _framework_order(column):
 
 
 def _configuration_rows(ok):
-    """`lines`' table in the rows a per-configuration figure draws, top to bottom (framework in the
-    palette's order, then ranks), each named in `configuration`: framework, nodes x ranks per node
-    (setting)."""
+    """`lines`' table in a per-configuration figure's rows, top to bottom (framework in the palette's
+    order, then ranks), each named in `configuration`: framework, nodes x ranks per node (setting)."""
     ok = ok.sort_values(["model", "framework", "ranks"], key=_framework_order)
-    return ok.assign(
-        configuration=[f"{r.framework}, {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
-    )
+    names = [f"{r.framework}, {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
+    return ok.assign(configuration=names)
 
 
 def _xerr(mean, lo, hi):
-    """An interval as errorbar's xerr, or None where either end is missing or unbounded (a rate whose
-    time interval reaches zero), which is then left undrawn."""
-    ends = (mean, lo, hi)
-    if not all(pd.notna(v) and math.isfinite(v) for v in ends):
+    """An interval as errorbar's xerr; None (left undrawn) where an end is missing or unbounded."""
+    if not all(pd.notna(v) and math.isfinite(v) for v in (mean, lo, hi)):
         return None
     return [[max(mean - lo, 0)], [max(hi - mean, 0)]]
 
 
 def _phase_panel(ax, rows, column):
-    """One phase (or the whole iteration) of one network's configurations: mean and 95% interval,
-    in the framework's colour, on the phase's own axis (io and h2d are readable beside backward)."""
+    """One phase (or the whole iteration) of a network's rows on its own axis (io readable beside backward)."""
     y = list(range(len(rows)))[::-1]
     for yi, r in zip(y, rows.to_dict("records")):
         mean, lo, hi = (r.get(f"{column}{end}", math.nan) for end in ("", "_ci_lo", "_ci_hi"))
         colour = FRAMEWORK_COLOURS.get(r["framework"], "black")
-        ax.errorbar(
-            [0.0 if pd.isna(mean) else mean], [yi], xerr=_xerr(mean, lo, hi), fmt="o", ms=4, capsize=2, color=colour
-        )
+        drawn_at = 0.0 if pd.isna(mean) else mean
+        ax.errorbar([drawn_at], [yi], xerr=_xerr(mean, lo, hi), fmt="o", ms=4, capsize=2, color=colour)
     ax.set_yticks(y, rows["configuration"])
     ax.set_xlim(left=0)
     ax.set_title(column.removesuffix("_s") if column != "iteration_s" else "whole iteration")
@@ -300,13 +246,11 @@ def _phase_panel(ax, rows, column):
 
 
 def input_rate(summary, paths):
-    """Can each loader feed its trainer? Per configuration (a row: framework, nodes x ranks per node,
-    setting), the loader's own rate per rank against what training takes per rank, each with its
-    95% interval, on one log axis: input-bound where the two meet."""
+    """Can each loader feed its trainer? Per configuration, the loader's own rate per rank against what
+    training takes per rank, with 95% intervals, on one log axis: input-bound where the two meet."""
     if "loader_img_per_s" not in summary or summary["loader_img_per_s"].isna().all():
         return _nothing(paths, "input", "synthetic data: no loader (data: {kind: images} reads JPEGs)")
-    ok = lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"]))
-    ok = _configuration_rows(ok)
+    ok = _configuration_rows(lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"])))
     models = list(dict.fromkeys(ok["model"]))
     height = 1.2 + 0.3 * ok.groupby("model").size().max()
     fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), height), squeeze=False, sharey=False)
@@ -328,14 +272,9 @@ def _input_panel(ax, rows):
     y = list(range(len(rows)))[::-1]
     for yi, r in zip(y, rows.itertuples()):
         colour = FRAMEWORK_COLOURS.get(r.framework, "black")
-        per_rank = [
-            v / r.ranks for v in (r.throughput_img_per_s, r.throughput_img_per_s_ci_lo, r.throughput_img_per_s_ci_hi)
-        ]
-        loader = (
-            r.loader_img_per_s,
-            getattr(r, "loader_img_per_s_ci_lo", math.nan),
-            getattr(r, "loader_img_per_s_ci_hi", math.nan),
-        )
+        trained = (r.throughput_img_per_s, r.throughput_img_per_s_ci_lo, r.throughput_img_per_s_ci_hi)
+        per_rank = [v / r.ranks for v in trained]
+        loader = (r.loader_img_per_s, *(getattr(r, f"loader_img_per_s_ci_{end}", math.nan) for end in ("lo", "hi")))
         ax.plot([per_rank[0], loader[0]], [yi, yi], color="lightgrey", linewidth=2, zorder=1)
         for (mean, lo, hi), mark in zip((loader, per_rank), INPUT_MARKS.values()):
             ax.errorbar([mean], [yi], xerr=_xerr(mean, lo, hi), fmt=mark, color=colour, capsize=2, ms=6, zorder=2)
@@ -353,9 +292,8 @@ def _input_legend(ok):
 
 
 def comparisons(pairs, paths):
-    """Each pair of frameworks in each configuration both ran (`pairs`: comparisons.csv, the summary
-    step's, its framework rows): throughput a / b from the block model, with its simultaneous 95%
-    interval on a log-2 axis around 1, coloured by its verdict (the same family: they agree)."""
+    """Each pair of frameworks in each configuration both ran (comparisons.csv's framework rows): the block
+    model's a / b with its simultaneous 95% interval on a log-2 axis, coloured by its verdict (the same family)."""
     pairs = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
     if pairs.empty:
         return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
@@ -368,26 +306,17 @@ def comparisons(pairs, paths):
     ]
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.28 * len(pairs)))
     y = list(range(len(pairs)))[::-1]
-    pairs = pairs.assign(
-        y=y,
-        lo=(pairs["ratio"] - pairs["ratio_ci_lo"]).clip(lower=0).fillna(0),
-        hi=(pairs["ratio_ci_hi"] - pairs["ratio"]).clip(lower=0).fillna(0),
-    )
+    lo = (pairs["ratio"] - pairs["ratio_ci_lo"]).clip(lower=0).fillna(0)
+    hi = (pairs["ratio_ci_hi"] - pairs["ratio"]).clip(lower=0).fillna(0)
+    pairs = pairs.assign(y=y, lo=lo, hi=hi)
     shown = {"one faster": OKABE_ITO[5], "equal": OKABE_ITO[0], "unresolved": "grey"}
     verdicts = pairs["verdict"].replace({"a faster": "one faster", "b faster": "one faster"})
     for verdict, colour in shown.items():
         part = pairs[verdicts == verdict]
         if len(part):
-            ax.errorbar(
-                part["ratio"],
-                part["y"],
-                xerr=[part["lo"], part["hi"]],
-                fmt="o",
-                color=colour,
-                capsize=2,
-                ms=4,
-                label=f"verdict: {verdict}",
-            )
+            xerr = [part["lo"], part["hi"]]
+            label = f"verdict: {verdict}"
+            ax.errorbar(part["ratio"], part["y"], xerr=xerr, fmt="o", color=colour, capsize=2, ms=4, label=label)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.axvspan(0.95, 1.05, color=OKABE_ITO[0], alpha=0.1, linewidth=0)
     ax.set_xscale("log", base=2)
@@ -403,8 +332,7 @@ RATIO_TICKS = (0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0)
 
 
 def _ratio_ticks(ax, values):
-    """Ticks a reader can read a ratio from (0.5, 0.67, 0.8, 1, 1.25, 1.5, 2 ...) over the values'
-    range, labelled as numbers; the axis reaches at least 0.8-1.25."""
+    """RATIO_TICKS over the values' range, labelled as numbers; the axis reaches at least 0.8-1.25."""
     finite = [v for v in values if pd.notna(v) and v > 0 and math.isfinite(v)]
     lo, hi = min(finite + [0.8]), max(finite + [1.25])
     ax.set_xlim(lo / 1.05, hi * 1.05)
@@ -427,29 +355,12 @@ def model_fit(table, error, paths):
     what = {"iteration_s": "iteration time", "comm_total_s": "communication time"}
     key = {"iteration_s": "median_abs_error_iteration", "comm_total_s": "median_abs_error_comm_total"}
     title = "{}: median |error| {} ({} runs)"
-    long = pd.concat(
-        [
-            pred.assign(
-                quantity=title.format(name, _share(error.get(key[m])), len(pred)),
-                measured=pred[m],
-                predicted=pred[f"predicted_{m}"],
-            )
-            for m, name in what.items()
-        ]
-    )
-    grid = sns.relplot(
-        data=long,
-        kind="scatter",
-        x="measured",
-        y="predicted",
-        col="quantity",
-        hue="framework",
-        hue_order=_frameworks_in(pred),  # the registry's order, as every other figure's legend
-        style="model",
-        palette=FRAMEWORK_COLOURS,
-        height=3.6,
-        facet_kws={"sharex": False, "sharey": False},
-    )
+    parts = []
+    for m, name in what.items():
+        quantity = title.format(name, _share(error.get(key[m])), len(pred))
+        parts.append(pred.assign(quantity=quantity, measured=pred[m], predicted=pred[f"predicted_{m}"]))
+    scatter = {"x": "measured", "y": "predicted", "style": "model", "facet_kws": {"sharex": False, "sharey": False}}
+    grid = _by_framework(pd.concat(parts), col="quantity", height=3.6, aspect=1, kind="scatter", **scatter)
     for ax in grid.axes.flat:
         lo, hi = ax.get_xlim()
         lo, hi = min(lo, ax.get_ylim()[0]), max(hi, ax.get_ylim()[1])
@@ -462,71 +373,40 @@ def model_fit(table, error, paths):
 
 
 def replay(table, error, paths):
-    """Replayed iteration time on N nodes beside the model's prediction (from the Horovod sweep on the
-    same nodes) and the extrapolation's (ring fit of the smallest multi-node sweep)."""
+    """Replayed iteration time on N nodes beside the model's prediction (the Horovod sweep on those nodes)
+    and the extrapolation's (ring fit of the smallest multi-node sweep)."""
     ok = table.dropna(subset=["iteration_s"])
     if ok.empty:
         why = "; ".join(sorted(set(table["failure"].dropna()) - {""})) or "no replay in this study (config key replay)"
         return _nothing(paths, "replay", why[:120])
-    long = pd.concat(
-        [
-            ok.assign(source="replayed (measured)", seconds=ok["iteration_s"]),
-            ok.assign(source="model (sweep on these nodes)", seconds=ok["predicted_iteration_s"]),
-            ok.assign(source="extrapolation (ring fit)", seconds=ok["extrapolated_iteration_s"]),
-        ]
-    )
+    sources = {"replayed (measured)": "iteration_s", "model (sweep on these nodes)": "predicted_iteration_s"}
+    sources["extrapolation (ring fit)"] = "extrapolated_iteration_s"
+    long = pd.concat([ok.assign(source=source, seconds=ok[column]) for source, column in sources.items()])
     long["configuration"] = long["framework"] + " " + long["allreduce_schedule"]
+    facets = {"col": "model", "row": "configuration", "height": 2.6, "aspect": 1.3, "facet_kws": {"sharey": False}}
     grid = sns.relplot(
-        data=long,
-        kind="line",
-        x="nodes",
-        y="seconds",
-        hue="source",
-        style="source",
-        markers=True,
-        col="model",
-        row="configuration",
-        height=2.6,
-        aspect=1.3,
-        facet_kws={"sharey": False},
+        data=long, kind="line", x="nodes", y="seconds", hue="source", style="source", markers=True, **facets
     )
     for ax in grid.axes.flat:
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
     grid.set_axis_labels("nodes (one rank each)", "iteration (s)")
     grid.set_titles("{row_name}, {col_name}")
-    grid.figure.suptitle(
-        f"Replay against the model: median |error| {_share(error.get('median_abs_error_iteration'))}"
-        f" (extrapolation {_share(error.get('median_abs_error_extrapolated'))}), "
-        f"{error.get('replays', 0)} replays",
-        y=1.02,
-    )
+    model, extrapolated = (_share(error.get(f"median_abs_error_{k}")) for k in ("iteration", "extrapolated"))
+    medians = f"median |error| {model} (extrapolation {extrapolated}), {error.get('replays', 0)} replays"
+    grid.figure.suptitle(f"Replay against the model: {medians}", y=1.02)
     return _save(grid.figure, paths, "replay")
 
 
 def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays=None, checked_to=None):
-    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it):
-    frameworks in their colours, links by line style; beyond `checked_to` ranks (the most the model
-    was checked against: measured runs, replayed nodes) shaded and labelled. `why` says why there
-    is none where the table is empty. `replays` (replay.csv): the extrapolation's measured error
-    where the study replayed its traffic on more nodes, said under the title."""
+    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it), links by
+    line style; beyond `checked_to` ranks (the most the model was checked against) shaded. `why`: why
+    none, where the table is empty; `replays` (replay.csv): the extrapolation's measured error."""
     if "overlap" in set(table["allreduce_schedule"]):
         table = table[table["allreduce_schedule"] == "overlap"]
     if table.empty:
         return _nothing(paths, "extrapolation", f"nothing to extrapolate: {why}")
-    grid = sns.relplot(
-        data=table,
-        kind="line",
-        x="ranks",
-        y="predicted_efficiency",
-        col="model",
-        hue="framework",
-        palette=FRAMEWORK_COLOURS,
-        hue_order=_frameworks_in(table),
-        style="link",
-        height=3.2,
-        aspect=1.1,
-    )
+    grid = _by_framework(table, kind="line", x="ranks", y="predicted_efficiency", style="link")
     banded = table["link"].iloc[0]  # the config's first link
     for ax, network in zip(grid.axes.flat, grid.col_names):
         ax.set_xscale("log", base=2)
@@ -539,20 +419,17 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays
     grid.set_titles("{col_name}")
     title = "PREDICTION, not measured: performance model with this study's 1-rank phase times and assumed link "
     title += "parameters"
-    title += (
-        f"\nbands ({banded}): the 1-rank runs' 95% interval, widened by the model's median error on this study's runs"
-        if "model_error" in table
-        else ""
-    )
+    if "model_error" in table:
+        title += f"\nbands ({banded}): the 1-rank runs' 95% interval, widened by the model's median error on this "
+        title += "study's runs"
     title += _checked(replays)
     grid.figure.suptitle(title, y=1.0 + 0.05 * (title.count("\n") + 1), color="#b00000")
     return _save(grid.figure, paths, "extrapolation")
 
 
 def _error_bands(ax, table, link):
-    """Each framework's band on `link`, in its colour: the model's measured error on this study's runs
-    of that framework and network (prediction.error_band); none where it predicted none. One link's
-    only: twenty bands of 10-45% would hide the lines."""
+    """Each framework's band on `link`: the model's measured error on its runs (prediction.error_band).
+    One link's only: twenty bands of 10-45% would hide the lines."""
     if "predicted_efficiency_lo" not in table:
         return
     drawn = table[table["link"] == link].dropna(subset=["model_error"])

@@ -1,41 +1,8 @@
-"""Timing maths: pure functions over tidy tables and lists of times.
-
-Definitions (weak scaling: the per-rank batch is fixed, so N ranks process N x batch per step):
-- iteration time of a run's iteration = the slowest rank's wall time (synchronous SGD waits for it);
-- throughput_img_per_s = ranks x batch_size / mean iteration time over measured iterations;
-- speedup(N) = throughput(N) / throughput(1); efficiency(N) = throughput(N) / (N x throughput(1)),
-  against the 1-rank run of the same framework, model, allreduce schedule and batch size;
-- summaries follow Hoefler and Belli's rules (SC15): costs (iteration and phase times) by the
-  arithmetic mean over the repeats' run means; the rate (throughput) by the harmonic mean, i.e.
-  ranks x batch / the mean iteration time (total images over total time), its interval the cost's
-  interval carried through that same map; each cost's two-sided 95% interval is Student-t only
-  where a Shapiro-Wilk test on the repeats (3 or more) does not reject normality at ALPHA, else a
-  percentile bootstrap of the mean (BOOTSTRAP resamples, seeded) from MIN_BOOTSTRAP repeats on and
-  Student-t on the log scale below that, and which one was used is in
-  `iteration_s_ci_method`; with 2 repeats normality cannot be tested and the interval is Student-t,
-  said so;
-- steady state: beyond the configured warm-up, a run's leading iterations above its steady level
-  (the second half's median + 3 robust standard deviations, `steady_start`; at most half the
-  measured ones) are dropped, counted in `unsteady_iterations`;
-- per run, beside the mean: the median and 95th percentile of the iteration time and the outlier
-  iterations (Tukey's far out: above the third quartile + 3 x the interquartile range, e.g. a
-  garbage collection), kept in every mean and counted (`outlier_iterations`);
-- a cost's t interval that reaches zero (few repeats, a wide spread) is made on the log scale
-  instead (mean x exp(+- t se/mean)), so no positive quantity gets a bound at or below zero, and no
-  rate an infinite one;
-- speedup and efficiency are ratios of two independent means (N-rank and 1-rank throughput over
-  their repeats): their interval is on the log scale, (a/b) exp(+- t se(log a/b)), with
-  se(log a/b)^2 = se_a^2/a^2 + se_b^2/b^2 (delta method) and min(n_a, n_b) - 1 degrees of freedom
-  (NaN with fewer than two repeats on either side): always positive;
-- comparisons between frameworks and libraries: dlscale/analysis/comparisons.py;
-- noise: per configuration the run-to-run coefficient of variation of the iteration time
-  (standard deviation over mean of the repeats' run means, `iteration_s_cv`); above NOISE_CV the
-  summary's `noise_warning` says so: the configuration's differences below that are noise.
-- precision: the iteration time's 95% interval relative to its mean (half-width over mean,
-  `iteration_s_ci_rel`), and the repeats that would bring it within PRECISION at the measured CV
-  (`repeats_needed`, the smallest n with t(0.975, n-1) CV / sqrt(n) <= PRECISION); a wider
-  interval is named in `noise_warning` too.
-"""
+"""Timing maths: pure functions over tidy tables and lists of times (weak scaling: the per-rank batch is
+fixed). A run's iteration time is its slowest rank's; a cost (iteration or phase time) is summarised by
+the arithmetic mean over the repeats' run means, a rate (throughput) by the harmonic mean with the cost's
+interval carried through (Hoefler and Belli, SC15); speedup and efficiency are against the 1-rank run with
+the same BASELINE_KEYS. The definitions and why: docs/concepts/statistics.md."""
 
 import math
 import warnings
@@ -47,9 +14,6 @@ import pandas as pd
 from dlscale.analysis import student
 from dlscale.core.processes import CORES_ALLOWANCE
 from dlscale.core.samples import steady_start
-
-# Phase columns of the run table (PHASE_COLUMNS): the six phases, and from native runs' traces all
-# allreduce time (comm_total) and the part of it overlapped with compute (overlap).
 from dlscale.core.vocabulary import BASELINE_KEYS, CONFIG_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
 
 NOISE_CV = 0.05
@@ -65,9 +29,7 @@ FAR_OUT = 3.0  # Tukey's fence for far-out values, in interquartile ranges above
 def mean_ci(values, confidence=0.95):
     """(mean, lower, upper) of the mean; the interval is NaN with fewer than two values."""
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if len(x) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(x.mean())
+    mean = float(x.mean()) if len(x) else math.nan
     if len(x) < 2:
         return mean, math.nan, math.nan
     half = student.quantile(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
@@ -75,21 +37,20 @@ def mean_ci(values, confidence=0.95):
 
 
 def log_ci(x, confidence=0.95):
-    """(mean, lower, upper): the mean of positive values with the delta method's interval on the log
-    scale, mean x exp(+- t x se / mean): asymmetric, always positive."""
+    """(mean, lower, upper) of positive values, the interval on the log scale (delta method):
+    mean x exp(+- t x se / mean), asymmetric, always positive."""
     mean = float(np.mean(x))
     half = student.quantile(0.5 + confidence / 2, len(x) - 1) * np.std(x, ddof=1) / math.sqrt(len(x)) / mean
     return mean, mean * math.exp(-half), mean * math.exp(half)
 
 
 def interval(values, confidence=0.95, seed=0):
-    """(mean, lower, upper, method): the mean with a Student-t interval where a Shapiro-Wilk test
-    does not reject normality (3 or more values), else a percentile bootstrap interval of the mean
-    (from MIN_BOOTSTRAP values; t on the log scale, asymmetric, with fewer)."""
+    """(mean, lower, upper, method): Student-t where a Shapiro-Wilk test does not reject normality
+    (3 or more values), else a percentile bootstrap of the mean (t on the log scale below MIN_BOOTSTRAP)."""
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if len(x) < 2:
-        return (float(x.mean()) if len(x) else math.nan), math.nan, math.nan, f"none ({len(x)} repeat)"
     mean, lo, hi = mean_ci(x, confidence)
+    if len(x) < 2:
+        return mean, lo, hi, f"none ({len(x)} repeat)"
     if lo <= 0 < mean:  # a positive cost's interval must stay positive: t on the log scale instead
         return (*log_ci(x, confidence), "t on the log scale (the plain t interval reached 0)")
     if len(x) < 3:
@@ -109,8 +70,8 @@ def interval(values, confidence=0.95, seed=0):
 
 
 def harmonic_rate(work, cost_mean, cost_lo, cost_hi):
-    """(rate, lower, upper) of `work` per unit cost from the mean cost and its interval: the
-    harmonic mean of the per-run rates (total work over total time), never their arithmetic mean."""
+    """(rate, lower, upper) of `work` per unit cost from the mean cost and its interval: the harmonic
+    mean of the per-run rates (total work over total time)."""
 
     def per(cost):  # a cost bound at zero time or below bounds no rate: unresolved (NaN), never infinite
         return math.nan if cost is None or math.isnan(cost) or cost <= 0 else work / cost
@@ -125,13 +86,9 @@ def outliers(times, fence=FAR_OUT):
 
 
 # run_metrics.csv, one row per run (`run_table`).
-RUN_METRICS_COLUMNS = (
-    RUN_KEYS
-    + ["iteration_s", "iteration_s_median", "iteration_s_p95", "outlier_iterations", "iterations"]
-    + ["unsteady_iterations", "ranks"]
-    + ["throughput_img_per_s"]
-    + [seconds(p) for p in PHASE_COLUMNS]
-)
+_RUN_VALUES = ["iteration_s", "iteration_s_median", "iteration_s_p95", "outlier_iterations", "iterations"]
+RUN_METRICS_COLUMNS = RUN_KEYS + _RUN_VALUES + ["unsteady_iterations", "ranks", "throughput_img_per_s"]
+RUN_METRICS_COLUMNS += [seconds(p) for p in PHASE_COLUMNS]
 
 
 def run_table(tidy):
@@ -147,22 +104,17 @@ def run_table(tidy):
     position = step.groupby(RUN_KEYS, observed=True).cumcount()
     steady = drop.groupby(RUN_KEYS, observed=True).first().rename("unsteady_iterations").reset_index()
     step = step[position >= drop]
-    runs = (
-        step.groupby(RUN_KEYS, observed=True)
-        .agg(
-            iteration_s="mean",
-            iteration_s_median="median",
-            iteration_s_p95=lambda t: t.quantile(0.95),
-            outlier_iterations=outliers,
-            iterations="count",
-        )
-        .reset_index()
-    )
+    spread = {
+        "iteration_s_median": "median",
+        "iteration_s_p95": lambda t: t.quantile(0.95),
+        "outlier_iterations": outliers,
+    }
+    runs = step.groupby(RUN_KEYS, observed=True).agg(iteration_s="mean", **spread, iterations="count").reset_index()
     runs = runs.merge(steady, on=RUN_KEYS, how="left")
-    ranks = runs["nodes"] * runs["ranks_per_node"]
-    runs["ranks"] = ranks
+    runs["ranks"] = runs["nodes"] * runs["ranks_per_node"]
+    images = runs["ranks"] * runs["batch_size"]
     # an iteration recorded as taking no time has no rate (rather than an infinite one)
-    runs["throughput_img_per_s"] = (ranks * runs["batch_size"] / runs["iteration_s"]).where(runs["iteration_s"] > 0)
+    runs["throughput_img_per_s"] = (images / runs["iteration_s"]).where(runs["iteration_s"] > 0)
     # phases: phased runs' measured iterations, native runs' traced iterations (from the traces)
     phases = (
         measured[measured["phase"].isin(PHASE_COLUMNS)]
@@ -176,18 +128,11 @@ def run_table(tidy):
 
 
 def summarize(runs, status=None):
-    """One row per configuration (all keys but repeat): means and CIs over repeats, speedup, efficiency.
-
-    `status` (one row per run with a `status` and `reasons` column) adds counts of failed runs and
-    their reasons, also for configurations with no successful run.
-    """
+    """One row per configuration (all keys but repeat): means and CIs over repeats, speedup, efficiency;
+    `status` (runs.csv) adds failed runs and their reasons, also of configurations with no ok run."""
     summary = _configurations(runs)
-    summary["noise_warning"] = [
-        _noise_warning(cv, rel, need)
-        for cv, rel, need in zip(
-            summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0), summary["repeats_needed"]
-        )
-    ]
+    cvs, rels = summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0)
+    summary["noise_warning"] = [_noise_warning(*found) for found in zip(cvs, rels, summary["repeats_needed"])]
     if status is not None and len(status):
         summary = _add_failures(summary, status)
         summary = add_loader(summary, status)
@@ -197,8 +142,7 @@ def summarize(runs, status=None):
 
 
 def _configurations(runs):
-    """One row per configuration of the successful runs: means and CIs over repeats, and the
-    iteration time's noise and precision."""
+    """One row per configuration of the ok runs: means and CIs over repeats, the iteration time's noise."""
     costs = ["iteration_s"] + [seconds(p) for p in PHASE_COLUMNS]
     value_cols = ["iteration_s", "throughput_img_per_s"] + costs[1:]
     rows = []
@@ -221,45 +165,33 @@ def _configurations(runs):
         row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
         row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
         rows.append(row)
-    return pd.DataFrame(
-        rows,
-        columns=CONFIG_KEYS
-        + ["ranks", "repeats_ok"]
-        + [c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")]
-        + ["iteration_s_ci_method", "iteration_s_median", "outlier_iterations", "unsteady_iterations"]
-        + ["throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"],
-    )
+    values = [c for col in value_cols for c in (col, f"{col}_ci_lo", f"{col}_ci_hi")]
+    spread = ["iteration_s_ci_method", "iteration_s_median", "outlier_iterations", "unsteady_iterations"]
+    noise = ["throughput_se", "iteration_s_cv", "iteration_s_ci_rel", "repeats_needed"]
+    return pd.DataFrame(rows, columns=CONFIG_KEYS + ["ranks", "repeats_ok"] + values + spread + noise)
 
 
 def _noise_warning(cv, rel, need):
-    """What is wrong with a configuration's iteration time: run-to-run CV above NOISE_CV, a 95%
-    interval wider than PRECISION; empty where neither."""
-    return "; ".join(
-        (
-            [f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"]
-            if cv > NOISE_CV
-            else []
+    """What is wrong with a configuration's iteration time (CV above NOISE_CV, interval wider than
+    PRECISION); empty where nothing."""
+    found = []
+    if cv > NOISE_CV:
+        found.append(f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise")
+    if rel > PRECISION:
+        found.append(
+            f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
+            "repeats would bring it within"
         )
-        + (
-            [
-                f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
-                "repeats would bring it within"
-            ]
-            if rel > PRECISION
-            else []
-        )
-    )
+    return "; ".join(found)
 
 
 def _add_failures(summary, status):
-    """The summary with each configuration's failed runs counted and their reasons joined, adding a
-    row for each configuration that has no successful run."""
+    """The summary with each configuration's failed runs counted and their reasons joined (a row added
+    for a configuration with no ok run)."""
     failed = status[status["status"] != "ok"]
-    fails = (
-        failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
-        .agg(repeats_failed=("status", "size"), failure_reasons=("reasons", lambda r: " | ".join(sorted(set(r)))))
-        .reset_index()
-    )
+    by_config = failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
+    reasons = ("reasons", lambda r: " | ".join(sorted(set(r))))
+    fails = by_config.agg(repeats_failed=("status", "size"), failure_reasons=reasons).reset_index()
     summary = summary.merge(fails, on=CONFIG_KEYS, how="outer")
     summary["repeats_failed"] = summary["repeats_failed"].fillna(0).astype(int)
     summary["repeats_ok"] = summary["repeats_ok"].fillna(0).astype(int)
@@ -270,9 +202,8 @@ def _add_failures(summary, status):
 
 def add_mfu(summary, peak, flops):
     """Model FLOP utilisation: each rank's useful FLOP rate (throughput per rank x training FLOPs per
-    image, flops.csv: dlscale/workloads/flops.py) over its framework's measured matrix-multiply rate with the
-    same threads and device (peak.csv: dlscale/runtime/peak.py): how far a framework is from the hardware,
-    not only from the others."""
+    image, flops.csv) over its framework's measured matrix-multiply rate with the same threads and
+    device (peak.csv): how far a framework is from the hardware, not only from the others."""
     keys = ["model", "image_size", "classes"]
     work = flops[keys + ["train_flops"]].rename(columns={"train_flops": "train_flops_per_image"})
     # a failed run known by its path alone (status.json unreadable) has no image size: no FLOPs
@@ -282,12 +213,8 @@ def add_mfu(summary, peak, flops):
     for column, source in (("matmul_flops_s",) * 2, ("matmul_cores_used", "cores_used"), ("matmul_flops_s_bound",) * 2):
         found = dict(zip(zip(peak["framework"], peak["threads"]), peak[source])) if source in peak else {}
         summary[column] = [found.get(k, math.nan) for k in keys]
-    summary["mfu"] = (
-        summary["throughput_img_per_s"]
-        / summary["ranks"]
-        * summary["train_flops_per_image"]
-        / summary["matmul_flops_s"]
-    )
+    per_rank = summary["throughput_img_per_s"] / summary["ranks"]
+    summary["mfu"] = per_rank * summary["train_flops_per_image"] / summary["matmul_flops_s"]
     return summary
 
 
@@ -295,10 +222,8 @@ LOADER_RATE = ["loader_img_per_s", "loader_img_per_s_ci_lo", "loader_img_per_s_c
 
 
 def add_loader(summary, status):
-    """Image data: the loaders' own rate (`loader_img_per_s`, mean over ok runs of the slowest rank's,
-    with its 95% interval as a cost's: `interval`) and how much of it training uses,
-    `loader_utilisation` = throughput per rank / loader rate: near 1 the step waits for its input
-    (input-bound), far below 1 the loader keeps up with room to spare."""
+    """Image data: the loaders' own rate (mean over ok runs of the slowest rank's, its interval as a
+    cost's) and `loader_utilisation` = throughput per rank / loader rate: near 1, input-bound."""
     if "loader_img_per_s" not in status:
         return summary
     ok = status[status["status"] == "ok"].assign(
@@ -312,10 +237,8 @@ def add_loader(summary, status):
 
 
 def add_cores(summary, status):
-    """The cores a rank used (`cores_used`, mean over ok runs of runs.csv's, the most of any rank) against
-    those its settings give it (`cores_given`: threads_per_rank + loader_workers + CORES_ALLOWANCE), and
-    `cores_over` where it used more: a framework that does not keep the threads promise. Synthetic data
-    has no loader: its workers are given no core."""
+    """The cores a rank used (mean over ok runs) against those its settings give it (`cores_given`),
+    and `cores_over` where it used more. Synthetic data has no loader: its workers are given no core."""
     if "cores_used" not in status:
         return summary
     ok = status[status["status"] == "ok"].assign(
@@ -330,20 +253,16 @@ def add_cores(summary, status):
 
 
 def add_samples(summary, status):
-    """Where runs measured towards a target (`samples`): how many ok runs of each configuration met it
-    (`runs_target_met`) and the widest of their median intervals (`median_ci_rel_max`)."""
+    """With `samples`: how many ok runs of each configuration met the target, and their widest interval."""
     if "samples_stopped_by" not in status or status["samples_target"].isna().all():
         return summary
     ok = status[status["status"] == "ok"].assign(
         met=lambda d: d["samples_stopped_by"] == "target",
         median_ci_rel=lambda d: pd.to_numeric(d["median_ci_rel"], errors="coerce"),
     )
-    met = (
-        ok.groupby(CONFIG_KEYS, observed=True)
-        .agg(runs_target_met=("met", "sum"), median_ci_rel_max=("median_ci_rel", "max"))
-        .reset_index()
-    )
-    return summary.merge(met, on=CONFIG_KEYS, how="left")
+    by_config = ok.groupby(CONFIG_KEYS, observed=True)
+    met = by_config.agg(runs_target_met=("met", "sum"), median_ci_rel_max=("median_ci_rel", "max"))
+    return summary.merge(met.reset_index(), on=CONFIG_KEYS, how="left")
 
 
 def _se(values):
@@ -376,9 +295,8 @@ class Mean(NamedTuple):
 
 
 def ratio_ci(a, b, confidence=0.95):
-    """(a/b, lower, upper): the ratio of two independent positive Means and its interval on the log
-    scale, a/b x exp(+- t x se(log a/b)), se(log a/b)^2 = (se_a/a)^2 + (se_b/b)^2 (delta method on
-    the logs): never negative, unlike a/b +- t x se(a/b)."""
+    """(a/b, lower, upper) of two independent positive Means, the interval on the log scale:
+    a/b x exp(+- t x se(log a/b)), se(log a/b)^2 = (se_a/a)^2 + (se_b/b)^2 (delta method): never negative."""
     ratio = a.value / b.value if b.value else math.nan
     if min(a.n, b.n) < 2 or any(math.isnan(v) for v in (ratio, a.se, b.se)) or a.value <= 0 or b.value <= 0:
         return ratio, math.nan, math.nan
@@ -388,8 +306,7 @@ def ratio_ci(a, b, confidence=0.95):
 
 
 def add_scaling(summary):
-    """speedup and efficiency (with intervals) against the 1-rank configuration with the same
-    baseline keys."""
+    """speedup and efficiency (with intervals) against the 1-rank configuration with the same BASELINE_KEYS."""
     base = summary[summary["ranks"] == 1][
         BASELINE_KEYS + ["throughput_img_per_s", "throughput_se", "repeats_ok"]
     ].rename(columns={"throughput_img_per_s": "base_", "throughput_se": "base_se_", "repeats_ok": "base_n_"})
@@ -404,9 +321,7 @@ def add_scaling(summary):
         out[f"efficiency{col}"] = out[f"speedup{col}"] / out["ranks"]
     one = out["ranks"] == 1  # against itself: exactly 1
     out.loc[one, ["speedup_ci_lo", "speedup_ci_hi", "efficiency_ci_lo", "efficiency_ci_hi"]] = math.nan
-    for r in out[out["noise_warning"].fillna("") != ""].itertuples():
-        warnings.warn(
-            f"{r.framework} {r.model} {r.allreduce_schedule} {r.layout} {r.timing} {r.ranks} ranks: {r.noise_warning}",
-            stacklevel=2,
-        )
+    for r in out[out["noise_warning"] != ""].itertuples():
+        where = f"{r.framework} {r.model} {r.allreduce_schedule} {r.layout} {r.timing} {r.ranks} ranks"
+        warnings.warn(f"{where}: {r.noise_warning}", stacklevel=2)
     return out.drop(columns=["base_", "base_se_", "base_n_"]).sort_values(CONFIG_KEYS).reset_index(drop=True)

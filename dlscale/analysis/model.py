@@ -1,41 +1,10 @@
-"""Communication inside training, and a performance model of synchronous SGD that predicts it.
-
-Measured, per run (model.csv):
-- comm_total_s: all allreduce work of an iteration, overlapped or not. In `sequential` mode it is
-  the comm phase; in `overlap` mode it is the union of the intervals in which Horovod's timeline
-  (rank 0, measured iterations only) shows an allreduce executing, per measured iteration.
-- comm_exposed_s: what the step waits for, the comm phase; overlap_ratio = 1 - exposed / total.
-
-Model, for a run on N ranks, from the 1-rank run of the same framework, model, allreduce schedule and
-batch (its io, h2d, forward, backward and update times) and the study's allreduce sweep on the
-same nodes and ranks, which gives the time T(m) of one allreduce of m bytes through Horovod, fused
-as Horovod fuses (`sweep_cost`: the measured medians, linear between sizes and beyond the largest;
-the alpha-beta ring fit where a sweep has too few sizes):
-- Gradient i (sizes from the run's records) is ready r_i seconds into backward: measured per
-  tensor in PyTorch, whose allreduces start from backward hooks; at the end of backward where the
-  framework starts communication after backward (TensorFlow, MXNet) and in sequential mode.
-- Horovod's background thread wakes every cycle (HOROVOD_CYCLE_TIME, 1 ms), fuses the gradients
-  ready by then into buffers of at most HOROVOD_FUSION_THRESHOLD bytes (128 MiB), and reduces the
-  buffers one after another, each of m bytes in k tensors taking T(m) + (k - FUSED_PIECES) c: the
-  sweep's T(m) moved FUSED_PIECES tensors per message, and c is the per-tensor cost from its
-  many-tensor path (dlscale/analysis/comm.py `per_tensor`). A buffer of one tensor Horovod reduces
-  in the tensor's own memory, without the fusion buffer's copy in and out: it takes T1(m), the
-  sweep's one-tensor path (horovod_one, from ONE_MIN_BYTES up; below, the copies are within the
-  noise and T(m) - (FUSED_PIECES - 1) c stands). `Cost` holds the three.
-- Predicted iteration = io + h2d + forward + backward + update + exposed, where exposed is how
-  far the last allreduce ends after backward; comm_total is the sum of the buffers' times.
-- A rank that shares its node with others computes slower than one alone (shared caches, memory
-  bandwidth, the cores loaders and interpreters use): the 1-rank phases and ready times are
-  multiplied by the compute slowdown s_k measured for k ranks per node (results/contention.csv,
-  dlscale/runtime/contention.py); 1 where the study measured none, which model.csv says.
-- On a CPU an allreduce computes too (the sweep's cores_used). Where a rank's compute threads and its
-  allreduce ask more of the node than it has, both progress at the node's CPUs per rank over what the
-  rank asks (`shared_rate`) while both run, at full speed alone (`shared_schedule`): an allreduce
-  beside backward slows it and runs longer than the sweep's.
-The extrapolation applies the same model with the ring model T(m) = 2(N-1) alpha + 2(N-1)/N m beta
-for given link parameters instead of a measured sweep, and no per-tensor cost (it grows with the
-ranks in ways no link parameter gives).
-"""
+"""A performance model of synchronous SGD (docs/methods/model.md): from the 1-rank run's phases and the
+allreduce sweep on the same nodes and ranks, it replays Horovod's cycles, fusion and buffers against
+each gradient's ready time; predicted iteration = compute + exposed (how far the last allreduce ends
+after backward). Phases scale by the compute slowdown of k ranks per node (contention.csv); on a CPU,
+compute and allreduces beside it share the node (`shared_rate`). The extrapolation uses the ring model
+for given links instead of a sweep, without the per-tensor cost (it grows with the ranks in ways no
+link parameter gives)."""
 
 import dataclasses
 import math
@@ -43,15 +12,7 @@ import math
 import numpy as np
 
 from dlscale.core.ring import FUSED_PIECES, ring_time
-from dlscale.core.vocabulary import (
-    BACKWARD_S,
-    CYCLE_TIME_S,
-    FORWARD_S,
-    FUSION_THRESHOLD_BYTES,
-    H2D_S,
-    IO_S,
-    UPDATE_S,
-)
+from dlscale.core.vocabulary import BACKWARD_S, CYCLE_TIME_S, FORWARD_S, FUSION_THRESHOLD_BYTES, H2D_S, IO_S, UPDATE_S
 
 COMPUTE = [IO_S, H2D_S, FORWARD_S, BACKWARD_S, UPDATE_S]
 
@@ -87,11 +48,10 @@ def ring_cost(ranks, alpha, beta):
 
 
 class Cost:
-    """The time of one fused buffer of `nbytes` in `tensors` tensors: fused(m), the time of a message
-    of FUSED_PIECES tensors, plus per_tensor for each tensor beyond them (fewer take it off); a buffer
-    of one tensor of at least alone_from bytes takes alone(m) instead (no fusion-buffer copies).
-    `cores`: the cores an allreduce keeps busy in each rank meanwhile (the sweep's cores_used; 0 where
-    not measured): on a CPU it copies, sums and polls, on cores a rank's compute could use."""
+    """One fused buffer's time: fused(m) for FUSED_PIECES tensors, plus per_tensor per tensor beyond
+    (fewer take it off); one tensor of at least alone_from bytes takes alone(m) (Horovod reduces it in
+    place, without the fusion buffer's copies). `cores`: the cores an allreduce keeps busy per rank
+    (the sweep's cores_used, 0 if unmeasured): on a CPU it copies, sums and polls."""
 
     def __init__(self, fused, per_tensor=0.0, alone=None, alone_from=math.inf, cores=0.0):
         self.fused, self.per_tensor, self.alone, self.alone_from = fused, per_tensor, alone, alone_from
@@ -104,10 +64,9 @@ class Cost:
 
 
 def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
-    """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`;
-    cost: a Cost, or cost(m), the time of one allreduce of m bytes in FUSED_PIECES tensors (the
-    sweep's), each tensor a buffer holds beyond those adding per_tensor seconds. Every input must
-    be a finite number (a NaN compares false with everything: the loop would never advance)."""
+    """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`; cost: a
+    Cost, or T(m) of FUSED_PIECES tensors plus per_tensor s per further tensor. Every input must be
+    finite (a NaN compares false with everything: the loop would never advance)."""
     cost = cost if isinstance(cost, Cost) else Cost(cost, per_tensor)
     problem = _not_schedulable(ready, sizes, cycle, cost.per_tensor)
     if problem:
@@ -156,8 +115,8 @@ def _not_schedulable(ready, sizes, cycle, per_tensor):
 
 @dataclasses.dataclass(frozen=True)
 class Gradients:
-    """A step's gradients as Horovod meets them: their sizes (bytes); when each is ready, in seconds
-    into backward (None: all after backward); the fusion threshold (bytes) and cycle (s) they meet."""
+    """A step's gradients: sizes (bytes), ready times (s into backward; None: after backward), and the
+    fusion threshold (bytes) and cycle (s) Horovod applies."""
 
     sizes: list
     ready: list | None = None
@@ -171,19 +130,16 @@ class Gradients:
 
 
 def shared_rate(threads, ranks_per_node, node_cpus, comm_cores):
-    """The rate (0 to 1) at which a rank's compute and its allreduce each progress while both run: the
-    node's CPUs per rank over what a rank then asks (its compute threads and the cores its allreduce
-    keeps busy), the node's scheduler sharing them in proportion; 1 with CPUs to spare, or where the
-    node's CPUs or the allreduce's cores are not known."""
+    """The rate (0 to 1) at which a rank's compute and its allreduce each progress while both run: the node's
+    CPUs per rank over its compute threads plus its allreduce's cores; 1 with CPUs to spare or unknown."""
     if not comm_cores or not node_cpus or math.isnan(comm_cores):
         return 1.0
     return min(1.0, node_cpus / (ranks_per_node * (threads + comm_cores)))
 
 
 class _Shared:
-    """Backward and the allreduces on a rank's share of its node's CPUs (`shared_schedule`): `t` the wall
-    time since backward started, `done` backward's progress (s of its time alone), `ended` when it ended,
-    `busy` the time an allreduce was running."""
+    """Backward and the allreduces on a rank's share of its node's CPUs: `t` wall time since backward
+    started, `done` backward's progress (s of its time alone), `ended` when it ended, `busy` allreduce time."""
 
     def __init__(self, backward, rate):
         self.backward, self.rate, self.t, self.done, self.busy, self.ended = backward, rate, 0.0, 0.0, 0.0, 0.0
@@ -208,8 +164,7 @@ class _Shared:
         return tick
 
     def reduce(self, work):
-        """One buffer's allreduce of `work` s (its time alone): at `rate` while backward runs beside it,
-        both slowed alike, then at full speed."""
+        """One buffer's allreduce of `work` s alone: at `rate` while backward runs beside it, then at full speed."""
         start = self.t
         if self.done < self.backward:
             beside = min(work, self.backward - self.done) / self.rate
@@ -220,9 +175,8 @@ class _Shared:
 
 
 def shared_schedule(ready, sizes, cost, gradients, backward, rate):
-    """`schedule` where a rank's compute and its allreduces share the CPUs (`shared_rate` below 1): ready
-    times in seconds of backward's own progress. Returns (when backward ends, when the last allreduce
-    ends, the allreduces' wall time), in seconds from backward's start."""
+    """`schedule` where compute and allreduces share the CPUs (`shared_rate` below 1), ready times in s of
+    backward's progress: (backward's end, the last allreduce's end, allreduce wall time) from its start."""
     problem = _not_schedulable(ready, sizes, gradients.cycle, cost.per_tensor)
     if problem or not rate > 0:
         raise ValueError(f"cannot schedule allreduces: {problem or f'shared rate {rate}'}")
@@ -240,15 +194,9 @@ def shared_schedule(ready, sizes, cost, gradients, backward, rate):
 
 
 def predict(base, gradients, ranks, cost, slowdown=1.0, rate=1.0):
-    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks, where a
-    fused buffer costs what `cost` says (a Cost, or T(m): `schedule`).
-
-    base: 1-rank phase means (COMPUTE keys); gradients: a Gradients; slowdown: a rank's compute
-    beside the others on its node over the 1-rank run's alone (1: as fast as alone); rate: how fast a
-    rank's compute and its allreduce each progress while both run (`shared_rate`; 1: CPUs to spare).
-    Below 1 an allreduce overlapped with backward slows backward and is slowed by it, so the
-    iteration pays its CPU time and the allreduce runs longer than the sweep's (`shared_schedule`).
-    """
+    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks; cost: a Cost,
+    or T(m). base: 1-rank phase means (COMPUTE keys); slowdown: compute beside the node's other ranks
+    over alone; rate: `shared_rate` (below 1, backward and an allreduce beside it slow each other)."""
     base = {k: base[k] * slowdown for k in COMPUTE}
     ready = None if gradients.ready is None else [r * slowdown for r in gradients.ready]
     backward = base[BACKWARD_S]
@@ -272,9 +220,8 @@ def relative_error(pred, meas):
 
 
 def error_parts(predicted_iteration, predicted_exposed, iteration, exposed):
-    """A predicted iteration's relative error split by where it comes from, each part a share of
-    the measured iteration, the two adding up to the error: (compute, exposed communication).
-    Compute is the iteration less its exposed communication (the model's is the 1-rank phases)."""
+    """A predicted iteration's relative error as (compute, exposed communication), shares of the measured
+    iteration adding up to it; compute is the iteration less its exposed communication."""
     if not iteration:
         return math.nan, math.nan
     compute = ((predicted_iteration - predicted_exposed) - (iteration - exposed)) / iteration

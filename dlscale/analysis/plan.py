@@ -2,11 +2,8 @@
 performance model (dlscale/analysis/model.py) from a finished study's measured 1-device phases,
 gradient sizes and allreduce sweep.
 
-A candidate is N devices per node x M nodes, its devices as fast as the study's (or a stated compute
-factor faster, or as fast as a second study measured them), its link the study's measured sweep at
-that placement or a stated one (bandwidth and latency: the ring model). Every prediction carries the
-model's measured error on the study it came from, and says which of its inputs were measured and
-which assumed. Without a candidates file, the candidates are the placements the study swept."""
+A candidate: N devices per node x M nodes, its compute and link measured or stated (docs/guides/hardware.md);
+each prediction says which inputs were measured, which assumed, and the model's error on the study."""
 
 import argparse
 import math
@@ -22,38 +19,15 @@ from dlscale.core.errors import ConfigError
 from dlscale.core.paths import TABLES
 from dlscale.core.vocabulary import BASELINE_KEYS
 
-# What the work is, whoever runs it: a device study's baseline stands in for this study's when these
-# agree (threads per rank are the device's, not the work's).
+# What the work is, whoever runs it (threads per rank are the device's): a device study's baseline
+# stands in for this study's when these agree.
 WORK = [k for k in BASELINE_KEYS if k != "threads_per_rank"]
-FIELDS = {
-    "name",
-    "nodes",
-    "devices_per_node",
-    "threads_per_rank",
-    "link",
-    "link_study",
-    "compute_factor",
-    "device_study",
-    "price",
-    "contention",
-}
+FIELDS = {"name", "nodes", "devices_per_node", "threads_per_rank", "link", "link_study", "compute_factor"}
+FIELDS |= {"device_study", "price", "contention"}
 MEASURED = "measured"
-COLUMNS = WORK + [
-    "candidate",
-    "nodes",
-    "devices_per_node",
-    "devices",
-    "predicted_iteration_s",
-    "predicted_img_per_s",
-    "predicted_efficiency",
-    "img_per_s_per_price",
-    "model_error",
-    "model_error_from",
-    "compute_from",
-    "compute_slowdown",
-    "slowdown_from",
-    "link_from",
-]
+COLUMNS = WORK + ["candidate", "nodes", "devices_per_node", "devices", "predicted_iteration_s", "predicted_img_per_s"]
+COLUMNS += ["predicted_efficiency", "img_per_s_per_price", "model_error", "model_error_from", "compute_from"]
+COLUMNS += ["compute_slowdown", "slowdown_from", "link_from"]
 
 
 def load(folder):
@@ -63,15 +37,13 @@ def load(folder):
     missing = [TABLES[n] for n in needed if not (folder / TABLES[n]).is_file()]
     if missing:
         raise ValueError(f"{folder}: no {', '.join(missing)} (not a finished study's results folder)")
-    status = pd.read_csv(folder / TABLES["runs"], keep_default_na=False, na_values=[""])
-    table, bases, _ = prediction.study_baselines(
-        pd.read_csv(folder / TABLES["run_metrics"]), status, pd.read_csv(folder / TABLES["tensors"])
-    )
-    sweep, fits = pd.read_csv(folder / TABLES["allreduce"]), pd.read_csv(folder / TABLES["allreduce_fit"])
-    model = pd.read_csv(folder / TABLES["model"], keep_default_na=False, na_values=[""])
-    name = folder.name if folder.name != "results" else folder.resolve().parent.name
+    path = {n: folder / TABLES[n] for n in needed}
+    status = pd.read_csv(path["runs"], keep_default_na=False, na_values=[""])
+    table, bases, _ = prediction.study_baselines(pd.read_csv(path["run_metrics"]), status, pd.read_csv(path["tensors"]))
+    sweep, fits = pd.read_csv(path["allreduce"]), pd.read_csv(path["allreduce_fit"])
+    model = pd.read_csv(path["model"], keep_default_na=False, na_values=[""])
     return {
-        "name": name,
+        "name": folder.name if folder.name != "results" else folder.resolve().parent.name,
         "bases": bases,
         "costs": prediction.costs(sweep, fits),
         "model": model,
@@ -83,20 +55,16 @@ def load(folder):
 
 def _slowdowns(path):
     """The study's measured compute slowdowns (contention.csv; none in a study made before it had one)."""
-    if not path.is_file():
-        return {}
-    return contention.slowdowns(pd.read_csv(path, keep_default_na=False, na_values=[""]))
+    return contention.slowdowns(pd.read_csv(path, keep_default_na=False, na_values=[""])) if path.is_file() else {}
 
 
 def read_candidates(path, study):
-    """(links, candidates) from a YAML file ({links: {name: {gbit_s, latency_us}}, candidates: [...]}),
-    each candidate checked and completed with its defaults; without a file, one device and the
-    placements the study swept."""
+    """(links, candidates) from a YAML file ({links: {name: {gbit_s, latency_us}}, candidates: [...]}), each
+    checked and completed with its defaults; without a file, one device and the placements the study swept."""
     if path is None:
         placements = sorted({(1, 1)} | {(n, r) for n, r, _ in study["costs"]})
-        return {}, [
-            _candidate({"name": f"{n} node(s) x {r}", "nodes": n, "devices_per_node": r}, {}) for n, r in placements
-        ]
+        swept = [{"name": f"{n} node(s) x {r}", "nodes": n, "devices_per_node": r} for n, r in placements]
+        return {}, [_candidate(c, {}) for c in swept]
     try:
         spec = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -152,9 +120,8 @@ def _works(study):
 
 
 def predict_candidate(study, candidate, links, device=None, link_study=None):
-    """One row per work the study has a 1-device baseline of: the candidate's predicted iteration,
-    throughput and efficiency, its inputs' sources and the model's error. Work the candidate cannot
-    be predicted for (no sweep at its placement, no baseline of its device) is skipped."""
+    """One row per work the study has a 1-device baseline of: the candidate's predictions, its inputs' sources
+    and the model's error; work without a sweep at its placement or a baseline of its device is skipped."""
     rows, source = [], device or study
     for work in _works(study):
         ident = dict(zip(WORK, work))
@@ -208,9 +175,8 @@ def _compute(source, candidate, by_threads):
 
 
 def _slowdown(source, candidate, ident):
-    """(a rank's compute slowdown beside the candidate's other devices on its node, where it comes from):
-    the candidate's stated `contention`; else, for the measured device's own node (no compute_factor),
-    the calibration of `source` (its contention.csv) at that many ranks per node; else 1, assumed."""
+    """(a rank's compute slowdown beside its node's other devices, where it comes from): the stated
+    `contention`, else on the measured device's own node `source`'s calibration, else 1, assumed."""
     per_node = candidate["devices_per_node"]
     if per_node == 1:
         return 1.0, "none: one device per node"
@@ -223,11 +189,9 @@ def _slowdown(source, candidate, ident):
 
 
 def _rate(source, candidate, threads, cost, link_study=None):
-    """How fast the candidate's compute and its allreduce each progress while both run
-    (model.shared_rate): on the measured device's own kind of node (no compute_factor) from the CPUs
-    its ranks had (those of `link_study`'s nodes where the link was measured there: the candidate's
-    nodes are those) and the sweep's cores; elsewhere 1 (a stated link's allreduce is assumed to
-    take no compute cores)."""
+    """How fast compute and allreduce each progress while both run (model.shared_rate): on the measured
+    device's own node, from its ranks' CPUs (`link_study`'s where the link was measured there) and the
+    sweep's cores; elsewhere 1 (a stated link's allreduce is assumed to take no compute cores)."""
     if candidate["compute_factor"] != 1:
         return 1.0
     cpus = (link_study or source).get("node_cpus")
@@ -243,8 +207,7 @@ def _link(study, candidate, ident, links):
         found = study["costs"].get((nodes, per_node, prediction.library(ident, (nodes, per_node), study["costs"])))
         if found is None:
             return None
-        where = f"measured: {study['name']}'s allreduce sweep on {nodes} node(s) x {per_node}"
-        return found, where
+        return found, f"measured: {study['name']}'s allreduce sweep on {nodes} node(s) x {per_node}"
     link = links[candidate["link"]]
     alpha, beta = link["latency_us"] * 1e-6, 8 / (link["gbit_s"] * 1e9)
     stated = f"stated: {candidate['link']} ({link['gbit_s']:g} Gbit/s, {link['latency_us']:g} us), ring model"
@@ -252,8 +215,8 @@ def _link(study, candidate, ident, links):
 
 
 def model_error(study, ident):
-    """The model's median |relative error| of iteration time on the study: over this configuration's
-    predicted runs where it has some, else over all of the study's; and what it is over."""
+    """(The model's median |relative error| of iteration time over this configuration's predicted runs, else
+    over all the study's; what it is over)."""
     table = study["model"].dropna(subset=["error_iteration"])
     mine = table
     for k in WORK:
@@ -288,8 +251,7 @@ def plan(folder, candidates_path=None):
 
 
 def report(table, study, out_path):
-    """plan.md: per framework and network, the candidates by predicted throughput, with the model's
-    error and every input's source."""
+    """plan.md: per framework and network, the candidates by predicted throughput, error and inputs' sources."""
     lines = [
         f"# dlscale plan: {study['name']}",
         "",

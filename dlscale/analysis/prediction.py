@@ -1,7 +1,6 @@
-"""The performance model applied to a study (the model itself: dlscale/analysis/model.py): per run,
-measured against predicted (model.csv) and why a run has no prediction; the 1-rank baselines the
-model starts from; its error and the configurations off target with the measured reason
-(model_error.json); and the extrapolation to clusters not measured (extrapolation.csv)."""
+"""The model (dlscale/analysis/model.py) applied to a study: per run measured against predicted, or why
+not (model.csv), from the 1-rank baselines; its error and the configurations off target, with the
+measured reason (model_error.json); the extrapolation to clusters not measured (extrapolation.csv)."""
 
 import math
 
@@ -24,20 +23,13 @@ from dlscale.analysis.model import (
 )
 from dlscale.core import hardware
 from dlscale.core.ring import ONE_SUFFIX, TENSORS_SUFFIX
-from dlscale.core.vocabulary import (
-    BACKWARD_S,
-    COMM_S,
-    CYCLE_TIME_S,
-    FUSION_THRESHOLD_BYTES,
-    RUN_KEYS,
-)
+from dlscale.core.vocabulary import BACKWARD_S, COMM_S, CYCLE_TIME_S, FUSION_THRESHOLD_BYTES, RUN_KEYS
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
 from dlscale.workloads.frameworks import HOROVOD, binding_path, sweep_path
 
 
 def tensor_details(tensors, run):
-    """Gradient sizes, readiness profile (or None) and fusion settings of one run, from the tables
-    (tensors.csv rows of the run, its runs.csv row)."""
+    """Gradient sizes, ready times (or None) and fusion settings of one run (tensors.csv, its runs.csv row)."""
     mine = tensors.merge(pd.DataFrame([{k: run[k] for k in RUN_KEYS}]), on=RUN_KEYS).sort_values("tensor")
     ready = mine["ready_s"]
     return {
@@ -67,14 +59,11 @@ def _sharing(group):
 
 
 def error_interval(group, baselines=None, slowdown=None, confidence=0.95):
-    """(lower, upper) of a configuration's median iteration error from the spread of what it was
-    measured and predicted from: the log of its measured iteration's mean (`group`, its runs), of its
-    1-rank baseline's (`baselines`: the 1-rank runs of its BASELINE_KEYS, whose compute the prediction
-    scales) and of the compute slowdown it used (`slowdown`: (variance of its log, trials), from its
-    calibration's interval: `slowdown_spreads`), the last two weighted by the predicted iteration's
-    compute share; their variances added, with Welch-Satterthwaite's degrees of freedom (which can grow
-    with a part added, so a small part can narrow the interval a little). NaN with fewer than two runs
-    of the configuration."""
+    """(lower, upper) of a configuration's median iteration error from the variances of the log means of
+    its runs (`group`), of its 1-rank baseline's runs (`baselines`) and of its compute slowdown
+    (`slowdown`: `slowdown_spreads`), the last two weighted by the predicted compute share, with
+    Welch-Satterthwaite's degrees of freedom (which can grow with a part added: a small part can narrow
+    the interval a little). NaN with fewer than two runs."""
     measured = _log_var(group["iteration_s"])
     if measured[1] < 2:
         return math.nan, math.nan
@@ -92,8 +81,8 @@ def error_interval(group, baselines=None, slowdown=None, confidence=0.95):
 
 
 def slowdown_spreads(calibrations, confidence=0.95):
-    """{contention.key: (variance of the log slowdown, trials)} of contention.csv's calibrations with
-    an interval (two trials or more): the interval's half-width on the log scale over its t quantile."""
+    """{contention.key: (variance of the log slowdown, trials)} of the calibrations with an interval: its
+    half-width on the log scale over its t quantile."""
     out = {}
     for _, r in calibrations.dropna(subset=["slowdown_ci_lo", "slowdown_ci_hi"]).iterrows():
         half = math.log(r["slowdown_ci_hi"] / r["slowdown_ci_lo"]) / 2
@@ -103,8 +92,7 @@ def slowdown_spreads(calibrations, confidence=0.95):
 
 
 def with_error_intervals(table, spreads=None):
-    """model.csv with each predicted configuration's error interval on its runs' rows (error_ci_lo,
-    error_ci_hi: `error_interval` with its 1-rank baseline and its calibration's `spreads`)."""
+    """model.csv with each predicted configuration's `error_interval` (error_ci_lo, error_ci_hi)."""
     table = table.copy()
     keys, baselines = MATCH + ["nodes", "ranks_per_node"], table[table["ranks"] == 1]
     for _, g in table.dropna(subset=["error_iteration"]).groupby(keys, sort=False):
@@ -119,42 +107,17 @@ def _log_var(times):
     return (float(x.var(ddof=1)) / len(x) if len(x) >= 2 else math.nan), len(x)
 
 
-def _interval(group):
-    """A configuration's error interval: its rows' (`with_error_intervals`), else its runs' spread's."""
-    if "error_ci_lo" in group:
-        return group["error_ci_lo"].iloc[0], group["error_ci_hi"].iloc[0]
-    return error_interval(group)
-
-
-def _noise(lo, hi):
-    """What the error's interval says of the TOLERANCE band, in words."""
-    if pd.isna(lo):
-        return ""
-    band = "lies beyond" if lo > TOLERANCE or hi < -TOLERANCE else "reaches within"
-    return f"; its 95% interval, {lo:+.1%} to {hi:+.1%}, {band} {TOLERANCE:.0%}"
-
-
 def off_target(table, keys):
     """The configurations (keys; medians over their rows) whose predicted iteration is off by more
-    than TOLERANCE, each with the larger of its error parts as the measured reason and the error's
-    interval (the table's error_ci_lo and error_ci_hi: `with_error_intervals`; else from the runs'
-    spread alone: `error_interval`)."""
-    cols = [
-        "iteration_s",
-        "comm_exposed_s",
-        "predicted_iteration_s",
-        "predicted_comm_exposed_s",
-        "error_iteration",
-        "error_from_compute",
-        "error_from_exposed",
-    ]
-    ok = table.dropna(subset=["error_iteration"])
+    than TOLERANCE, each with the larger of its error parts as the reason and the error's interval."""
+    errors = ["error_iteration", "error_from_compute", "error_from_exposed"]
+    cols = ["iteration_s", "comm_exposed_s", "predicted_iteration_s", "predicted_comm_exposed_s", *errors]
     out = []
-    for key, group in ok.groupby(keys, sort=True):
+    for key, group in table.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
         m = group[cols].median()
-        slowdown = group["compute_slowdown"].median() if "compute_slowdown" in group else ASSUMED
         if abs(m.error_iteration) <= TOLERANCE:
             continue
+        slowdown = group["compute_slowdown"].median() if "compute_slowdown" in group else ASSUMED
         # the runs' median compute, as the error parts are the runs' medians (not the median iteration
         # less the median exposed time, which can belong to different runs)
         compute = (group["iteration_s"] - group["comm_exposed_s"]).median()
@@ -170,16 +133,23 @@ def off_target(table, keys):
                 f"exposed communication ({m.error_from_exposed:+.1%} of the iteration): "
                 f"{m.comm_exposed_s:.3g} s per iteration measured, {m.predicted_comm_exposed_s:.3g} s predicted"
             )
-        lo, hi = _interval(group)
+        if "error_ci_lo" in group:  # `with_error_intervals`' interval, else the runs' spread's alone
+            lo, hi = group["error_ci_lo"].iloc[0], group["error_ci_hi"].iloc[0]
+        else:
+            lo, hi = error_interval(group)
+        beyond = None if pd.isna(lo) else bool(lo > TOLERANCE or hi < -TOLERANCE)
+        if beyond is not None:
+            band = "lies beyond" if beyond else "reaches within"
+            reason += f"; its 95% interval, {lo:+.1%} to {hi:+.1%}, {band} {TOLERANCE:.0%}"
         out.append(
             {
                 **{k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)},
                 "runs": len(group),
-                **{c: round(float(m[c]), 4) for c in cols[-3:]},
+                **{c: round(float(m[c]), 4) for c in errors},
                 "error_ci_lo": None if pd.isna(lo) else round(lo, 4),
                 "error_ci_hi": None if pd.isna(hi) else round(hi, 4),
-                "beyond_noise": None if pd.isna(lo) else bool(lo > TOLERANCE or hi < -TOLERANCE),
-                "reason": reason + _noise(lo, hi),
+                "beyond_noise": beyond,
+                "reason": reason,
             }
         )
     return out
@@ -196,9 +166,8 @@ NO_BASELINE = "no successful 1-rank run of this configuration"
 
 def baselines(table, tensors):
     """Per MATCH key, from its 1-rank runs: mean compute phases (base), the tensor_details and where
-    its gradients' ready times come from (`ready_from`); and per MATCH key whose 1-rank runs have no
-    usable phase times, why (these never reach the model: a NaN phase would hang its schedule, a
-    zero one divide by zero)."""
+    the ready times come from (`ready_from`); and per key without usable phase times, why (a NaN phase
+    would hang the schedule, a zero one divide by zero)."""
     out, unusable, overlapping = {}, {}, set()
     for key, group in table[table["ranks"] == 1].groupby(MATCH, observed=True):
         base = group[COMPUTE].mean()
@@ -206,8 +175,7 @@ def baselines(table, tensors):
         if base.isna().any():
             unusable[key] = NO_TRACES if native else NO_PHASES
             continue
-        if native:
-            # traced iterations run under the profiler: scale their phases to the measured iteration
+        if native:  # traced iterations run under the profiler: scale their phases to the measured iteration
             base = base * group["iteration_s"].mean() / (base.sum() + group[COMM_S].mean())
         if not (np.isfinite(base).all() and base.sum() > 0):
             unusable[key] = ZERO_PHASES
@@ -223,8 +191,8 @@ def baselines(table, tensors):
 
 
 def _overlaps(group):
-    """Whether every run of `group` recorded that its framework starts allreduces during backward
-    (runs.csv reads the flag as a boolean, or as its text where a column mixes it with blanks)."""
+    """Whether every run of `group` starts allreduces during backward (runs.csv reads the flag as a
+    boolean, or as text where a column mixes it with blanks)."""
     flags = group.get("comm_overlaps_backward", pd.Series([False]))
     return bool(flags.astype(str).str.lower().eq("true").all())
 
@@ -244,11 +212,9 @@ SAME_NETWORK = ("model", "batch_size", "image_size", "classes", "precision", "th
 
 
 def _borrow_ready(out, key):
-    """A baseline whose framework starts each allreduce as its gradient is ready (its runs record
-    comm_overlaps_backward) but reports no ready times gets them from a framework that measured them
-    on the same network (same gradient sizes): gradient i ready at the same fraction of backward,
-    the k-th gradient of a size taking the k-th of that size (frameworks list a layer's parameters
-    in different orders). None found: end of backward, as before."""
+    """A baseline that overlaps allreduces with backward but reports no ready times borrows them, as
+    fractions of backward, from a framework that measured them on the same network (else: end of
+    backward); the k-th gradient of a size takes the k-th of that size (layer parameter orders differ)."""
     mine = out[key]
     if mine["ready"] is not None:
         return
@@ -267,22 +233,17 @@ def _borrow_ready(out, key):
 
 
 def study_baselines(runs, status, tensors):
-    """The study's successful runs (metrics.run_table joined with runs.csv), their `baselines` and
-    the configurations without one, with why."""
-    keys = MATCH + ["nodes", "ranks_per_node", "repeat"]
-    table = runs.merge(status[status["status"] == "ok"], on=keys, how="inner")
+    """The study's successful runs (metrics.run_table joined with runs.csv) and their `baselines`."""
+    table = runs.merge(status[status["status"] == "ok"], on=MATCH + ["nodes", "ranks_per_node", "repeat"], how="inner")
     return (table, *baselines(table, tensors))
 
 
 def costs(sweep, fits):
-    """{(nodes, ranks_per_node, library): Cost} from the sweep table, else the fit
-    (allreduce*.csv). Library "horovod": Horovod's own allreduce where the sweep has it, MPI's
-    otherwise (sweeps made before the horovod path); the per-tensor cost from the horovod fit's
-    `per_tensor_s` (0 where the sweep has no horovod_tensors path, or where it came out below 0:
-    within the sweep's noise); a lone tensor's cost from its horovod_one path where swept (2 sizes or
-    more). A framework's own binding's Horovod paths (`horovod:<framework>`, where the sweep timed
-    them) and a framework's own collectives (JAX): their own paths likewise. A sweep that failed
-    gives none: the sizes it measured before it failed stay in its table only."""
+    """{(nodes, ranks_per_node, library): Cost} from the sweep table, else the fit (allreduce*.csv).
+    "horovod": Horovod's own path where swept, else MPI's (older sweeps); per-tensor cost from the fit's
+    `per_tensor_s` (0 where absent or below 0: noise); a lone tensor's from the _one path where swept.
+    A binding's own paths (`horovod:<framework>`) and a framework's own collectives (JAX) likewise.
+    A failed sweep gives none (the sizes it measured stay in its table only)."""
     out = {}
     failed = sweep_failures(fits)
     # a boolean array: an empty list would select no columns rather than no rows
@@ -304,23 +265,20 @@ def costs(sweep, fits):
         for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
             if len(g) >= 2:
                 alone = _alone(sweep, nodes, rpn, path) if path.startswith(HOROVOD) else {}
-                cores = _cores(g)
                 out[(nodes, rpn, lib)] = Cost(
-                    sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0), **alone, cores=cores
+                    sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0), **alone, cores=_cores(g)
                 )
     return out
 
 
 def _cores(g):
-    """The cores an allreduce of this path kept busy per rank: the median over its sizes of the
-    sweep's cores_used (0 in a sweep made before it was recorded: none assumed)."""
+    """The median over sizes of the sweep's cores_used (0 where not recorded: none assumed)."""
     cores = g["cores_used"].median() if "cores_used" in g else math.nan
     return 0.0 if pd.isna(cores) else float(cores)
 
 
 def _alone(sweep, nodes, rpn, path=HOROVOD):
-    """Cost's alone and alone_from from the sweep's one-tensor path of the Horovod `path` (horovod_one,
-    horovod:<framework>_one) on these nodes, or {} (fewer than 2 sizes)."""
+    """Cost's alone and alone_from from the sweep's one-tensor path of `path` here, or {} (under 2 sizes)."""
     g = sweep[(sweep["path"] == f"{path}{ONE_SUFFIX}") & (sweep["nodes"] == nodes) & (sweep["ranks_per_node"] == rpn)]
     if len(g) < 2:
         return {}
@@ -329,8 +287,7 @@ def _alone(sweep, nodes, rpn, path=HOROVOD):
 
 def library(run, place=(), costs=None):
     """The sweep path that times a run's gradients on `place` (nodes, ranks per node): through Horovod,
-    its own binding's path where the sweep timed it there (in `costs`), else the instrument's; or its
-    framework's own library's."""
+    its own binding's where timed there (in `costs`), else the instrument's; or its own library's."""
     path = sweep_path(run["framework"], run["allreduce_library"])
     own = binding_path(run["framework"]) if path == HOROVOD else None
     return own if own and (*place, own) in (costs or {}) else path
@@ -348,6 +305,7 @@ def sweep_failures(fits):
 def not_predicted(run, bases, unusable, cost_by, failures):
     """Why the model predicts no time for this run (a model.csv row's run), or "" when it does."""
     key, place = tuple(run[k] for k in MATCH), (run["nodes"], run["ranks_per_node"])
+    where = f"on {place[0]} node(s) x {place[1]} rank(s) per node"
     if run["ranks"] < 2:
         return BASELINE_ITSELF
     if key in unusable:
@@ -355,20 +313,16 @@ def not_predicted(run, bases, unusable, cost_by, failures):
     if key not in bases:
         return NO_BASELINE
     if place in failures:
-        return f"allreduce sweep on {place[0]} node(s) x {place[1]} rank(s) per node failed: {failures[place]}"
+        return f"allreduce sweep {where} failed: {failures[place]}"
     if (*place, library(run, place, cost_by)) not in cost_by:
-        return (
-            f"no {library(run)} allreduce time measured on {place[0]} node(s) x {place[1]} rank(s) "
-            "per node (allreduce.csv)"
-        )
+        return f"no {library(run)} allreduce time measured {where} (allreduce.csv)"
     return ""
 
 
 def node_cpus(run):
-    """The CPUs a run's ranks of one node share, or None where it has no record of them: on each host
-    (runs.csv `hardware`, as its ranks recorded it) its logical CPUs, or fewer where its ranks were
-    allowed fewer (ranks per node x each rank's affinity: a binding, an emulated node's CPU set, a
-    scheduler's cpuset); the fewest over the run's hosts."""
+    """The CPUs a run's ranks of one node share (None: not recorded): the fewest over its hosts (runs.csv
+    `hardware`) of the logical CPUs, or of ranks per node x each rank's affinity where fewer (a binding,
+    an emulated node's CPU set, a scheduler's cpuset)."""
     cell = run.get("hardware")
     hosts = hardware.hosts([cell]) if isinstance(cell, str) else {}
     cpus = [_host_cpus(h, run.get("ranks_per_node")) for h in hosts.values() if h.get("logical_cpus")]
@@ -383,29 +337,22 @@ def _host_cpus(host, ranks_per_node):
 
 
 def slowdown_for(run, slowdowns):
-    """(compute slowdown, where it came from) for a run: 1 with one rank per node (alone on its node),
-    the calibration's where measured (contention.csv), else the assumption of 1, said."""
-    if run["ranks_per_node"] == 1:
+    """(compute slowdown, where it came from) for a run: 1 with one rank per node, the calibration's
+    where measured, else ASSUMED."""
+    rpn = run["ranks_per_node"]
+    if rpn == 1:
         return 1.0, "one rank per node"
-    measured = slowdowns.get(contention.key(run, run["ranks_per_node"]))
+    measured = slowdowns.get(contention.key(run, rpn))
     if measured is None:
-        return (
-            ASSUMED,
-            f"assumed {ASSUMED:g} (no calibration of {run['ranks_per_node']} ranks per node: contention.csv)",
-        )
+        return ASSUMED, f"assumed {ASSUMED:g} (no calibration of {rpn} ranks per node: contention.csv)"
     return measured, "measured (contention.csv)"
 
 
 def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
-    """One row per successful run: measured and predicted iteration and communication times.
-
-    runs: metrics.run_table; status: runs.csv (gradient, fusion and timeline columns); tensors:
-    tensors.csv; sweep and
-    fits: allreduce.csv and allreduce_fit.csv; slowdowns: contention.slowdowns of contention.csv (none:
-    every shared node assumed as fast as one rank alone). A run is predicted when its study has the
-    matching 1-rank run with phase times and an allreduce sweep for its nodes and ranks per node; any
-    other says why not (`not_predicted`). Returns the table, the `baselines` and those without one.
-    """
+    """model.csv, one row per successful run: measured and predicted iteration and communication times,
+    or why not (`not_predicted`); and the `baselines` and those without one. runs: metrics.run_table;
+    status: runs.csv; tensors: tensors.csv; sweep, fits: allreduce*.csv; slowdowns: contention.slowdowns
+    (none: every shared node as fast as one rank alone)."""
     slowdowns = slowdowns or {}
     table, bases, unusable = study_baselines(runs, status, tensors)
     cost_by, failures = costs(sweep, fits), sweep_failures(fits)
@@ -441,34 +388,12 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
     return pd.DataFrame(rows).reindex(columns=COLUMNS), bases, unusable
 
 
-COLUMNS = MATCH + [
-    "nodes",
-    "ranks_per_node",
-    "ranks",
-    "repeat",
-    "grad_tensors",
-    "grad_bytes",
-    "link_rate_mbit",
-    "iteration_s",
-    "comm_total_s",
-    "comm_exposed_s",
-    "overlap_ratio",
-    "compute_slowdown",
-    "slowdown_source",
-    "comm_cores",
-    "shared_rate",
-    "ready_from",
-    "predicted_iteration_s",
-    "predicted_comm_total_s",
-    "predicted_comm_exposed_s",
-    "error_iteration",
-    "error_comm_total",
-    "error_from_compute",
-    "error_from_exposed",
-    "error_ci_lo",
-    "error_ci_hi",
-    "not_predicted",
-]
+COLUMNS = MATCH + ["nodes", "ranks_per_node", "ranks", "repeat", "grad_tensors", "grad_bytes", "link_rate_mbit"]
+COLUMNS += ["iteration_s", "comm_total_s", "comm_exposed_s", "overlap_ratio"]
+COLUMNS += ["compute_slowdown", "slowdown_source", "comm_cores", "shared_rate", "ready_from"]
+COLUMNS += ["predicted_iteration_s", "predicted_comm_total_s", "predicted_comm_exposed_s"]
+COLUMNS += ["error_iteration", "error_comm_total", "error_from_compute", "error_from_exposed"]
+COLUMNS += ["error_ci_lo", "error_ci_hi", "not_predicted"]
 
 
 def median_abs(values):
@@ -478,46 +403,41 @@ def median_abs(values):
 
 
 def model_error(table):
-    """Median |relative error| of predicted iteration and communication time, over predicted runs,
-    and the configurations off by more than TOLERANCE with the reason measured (`off_target`);
-    runs of 2 or more ranks not predicted are counted by why (`not_predicted`), and where no run
-    was predicted `reason` says why. `by_library`: the same medians per communication library."""
+    """model_error.json: median |relative error| of predicted iteration and communication time (overall
+    and `by_library`), the `off_target` configurations, runs of 2 or more ranks not predicted counted by
+    why, and where no run was predicted `reason`."""
     pred = table.dropna(subset=["error_iteration"])
     multi = table[table["ranks"] > 1]
     missed = multi["not_predicted"].fillna("")
     out = {
-        "runs": len(pred),
-        "median_abs_error_iteration": median_abs(pred["error_iteration"]),
-        "median_abs_error_comm_total": median_abs(pred["error_comm_total"]),
+        **_medians(pred),
         "off_target": off_target(pred, MATCH + ["nodes", "ranks_per_node"]),
         "not_predicted": {k: int(v) for k, v in missed[missed != ""].value_counts().sort_index().items()},
-        "by_library": {
-            lib: {
-                "runs": len(g),
-                "median_abs_error_iteration": median_abs(g["error_iteration"]),
-                "median_abs_error_comm_total": median_abs(g["error_comm_total"]),
-            }
-            for lib, g in pred.groupby("allreduce_library", sort=True)
-        },
+        "by_library": {lib: _medians(g) for lib, g in pred.groupby("allreduce_library", sort=True)},
     }
     if not len(pred):
-        out["reason"] = (
-            "no successful run"
-            if table.empty
-            else "no run with 2 or more ranks"
-            if multi.empty
-            else "; ".join(out["not_predicted"]) or "no predicted run has a measured time to compare"
-        )
+        if table.empty:
+            out["reason"] = "no successful run"
+        elif multi.empty:
+            out["reason"] = "no run with 2 or more ranks"
+        else:
+            out["reason"] = "; ".join(out["not_predicted"]) or "no predicted run has a measured time to compare"
     return out
 
 
+def _medians(pred):
+    """How many predicted runs, and their median |error| of iteration and communication time."""
+    return {
+        "runs": len(pred),
+        "median_abs_error_iteration": median_abs(pred["error_iteration"]),
+        "median_abs_error_comm_total": median_abs(pred["error_comm_total"]),
+    }
+
+
 def error_band(ext, table):
-    """The extrapolation with the model's measured error beside it: per framework and network, the
-    median |error| of its iteration time over this study's own predicted runs (model.csv), as
-    `model_error`, and the efficiency the input's interval and that error allow together,
-    `predicted_efficiency_lo` and `_hi` (input_efficiency_lo x (1 - error), input_efficiency_hi x
-    (1 + error); the point prediction where the input has no interval; none where the study
-    predicted no run of that framework and network)."""
+    """The extrapolation with, per framework and network, the median |error| of the study's predicted
+    iterations (model_error) and predicted_efficiency_lo, _hi: input_efficiency_lo x (1 - error),
+    input_efficiency_hi x (1 + error) (the point prediction where the input has no interval)."""
     keys = ["framework", "model"]
     if not len(table) or "error_iteration" not in table:
         errors = pd.DataFrame(columns=[*keys, "model_error"])
@@ -534,12 +454,9 @@ def error_band(ext, table):
 
 
 def extrapolate(bases, links, max_ranks=1024):
-    """Predicted weak-scaling efficiency T(1)/T(N) for N = 2, 4, ... max_ranks over each link, and
-    the efficiency at either end of the 1-rank runs' interval (`input_efficiency_lo`, `_hi`).
-
-    bases: from `baselines`; links: {name: {"gbit_s": bandwidth, "latency_us": alpha}}. The ring
-    spans all N ranks with the link as its slowest hop (one rank per node).
-    """
+    """Predicted weak-scaling efficiency T(1)/T(N) for N = 2, 4, ... max_ranks over each link (`links`:
+    {name: {"gbit_s", "latency_us"}}, the ring's slowest hop, one rank per node), and at either end of
+    the 1-rank runs' interval (`input_efficiency_lo`, `_hi`)."""
     rows = []
     for key, b in bases.items():
         ident = dict(zip(MATCH, key))
@@ -556,8 +473,8 @@ EXTRAPOLATED = ["predicted_iteration_s", "predicted_efficiency", "input_efficien
 
 
 def _efficiency(b, ident, ranks, cost):
-    """The predicted iteration and efficiency of baseline `b` on `ranks` ranks, and the efficiency with
-    its input (phases and ready times alike) at either end of its interval, `input_spread`."""
+    """Baseline `b`'s predicted iteration and efficiency on `ranks` ranks, and the efficiency with its
+    phases and ready times at either end of its `input_spread`."""
     ready = None if ident["allreduce_schedule"] == "sequential" else b["ready"]
     single = sum(b["base"].values())
 
@@ -569,9 +486,4 @@ def _efficiency(b, ident, ranks, cost):
     spread = b.get("input_spread", math.nan)
     # the point itself too: Horovod's whole cycles make the efficiency step, not always monotone, in the scale
     ends = [at(1 - spread)[1], efficiency, at(1 + spread)[1]] if 0 < spread < 1 else [math.nan]
-    return {
-        "predicted_iteration_s": iteration,
-        "predicted_efficiency": efficiency,
-        "input_efficiency_lo": min(ends),
-        "input_efficiency_hi": max(ends),
-    }
+    return dict(zip(EXTRAPOLATED, [iteration, efficiency, min(ends), max(ends)]))

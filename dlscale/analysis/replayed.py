@@ -16,28 +16,18 @@ from dlscale.workloads.frameworks import HOROVOD
 
 # What a replay measured per plan and node count, and what the model and the extrapolation predict of it.
 MEASURED = ["nodes", "ranks", "iterations", "iteration_s", "iteration_ci95", "comm_exposed_s"]
-PREDICTED = [
-    "predicted_iteration_s",
-    "predicted_comm_exposed_s",
-    "error_iteration",
-    "error_from_compute",
-    "error_from_exposed",
-    "extrapolated_iteration_s",
-    "error_extrapolated",
-]
+PREDICTED = ["predicted_iteration_s", "predicted_comm_exposed_s", "error_iteration", "error_from_compute"]
+PREDICTED += ["error_from_exposed", "extrapolated_iteration_s", "error_extrapolated"]
 REPLAY_COLUMNS = MATCH + MEASURED + PREDICTED + ["failure"]
-
 
 KEY = "plan"
 REPLAY_FIELDS = ("schema", "ranks", "iteration", "iteration_s", "exposed_s")
 
 
 def read_replay(path, nodes):
-    """A replay's output (dlscale.runtime.replay) -> one row per plan: the measured iteration (mean over
-    ranks and iterations: ranks are coupled only by their allreduces, so one rank's iteration may
-    hold another's wait and the mean is the rate at which all progress), its 95% interval relative
-    to the mean (over iterations of the rank mean), and the exposed communication; a replay that
-    failed is one row with its reason."""
+    """A replay's output -> one row per plan: the iteration's mean over ranks and iterations (ranks are
+    coupled only by their allreduces: one rank's iteration may hold another's wait, the mean is the rate
+    all progress at), its relative 95% interval, the exposed communication; a failed replay: its reason."""
     lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     for rec in lines:  # the plan's key: every field but the measurement's own
         rec[KEY] = json.dumps({k: v for k, v in rec.items() if k not in REPLAY_FIELDS}, sort_keys=True)
@@ -66,8 +56,7 @@ def read_replay(path, nodes):
     return rows
 
 
-# replayed.csv: what the replays measured, one row per plan and node count (a failed replay: one
-# row with its node count and reason).
+# replayed.csv: what the replays measured, one row per plan and node count.
 MEASURED_COLUMNS = [KEY] + MATCH + MEASURED + ["failure"]
 
 
@@ -83,10 +72,9 @@ def read_table(path):
 
 
 def replay_table(replays, plans, sweep, fits):
-    """Replayed iteration time beside two predictions of it, per plan and node count:
+    """replayed.csv (`measured`) beside two predictions from `plans` (dlscale.runtime.replay's):
     predicted_* from the Horovod sweep on the replay's own nodes (the model's check), extrapolated_*
-    from the ring fit of the study's smallest multi-node sweep (how the extrapolation predicts
-    clusters it has not measured). replays: replayed.csv (`measured`); plans: dlscale.runtime.replay plans."""
+    from the ring fit of the study's smallest multi-node sweep (as the extrapolation predicts)."""
     cost_by = costs(sweep, fits)
     horovod = fits[(fits["path"].fillna("mpi") == "horovod") & fits["alpha_s"].notna()].sort_values("ranks")
     ring = horovod.iloc[0] if len(horovod) else None
@@ -104,8 +92,8 @@ def replay_table(replays, plans, sweep, fits):
 
 
 def _predicted(row, plan, cost, ring):
-    """The model's prediction of one replayed row from the sweep on its nodes (`cost`, or None
-    where there is none), and the extrapolation's from the ring fit (`ring`, or None)."""
+    """One replayed row's prediction from the sweep on its nodes (`cost`) and from the ring fit (`ring`),
+    either None where there is none."""
     out = {}
     args = (plan["phases"], Gradients.of(plan, plan["ready"]), row["ranks"])
     if cost is not None:

@@ -1,7 +1,5 @@
-"""results/report.md: the study as a paper cites it. What was run and on what (config, hosts,
-environment, versions, the harness's commit), the caveats (caveats.py), the summary as a Markdown
-table and as a LaTeX table (booktabs), the noise and failure warnings, the performance model's error,
-and the figures with their captions (report/*.rst, the same captions as `snakemake --report`)."""
+"""results/report.md: the study as a paper cites it (what ran on what, caveats, results as Markdown and
+LaTeX tables, methods, comparisons, the model's error, and the figures with report/*.rst's captions)."""
 
 import dataclasses
 import json
@@ -24,48 +22,17 @@ from dlscale.runtime.design import settings
 from dlscale.workloads import frameworks
 
 CAPTIONS = WORKFLOW / "report"
-# The environment's pins that run the pipeline and the analysis (not the measured software; the
-# linters, test runners and docs builder are left out of a study's report).
+# The environment's pins that run the pipeline and the analysis (not the measured software, nor linters).
 TOOLING = ("snakemake", "pandas", "scipy", "matplotlib", "seaborn", "pillow", "mpi4py")
-STUDY_KEYS = (
-    "framework",
-    "model",
-    "allreduce_schedule",
-    "allreduce_library",
-    "layout",
-    "timing",
-    "nodes",
-    "ranks_per_node",
-    "batch_size",
-    "image_size",
-    "threads_per_rank",
-    "precision",
-    "device",
-    "warmup",
-    "iterations",
-    "profile_iterations",
-    "repeats",
-    "autotune",
-    "tf32",
-    "hostfile",
-    "emulate",
-)
+STUDY_KEYS = ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing", "nodes")
+STUDY_KEYS += ("ranks_per_node", "batch_size", "image_size", "threads_per_rank", "precision", "device", "warmup")
+STUDY_KEYS += ("iterations", "profile_iterations", "repeats", "autotune", "tf32", "hostfile", "emulate")
 # The summary table's identity columns: shown only where they vary.
 IDENTITY = ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing", "ranks")
-COLUMNS = [
-    ("framework", "framework"),
-    ("model", "network"),
-    ("allreduce_schedule", "schedule"),
-    ("allreduce_library", "library"),
-    ("layout", "layout"),
-    ("timing", "timing"),
-    ("ranks", "ranks"),
-    ("throughput_img_per_s", "img/s [95% CI]"),
-    ("speedup", "speedup [95% CI]"),
-    ("efficiency", "efficiency [95% CI]"),
-    ("iteration_s_cv", "CV"),
-    ("repeats_ok", "repeats"),
-]
+COLUMNS = [("framework", "framework"), ("model", "network"), ("allreduce_schedule", "schedule")]
+COLUMNS += [("allreduce_library", "library"), ("layout", "layout"), ("timing", "timing"), ("ranks", "ranks")]
+COLUMNS += [("throughput_img_per_s", "img/s [95% CI]"), ("speedup", "speedup [95% CI]")]
+COLUMNS += [("efficiency", "efficiency [95% CI]"), ("iteration_s_cv", "CV"), ("repeats_ok", "repeats")]
 
 
 def _num(value, digits=3):
@@ -107,18 +74,15 @@ def constants(summary):
 def table_rows(summary, columns=None):
     """The summary's rows as text cells, in `columns` order (default: the varying ones, `_shown`)."""
     columns = columns or _shown(summary)
-    out = []
-    for row in summary[summary["repeats_ok"] > 0].to_dict("records"):
-        cells = []
-        for col, _ in columns:
-            if col in ("throughput_img_per_s", "speedup", "efficiency"):
-                cells.append(_with_ci(row, col))
-            elif col == "iteration_s_cv":
-                cells.append("n/a" if pd.isna(row.get(col)) else f"{row[col]:.1%}")
-            else:
-                cells.append(str(row[col]))
-        out.append(cells)
-    return out
+    return [[_cell(row, col) for col, _ in columns] for row in summary[summary["repeats_ok"] > 0].to_dict("records")]
+
+
+def _cell(row, col):
+    if col in ("throughput_img_per_s", "speedup", "efficiency"):
+        return _with_ci(row, col)
+    if col == "iteration_s_cv":
+        return "n/a" if pd.isna(row.get(col)) else f"{row[col]:.1%}"
+    return str(row[col])
 
 
 def markdown_table(rows, columns=COLUMNS):
@@ -129,13 +93,9 @@ def markdown_table(rows, columns=COLUMNS):
 
 def latex_table(rows, label="tab:dlscale", columns=COLUMNS):
     def esc(text):
-        return (
-            text.replace("\\", r"\textbackslash{}")
-            .replace("_", r"\_")
-            .replace("%", r"\%")
-            .replace("&", r"\&")
-            .replace("#", r"\#")
-        )
+        for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
+            text = text.replace(char, escaped)
+        return text
 
     head = " & ".join(esc(name) for _, name in columns) + r" \\"
     body = "\n".join(" & ".join(esc(c) for c in r) + r" \\" for r in rows)
@@ -143,9 +103,8 @@ def latex_table(rows, label="tab:dlscale", columns=COLUMNS):
         f"\\begin{{table}}\n\\centering\n\\begin{{tabular}}{{{_align(columns)}}}\n"
         f"\\toprule\n{head}\n\\midrule\n{body}\n\\bottomrule\n\\end{{tabular}}\n"
         f"\\caption{{Throughput (harmonic mean over repeats, 95\\% interval: summary.csv's "
-        f"iteration\\_s\\_ci\\_method), speedup and efficiency "
-        f"against 1 rank (95\\% interval on the log scale), run-to-run coefficient of variation of the "
-        f"iteration time.}}\n\\label{{{label}}}\n\\end{{table}}"
+        f"iteration\\_s\\_ci\\_method), speedup and efficiency against 1 rank (95\\% interval on the log scale), "
+        f"run-to-run coefficient of variation of the iteration time.}}\n\\label{{{label}}}\n\\end{{table}}"
     )
 
 
@@ -162,9 +121,8 @@ def caption(name):
 def _table(head, rows):
     """A Markdown table (cells already text; a `|` inside a cell is escaped)."""
     esc = [[str(c).replace("|", "\\|") for c in r] for r in rows]
-    return "\n".join(
-        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in esc]
-    )
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in esc])
 
 
 def _pct(value):
@@ -177,22 +135,13 @@ def _share(value):
 
 
 def _setting(row, keys):
-    return " ".join(
-        f"{row[k]}"
-        if k in ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing")
-        else f"{k}={row[k]}"
-        for k in keys
-        if k in row
-    )
+    """`keys`' values of `row`, the identity columns' bare, the others as key=value."""
+    return " ".join(f"{row[k]}" if k in IDENTITY[:-1] else f"{k}={row[k]}" for k in keys if k in row)
 
 
 def noise_table(noisy):
-    """One row per configuration whose repeats vary more than the summary allows: its CV, interval,
-    the repeats it ran and those +-5% would need."""
-    varying = [(c, n) for c, n in COLUMNS if c in IDENTITY and noisy[c].astype(str).nunique() > 1] or [
-        ("framework", "framework"),
-        ("model", "network"),
-    ]
+    """Per configuration whose repeats vary more than the summary allows: CV, interval, repeats run and needed."""
+    varying = [(c, n) for c, n in COLUMNS if c in IDENTITY and noisy[c].astype(str).nunique() > 1] or COLUMNS[:2]
     rows = [
         [str(r[c]) for c, _ in varying]
         + [
@@ -207,59 +156,29 @@ def noise_table(noisy):
 
 
 def model_tables(model, model_error):
-    """The performance model's error: per configuration the measured and predicted iteration time
-    (medians over its repeats), the error and, where it is off by more than the tolerance, the
-    measured reason; then the replays' (under `replay`). Returns Markdown lines."""
-    lines = []
+    """The performance model's error (Markdown lines): per configuration the medians over its repeats of
+    the measured and predicted iteration time, the error and, off target, the measured reason; then the replays'."""
     if model_error.get("reason"):
-        lines += [f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
+        lines = [f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
     else:
-        lines += [
-            f"Median absolute error over {model_error['runs']} predicted runs: iteration time "
-            f"{_share(model_error['median_abs_error_iteration'])}, communication time "
-            f"{_share(model_error['median_abs_error_comm_total'])}.",
-            "",
-        ]
+        errors = ("median_abs_error_iteration", "median_abs_error_comm_total")
+        iteration, comm = (_share(model_error[k]) for k in errors)
+        median = f"Median absolute error over {model_error['runs']} predicted runs: iteration time {iteration}, "
+        lines = [median + f"communication time {comm}.", ""]
         libraries = model_error.get("by_library", {})
         if len(libraries) > 1:
-            lines += [
-                _table(
-                    ["library", "runs", "iteration error", "communication error"],
-                    [
-                        [lib, str(e["runs"]), _share(e["median_abs_error_iteration"])]
-                        + [_share(e["median_abs_error_comm_total"])]
-                        for lib, e in libraries.items()
-                    ],
-                ),
-                "",
-            ]
-        lines += [
-            _table(
-                [
-                    "configuration",
-                    "runs",
-                    "measured iteration (s)",
-                    "predicted (s)",
-                    "compute slowdown",
-                    "error (95% interval)",
-                    "reason",
-                ],
-                _model_rows(model, model_error),
-            ),
-            "",
-        ]
-    replay = model_error.get("replay")
-    if replay:
-        lines += _replay_lines(replay)
-    return lines
+            cells = [[lib, str(e["runs"])] + [_share(e[k]) for k in errors] for lib, e in libraries.items()]
+            lines += [_table(["library", "runs", "iteration error", "communication error"], cells), ""]
+        head = ["configuration", "runs", "measured iteration (s)", "predicted (s)", "compute slowdown"]
+        lines += [_table(head + ["error (95% interval)", "reason"], _model_rows(model, model_error)), ""]
+    return lines + _replay_lines(model_error.get("replay"))
 
 
 def _model_rows(model, model_error):
-    """One row per predicted configuration: its runs, median measured and predicted iteration time,
-    the error with its 95% interval (model.csv error_ci_lo and error_ci_hi), and why it is off target
-    (or that it is within the tolerance)."""
-
+    """One row per predicted configuration: its runs, median measured and predicted iteration time, the
+    error with its 95% interval (model.csv error_ci_lo, error_ci_hi), and why it is off target (or not)."""
     keys = MATCH + ["nodes", "ranks_per_node"]
+    shown = list(MATRIX_KEYS[: MATRIX_KEYS.index("batch_size") + 1])
     reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
     rows = []
     for key, g in model.dropna(subset=["error_iteration"]).groupby(keys, sort=True):
@@ -269,24 +188,16 @@ def _model_rows(model, model_error):
         )
         why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
         lo, hi = (g["error_ci_lo"].iloc[0], g["error_ci_hi"].iloc[0]) if "error_ci_lo" in g else (math.nan,) * 2
-        interval = "" if pd.isna(lo) else f" [{lo:+.1%}, {hi:+.1%}]"
-        rows.append(
-            [
-                _setting(dict(zip(keys, key)), list(MATRIX_KEYS[: MATRIX_KEYS.index("batch_size") + 1])),
-                str(len(g)),
-                _num(m.iteration_s),
-                _num(m.predicted_iteration_s),
-                slowdown,
-                _pct(m.error_iteration) + interval,
-                why,
-            ]
-        )
+        error = _pct(m.error_iteration) + ("" if pd.isna(lo) else f" [{lo:+.1%}, {hi:+.1%}]")
+        times = [_num(m.iteration_s), _num(m.predicted_iteration_s)]
+        rows.append([_setting(dict(zip(keys, key)), shown), str(len(g)), *times, slowdown, error, why])
     return rows
 
 
 def _replay_lines(replay):
     """The replays' error against the model and the extrapolation, and the replays off target."""
-
+    if not replay:
+        return []
     lines = [
         f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
         f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
@@ -295,24 +206,14 @@ def _replay_lines(replay):
         "",
     ]
     off = replay.get("off_target", [])
-    if off:
-        lines += [
-            _table(
-                ["configuration", "error", "reason"],
-                [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]] for o in off],
-            ),
-            "",
-        ]
-    return lines
+    cells = [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]] for o in off]
+    return lines + ([_table(["configuration", "error", "reason"], cells), ""] if off else [])
 
 
 @dataclasses.dataclass(frozen=True)
 class Tables:
-    """A finished study's tables the report reads: summary.csv, runs.csv, the environment record
-    (with `apart`: the records of the frameworks run in a Python of their own), model_error.json,
-    comparisons.csv (`pairs`); and, where the study made them, model.csv (per run, measured and
-    predicted), allreduce_fit.csv (`fits`: the measured link), blocks.csv (the block model's fits
-    and checks) and sequential.csv (`looks`: design.until_resolved's)."""
+    """A finished study's tables (`pairs`: comparisons.csv; `fits`: allreduce_fit.csv; `looks`: sequential.csv;
+    environment `apart`: the records of frameworks run in a Python of their own); the last four optional."""
 
     summary: pd.DataFrame
     runs: pd.DataFrame
@@ -327,19 +228,15 @@ class Tables:
 
 def write(tables, config, figures, out_path, title=None):
     """The report of `tables` (Tables) at `out_path`; config: the study's whole config; figures: the
-    figure files (PNG ones are shown), relative links from out_path's folder; title: the study's
-    (config `title` or its config file's name)."""
+    figure files (PNG ones are shown); title: config `title` or its config file's name."""
     t, out_path = tables, Path(out_path)
     parts = _study_lines(config, t.runs, title) + _hardware_lines(t.runs, config, t.fits)
     parts += _provenance_lines(t.environment, t.runs) + caveats.lines(t.summary, t.runs, t.model_error, t.pairs)
-    parts += _results_lines(t.summary, t.runs)
-    parts += _rules_lines(t.summary, config, t.pairs)
-    parts += _framework_lines(t.pairs, t.blocks) + _sequential_lines(t.looks, config)
-    parts += _library_lines(t.pairs, config)
+    parts += _results_lines(t.summary, t.runs) + _rules_lines(t.summary, config, t.pairs)
+    parts += _framework_lines(t.pairs, t.blocks) + _sequential_lines(t.looks, config) + _library_lines(t.pairs, config)
     if t.model_error:
-        parts += ["## Performance model", ""] + model_tables(
-            t.model if t.model is not None else pd.DataFrame(), t.model_error
-        )
+        model = t.model if t.model is not None else pd.DataFrame()
+        parts += ["## Performance model", ""] + model_tables(model, t.model_error)
     parts += _figure_lines(figures, out_path)
     out_path.write_text("\n".join(parts) + "\n")
     return out_path
@@ -355,11 +252,15 @@ def _dates(runs):
 
 
 def _study_lines(config, runs, title):
-    """The report's title, its date, and what was run: the varying keys, the constant ones once, the design."""
+    """The report's title, its date, and what was run: the varying keys, the constant ones, the design."""
     design = settings(config)
     blocks = int(runs["repeat"].max()) + 1 if len(runs) else 0
     varying = [k for k in STUDY_KEYS if isinstance(config.get(k), list) and len(config[k]) > 1]
     fixed = [k for k in STUDY_KEYS if k in config and k not in varying]
+    order = " (Snakemake's own order)"
+    if design["order"] == "blocked":
+        order = f", {blocks} blocks (repeats), each running every configuration once in a random order seeded by "
+        order += f"{design['seed']} (`order.csv`)"
     return [
         f"# {title or config.get('title') or 'dlscale study'}",
         "",
@@ -369,13 +270,7 @@ def _study_lines(config, runs, title):
         "",
         "- varied: " + ("; ".join(f"{k} {', '.join(map(str, config[k]))}" for k in varying) or "nothing"),
         "- the same in every run: " + "; ".join(f"{k} {_plain(config[k])}" for k in fixed),
-        f"- design: {design['order']}"
-        + (
-            f", {blocks} blocks (repeats), each running every configuration once in a random order seeded by "
-            f"{design['seed']} (`order.csv`)"
-            if design["order"] == "blocked"
-            else " (Snakemake's own order)"
-        ),
+        f"- design: {design['order']}{order}",
         f"- launcher: `{json.dumps(config.get('launcher', {}))}`",
         "",
     ]
@@ -407,10 +302,8 @@ def _link(config, fits):
     path, or MPI's where the study runs nothing through Horovod (its sweep has no Horovod path)."""
     emulate = config.get("emulate")
     if emulate:
-        kind = (
-            f"emulated nodes on this host (network namespaces, veth pairs shaped to {emulate.get('rate_mbit')} "
-            f"Mbit/s, {emulate.get('delay_ms', 0)} ms delay)"
-        )
+        kind = "emulated nodes on this host (network namespaces, veth pairs shaped to "
+        kind += f"{emulate.get('rate_mbit')} Mbit/s, {emulate.get('delay_ms', 0)} ms delay)"
     elif max(config.get("nodes", [1])) == 1:
         kind = "one node: shared memory (MPI's on-node transport)"
     else:
@@ -446,10 +339,7 @@ def _provenance_lines(environment, runs):
     measured = [f"{fw} {v}" for fw, v in sorted(versions.items())]
     # the Horovod built into the frameworks' own environments (the workload environment has none)
     horovod = next((r["horovod"] for r in environment.get("apart", []) if r.get("horovod")), None)
-    measured += [
-        f"Horovod {horovod or 'n/a'}",
-        f"MPI {environment.get('mpi', {}).get('version', 'n/a')}",
-    ]
+    measured += [f"Horovod {horovod or 'n/a'}", f"MPI {environment.get('mpi', {}).get('version', 'n/a')}"]
     measured += [f"Python {python}"] + ([f"numpy {pins['numpy']}"] if "numpy" in pins else [])
     tooling = [f"{k} {v}" for k, v in pins.items() if k in TOOLING]
     return [
@@ -463,8 +353,8 @@ def _provenance_lines(environment, runs):
 
 
 def _commits(ok):
-    """The dlscale commit that made this report and, where its runs were launched by another (a study
-    resumed, or analysed again, after a change), theirs."""
+    """The dlscale commit that made this report and, where another launched its runs (a study resumed or
+    analysed again after a change), theirs."""
     runs = sorted(set(ok["dlscale_commit"].dropna().astype(str)) - {""}) if "dlscale_commit" in ok else []
     this = version.commit()
     if not runs or runs == [this]:
@@ -473,8 +363,8 @@ def _commits(ok):
 
 
 def _math_lines(ok):
-    """Each framework's math libraries as its build reports them (runs.csv `math_build`): the same
-    network computes in different kernels, part of what a comparison compares."""
+    """Each framework's math libraries as its build reports them (runs.csv `math_build`): part of what a
+    comparison compares."""
     named = ok["math_build"].fillna("").astype(str).str.strip() if "math_build" in ok else pd.Series(dtype=str)
     if not (named != "").any():
         return ["- math libraries: not recorded (runs made before dlscale 0.2.0 did not ask)"]
@@ -483,68 +373,47 @@ def _math_lines(ok):
 
 
 def _apart_line(record):
-    """Where a framework run apart from the workload environment ran: its own environment or the
-    user's Python, with its numpy."""
+    """Where a framework run apart from the workload environment ran (its own or the user's Python), its numpy."""
     label = frameworks.get(record["framework"]).LABEL
-    where = (
-        f"the Python `{record['python']}` (config `environments`)"
-        if record.get("user")
-        else f"its own environment `{record['key']}`"
-    )
+    if record.get("user"):
+        where = f"the Python `{record['python']}` (config `environments`)"
+    else:
+        where = f"its own environment `{record['key']}`"
     numpy = record.get("pins", {}).get("numpy")
     return f"- {label} ran in {where}" + (f", numpy {numpy}" if numpy else "")
 
 
 def _results_lines(summary, runs):
-    """The summary as Markdown and LaTeX tables (varying columns only), then the noisy configurations
-    and the failed runs."""
+    """The summary as Markdown and LaTeX tables (varying columns only), the noisy configurations, the failed runs."""
     columns = _shown(summary) if (summary["repeats_ok"] > 0).any() else COLUMNS
     rows = table_rows(summary, columns)
     noisy = summary[summary.get("noise_warning", pd.Series(dtype=str)).fillna("") != ""]
     failed = runs[runs["status"] != "ok"]
     parts = ["", f"## Results ({len(runs) - len(failed)} of {len(runs)} runs ok)", ""]
     if rows:
-        parts += [
-            f"In every row: {constants(summary) or 'nothing held fixed'}. Throughput in images/s over all ranks.",
-            "",
-            markdown_table(rows, columns),
-            "",
-            "As LaTeX (booktabs):",
-            "",
-            "```latex",
-            latex_table(rows, columns=columns),
-            "```",
-            "",
-        ]
+        fixed = f"In every row: {constants(summary) or 'nothing held fixed'}. Throughput in images/s over all ranks."
+        latex = ["As LaTeX (booktabs):", "", "```latex", latex_table(rows, columns=columns), "```", ""]
+        parts += [fixed, "", markdown_table(rows, columns), "", *latex]
     else:
         parts += ["Nothing to show: no successful run (the failed runs and why are below).", ""]
     if len(noisy):
-        parts += [
-            "### Noise",
-            "",
-            "Configurations whose run-to-run coefficient of variation (CV) of the iteration time, or the 95% "
-            "interval of its mean, is above 5%: differences smaller than that between them are noise.",
-            "",
-            noise_table(noisy),
-            "",
-        ]
+        intro = "Configurations whose run-to-run coefficient of variation (CV) of the iteration time, or the 95% "
+        intro += "interval of its mean, is above 5%: differences smaller than that between them are noise."
+        parts += ["### Noise", "", intro, "", noise_table(noisy), ""]
     parts += _cores_lines(summary)
     if len(failed):
-        parts += (
-            ["### Failed runs", ""]
-            + [
-                f"- {r.framework} {r.model} {r.allreduce_schedule} {r.allreduce_library} nodes={r.nodes} "
-                f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
-                for r in failed.itertuples()
-            ]
-            + [""]
-        )
+        parts += ["### Failed runs", ""]
+        parts += [
+            f"- {r.framework} {r.model} {r.allreduce_schedule} {r.allreduce_library} nodes={r.nodes} "
+            f"rpn={r.ranks_per_node} repeat={r.repeat}: {r.reasons}"
+            for r in failed.itertuples()
+        ] + [""]
     return parts
 
 
 def _cores_lines(summary):
-    """The cores each configuration's ranks used against those their settings give them (measured:
-    CPU time over wall time of every process of a rank), and a warning naming each that used more."""
+    """The cores each configuration's ranks used (CPU over wall time) against those their settings give
+    them, and a warning naming each that used more."""
     if "cores_used" not in summary or summary["cores_used"].isna().all():
         return []
     shown = summary[summary["cores_used"].notna()]
@@ -554,17 +423,10 @@ def _cores_lines(summary):
         for r in shown.itertuples()
     ]
     over = shown[shown["cores_over"].astype(bool)]
-    parts = [
-        "### Cores in use",
-        "",
-        "Each rank's CPU time (all its threads and loader processes) over the wall time of its measured "
-        "iterations, the most of any rank, mean over repeats; given: threads per rank + loader workers (with "
-        f"image data) + {CORES_ALLOWANCE} for the communication library's and the interpreter's threads.",
-        "",
-        _table(head, rows),
-        "",
-    ]
-    parts += _probe_lines(summary)
+    intro = "Each rank's CPU time (all its threads and loader processes) over the wall time of its measured "
+    intro += "iterations, the most of any rank, mean over repeats; given: threads per rank + loader workers (with "
+    intro += f"image data) + {CORES_ALLOWANCE} for the communication library's and the interpreter's threads."
+    parts = ["### Cores in use", "", intro, "", _table(head, rows), "", *_probe_lines(summary)]
     parts += [
         f"- **Warning:** {r.framework} {r.model} at {r.ranks} rank(s) used {_num(r.cores_used, 3)} cores per rank, "
         f"more than the {_num(r.cores_given, 3)} its settings give: it computed on more of the machine than "
@@ -575,8 +437,8 @@ def _cores_lines(summary):
 
 
 def _probe_lines(summary):
-    """Each framework's matrix-multiply peak (MFU's denominator) beside the cores it used and the rate of
-    the same multiply bound to that many CPUs; a warning where the peak took more than it was given."""
+    """Each framework's matrix-multiply peak (MFU's denominator), the cores it used, the same multiply's
+    rate bound to that many CPUs; a warning where the peak took more than it was given."""
     if "matmul_cores_used" not in summary or summary["matmul_cores_used"].isna().all():
         return []
     probes = summary.drop_duplicates(["framework", "threads_per_rank"]).dropna(subset=["matmul_cores_used"])
@@ -588,10 +450,8 @@ def _probe_lines(summary):
         "cores: its peak, and its MFU, are not of the cores a rank is given."
         for r in over.itertuples()
     ]
-    intro = (
-        "The matrix-multiply peak MFU divides by, the cores it used, and the same multiply bound to as many "
-        "CPUs as threads (what that many cores of this machine can do):"
-    )
+    intro = "The matrix-multiply peak MFU divides by, the cores it used, and the same multiply bound to as many "
+    intro += "CPUs as threads (what that many cores of this machine can do):"
     return [intro, "", _table(head, rows), "", *warnings, *([""] if warnings else [])]
 
 
@@ -601,38 +461,30 @@ def _probe_row(r):
 
 
 def _rules_lines(summary, config, pairs):
-    """How this study meets each of Hoefler and Belli's twelve rules for benchmarking parallel
-    systems (SC15), from its own settings and summary: the report's methods section."""
+    """The methods section: how this study meets each of Hoefler and Belli's twelve rules (SC15)."""
     ok = summary[summary["repeats_ok"] > 0]
     if ok.empty or "iteration_s_ci_method" not in ok:
         return []
-    return (
-        ["### Methods: the twelve rules", "", "How this study meets Hoefler and Belli's rules (SC15):", ""]
-        + [f"{i}. {text}" for i, text in enumerate(_rules(ok, config, pairs), 1)]
-        + [""]
-    )
+    rules = [f"{i}. {text}" for i, text in enumerate(_rules(ok, config, pairs), 1)]
+    intro = "How this study meets Hoefler and Belli's rules (SC15):"
+    return ["### Methods: the twelve rules", "", intro, "", *rules, ""]
 
 
 def _rules(ok, config, pairs):
-    """The twelve rules' lines, in the paper's order, for the configurations `ok` that have a run and
-    the framework comparisons `pairs`."""
-
+    """The twelve rules' lines, in the paper's order, for the configurations `ok` that have a run."""
     method = ok["iteration_s_ci_method"].fillna("")
     boot, t = int(method.str.startswith("bootstrap").sum()), int(method.str.startswith("t ").sum())
     tight = int((ok["iteration_s_ci_rel"] <= PRECISION).sum())
     frameworks = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
     resolved = comparisons.one_analysis(frameworks)
     out = left_out(config) if "framework" in config else []
-    rules = [
+    skipped = f"; left out: {', '.join(x['framework'] + ' with ' + x['allreduce_library'] for x in out)} (why: below)"
+    return [
         "speedup and efficiency are against the 1-rank run of the same framework, network, allreduce schedule, library "
         "and batch (one parallel process, not the best serial code); its absolute throughput is the "
         "`ranks` 1 row of the results table",
         "the study runs every combination of its keys (What was run)"
-        + (
-            f"; left out: {', '.join(x['framework'] + ' with ' + x['allreduce_library'] for x in out)} (why: below)"
-            if out
-            else ""
-        )
+        + (skipped if out else "")
         + f"; each rank has {config.get('threads_per_rank', 'n/a')} thread(s)".replace("[", "").replace("]", ""),
         "costs (iteration, phase times) by the arithmetic mean over repeats; the throughput, a rate, by the "
         "harmonic mean (ranks x batch / the mean iteration time), its interval the iteration time's carried over",
@@ -662,7 +514,6 @@ def _rules(ok, config, pairs):
         "figures plot each measured configuration with its 95% interval; lines join the rank counts of one "
         "setting only (a trend in ranks), on a log-2 axis ticked where measured",
     ]
-    return rules
 
 
 def _repeats(ok, config):
@@ -700,9 +551,8 @@ def _needed(value):
 
 
 def _with_holm(row, analysis):
-    """A per-pair analysis's ratio with the Holm-adjusted p-values its verdict used, "r (p differ, p
-    equal)": its 95% interval is not adjusted (comparisons.csv keeps it), so beside a Holm verdict it
-    could sit clear of 1 while the verdict says `unresolved`."""
+    """A per-pair analysis's ratio with the Holm-adjusted p-values its verdict used, "r (p differ, p equal)":
+    its 95% interval is not adjusted, so it could sit clear of 1 beside an `unresolved` Holm verdict."""
     p = [_num(row.get(f"{name}{analysis}"), 2) for name in ("p_holm", "p_equal_holm")]
     return f"{_num(row.get(f'ratio{analysis}'))} (p {p[0]}, {p[1]})"
 
@@ -723,13 +573,10 @@ def _comparison_rows(pairs, dimension):
             if dimension == "framework"
             else f"{r['framework']}: {r['a']} / {r['b']}"
         )
-        cells.append(
-            [who, r["model"], str(r["ranks"])]
-            + [str(r[k]) for k in varying]
-            + [_with_ci(r, "ratio"), r["verdict"] or "n/a", _needed(r["blocks_needed"]), str(r["blocks"])]
-            + [_with_holm(r, "_paired"), r["verdict_paired"] or "n/a"]
-            + [_with_holm(r, "_independent"), r["verdict_independent"] or "n/a"]
-        )
+        analyses = [_with_ci(r, "ratio"), r["verdict"] or "n/a", _needed(r["blocks_needed"]), str(r["blocks"])]
+        analyses += [_with_holm(r, "_paired"), r["verdict_paired"] or "n/a"]
+        analyses += [_with_holm(r, "_independent"), r["verdict_independent"] or "n/a"]
+        cells.append([who, r["model"], str(r["ranks"])] + [str(r[k]) for k in varying] + analyses)
     return head, cells
 
 
@@ -754,23 +601,12 @@ def _checks_lines(blocks):
     """The block model's fits and residual checks (blocks.csv), and whether its variance was pooled."""
     if blocks is None or blocks.empty:
         return []
-    head = [
-        "network",
-        "ranks",
-        "frameworks",
-        "blocks",
-        "residual df",
-        "residual sd (log, ~CV)",
-        "Shapiro-Wilk p",
-        "Levene p",
-    ]
+    head = ["network", "ranks", "frameworks", "blocks", "residual df", "residual sd (log, ~CV)", "Shapiro-Wilk p"]
+    counts = ("ranks", "cells", "blocks", "residual_df")
     cells = [
         [
             r["model"],
-            str(r["ranks"]),
-            str(r["cells"]),
-            str(r["blocks"]),
-            str(r["residual_df"]),
+            *(str(r[k]) for k in counts),
             _share(r["residual_sd_log"]),
             _num(r["shapiro_p"]),
             _num(r["levene_p"]),
@@ -778,31 +614,25 @@ def _checks_lines(blocks):
         for r in blocks.to_dict("records")
     ]
     first = blocks.iloc[0]
-    pooled = (
-        f"the comparisons use the variance pooled over the {len(blocks)} configurations ({int(first['df'])} degrees "
-        f"of freedom, residual sd {_share(first['sd_log'])})"
-        if first["pooled"]
-        else "each configuration uses its own residual variance"
-    )
+    pooled = "each configuration uses its own residual variance"
+    if first["pooled"]:
+        pooled = f"the comparisons use the variance pooled over the {len(blocks)} configurations ({int(first['df'])} "
+        pooled += f"degrees of freedom, residual sd {_share(first['sd_log'])})"
     doubtful = blocks[(blocks["shapiro_p"] < 0.05) | (blocks["levene_p"] < 0.05)]
-    return [
+    text = (
         f"Block model's fits (blocks.csv). Bartlett's test of equal residual variance across configurations: p = "
         f"{_num(first['bartlett_p'])}, so {pooled}."
-        + (
+    )
+    if len(doubtful):
+        text += (
             f" Residual checks reject normality or equal variance (p < 0.05) in {len(doubtful)} configuration(s): "
             "there the paired analysis, which assumes neither across frameworks, is the one to read."
-            if len(doubtful)
-            else ""
-        ),
-        "",
-        _table(head, cells),
-        "",
-    ]
+        )
+    return [text, "", _table(head + ["Levene p"], cells), ""]
 
 
 def _sequential_lines(looks, config):
-    """design.until_resolved: the looks made, the blocks added, and why each configuration stands
-    where it does after the last (sequential.csv)."""
+    """design.until_resolved: the looks made, the blocks added, and where each configuration stands after the last."""
     settings = (config.get("design") or {}).get("until_resolved")
     if not settings or looks is None or looks.empty:
         return []
@@ -821,27 +651,20 @@ def _sequential_lines(looks, config):
 
 
 def _framework_lines(pairs, blocks=None):
-    """Each pair of frameworks (each at its default library) in each configuration both ran
-    (comparisons.csv): the three analyses, their verdicts and what an unresolved pair needs; then
-    the block model's checks (blocks.csv)."""
+    """Each pair of frameworks (at their default libraries) in each configuration both ran: the three
+    analyses, their verdicts and what an unresolved pair needs; then the block model's checks."""
     head, cells = _comparison_rows(pairs, "framework")
     if not cells:
         return []
     frameworks = pairs[pairs["dimension"] == "framework"]
     resolved = ", ".join(f"{comparisons.one_analysis(frameworks, n)} {w}" for n, w in comparisons.ANALYSES.items())
-    return [
-        "## Framework comparisons",
-        "",
-        f"Resolved of {len(frameworks)} pairs: {resolved}. {_more_blocks(frameworks)}" + _verdicts_sentence(pairs),
-        "",
-        _table(head, cells),
-        "",
-    ] + _checks_lines(blocks)
+    intro = f"Resolved of {len(frameworks)} pairs: {resolved}. {_more_blocks(frameworks)}" + _verdicts_sentence(pairs)
+    return ["## Framework comparisons", "", intro, "", _table(head, cells), ""] + _checks_lines(blocks)
 
 
 def _more_blocks(frameworks):
-    """What more blocks would resolve, by the block model at each pair's measured ratio and spread: the
-    answer a slower or noisier machine needs before it plans a longer study."""
+    """What more blocks would resolve at each pair's measured ratio and spread: what a slower or noisier
+    machine needs to know before it plans a longer study."""
     ran = pd.to_numeric(frameworks["blocks"], errors="coerce").max()
     if not ran > 0:
         return ""
@@ -851,23 +674,18 @@ def _more_blocks(frameworks):
 
 
 def _library_lines(pairs, config):
-    """The frameworks run through both libraries, native / horovod (comparisons.csv), and the
-    framework x library pairs the study asked for that were left out, with why."""
-
+    """The frameworks run through both libraries, native / horovod, and the framework x library pairs
+    the study asked for that were left out, with why."""
     head, cells = _comparison_rows(pairs, "allreduce_library")
     out = left_out(config)
     if not cells and not out:
         return []
     parts = ["## Communication libraries", ""]
     if cells:
-        parts += [
-            "Throughput through each framework's own library against Horovod's, same configuration (native / "
-            "horovod; the three analyses as in Framework comparisons, the block model's family every framework x "
-            "library cell of the configuration).",
-            "",
-            _table(head, cells),
-            "",
-        ]
+        intro = "Throughput through each framework's own library against Horovod's, same configuration (native / "
+        intro += "horovod; the three analyses as in Framework comparisons, the block model's family every framework x "
+        intro += "library cell of the configuration)."
+        parts += [intro, "", _table(head, cells), ""]
     if out:
         parts += ["Left out before anything ran:", ""]
         parts += [f"- {x['framework']} with {x['allreduce_library']}: {x['reason']}" for x in out] + [""]

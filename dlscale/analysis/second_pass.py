@@ -1,15 +1,10 @@
 """The study's second pass: more repeats where the first pass's were too few, chosen by the data.
 
-After every run of the first pass (`repeats` each), a configuration whose 95% interval of the mean
-iteration time (metrics.interval, as the summary computes it) is wider than `target` of the mean is
-given the repeats its measured run-to-run CV says bring it within (metrics.repeats_needed), bounded
-by `max_repeats` in all; all the added runs together are bounded by `max_seconds`, each run's cost
-estimated as its configuration's mean first-pass run time (`elapsed_s`). Where the time bound does
-not cover them all, configurations that the repeats bring within the target go first, the cheapest
-first (most configurations made precise per second); then the rest, which the bound on repeats
-leaves wide, get what time remains. One pass, planned once (a Snakemake checkpoint): the plan's
-table says per configuration what was found and why it got what it got.
-"""
+A configuration whose 95% interval of the mean iteration time (as the summary computes it) is wider than
+`target` gets the repeats its run-to-run CV says bring it within, up to `max_repeats` in all; the added
+runs together are bounded by `max_seconds` (each at its configuration's mean first-pass `elapsed_s`),
+those the repeats bring within the target first, the cheapest first. One pass, planned once (a Snakemake
+checkpoint). Docs: docs/concepts/statistics.md."""
 
 import math
 
@@ -19,27 +14,17 @@ from dlscale.analysis import metrics
 from dlscale.core.vocabulary import CONFIG_KEYS, MATRIX_KEYS
 
 # Per configuration: why it got the repeats it got.
-MET, ADDED, BY_REPEATS, BY_SECONDS, TOO_FEW = (
-    "within target",
-    "repeats added",
-    "repeats added up to max_repeats",
-    "max_seconds spent",
-    "fewer than 2 ok runs",
-)
-COLUMNS = CONFIG_KEYS + [
-    "repeats_first",
-    "iteration_s_ci_rel_first",
-    "repeats_needed",
-    "run_s",
-    "repeats_planned",
-    "second_pass",
-]
+MET, ADDED, BY_REPEATS = "within target", "repeats added", "repeats added up to max_repeats"
+BY_SECONDS, TOO_FEW = "max_seconds spent", "fewer than 2 ok runs"
+_FIRST = ["repeats_first", "iteration_s_ci_rel_first", "repeats_needed", "run_s"]  # what the first pass found
+COLUMNS = CONFIG_KEYS + _FIRST + ["repeats_planned", "second_pass"]
 
 
 def plan(run_metrics, runs, repeats, target, max_repeats, max_seconds):
     """One row per configuration of the first pass (`runs`: runs.csv, every run with its status and
     elapsed_s; `run_metrics`: its ok runs' iteration times): the repeats it gets in all and why."""
-    rows = [_first(key, runs, run_metrics, repeats, target, max_repeats) for key, runs in _by_config(runs)]
+    by_config = runs.groupby(CONFIG_KEYS, observed=True, dropna=False)
+    rows = [_first(key, group, run_metrics, repeats, target, max_repeats) for key, group in by_config]
     budget = float(max_seconds)
     for row in sorted(rows, key=_priority(max_repeats)):
         if row["second_pass"] != ADDED:
@@ -55,25 +40,16 @@ def plan(run_metrics, runs, repeats, target, max_repeats, max_seconds):
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _by_config(runs):
-    return runs.groupby(CONFIG_KEYS, observed=True, dropna=False)
-
-
 def _first(key, runs, run_metrics, repeats, target, max_repeats):
     """A configuration's first pass: its interval, the repeats it needs, and what it may get."""
-    row = dict(zip(CONFIG_KEYS, key))
     ok = run_metrics.merge(runs[runs["status"] == "ok"][CONFIG_KEYS + ["repeat"]], on=CONFIG_KEYS + ["repeat"])
     times = ok["iteration_s"].dropna()
     mean, lo, _, _ = metrics.interval(times)
     rel = (mean - lo) / mean if len(times) >= 2 and mean > 0 else math.nan
     need = metrics.repeats_needed(metrics.cv(times), target)
-    row |= {
-        "repeats_first": repeats,
-        "iteration_s_ci_rel_first": rel,
-        "repeats_needed": need,
-        "run_s": float(pd.to_numeric(runs["elapsed_s"], errors="coerce").mean()),
-        "repeats_planned": repeats,
-    }
+    run_s = float(pd.to_numeric(runs["elapsed_s"], errors="coerce").mean())
+    row = dict(zip(CONFIG_KEYS, key)) | dict(zip(_FIRST, (repeats, rel, need, run_s)))
+    row["repeats_planned"] = repeats
     if len(times) < 2:
         row["second_pass"] = TOO_FEW
     elif rel <= target:

@@ -1,18 +1,9 @@
 """Blocks added until the comparisons are answered: `design: {until_resolved: {max_blocks, budget_minutes}}`.
 
-After the planned blocks (`repeats`), a look (a Snakemake checkpoint) analyses every run so far with
-the block model (blocks.py) and gives one more whole block (a run of every cell, in the design's
-seeded order) to each configuration that still has an unresolved pair, while the predicted time of
-the added runs (what each took in the blocks so far, as the progress line predicts it) fits the
-budget; then the next look, up to `max_blocks` blocks. Configurations closest to an answer (fewest
-blocks needed) go first.
-
-Looking more than once raises the chance of calling a difference that is not there, so the error is
-split over the looks (Bonferroni): with L = max_blocks - repeats + 1 possible analyses (at repeats,
-repeats + 1, ..., max_blocks blocks), each look and the final analysis test at ALPHA / L. A
-configuration left unresolved says why: the budget was spent, max_blocks was reached, or its ratio
-is within the noise (the blocks it needs at its measured spread exceed max_blocks: adding blocks
-would not answer it)."""
+After the planned blocks, each look (a Snakemake checkpoint) gives a whole block more to each configuration
+with a pair the block model leaves unresolved, closest to an answer first, while their predicted time fits the
+budget. Looking more than once raises the chance of calling a difference that is not there, so each of the
+L = max_blocks - repeats + 1 analyses tests at ALPHA / L (Bonferroni). Docs: docs/concepts/statistics.md."""
 
 import math
 
@@ -23,14 +14,8 @@ from dlscale.analysis.verdicts import ALPHA
 from dlscale.core.vocabulary import MATRIX_KEYS
 from dlscale.runtime import progress
 
-ADDED, ANSWERED, BUDGET, LAST, NOISE, NO_LOOK = (
-    "block added",
-    "every pair resolved",
-    "budget spent",
-    "max_blocks reached",
-    "within the noise",
-    "no look left",
-)
+ADDED, ANSWERED, BUDGET, LAST = "block added", "every pair resolved", "budget spent", "max_blocks reached"
+NOISE, NO_LOOK = "within the noise", "no look left"  # a look's decision for a configuration
 CONFIG = [k for k in MATRIX_KEYS if k not in blocks.CELL]  # a configuration of the block model, by matrix keys
 COLUMNS = blocks.KEYS + ["look", "blocks", "pairs", "unresolved", "blocks_needed", "run_s", "alpha", "decision"]
 
@@ -47,25 +32,23 @@ def alpha(design, repeats):
 
 
 def plan(run_metrics, status, look, settings, repeats, final=False):
-    """Look `look` (from 0): per configuration, the block model's pairs and unresolved ones at the
-    split error, and whether block repeats + look is added for it (`decision`, in COLUMNS).
-    `run_metrics`: every ok run so far; `status`: runs.csv (every run so far, its elapsed_s).
-    `final`: the analysis after the last look, which adds nothing: why each stays unresolved."""
+    """Look `look` (from 0): per configuration, its pairs, those unresolved at the split error and whether
+    block repeats + look is added (`decision`); `final`: after the last look, why each stays unresolved."""
     level = ALPHA / looks(settings, repeats)
     rows, table = blocks.pair_rows(run_metrics, level)
     rows = pd.concat([rows, blocks.decide(rows, level)], axis=1) if len(rows) else rows
-    budget_s = 60.0 * float(settings["budget_minutes"]) - _spent(status, repeats)
+    added = status[status["repeat"] >= repeats]
+    spent = float(pd.to_numeric(added["elapsed_s"], errors="coerce").fillna(0).sum())  # by the blocks added so far
+    budget_s = 60.0 * float(settings["budget_minutes"]) - spent
     out = []
     for model in table.to_dict("records"):
         key = {k: model[k] for k in blocks.KEYS}
         mine = rows[_matches(rows, key)] if len(rows) else rows
         open_ = mine[mine["verdict"] == "unresolved"] if len(mine) else mine
         needed = float(open_["blocks_needed"].max()) if len(open_) else math.nan
-        out.append(
-            {**key, "look": look, "blocks": model["blocks"], "pairs": len(mine), "unresolved": len(open_)}
-            | {"blocks_needed": needed, "run_s": _cost(status, key), "alpha": level}
-            | {"decision": _decision(len(open_), needed, model["blocks"], int(settings["max_blocks"]))}
-        )
+        row = {**key, "look": look, "blocks": model["blocks"], "pairs": len(mine), "unresolved": len(open_)}
+        decision = _decision(len(open_), needed, model["blocks"], int(settings["max_blocks"]))
+        out.append(row | {"blocks_needed": needed, "run_s": _cost(status, key), "alpha": level, "decision": decision})
     planned = _within_budget(pd.DataFrame(out, columns=COLUMNS), budget_s)
     if final:  # nothing more runs: a block it would still get was not looked for
         planned["decision"] = planned["decision"].replace(ADDED, NO_LOOK)
@@ -99,23 +82,15 @@ def _matches(table, key):
     return mask
 
 
-def _spent(status, repeats):
-    """Seconds the runs of added blocks took so far."""
-    added = status[status["repeat"] >= repeats]
-    return float(pd.to_numeric(added["elapsed_s"], errors="coerce").fillna(0).sum())
-
-
 def _cost(status, key):
-    """A whole block of one configuration: a run of each of its cells, each predicted as the progress
-    line predicts it (dlscale/runtime/progress.py: what the same run took in the blocks so far)."""
+    """A whole block of one configuration: a run of each of its cells, predicted as the progress line does."""
     runs = status.assign(ranks=status["nodes"] * status["ranks_per_node"])
     cells = runs[_matches(runs, key)].drop_duplicates(blocks.CELL)
     return progress.predicted_s(status.to_dict("records"), cells.to_dict("records")) or 0.0
 
 
 def added_runs(matrix, planned, block):
-    """The runs (identity dicts of the first pass's `matrix`, dlscale/runtime/config.py) of block
-    `block` for the configurations `planned` (a look's table) gives one."""
+    """The runs (identity dicts of the first pass's `matrix`) of block `block` that `planned` adds."""
     chosen = {_config(r) for r in planned[planned["decision"] == ADDED].to_dict("records")}
     return [{**run, "repeat": block} for run in matrix if run["repeat"] == 0 and _config(run) in chosen]
 

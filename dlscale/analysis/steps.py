@@ -1,7 +1,5 @@
-"""The pipeline's analysis rules (rules/analysis.smk, allreduce.smk, replay.smk, runs.smk's order):
-each is a `step`'s function (dlscale/runtime/rule.py), given its rule's `Job`: it reads the input
-files and params the rule declares, writes the output files it declares, and writes an account of
-what it read, wrote and found to the rule's declared log."""
+"""The analysis rules' steps (dlscale/runtime/rule.py): each, given its rule's `Job`, reads the inputs and
+params the rule declares, writes its outputs, and logs what it read, wrote and found."""
 
 import contextlib
 import json
@@ -30,15 +28,13 @@ from dlscale.core.vocabulary import RUN_KEYS
 from dlscale.runtime import design, replay
 from dlscale.workloads import flops, frameworks
 
-# Snakemake runs the rules' steps in threads of its own process (profiles/default); the standard
-# output, the warning filters and pyplot's figures are the process's, so steps run one at a time.
+# The standard output, the warning filters and pyplot's figures are the process's: one step at a time.
 ONE_AT_A_TIME = threading.Lock()
 
 
 @contextlib.contextmanager
 def logged(path):
-    """Send the step's prints and warnings to its log file (the file is written even when the
-    step fails, with the traceback's cause)."""
+    """Send the step's prints and warnings to its log file (written even when the step fails, with why)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with ONE_AT_A_TIME, open(path, "w") as log, contextlib.redirect_stdout(log), warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -62,24 +58,19 @@ def write_tables(job):
     status_paths, out = list(job.input), job.output
     with logged(job.log[0]):
         table, runs, tensors = tidy.build(status_paths)
-        table.to_csv(out.tidy, index=False)
-        runs.to_csv(out.runs, index=False)
-        tensors.to_csv(out.tensors, index=False)
+        for frame, path in ((table, out.tidy), (runs, out.runs), (tensors, out.tensors)):
+            frame.to_csv(path, index=False)
         failed = runs[runs["status"] != "ok"] if len(runs) else runs
-        print(
-            f"read {len(status_paths)} runs: {len(runs) - len(failed)} ok, {len(failed)} failed; {len(table)} tidy rows"
-        )
+        ok = len(runs) - len(failed)
+        print(f"read {len(status_paths)} runs: {ok} ok, {len(failed)} failed; {len(table)} tidy rows")
         for r in failed.itertuples():
-            print(
-                f"failed run: {r.framework} {r.model} {r.allreduce_schedule} nodes={r.nodes} rpn={r.ranks_per_node} "
-                f"repeat={r.repeat}: {r.reasons}"
-            )
+            run = f"{r.framework} {r.model} {r.allreduce_schedule} nodes={r.nodes} rpn={r.ranks_per_node}"
+            print(f"failed run: {run} repeat={r.repeat}: {r.reasons}")
         _wrote(out.tidy, out.runs, out.tensors)
 
 
 def write_run_metrics(job):
-    """run_metrics.csv: one row per run, its iteration time, throughput and phases (metrics.run_table),
-    the table the summary, the replay plans and the model read."""
+    """run_metrics.csv: one row per run, its iteration time, throughput and phases (metrics.run_table)."""
     with logged(job.log[0]):
         runs = metrics.run_table(pd.read_csv(job.input[0]))
         runs.to_csv(job.output[0], index=False)
@@ -91,15 +82,18 @@ def _run_metrics(path):
     return pd.read_csv(path)
 
 
+def _text(path):
+    """A table whose empty cells alone are NaN (a "None" or "NA" stays text)."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
 def _runs(path):
-    """runs.csv: reasons stay text ("" where none); an identity cell a run known by its path alone
-    lacks is NaN."""
+    """runs.csv: reasons stay text ("" where none); identity cells a run known by its path lacks are NaN."""
     return pd.read_csv(path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
 
 
 def write_order(job):
-    """order.csv: the study's runs (params.matrix) in the design's order (params.design,
-    dlscale/runtime/design.py)."""
+    """order.csv: the study's runs (params.matrix) in the design's order (params.design)."""
     settings = json.loads(job.params.design)
     with logged(job.log[0]):
         table = pd.DataFrame(design.order(json.loads(job.params.matrix), settings), columns=design.COLUMNS)
@@ -109,13 +103,19 @@ def write_order(job):
 
 
 def write_flops(job):
-    """flops.csv: the training FLOPs per image of each of the study's networks (params models,
-    image_size, classes; dlscale/workloads/flops.py), counted on the definitions of params framework
-    (`flops.counter`), in its Python (input env's record)."""
+    """flops.csv: the training FLOPs per image of params models (image_size, classes), counted on params
+    framework's definitions in its Python (input env's record): here if that is this one, else apart."""
     p = job.params
     python = json.loads(Path(job.input.env).read_text())["python"]
     with logged(job.log[0]):
-        rows = _flops_in(python, p.framework, p.models, p.image_size, p.classes)
+        if pythons.is_this_python(python):
+            rows = flops.table(p.models, p.image_size, p.classes, p.framework)
+        else:
+            argv = [p.framework, ",".join(p.models), p.image_size, p.classes]
+            done = pythons.run_module(python, flops.__name__, argv)
+            if done.returncode:
+                raise RuntimeError(f"counting FLOPs in {python} failed: {done.stderr.strip()[-2000:]}")
+            rows = json.loads(done.stdout.splitlines()[-1])
         table = pd.DataFrame(rows, columns=flops.COLUMNS)
         table.to_csv(job.output[0], index=False)
         on = frameworks.get(p.framework).LABEL
@@ -123,20 +123,8 @@ def write_flops(job):
         _wrote(job.output[0])
 
 
-def _flops_in(python, framework, models, image_size, classes):
-    """flops.table counted in `python`: here where that is this Python, else in a process of its own."""
-    if pythons.is_this_python(python):
-        return flops.table(models, image_size, classes, framework)
-    done = pythons.run_module(python, flops.__name__, [framework, ",".join(models), image_size, classes])
-    if done.returncode:
-        raise RuntimeError(f"counting FLOPs in {python} failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def write_second_pass(job):
-    """second_pass.csv: per configuration of the first pass (its status files), its interval and the
-    repeats it gets in all (params settings, repeats; dlscale/analysis/second_pass.py); the runs it
-    adds are the rules' to make."""
+    """second_pass.csv: per first-pass configuration, its interval and the repeats it gets in all (params)."""
     status_paths, out_path = list(job.input), job.output[0]
     with logged(job.log[0]):
         table, runs, _ = tidy.build(status_paths)
@@ -150,27 +138,21 @@ def write_second_pass(job):
 
 
 def write_look(job):
-    """looks/look-N.csv: look N of `design.until_resolved` over every run so far (its status files;
-    params settings, repeats, look; dlscale/analysis/sequential.py); the block it adds is the rules'."""
-    status_paths, out_path = list(job.input), job.output[0]
+    """looks/look-N.csv: look N of `design.until_resolved` over every run so far (params settings, repeats, look)."""
+    status_paths, out_path, p = list(job.input), job.output[0], job.params
     with logged(job.log[0]):
         table, runs, _ = tidy.build(status_paths)
-        planned = sequential.plan(
-            metrics.run_table(table), runs, job.params.look, json.loads(job.params.settings), job.params.repeats
-        )
+        planned = sequential.plan(metrics.run_table(table), runs, p.look, json.loads(p.settings), p.repeats)
         planned.to_csv(out_path, index=False)
-        print(f"look {job.params.look} over {len(status_paths)} runs, at alpha {planned['alpha'].max():.4g}:")
+        print(f"look {p.look} over {len(status_paths)} runs, at alpha {planned['alpha'].max():.4g}:")
         for reason, count in planned["decision"].value_counts().items():
             print(f"  {reason}: {count} configurations")
         _wrote(out_path)
 
 
 def write_summary(job):
-    """summary.csv, one row per configuration, and comparisons.csv, each pair of frameworks (and of
-    libraries) in each configuration both ran, by the block model at params.alpha and beside it paired
-    and independent (dlscale/analysis/comparisons.py: the report's and the figure's one source);
-    blocks.csv, the block model's fits; sequential.csv, the looks of design.until_resolved (empty
-    without); with a second pass, its plan's columns."""
+    """summary.csv (per configuration), comparisons.csv (each pair of frameworks, and of libraries, both ran,
+    at params.alpha), blocks.csv (the block model's fits), sequential.csv (design.until_resolved's looks)."""
     inputs, out = job.input, job.output
     with logged(job.log[0]):
         runs = _run_metrics(inputs.run_metrics)
@@ -179,21 +161,17 @@ def write_summary(job):
         for plan_path in inputs.plan:
             summary = second_pass.add_plan(summary, pd.read_csv(plan_path))
         summary.to_csv(out.summary, index=False)
-        level = job.params.alpha
-        pairs = comparisons.study(summary, runs, level)
+        pairs = comparisons.study(summary, runs, job.params.alpha)
         pairs.to_csv(out.comparisons, index=False)
         blocks.models(runs)[0].to_csv(out.blocks, index=False)
         _write_sequential(job, runs, _runs(inputs.runs), out.sequential)
-        print(
-            f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} comparisons, resolved: "
-            + ", ".join(f"{comparisons.one_analysis(pairs, n)} {w}" for n, w in comparisons.ANALYSES.items())
-        )
+        resolved = ", ".join(f"{comparisons.one_analysis(pairs, n)} {w}" for n, w in comparisons.ANALYSES.items())
+        print(f"{len(runs)} runs -> {len(summary)} configurations; {len(pairs)} comparisons, resolved: {resolved}")
         _wrote(out.summary, out.comparisons, out.blocks, out.sequential)
 
 
 def _write_sequential(job, runs, status, out_path):
-    """sequential.csv: every look's table of `design.until_resolved` and the final analysis's (empty
-    without it)."""
+    """sequential.csv: every look's table of `design.until_resolved` and the final analysis's (or none)."""
     settings = json.loads(job.params.until_resolved)
     if not settings:
         pd.DataFrame(columns=sequential.COLUMNS).to_csv(out_path, index=False)
@@ -219,8 +197,7 @@ def write_figures(job):
 
 
 def write_comm(job):
-    """allreduce.csv and its fit (output sweep, fit) from the sweeps (params.sweeps: path, nodes,
-    ranks_per_node of each)."""
+    """allreduce.csv and its fit (output sweep, fit) from the sweeps (params.sweeps: path, nodes, ranks_per_node)."""
     sweeps, out = job.params.sweeps, job.output
     with logged(job.log[0]):
         table, fits = comm.tables([(s["path"], s["nodes"], s["ranks_per_node"]) for s in sweeps])
@@ -231,30 +208,24 @@ def write_comm(job):
 
 
 def write_replay_plans(job):
-    """input run_metrics, runs, tensors -> the replay plans (dlscale/runtime/replay.py) of the 1-rank
-    runs of params.models."""
+    """input run_metrics, runs, tensors -> the replay plans of the 1-rank runs of params.models."""
     inputs, output, models = job.input, job.output[0], job.params.models
     with logged(job.log[0]):
         _, bases, unusable = prediction.study_baselines(
-            _run_metrics(inputs.run_metrics),
-            pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""]),
-            pd.read_csv(inputs.tensors),
+            _run_metrics(inputs.run_metrics), _text(inputs.runs), pd.read_csv(inputs.tensors)
         )
         plans = replay.plans(bases, models)
         if not plans:
             why = "; ".join(sorted(set(unusable.values())))
-            raise ValueError(
-                f"no successful 1-rank run of {', '.join(models)} to replay (results/runs.csv)"
-                + (f": {why}" if why else "")
-            )
+            what = f"no successful 1-rank run of {', '.join(models)} to replay (results/runs.csv)"
+            raise ValueError(what + (f": {why}" if why else ""))
         Path(output).write_text(json.dumps(plans, indent=1) + "\n")
         print(f"{len(plans)} replay plans")
         _wrote(output)
 
 
 def write_replayed(job):
-    """replayed.csv: what each replay measured (dlscale/analysis/replayed.py `measured`); params.replays:
-    the path and node count of each."""
+    """replayed.csv: what each replay measured; params.replays: the path and node count of each."""
     replays, out_path = job.params.replays, job.output[0]
     with logged(job.log[0]):
         table = replayed.measured([(r["path"], r["nodes"]) for r in replays])
@@ -264,8 +235,7 @@ def write_replayed(job):
 
 
 def write_contention(job):
-    """params.calibrations: [[identity (the baseline keys and the copies as ranks_per_node), trials file]]
-    of the study's calibrations; output: contention.csv."""
+    """contention.csv from params.calibrations: [[identity (copies as ranks_per_node), trials file]]."""
     with logged(job.log[0]):
         calibrations = json.loads(job.params.calibrations)
         table = contention.table([(run, run["ranks_per_node"], path) for run, path in calibrations])
@@ -275,55 +245,40 @@ def write_contention(job):
 
 
 def write_model(job):
-    """params.extrapolate: links and ranks to extrapolate to; input: run_metrics, runs, tensors,
-    sweep, fit, and the replays' table with their plans; outputs: table
-    (model.csv: measured and predicted communication and iteration time per run), replay
-    (replay.csv: replayed and predicted iteration time per plan and node count), error
-    (model_error.json), gradients (tensors and bytes per framework and model), extrapolation,
-    figures."""
+    """model.csv, replay.csv, model_error.json, gradients, extrapolation and the model's figures (outputs) from
+    the study's tables and the replays'; params.extrapolate: the links and ranks to extrapolate to."""
     from dlscale.analysis import figures  # as write_figures
 
     inputs, outputs, extrapolate = job.input, job.output, json.loads(job.params.extrapolate)
     with logged(job.log[0]):
-        runs = _run_metrics(inputs.run_metrics)
-        status = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
+        runs, status = _run_metrics(inputs.run_metrics), _text(inputs.runs)
         sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
-        calibrations = pd.read_csv(inputs.contention, keep_default_na=False, na_values=[""])
-        tensors = pd.read_csv(inputs.tensors)
-        table, bases, unusable = prediction.model_table(
-            runs, status, tensors, sweep, fits, contention.slowdowns(calibrations)
-        )
+        calibrations, tensors = _text(inputs.contention), pd.read_csv(inputs.tensors)
+        slowdowns = contention.slowdowns(calibrations)
+        table, bases, unusable = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
         table = prediction.with_error_intervals(table, prediction.slowdown_spreads(calibrations))
         error = prediction.model_error(table)
         plans = json.loads(Path(inputs.plans[0]).read_text()) if inputs.plans else []
-        measured = replayed.read_table(inputs.replayed)
-        replays = replayed.replay_table(measured, plans, sweep, fits)
+        replays = replayed.replay_table(replayed.read_table(inputs.replayed), plans, sweep, fits)
         replays.to_csv(outputs.replay, index=False)
         if len(replays):
             error["replay"] = replayed.replay_error(replays)
         table.to_csv(outputs.table, index=False)
-        with open(outputs.error, "w") as fh:
-            json.dump(error, fh, indent=2)
+        Path(outputs.error).write_text(json.dumps(error, indent=2))
         print(f"model error: {json.dumps(error)}")
         _gradients(status).to_csv(outputs.gradients, index=False)
-        ext = prediction.error_band(
-            prediction.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"]), table
-        )
+        ext = prediction.extrapolate(bases, extrapolate["links"], extrapolate["max_ranks"])
+        ext = prediction.error_band(ext, table)
         ext.to_csv(outputs.extrapolation, index=False)
         # what the extrapolation figure says when there is nothing to extrapolate from
         no_ext = "; ".join(sorted(set(unusable.values()))) or "no successful 1-rank run to extrapolate from"
         if ext.empty:
             print(f"extrapolation: nothing to extrapolate: {no_ext}")
-        _wrote(
-            outputs.table,
-            outputs.replay,
-            outputs.error,
-            outputs.gradients,
-            outputs.extrapolation,
-            *figures.model_fit(table, error, outputs.figures),
-            *figures.extrapolation(ext, outputs.figures, no_ext, replays, _checked_to(table, replays)),
-            *(figures.replay(replays, error.get("replay", {}), outputs.figures) if _drawn("replay", outputs) else []),
-        )
+        drawn = [*figures.model_fit(table, error, outputs.figures)]
+        drawn += figures.extrapolation(ext, outputs.figures, no_ext, replays, _checked_to(table, replays))
+        if any(Path(p).stem == "replay" for p in outputs.figures):  # the rule declares the replay figure
+            drawn += figures.replay(replays, error.get("replay", {}), outputs.figures)
+        _wrote(outputs.table, outputs.replay, outputs.error, outputs.gradients, outputs.extrapolation, *drawn)
 
 
 def _gradients(status):
@@ -334,31 +289,23 @@ def _gradients(status):
 
 
 def _checked_to(table, replays):
-    """The most ranks the model's predictions were checked against: its measured runs (model.csv),
-    or the nodes its replays ran on (replay.csv)."""
+    """The most ranks the model's predictions were checked against: its measured runs, or its replays' nodes."""
     counts = [int(table["ranks"].max())] if len(table) and "ranks" in table else []
     counts += [int(replays["nodes"].max())] if replays is not None and len(replays) and "nodes" in replays else []
     return max(counts, default=None)
 
 
-def _drawn(name, outputs):
-    """Whether the rule declares figure `name` among its outputs (paths.model_figures)."""
-    return any(Path(p).stem == name for p in outputs.figures)
-
-
 def write_report(job):
-    """results/report.md (dlscale/analysis/report.py) from the summary, comparisons, runs, environment
-    record, allreduce fit, model error and figures; params: the study's title and its whole config."""
+    """results/report.md from the study's tables, records and figures; params: its title and whole config."""
     inputs, output, title, config = job.input, job.output, job.params.title, json.loads(job.params.config)
     with logged(job.log[0]):
         summary = pd.read_csv(inputs.summary)
-        runs = pd.read_csv(inputs.runs, keep_default_na=False, na_values=[""])
+        runs = _text(inputs.runs)
         environment = json.loads(Path(inputs.environment).read_text())
         # the frameworks run in a Python of their own (JAX's environment, a user's): their records
         environment["apart"] = [json.loads(Path(p).read_text()) for p in getattr(inputs, "apart", [])]
         error = json.loads(Path(inputs.error).read_text())
-        model_csv = getattr(inputs, "model", None)  # model.csv: the per-configuration error table
-        model_table = pd.read_csv(model_csv, keep_default_na=False, na_values=[""]) if model_csv else None
+        model_table = _text(inputs.model) if getattr(inputs, "model", None) else None  # per-configuration error
         pairs = _comparisons(inputs.comparisons)
         fits = pd.read_csv(inputs.fit) if getattr(inputs, "fit", None) else None
         blocks_table = pd.read_csv(inputs.blocks) if getattr(inputs, "blocks", None) else None

@@ -1,15 +1,11 @@
-"""Student's t distribution from the special functions scipy.stats.t itself computes with (scipy's
-stdtrit and stdtr): the same numbers, bit for bit, without importing scipy.stats, which took 0.7 s
-of every analysis step's process (each step is a process of its own) whether it tested anything or
-not. The statistical tests that need more of scipy.stats (Shapiro-Wilk, Levene, the studentized
-range) import it in the functions that run them."""
+"""Student's t from the special functions scipy.stats.t computes with, bit for bit, without importing
+scipy.stats (0.7 s of every analysis step's process); tests needing more of it import it where they run."""
 
 from scipy import special
 
 
 def quantile(p, df):
-    """The quantile at probability 0 < `p` < 1 with `df` degrees of freedom (scipy.stats.t.ppf;
-    at p = 0 stdtrit says +inf where the support's end is -inf: no caller asks for an end)."""
+    """scipy.stats.t.ppf for 0 < `p` < 1 (at p = 0 stdtrit says +inf, not -inf: no caller asks)."""
     return special.stdtrit(df, p)
 
 

@@ -1,22 +1,8 @@
-"""Per-rank records of all runs -> one tidy table, plus one row per run with status and provenance.
-
-tidy.csv: one row per run x rank x iteration x phase (phases io, h2d, forward, backward, comm,
-update, and `wall` for the iteration's wall time), column `seconds`; warm-up rows are kept and
-flagged. Phased runs' phases come from their records (`source` records). Native runs' records hold
-the wall time only; their traced iterations (flagged `profiled`) get the phases derived from each
-rank's trace (`source` trace, dlscale/analysis/trace.py), plus `comm_total` (all allreduce time) and
-`overlap` (allreduce time during compute). runs.csv: one row per run: status, reasons, the settings and versions
-it ran with, the
-gradients (tensors, bytes) and, from Horovod's timeline, the allreduce time and fused operations
-per measured iteration (timeline_comm_s, timeline_ops), and the fusion settings it ran with.
-tensors.csv: one row per successful run x gradient tensor (rank 0): its bytes and, where the
-framework reports it (PyTorch's backward hooks, overlap mode), the median time from the start of
-backward until it was complete (ready_s): what the performance model replays.
-A run folder in any state gives its row: one whose files cannot be read (no spec, missing or
-garbled records, a missing rank, an unreadable timeline or trace) is a failed row naming the file
-and what is wrong with it, and the rest of the study's tables are made. A failed run's records are
-left out of tidy.csv (its status row says why) but stay on disk.
-"""
+"""Per-rank records of all runs -> tidy.csv (run x rank x iteration x phase, warm-up flagged; a native
+run's traced iterations get their trace's phases, plus `comm_total` and `overlap`), runs.csv (per run:
+status, reasons, settings, versions, gradients, Horovod timeline, fusion) and tensors.csv (rank 0's
+gradient tensors). A run folder whose files cannot be read is a failed row naming the file and what is
+wrong, its records left out of tidy.csv; the other runs' tables are still made."""
 
 import json
 from pathlib import Path
@@ -24,23 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.analysis import trace
-from dlscale.core import hardware, samples
+from dlscale.core import hardware, samples, vocabulary
 from dlscale.core.paths import run_from_path
 from dlscale.core.records import parse_file
 from dlscale.core.timeline import timeline_comm
-from dlscale.core.vocabulary import (
-    CYCLE_TIME_S,
-    FUSION_THRESHOLD_BYTES,
-    PHASES,
-    RUN_KEYS,
-    SPEC,
-    STATUS,
-    TIMELINE,
-    records_name,
-    renamed,
-    seconds,
-    trace_name,
-)
+from dlscale.core.vocabulary import PHASES, RUN_KEYS, SPEC, STATUS, TIMELINE, records_name, renamed, seconds, trace_name
 
 TIDY_COLUMNS = RUN_KEYS + ["rank", "host", "iteration", "warmup", "profiled", "source", "phase", "seconds"]
 TENSOR_COLUMNS = RUN_KEYS + ["tensor", "bytes", "ready_s"]
@@ -84,23 +58,18 @@ def _provenance_row(run_rec):
 
 
 def _fusion(prov):
-    """The run's fusion settings: what its own library reported (a native library's buckets), else
-    Horovod's from the rank's environment (its defaults where unset)."""
+    """The run's fusion settings: its own library's (a native library's buckets), else Horovod's (environment)."""
     extra, environ = prov.get("framework", {}).get("extra", {}), prov.get("environ", {})
-    threshold = extra.get("fusion_threshold_bytes", environ.get("HOROVOD_FUSION_THRESHOLD", FUSION_THRESHOLD_BYTES))
-    cycle = extra.get("cycle_time_s", float(environ.get("HOROVOD_CYCLE_TIME", CYCLE_TIME_S * 1e3)) / 1e3)
+    threshold = environ.get("HOROVOD_FUSION_THRESHOLD", vocabulary.FUSION_THRESHOLD_BYTES)
+    cycle = float(environ.get("HOROVOD_CYCLE_TIME", vocabulary.CYCLE_TIME_S * 1e3)) / 1e3
+    threshold, cycle = extra.get("fusion_threshold_bytes", threshold), extra.get("cycle_time_s", cycle)
     return {"fusion_threshold_bytes": int(threshold), "cycle_time_s": float(cycle)}
 
 
 # runs.csv's columns, in every study: a study whose runs all failed before their first record still
 # has the provenance columns (empty) that later stages read (grad_bytes, fusion settings, hosts).
-RUNS_COLUMNS = (
-    RUN_KEYS
-    + ["status", "reasons", "elapsed_s", "run_dir"]
-    + list(_provenance_row({"provenance": {}}))
-    + list(samples.RECORDED)
-    + ["cores_used", "rank_threads", "started", "hardware"]
-)
+RUNS_COLUMNS = RUN_KEYS + ["status", "reasons", "elapsed_s", "run_dir"] + list(_provenance_row({"provenance": {}}))
+RUNS_COLUMNS += list(samples.RECORDED) + ["cores_used", "rank_threads", "started", "hardware"]
 
 
 class RunFilesError(ValueError):
@@ -108,17 +77,15 @@ class RunFilesError(ValueError):
 
 
 def _identity(status, status_path):
-    """The run's identity from its status.json, or failing that from its spec.json, or failing that
-    from its place in the results tree (which has the matrix keys only)."""
+    """The run's identity from its status.json, else its spec.json, else its path (the matrix keys only)."""
     status = renamed(status)
     if all(k in status for k in RUN_KEYS):
         return {k: status[k] for k in RUN_KEYS}
     try:
-        spec = json.loads((Path(status_path).parent / SPEC).read_text())
-    except (OSError, ValueError):
+        spec = renamed(json.loads((Path(status_path).parent / SPEC).read_text()))
+    except (OSError, ValueError, AttributeError):  # AttributeError: not a JSON object
         spec = {}
-    spec = renamed(spec) if isinstance(spec, dict) else spec
-    if isinstance(spec, dict) and all(k in spec for k in RUN_KEYS):
+    if all(k in spec for k in RUN_KEYS):
         return {k: spec[k] for k in RUN_KEYS}
     return {k: status.get(k) for k in RUN_KEYS} | run_from_path(Path(status_path).parent)
 
@@ -139,25 +106,21 @@ def read_run(status_path):
         "run_dir": str(run_dir),
         "started": status.get("started", ""),
     }
-    if not status:
-        row["status"] = "failed"
+    if not status:  # unreadable: its row says so, and "failed"
         return row, [], []
     try:
-        rows, tensors = _read_files(run_dir, row)
+        return row, *_read_files(run_dir, row)
     except RunFilesError as exc:
         row.update(status="failed", reasons="; ".join(filter(None, [row["reasons"], str(exc)])))
         return row, [], []
-    return row, rows, tensors
 
 
 def _read_files(run_dir, row):
     """The tidy and tensor rows of a run folder's records, traces and timeline; adds provenance to
     `row`. Raises RunFilesError naming the file that cannot be read (for an ok run) and why."""
-    spec, size = _read_spec(run_dir)
-    identity = {k: row[k] for k in RUN_KEYS}
-    ok = row["status"] == "ok"
+    identity, ok = {k: row[k] for k in RUN_KEYS}, row["status"] == "ok"
     rows, tensors = [], []
-    for rank in range(size):
+    for rank in range(_ranks(run_dir)):
         records = _rank_records(run_dir, rank, ok)
         if records is None:
             continue
@@ -172,9 +135,8 @@ def _read_files(run_dir, row):
             row.update({k: end_rec.get(k) for k in samples.RECORDED})
         if rank == 0 and (run_dir / TIMELINE).exists():
             measured = sum(r["kind"] == "step" and not r["warmup"] and not r.get("profiled") for r in records)
-            row["timeline_comm_s"], row["timeline_ops"] = _readable(
-                TIMELINE, lambda n=measured: timeline_comm(run_dir / TIMELINE, n)
-            )
+            comm = _readable(TIMELINE, lambda n=measured: timeline_comm(run_dir / TIMELINE, n))
+            row["timeline_comm_s"], row["timeline_ops"] = comm
         host = run_rec["host"] if run_rec else ""
         rows += _record_rows(identity, rank, host, records)
         if (run_dir / trace_name(rank)).exists():
@@ -182,16 +144,15 @@ def _read_files(run_dir, row):
     return rows, tensors
 
 
-def _read_spec(run_dir):
-    """(spec, number of ranks) from the run folder's spec.json."""
+def _ranks(run_dir):
+    """The number of ranks in the run folder's spec.json."""
     if not (run_dir / SPEC).is_file():
         raise RunFilesError(f"no {SPEC} in the run folder")
     try:
         spec = json.loads((run_dir / SPEC).read_text())
-        size = spec["nodes"] * spec["ranks_per_node"]
+        return spec["nodes"] * spec["ranks_per_node"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RunFilesError(f"{SPEC} unreadable: {exc}") from None
-    return spec, size
 
 
 def _rank_records(run_dir, rank, ok):
@@ -209,8 +170,7 @@ def _rank_records(run_dir, rank, ok):
 
 
 def _add_run_record(row, rank, run_rec):
-    """Add to the status `row` what a rank's run record tells: rank 0's provenance, and the loader's
-    rate (kept for a failed run too)."""
+    """Add to `row` a rank's run record: rank 0's provenance, its host's hardware, its loader's rate (failed too)."""
     if rank == 0 and run_rec:
         row.update(_provenance_row(run_rec))
     host = (run_rec or {}).get("provenance", {}).get("hardware")
@@ -218,16 +178,13 @@ def _add_run_record(row, rank, run_rec):
         hosts = json.loads(row.get("hardware") or "{}")
         hosts[host["host"]] = hardware.merged(hosts.get(host["host"]), host)
         row["hardware"] = json.dumps(hosts, sort_keys=True)
-    if run_rec and run_rec.get("data", {}).get("loader_img_per_s") is not None:
-        # the slowest rank's loader bounds the step
-        rate = run_rec["data"]["loader_img_per_s"]
+    rate = (run_rec or {}).get("data", {}).get("loader_img_per_s")
+    if rate is not None:  # the slowest rank's loader bounds the step
         row["loader_img_per_s"] = min(rate, row.get("loader_img_per_s") or rate)
 
 
 def _add_cpu(row, cpu):
-    """The most cores any rank used over its measured iterations (CPU time of its processes over
-    their wall time: dlscale/core/processes.py) and the most threads a rank had (a promise of
-    `threads_per_rank` is broken by one rank)."""
+    """The most cores any rank used and the most threads a rank had (one rank breaks a promise)."""
     for column, key in (("cores_used", "cores_used"), ("rank_threads", "threads")):
         if cpu.get(key) is not None:
             row[column] = max(cpu[key], row.get(column) or 0)
@@ -235,41 +192,23 @@ def _add_cpu(row, cpu):
 
 def _record_rows(identity, rank, host, records):
     """Tidy rows from a rank's step records: each phase it holds, and the wall time."""
-    rows = []
-    for rec in records:
-        if rec["kind"] != "step":
-            continue
-        base = {
-            **identity,
-            "rank": rank,
-            "host": host,
-            "iteration": rec["iteration"],
-            "warmup": rec["warmup"],
-            "profiled": rec.get("profiled", False),
-            "source": "records",
-        }
+    rows, base = [], {**identity, "rank": rank, "host": host, "source": "records"}
+    for rec in (r for r in records if r["kind"] == "step"):
+        step = {**base, "iteration": rec["iteration"], "warmup": rec["warmup"], "profiled": rec.get("profiled", False)}
         for phase in [p for p in PHASES if seconds(p) in rec] + ["wall"]:
-            rows.append({**base, "phase": phase, "seconds": rec[seconds(phase)]})
+            rows.append({**step, "phase": phase, "seconds": rec[seconds(phase)]})
     return rows
 
 
 def _trace_rows(identity, rank, host, run_dir):
     """Tidy rows of the phases derived from a rank's trace, one per traced iteration x phase."""
     derived = _readable(trace_name(rank), lambda: trace.derive(*trace.read(run_dir / trace_name(rank))))
-    rows = []
-    for (_, iteration), phases in sorted(derived.items()):
-        base = {
-            **identity,
-            "rank": rank,
-            "host": host,
-            "iteration": iteration,
-            "warmup": False,
-            "profiled": True,
-            "source": "trace",
-        }
-        for phase in PHASES + trace.EXTRA:
-            rows.append({**base, "phase": phase, "seconds": phases[seconds(phase)]})
-    return rows
+    base = {**identity, "rank": rank, "host": host, "warmup": False, "profiled": True, "source": "trace"}
+    return [
+        {**base, "iteration": iteration, "phase": phase, "seconds": phases[seconds(phase)]}
+        for (_, iteration), phases in sorted(derived.items())
+        for phase in PHASES + trace.EXTRA
+    ]
 
 
 def _readable(name, read):

@@ -1,26 +1,11 @@
 """Phases of a native run's iterations from each rank's merged Chrome trace (dlscale/workloads/trace.py).
-
-Each event is classified by its name (`classify`, by the rules its framework declares:
-dlscale/workloads/frameworks/<name>/__init__.py, TRACE_RULES and trace_rest):
-- io, h2d: the loop's own annotations around staging the batch and moving it to the device;
-- backward, update: the framework's backward operations and optimizer operations;
-- forward: in TensorFlow's compiled step, every other operation (the model's and the loss's); in
-  PyTorch and MXNet any other operation before the iteration's first backward operation (after the
-  last backward operation it is update work: zeroing gradients, reading the loss);
-- comm: Horovod's ALLREDUCE activity on this rank (fusion-buffer copies and the MPI or NCCL
-  allreduce); wait: Horovod's negotiation (waiting until every rank has the tensor ready);
-- events that only contain others (executor, function-call and Python spans) are ignored.
-On the GPU the host only queues the work, so the phases are taken from the device's activity
-(kernels, copies), each classed by the host operation that launched it (`device_classes`).
-`derive` then walks each iteration (the loop's own start and end) through time: at every instant
-the iteration is in the highest-priority compute class active (io, h2d, update, backward, forward),
-else in `comm` (exposed communication) when an allreduce or its negotiation is in flight, else in
-the phase it was in before (the framework's own bookkeeping between operations; after io and h2d,
-the next phase's, whose dispatch it is). So the phases
-cover the iteration's wall time exactly. Besides: comm_total = the union of ALLREDUCE time in the
-iteration (overlapped or not), overlap = the part of it during which the rank also computed,
-overlap_ratio = overlap / comm_total (no clamping: both are measured).
-"""
+Events are classed by name (`classify`: the framework's TRACE_RULES and trace_rest); an unnamed
+operation is forward before the iteration's first backward operation, update after its last. On the
+GPU the host only queues work: device activity takes the class of the host operation that launched
+it. `derive` gives each instant to the highest-priority compute class active, else to comm while an
+allreduce or its negotiation is in flight, else to the phase before (the framework's bookkeeping), so
+the phases cover the wall time exactly; comm_total is the union of ALLREDUCE time, overlap its part
+while the rank computed."""
 
 import json
 import math
@@ -31,9 +16,7 @@ from dlscale.workloads import frameworks
 
 COMPUTE_PRIORITY = (IO, H2D, UPDATE, BACKWARD, FORWARD)
 EXTRA = (COMM_TOTAL, "overlap")
-DEVICE_CATS = (
-    "cuda",
-)  # the profiler's device activity (PyTorch on the GPU: dlscale/workloads/frameworks/torch/trainer.py)
+DEVICE_CATS = ("cuda",)  # the profiler's device activity (PyTorch on the GPU)
 
 
 def classify(framework, event):
@@ -46,12 +29,8 @@ def classify(framework, event):
         return "wait" if name.startswith("NEGOTIATE") else None
     if cat != "framework":
         return None
-    if name == "dlscale:io":
-        return IO
-    if name == "dlscale:h2d":
-        return H2D
     if name.startswith("dlscale:"):
-        return None
+        return {"dlscale:io": IO, "dlscale:h2d": H2D}.get(name)
     declared = frameworks.get(framework)
     for test, text, cls in declared.TRACE_RULES:
         if name.startswith(text) if test == "prefix" else text in name:
@@ -74,8 +53,7 @@ def on_device(event):
 
 
 def derive(framework, events):
-    """{(rank, iteration): {phase_s..., comm_total_s, overlap_s, overlap_ratio, wall_s}} from one
-    rank's merged trace events (microsecond timestamps)."""
+    """{(rank, iteration): {phase_s..., comm_total_s, overlap_s, overlap_ratio, wall_s}} of a rank's events (us)."""
     iterations = [e for e in events if e.get("cat") == "dlscale" and e.get("name") == "iteration"]
     device = [e for e in events if on_device(e)]
     host = [e for e in events if not on_device(e)]
@@ -94,11 +72,9 @@ def derive(framework, events):
 
 
 def device_classes(framework, host, device, t0, t1):
-    """On the GPU the host only queues work: the phases are when the device runs it. Each device
-    activity of the iteration [t0, t1] takes the class of the host operation that launched it (the
-    profiler's correlation id), an unnamed operation placed by where it was launched relative to
-    the host's backward operations (as on the CPU); host-to-device copies are h2d. Host compute
-    events themselves are then not counted (io, h2d and Horovod's are)."""
+    """Each device activity of the iteration [t0, t1] with the class of the host operation that launched
+    it (by correlation id; an unnamed one placed relative to the host's backward operations, as on the
+    CPU); host-to-device copies are h2d. `derive` then counts no host compute events."""
     launched_by = {e["args"]["correlation"]: e for e in host if "correlation" in e.get("args", {})}
     backward = [e for e in host if t0 <= e["ts"] < t1 and classify(framework, e) == BACKWARD]
     first_bwd = min((e["ts"] for e in backward), default=math.inf)
@@ -153,12 +129,8 @@ def phases_of(intervals, t0, t1):
         totals[previous or IO] += pending
     comm_total = _union([(a, b) for a, b, c in resolved if c == COMM])
     row = {seconds(p): v / 1e6 for p, v in totals.items()}
-    row.update(
-        comm_total_s=comm_total / 1e6,
-        overlap_s=overlap / 1e6,
-        wall_s=(t1 - t0) / 1e6,
-        overlap_ratio=overlap / comm_total if comm_total > 0 else math.nan,
-    )
+    row.update(comm_total_s=comm_total / 1e6, overlap_s=overlap / 1e6, wall_s=(t1 - t0) / 1e6)
+    row["overlap_ratio"] = overlap / comm_total if comm_total > 0 else math.nan  # not clamped: both measured
     return row
 
 

@@ -1,5 +1,4 @@
-"""What every comparison of the study shares: the error rate, the equivalence band, the verdicts and
-the rate compared (comparisons.py's per-pair analyses and blocks.py's block model alike)."""
+"""What every comparison shares (comparisons.py's per-pair analyses, blocks.py's block model)."""
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
@@ -13,6 +12,4 @@ def verdict(ratio, p_diff, p_equal, alpha=ALPHA):
     """What the (adjusted) tests resolve: `a faster`, `b faster`, `equal` or `unresolved`."""
     if p_diff < alpha:
         return "a faster" if ratio > 1 else "b faster"
-    if p_equal < alpha:
-        return "equal"
-    return "unresolved"
+    return "equal" if p_equal < alpha else "unresolved"

@@ -1,2 +1,1 @@
-"""The bottom layer: the study's vocabulary, the results tree, records, samples, timelines and a
-host's hardware. It imports nothing of the project, so every other layer can import it."""
+"""The bottom layer (vocabulary, results tree, records, samples, timelines, hardware): imports nothing above it."""

@@ -1,6 +1,5 @@
-"""What a host is: CPU model, sockets, cores, memory and GPUs, read from Linux's /proc and from
-nvidia-smi where it exists. Each rank records its host's (dlscale/workloads/rank.py), so a study's report
-names the hardware of every host it ran on. Imports nothing of the project."""
+"""What a host is (CPU, sockets, cores, memory, GPUs), from Linux's /proc and nvidia-smi where it exists:
+each rank records its host's, so a study's report names every host it ran on."""
 
 import json
 import os
@@ -15,8 +14,7 @@ ISA = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "asim
 
 
 def cpu(cpuinfo=None):
-    """{model, sockets, cores, logical_cpus} from /proc/cpuinfo's text (physical cores: distinct
-    (physical id, core id) pairs; a VM that lists none counts each logical CPU as a core)."""
+    """{model, sockets, cores, logical_cpus} of /proc/cpuinfo (a VM that lists no cores: its logical CPUs)."""
     text = cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo")
     blocks = [dict(_fields(b)) for b in text.split("\n\n") if b.strip()]
     models = [b.get("model name") or b.get("Model") or b.get("cpu model") for b in blocks]
@@ -37,10 +35,7 @@ def _os_release(text):
 
 
 def platform_facts(cpuinfo=None, lscpu=None, os_release=None):
-    """What else tells two hosts apart: the CPU's family, model and stepping numbers (a name like
-    "AMD EPYC" under a hypervisor says no generation), its clock (MHz, as /proc reports it now), the
-    vector instructions its kernels may use, the kernel, the OS and the virtualization (lscpu's
-    hypervisor vendor and type; "none" on bare metal)."""
+    """What else tells hosts apart: CPU family/model/stepping, clock, ISA, kernel, OS, virtualization."""
     text = cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo")
     first = dict(_fields(text.split("\n\n")[0]))
     flags = set((first.get("flags") or first.get("Features") or "").split())
@@ -59,10 +54,15 @@ def platform_facts(cpuinfo=None, lscpu=None, os_release=None):
 
 
 def _lscpu():
-    if not shutil.which("lscpu"):
+    return _output(["lscpu"], 10, env={**os.environ, "LC_ALL": "C"})
+
+
+def _output(argv, timeout, env=None):
+    """A command's standard output, or "" where it is not installed or fails."""
+    if not shutil.which(argv[0]):
         return ""
     try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10, env={**os.environ, "LC_ALL": "C"})
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout if out.returncode == 0 else ""
@@ -80,25 +80,13 @@ def memory_gib(meminfo=None):
 def gpus(query=None):
     """[{name, memory, driver}] of nvidia-smi's CSV query (none without nvidia-smi)."""
     if query is None:
-        if not shutil.which("nvidia-smi"):
-            return []
-        try:
-            out = subprocess.run(
-                ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return []
-        query = out.stdout if out.returncode == 0 else ""
+        query = _output(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader"], 20)
     rows = [[c.strip() for c in line.split(",")] for line in query.splitlines() if line.strip()]
     return [{"name": r[0], "memory": r[1], "driver": r[2]} for r in rows if len(r) == 3]
 
 
 def cpus_allowed():
-    """How many CPUs this process may run on (its affinity mask: a launcher's binding, taskset, an
-    emulated node's CPU set or a scheduler's cpuset), which can be fewer than the host's."""
+    """How many CPUs this process's affinity mask lets it run on (maybe fewer than the host's)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -118,8 +106,7 @@ def describe():
 
 
 def merged(old, new):
-    """One host's description from two of its ranks': the newer, with the fewer CPUs allowed (a rank
-    bound to fewer CPUs than another on the same host is the one whose share limits it)."""
+    """One host's description from two of its ranks': the newer, with the fewer CPUs allowed (the limit)."""
     if not old:
         return new
     allowed = [d["cpus_allowed"] for d in (old, new) if d.get("cpus_allowed")]

@@ -1,14 +1,7 @@
-"""The results tree: where each of a study's outputs lives, relative to its results folder (and,
-for logs, its logs folder). The one owner of these paths: the rules, the launcher, the command line
-and the analysis take them from here.
-
-    runs/<run>/            a run's folder (status.json, spec.json, rank<R>.jsonl, ...)
-    allreduce/nodes<N>_rpn<R>.jsonl     an allreduce sweep
-    replay/plans.json, replay/nodes<N>.jsonl, .spec.json   the replay's plans and measurements
-    attempts/<the same>/<k>/   earlier attempts of a run, a sweep or a replay, kept when redone
-and the logs folder mirrors it: logs/runs/<run>.log, logs/allreduce/nodes<N>_rpn<R>.log, ...
-A path function given Snakemake wildcards (`"{nodes}"`) gives the rule's pattern.
-"""
+"""The results tree, the one owner of its paths (relative to the results folder; logs/ mirrors it):
+runs/<run>/ (a run's folder), allreduce/nodes<N>_rpn<R>.jsonl (a sweep), replay/ (plans.json,
+nodes<N>.jsonl), attempts/<the same>/<k>/ (earlier attempts, kept when redone). A path function
+given Snakemake wildcards (`"{nodes}"`) gives the rule's pattern."""
 
 import os
 import re
@@ -18,16 +11,14 @@ from dlscale.core.vocabulary import MATRIX_KEYS, STATUS
 
 SOURCE_ENV = "DLSCALE_SOURCE"
 PACKAGE = Path(__file__).resolve().parents[1]  # the installed dlscale (a checkout's, or site-packages')
-# On PYTHONPATH, a run's python (the workload environment's) imports this dlscale. An installed
-# package's command that re-ran itself in the workload environment names a folder holding only
-# dlscale ($DLSCALE_SOURCE, dlscale/cli.py), so the site's other packages do not shadow the pins.
+# On PYTHONPATH, a run's python imports this dlscale; a command re-run in the workload environment
+# names a folder holding only dlscale, so the site's other packages do not shadow the pins.
 SOURCE = Path(os.environ.get(SOURCE_ENV) or PACKAGE.parent)
 WORKFLOW = PACKAGE / "workflow"  # the Snakefile, rules, schema, shipped configs, report captions
 
 
 def shipped_configs():
-    """The configs the package ships, by name (`default`: the defaults, config.yaml): what
-    `dlscale init --from` starts a study from."""
+    """The configs the package ships, by name (`default`: config.yaml), for `dlscale init --from`."""
     found = {p.stem: p for p in sorted((WORKFLOW / "config").glob("*.yaml")) if p.stem != "schema"}
     return {"default": found.pop("config"), **found}
 
@@ -61,8 +52,8 @@ def sweep(nodes, ranks_per_node):
     return f"{SWEEPS}/nodes{nodes}_rpn{ranks_per_node}"
 
 
-# A calibration of what sharing a node costs (dlscale/runtime/contention.py): a configuration's 1-rank
-# identity less its place, and the ranks per node it calibrates.
+# A calibration of what sharing a node costs: a configuration's 1-rank identity less its place, and
+# the ranks per node it calibrates.
 CONTENTION_PATTERN = (
     "{framework}/{model}/{allreduce_schedule}/{allreduce_library}/{layout}/{timing}/bs{batch_size}_lw{loader_workers}_t{threads_per_rank}/"
     "rpn{ranks_per_node}"
@@ -70,8 +61,7 @@ CONTENTION_PATTERN = (
 
 
 def contention(run):
-    """A calibration's name (`run`: a run identity whose ranks_per_node is the copies): add .jsonl for
-    its trials, .log for its log; the name itself is the folder of its copies' runs."""
+    """A calibration's name (add .jsonl for its trials, .log for its log), the folder of its copies' runs."""
     return f"{CONTENTION}/{CONTENTION_PATTERN.format(**run)}"
 
 
@@ -87,8 +77,7 @@ def replay(nodes):
 
 
 def framework_environment(framework):
-    """The record of the user's Python a framework runs in (config key `environments`): add .json
-    for it, .log for its check's log."""
+    """The record (add .json) and check log (.log) of the user's Python a framework runs in."""
     return f"environments/{framework}"
 
 
@@ -120,8 +109,7 @@ def run_from_wildcards(wildcards):
     return {k: (str(wildcards[k]) if k in WORD_KEYS else int(wildcards[k])) for k in MATRIX_KEYS + ("repeat",)}
 
 
-# The study's tables and the files made from them, directly under the results folder, by the name
-# the rules and the analysis give each.
+# The study's tables and the files made from them, under the results folder, by name.
 TABLES = {
     "tidy": "tidy.csv",
     "runs": "runs.csv",
@@ -147,9 +135,8 @@ TABLES = {
     "report": "report.md",
 }
 FIGURES = "figures"
-# The figures' names (the pipeline's declared outputs are made from these: rules/common.smk), each
-# drawn in every format; here, not in dlscale/analysis/figures.py, so that reading the workflow does not
-# import the plotting libraries.
+# The figures' names (the pipeline's declared outputs), each drawn in every format: here, so that
+# reading the workflow does not import the plotting libraries.
 FIGURE_NAMES = ("throughput", "efficiency", "phases", "input", "comparisons")
 MODEL_FIGURE_NAMES = ("model", "extrapolation", "replay")
 FIGURE_FORMATS = ("pdf", "png")

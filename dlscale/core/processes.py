@@ -1,7 +1,5 @@
-"""Processes as Linux's /proc shows them: who started whom, and how much CPU time a process and
-everything it started used. A rank's `cores_used` (its CPU time over the wall time of its measured
-iterations, every thread and every loader worker process counted) is measured with `CpuMeter`, so
-a promise like `threads_per_rank` is checked, not assumed. Imports nothing of the project."""
+"""Processes as Linux's /proc shows them: who started whom, and the CPU time a process tree used (a
+rank's `cores_used`, so that a promise like `threads_per_rank` is checked, not assumed)."""
 
 import os
 import re
@@ -9,22 +7,19 @@ import time
 from pathlib import Path
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc's CPU times are in clock ticks
-# Cores a rank may use beyond its compute threads and loader workers: the communication library's
-# progress threads, the interpreter's own work. Measured 2026-11-27 at 1 thread and 1 loader worker:
-# PyTorch 1.09, TensorFlow 1.10, MXNet 1.05 cores (bench/results/cores.csv has this machine's).
+# Cores a rank may use beyond its compute threads and loader workers (progress threads, the interpreter):
+# measured 2026-11-27 at 1 thread and 1 loader worker, PyTorch 1.09, TensorFlow 1.10, MXNet 1.05 cores.
 CORES_ALLOWANCE = 0.2
 BUSIEST = 8  # threads by name a rank's record lists with the cores each used
 
 
 def _fields(pid):
-    """/proc/PID/stat's fields after the command's name (which may hold spaces and parentheses):
-    [state, ppid, ...]; field N of proc(5) is at index N - 3."""
+    """/proc/PID/stat's fields after the command's name: [state, ppid, ...] (proc(5)'s field N at N - 3)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def started_at(pid="self"):
-    """When process `pid` started, in seconds since the epoch (to /proc's clock tick, 10 ms): its
-    start in ticks after boot (proc(5) field 22) placed against now's uptime."""
+    """When process `pid` started, in seconds since the epoch (to /proc's clock tick, 10 ms)."""
     since_boot = int(_fields(pid)[19]) * TICK_S
     uptime = float(Path("/proc/uptime").read_text().split()[0])
     return time.time() - uptime + since_boot
@@ -63,8 +58,7 @@ def cpu_seconds(pid):
 
 
 def thread_seconds(pid):
-    """{thread name: CPU seconds} of `pid`'s threads now, by the names the threads gave themselves with
-    trailing numbers dropped (a pool's threads add up under one name); {} for a process that has ended."""
+    """{thread name less trailing numbers (a pool's add up): CPU seconds} of `pid`'s threads now."""
     out = {}
     for task in Path(f"/proc/{pid}/task").glob("[0-9]*"):
         try:
@@ -86,10 +80,7 @@ def threads(pid):
 
 
 class CpuMeter:
-    """CPU time of a process and its descendants between `start()` and `stop()`, over the wall time
-    between them: the cores the process tree used. A descendant that ends in between takes its time
-    with it (its parent is credited only once it reaps it); a loader's workers live as long as the
-    loop, so they are counted."""
+    """The cores a process tree used between `start()` and `stop()` (one that ends in between: not counted)."""
 
     def __init__(self, pid=None):
         self.pid = os.getpid() if pid is None else pid
@@ -114,10 +105,8 @@ class CpuMeter:
         self.begin = self._now()
 
     def stop(self):
-        """{"cpu_s", "cpu_wall_s", "cores_used", "processes", "threads", "by_thread"} since `start()`: CPU
-        seconds of the process tree (a process that started in between counts from 0), the wall time,
-        their ratio, the tree's processes and threads at the end, and the cores its busiest threads
-        used by name (the compute pool, a loader's, the communication library's, apart)."""
+        """Since `start()`: the tree's CPU seconds, wall time, their ratio, processes and threads at the end,
+        and the cores its busiest threads used by name (the compute pool, a loader's, the communication's)."""
         if self.begin is None:  # nothing was measured
             return {}
         (t0, before, named_before), (t1, after, named) = self.begin, self._now()

@@ -1,6 +1,5 @@
-"""Other Pythons: whether a given interpreter is this one, and running a module of this package in
-one (a framework's own environment has no dlscale of its own). Imports only the results tree's
-SOURCE, so every layer can hand work to another interpreter."""
+"""Other Pythons: whether one is this one, and running this package's module in one (a framework's
+own environment has no dlscale of its own)."""
 
 import os
 import subprocess

@@ -1,13 +1,7 @@
-"""Per-rank timing records: one JSON object per line, a fixed versioned set of keys.
-
-The writer (in every workload) and the parser (in the pipeline) share the constants below. A rank's
-file holds one ``run`` record (identity and provenance), one ``step`` record per iteration
-(warm-up included, flagged; native timing's traced iterations flagged `profiled`) and, if the rank
-finished, one ``end`` record (with `cpu`: the cores its processes used over the measured iterations,
-dlscale/core/processes.py). A step record of a phased run holds every phase's seconds; one of a
-native run holds the wall time only (its phases come from the trace). A malformed line is an
-error naming the file and line; nothing is dropped silently.
-"""
+"""Per-rank timing records, one JSON object per line: one ``run`` record (identity, provenance), one
+``step`` per iteration (warm-up and profiled ones flagged; a phased run's with every phase's seconds,
+a native run's with the wall time only) and, if the rank finished, one ``end``. A malformed line is
+an error naming the file and line; nothing is dropped silently."""
 
 import datetime
 import json
@@ -18,11 +12,8 @@ from dlscale.core.vocabulary import PHASE_SECONDS, RUN_KEYS, renamed
 
 SCHEMA = "dlscale.record/4"  # 4: comm, comm_library renamed allreduce_schedule, allreduce_library (0.3.0)
 OLDER = "dlscale.record/3"  # read as SCHEMA with its keys renamed (`upgrade`): its runs can be analysed again
-
 PHASE_KEYS = PHASE_SECONDS
-
 IDENTITY = tuple(RUN_KEYS)
-
 REQUIRED = {
     "run": IDENTITY + ("rank", "size", "local_rank", "host", "provenance"),
     "step": ("rank", "iteration", "warmup", "profiled", "wall_s", "loss"),

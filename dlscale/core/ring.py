@@ -1,12 +1,6 @@
-"""Ring allreduce, as the allreduce sweep measures it and the performance model uses it: the shapes of
-the sweep's messages (the sweep, dlscale/runtime/allreduce.py, sends them; the analysis reads them),
-the bandwidths and the latency-bandwidth model.
-
-Bandwidths follow nccl-tests: algorithm bandwidth = bytes / time; bus bandwidth for allreduce =
-algbw x 2(n-1)/n. The latency-bandwidth (alpha-beta) model of ring allreduce on n ranks,
-T(m) = 2(n-1) alpha + 2(n-1)/n m beta, is fitted by weighted least squares (fit_ring); its fit
-error is the median absolute relative error over sizes.
-"""
+"""Ring allreduce as the sweep measures it and the performance model uses it: the sweep's message
+shapes, nccl-tests' bandwidths (busbw = algbw x 2(n-1)/n) and the alpha-beta model on n ranks,
+T(m) = 2(n-1) alpha + 2(n-1)/n m beta."""
 
 import numpy as np
 
@@ -17,11 +11,10 @@ FUSED_PIECES = 4
 # its largest message: beyond it the per-byte cost, the same on both paths, swamps the per-tensor one.
 MANY_PIECES = 128
 PER_TENSOR_MAX_BYTES = 1 << 20
-# The many-tensor path of a library is its path's name with this suffix (horovod_tensors, jax_tensors).
-TENSORS_SUFFIX = "_tensors"
-# The one-tensor path (horovod_one): one tensor per message from ONE_MIN_BYTES up. Horovod reduces a
-# tensor that fills a response alone in its own memory, without the fusion buffer's two copies, which
-# at large sizes cost as much as the reduction itself on a host-memory node (AlexNet's 151 MB layer).
+TENSORS_SUFFIX = "_tensors"  # a library's many-tensor path (horovod_tensors, jax_tensors)
+# The one-tensor path (horovod_one), from ONE_MIN_BYTES up: Horovod reduces a tensor that fills a
+# response in its own memory, without the fusion buffer's two copies, which at large sizes cost as
+# much as the reduction itself on a host-memory node (AlexNet's 151 MB layer).
 ONE_SUFFIX = "_one"
 ONE_MIN_BYTES = 1 << 20
 
@@ -36,10 +29,8 @@ def ring_time(nbytes, ranks, alpha_s, beta_s_per_byte):
 
 def fit_ring(nbytes, times, ranks):
     """Weighted least-squares alpha (s) and beta (s/byte) of the ring model, and the median |rel. error|.
-    Each size weighs as if its time's variance grew with the time (weights 1/t: residuals over sqrt(t)):
-    a fit of relative errors let the many small sizes, whose times are Horovod's cycle, set beta
-    (measured: 22% below the link's on a 500 Mbit/s emulated cluster, and the extrapolation from it
-    20-24% low), and a fit of absolute errors lets the largest size set alpha."""
+    Weights 1/t (residuals over sqrt(t)): a fit of relative errors let the many small sizes (Horovod's
+    cycle) set beta (22% below a 500 Mbit/s link's), one of absolute errors lets the largest set alpha."""
     if ranks < 2:
         raise ValueError("the ring model needs at least 2 ranks")
     m, t = np.asarray(nbytes, float), np.asarray(times, float)

@@ -1,11 +1,7 @@
-"""How many iterations a run measures: until the interval of its median iteration time is within a
-target, bounded by a count and a time (the config's `samples`), and where its steady state starts.
-
-Shared by the rank's loop (dlscale/workloads/train.py), which decides when to stop, and the analysis, which
-reports the same figures from the records. The median's interval is distribution-free: the order
-statistics that bracket the median with at least the stated confidence (a binomial count of
-values below it), so a skewed run or one with a garbage collection in it is not taken for normal.
-"""
+"""How many iterations a run measures (until its median's interval is within a target, bounded by a
+count and a time: the config's `samples`) and where its steady state starts; the rank's loop and
+the analysis share it. The interval is distribution-free (order statistics, a binomial count), so
+a skewed run or one with a garbage collection in it is not taken for normal."""
 
 import math
 import time
@@ -44,11 +40,8 @@ def relative_half_width(times, confidence=CONFIDENCE):
 
 
 def steady_start(times, cap=0.5, k=3.0):
-    """How many leading iterations to drop as not yet steady: those, from the first on, above the
-    steady level, the median of the run's second half + k robust standard deviations (1.4826 x its
-    median absolute deviation); at most cap x n. A run with a slow start (caches, autotuning, a first
-    allocation) loses it; a stationary one keeps every iteration (a leading value that high by
-    chance: about 1 run in 700 at k = 3)."""
+    """How many leading iterations (at most cap x n) to drop as not yet steady: those above the second
+    half's median + k robust deviations (a stationary run keeps all but 1 time in 700 at k = 3)."""
     x = np.asarray(times, dtype=float)
     n = len(x)
     if n < 4:
@@ -67,10 +60,8 @@ def steady(times):
 
 
 class Enough:
-    """When a run has measured enough. `least` measured iterations always; with a `target`, then every
-    CHECK_EVERY iterations until the steady iterations' median interval is within the target on
-    every rank, or `most` iterations or `seconds` of measuring are reached on any rank. `agree`
-    combines the ranks' (met, bounded) flags: (all met, any bounded)."""
+    """When a run has measured enough: `least` iterations, then (with a `target`) every CHECK_EVERY until
+    its median's interval meets it on every rank (`agree`), or `most` or `seconds` is reached on any."""
 
     def __init__(self, least, samples=None, agree=None):
         samples = samples or {}
@@ -82,8 +73,7 @@ class Enough:
         self.stopped_by = None
 
     def due(self, measured):
-        """Whether to decide after `measured` measured iterations (called after every iteration; the
-        warm-up's, with 0, restart the clock of `seconds`)."""
+        """Whether to decide after `measured` iterations (0, in warm-up, restarts the clock of `seconds`)."""
         if measured <= 0:
             self.started = time.perf_counter()
         if measured < self.least:

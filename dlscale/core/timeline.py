@@ -1,34 +1,24 @@
-"""Horovod's timeline files (Chrome trace JSON of B/E events, one pid per tensor), read by the
-workloads (to merge into a rank's trace) and by the analysis (communication of phased runs)."""
+"""Horovod's timeline files (Chrome trace JSON of B/E events, one pid per tensor)."""
 
 import json
 from pathlib import Path
 
 
 def read_timeline(path):
-    """(Unix microseconds of the timeline's zero, its events) from a Horovod timeline file, also one
-    still being written (the writer keeps the file valid JSON after each event, but a file cut short
-    is closed here)."""
+    """(Unix microseconds of its zero, its events) of a Horovod timeline, also one cut short."""
     text = Path(path).read_text().strip()
     if not text:
         return None, []
     if not text.endswith("]"):
         text = text.rstrip(",") + "]"
     events = json.loads(text)
-    zero = next(
-        (
-            e["args"]["start_time_since_epoch_in_micros"]
-            for e in events
-            if e.get("ph") == "M" and "start_time_since_epoch_in_micros" in e.get("args", {})
-        ),
-        None,
-    )
-    return zero, events
+    key = "start_time_since_epoch_in_micros"
+    metadata = [e.get("args", {}) for e in events if e.get("ph") == "M"]
+    return next((args[key] for args in metadata if key in args), None), events
 
 
 def horovod_spans(events):
-    """Horovod's B/E event pairs -> [(activity, tensor, start_us, end_us)] in its own clock. Each
-    tensor is a pid of its own (named by a process_name metadata event); activities nest."""
+    """Horovod's B/E pairs -> [(activity, tensor, start_us, end_us)]: a pid per tensor; activities nest."""
     names = {
         e["pid"]: e["args"]["name"]
         for e in events
@@ -45,10 +35,7 @@ def horovod_spans(events):
 
 
 def fused_operations(spans, activity="ALLREDUCE"):
-    """[(start, end)] of each collective operation in `spans` (horovod_spans). Horovod stamps each
-    tensor of a fused operation apart (one after another, a few microseconds each), but it starts
-    all of them before the operation and ends them after it, and runs one operation at a time: so
-    the tensors' overlapping intervals are one operation."""
+    """[(start, end)] of each collective in `spans`: a fused one's tensors overlap, all around it."""
     ops = []
     for _, _, start, end in sorted((s for s in spans if s[0] == activity), key=lambda s: s[2]):
         if ops and start < ops[-1][1]:
@@ -59,8 +46,7 @@ def fused_operations(spans, activity="ALLREDUCE"):
 
 
 def timeline_comm(path, iterations):
-    """(allreduce seconds per iteration, fused allreduce operations per iteration) from a Horovod
-    timeline: the union of the intervals in which any allreduce executes, and their count."""
+    """(allreduce seconds, fused allreduce operations) per iteration of a Horovod timeline."""
     _, events = read_timeline(path)
     ops = fused_operations(horovod_spans(events))
     return sum(end - start for start, end in ops) / 1e6 / iterations, len(ops) / iterations

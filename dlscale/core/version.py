@@ -1,6 +1,5 @@
-"""What this dlscale is: its version (one place: dlscale/__init__.py's __version__) and the commit it
-was made from. A checkout asks git; an installed package reads dlscale/BUILD, which the build wrote
-from git (setup.py), as an installed package is no checkout."""
+"""This dlscale's version and commit: a checkout asks git; an installed package, no checkout, reads
+dlscale/BUILD, which the build wrote from git."""
 
 import subprocess
 

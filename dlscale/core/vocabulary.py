@@ -1,35 +1,15 @@
 """The study's shared words, each defined once: what identifies a run and a configuration, the SGD
-phases and the files of a run folder. Every layer above imports them from here (the frameworks'
-list is the registry's, dlscale/workloads/frameworks/__init__.py)."""
+phases and the files of a run folder."""
 
-# A config's study dimensions: one run per combination (and repeat).
-MATRIX_KEYS = (
-    "framework",
-    "model",
-    "allreduce_schedule",
-    "allreduce_library",
-    "layout",
-    "timing",
-    "nodes",
-    "ranks_per_node",
-    "batch_size",
-    "loader_workers",
-    "threads_per_rank",  # one number (the common case) or a list: "one big device or several small"
-)
-# What identifies a run: each is a config key, a record field and a table column (in the tables'
-# order: the threads after the settings a study holds fixed, where they were before they could vary).
-RUN_KEYS = [
-    *MATRIX_KEYS[:-1],
-    # settings that a study holds fixed, and the repeat
-    "image_size",
-    "classes",
-    "threads_per_rank",
-    "precision",
-    "repeat",
-]
-# Keys renamed in 0.3.0, old -> new (one word, one meaning: `comm` is the communication phase only).
-# A config with an old key is refused naming the new one; records, run files and tables of an older
-# study are read with the new names (`renamed`), so nothing measured before is lost.
+# A config's study dimensions: one run per combination (and repeat). threads_per_rank is one number
+# (the common case) or a list: "one big device or several small".
+MATRIX_KEYS = ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing")
+MATRIX_KEYS += ("nodes", "ranks_per_node", "batch_size", "loader_workers", "threads_per_rank")
+# What identifies a run (config keys, record fields, table columns), in the tables' order: the fixed
+# settings after the matrix's, the threads among them (where they were before they could vary).
+RUN_KEYS = [*MATRIX_KEYS[:-1], "image_size", "classes", "threads_per_rank", "precision", "repeat"]
+# Keys renamed in 0.3.0, old -> new (`comm` is the communication phase only): a config with an old key
+# is refused naming the new one; an older study's records and tables are read with the new names.
 RENAMED_KEYS = {"comm": "allreduce_schedule", "comm_library": "allreduce_library"}
 
 
@@ -57,22 +37,20 @@ def seconds(phase):
 PHASE_SECONDS = tuple(seconds(p) for p in PHASES)  # the phases' columns in a step record
 IO_S, H2D_S, FORWARD_S, BACKWARD_S, COMM_S, UPDATE_S = PHASE_SECONDS
 
-# Horovod's defaults for tensor fusion (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME), which the
-# tables record per run and the performance model replays.
+# Horovod's defaults for tensor fusion (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME).
 FUSION_THRESHOLD_BYTES = 128 * 1024 * 1024
 CYCLE_TIME_S = 1e-3
-# A library that starts each buffer's allreduce as soon as it is full has no cycle (a framework's own:
-# DistributedDataParallel, tf.distribute, JAX's collectives): the model steps it by this.
+# A library that starts each buffer's allreduce as soon as it is full (DDP, tf.distribute, JAX) has no
+# cycle: the model steps it by this.
 NO_CYCLE_S = 1e-6
 
-# The files of a run folder.
-# The job's hosts, rank 0's first, in every rank's environment (mpirun; under srun Slurm places the
-# ranks): what a library that meets at rank 0 connects to (JAX's coordination service).
+# The files of a run folder; first, the job's hosts, rank 0's first, in every rank's environment under
+# mpirun: what a library that meets at rank 0 connects to.
 HOSTS_ENV = "DLSCALE_HOSTS"
 SPEC = "spec.json"
 STATUS = "status.json"
-# The same outcome, kept with the attempt when the run is redone (Snakemake deletes status.json first);
-# an interrupted run writes this one only.
+# The same outcome, kept with the attempt when redone (Snakemake deletes status.json first); an
+# interrupted run writes this one only.
 ATTEMPT = "attempt.json"
 LOG = "launch.log"  # a copy of the run's log (mpirun and every rank's output), kept with the attempt
 TIMELINE = "timeline.json"  # Horovod's timeline of a phased run's measured iterations (rank 0)

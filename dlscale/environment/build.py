@@ -1,21 +1,11 @@
-"""Build (once) and find the Python environment the workloads, pipeline and tests run in.
+"""Build (once) and find the Python environments the workloads, pipeline and tests run in.
 
-The environment lives outside the checkout, under ``$DLSCALE_ENV_ROOT`` (default
-``~/.cache/dlscale/envs``), in a folder named by a hash of `dlscale.environment.recipe.content()`, the
-interpreter's version and the MPI on PATH. A fresh clone on the same machine finds and reuses it;
-a change of pins, edits or MPI builds a new one. Each framework has an environment of its own
-(`recipe.OWN_ENVIRONMENTS`) in a folder beside it, named and hashed the same way
-(``py311-<framework>-<hash>``), built only when asked for (`build(own=framework)`: `dlscale env build
---framework <framework>`, or the pipeline for a study that runs it), with Horovod built into it for that
-framework alone where it has a Horovod binding. ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU
-variant (the frameworks' CUDA builds, Horovod with NCCL; see `dlscale.environment.recipe`) in
-folders of their own (``py311-cuda-torch-<hash>``). A folder only counts once its ``COMPLETE``
-marker exists, which is written last, after `horovodrun --check-build` has shown the framework it
-was built for, MPI (and NCCL in the cuda variant); a half-built folder is removed and built again.
-A lock keeps two builders apart.
-
-This module uses only the standard library (and the project's declarations, which import nothing
-else: the frameworks' pins): it runs under the system Python before the environment exists.
+Each lives under ``$DLSCALE_ENV_ROOT`` (default ``~/.cache/dlscale/envs``) in a folder named by a hash of
+`recipe.content()`, the interpreter and the MPI on PATH: clones share it, and a change of pins, edits or
+MPI builds a new one. A framework's own environment (``py311-<framework>-<hash>``, Horovod built for it
+alone) is built when asked for; ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU variant in folders of its
+own. A folder counts once its ``COMPLETE`` marker is written, last, after `horovodrun --check-build`
+passed; a half-built one is rebuilt. Standard library only: runs under the system Python.
 """
 
 import contextlib
@@ -74,16 +64,11 @@ def variant():
 
 
 def _nvcc_facts(nvcc):
-    """(toolkit root, release) as nvcc itself reports them; a wrapper script on PATH reports the
-    toolkit it runs."""
+    """(toolkit root, release) as nvcc reports them: a wrapper script on PATH reports the toolkit it runs."""
+    dry_run = [nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull]
     try:
         version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-        dry = subprocess.run(
-            [nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stderr
+        dry = subprocess.run(dry_run, capture_output=True, text=True, timeout=60).stderr
     except (OSError, subprocess.TimeoutExpired):
         return None, None
     top = re.search(r"^#\$ TOP=(.+)$", dry, re.M)
@@ -92,16 +77,11 @@ def _nvcc_facts(nvcc):
 
 
 def find_cuda_home():
-    """The CUDA toolkit Horovod's GPU build compiles with ($HOROVOD_CUDA_HOME, $CUDA_HOME, the nvcc
-    on PATH, /usr/local/cuda): its root folder, checked to hold nvcc and the runtime headers and to
-    be the CUDA release PyTorch's wheel was built with (recipe.CUDA_TOOLKIT_MAJOR, asked of every
-    framework's build); otherwise an EnvError saying what to load."""
-    candidates = [
-        os.environ.get("HOROVOD_CUDA_HOME"),
-        os.environ.get("CUDA_HOME"),
-        shutil.which("nvcc"),
-        "/usr/local/cuda",
-    ]
+    """The root of the CUDA toolkit Horovod's GPU build compiles with ($HOROVOD_CUDA_HOME, $CUDA_HOME,
+    the nvcc on PATH, /usr/local/cuda), checked to hold nvcc and the runtime headers and to be the
+    release PyTorch's wheel was built with (recipe.CUDA_TOOLKIT_MAJOR); otherwise an EnvError."""
+    candidates = [os.environ.get(name) for name in ("HOROVOD_CUDA_HOME", "CUDA_HOME")]
+    candidates += [shutil.which("nvcc"), "/usr/local/cuda"]
     for candidate in filter(None, candidates):
         nvcc = Path(candidate) if Path(candidate).name == "nvcc" else Path(candidate) / "bin" / "nvcc"
         if not nvcc.exists():
@@ -167,66 +147,44 @@ def apply_edits(src, edits=recipe.HOROVOD_EDITS):
 
 
 def check_build(python, own, variant_name="cpu", environ=None):
-    """`horovodrun --check-build` output, and the features framework `own`'s environment needs
-    (`recipe.horovod_features`) that it does not list as built."""
-    out = subprocess.run(
-        [str(Path(python).parent / "horovodrun"), "--check-build"], capture_output=True, text=True, env=environ
-    ).stdout
+    """`horovodrun --check-build` output, and the features framework `own` needs that it lacks."""
+    horovodrun = str(Path(python).parent / "horovodrun")
+    out = subprocess.run([horovodrun, "--check-build"], capture_output=True, text=True, env=environ).stdout
     built = set(re.findall(r"\[X\]\s+(\S+)", out))
     return out, [f for f in recipe.horovod_features(own, variant_name) if f not in built]
 
 
 def nccl_build_env(site):
-    """Build settings for Horovod against the NCCL of the nvidia-nccl wheel, which ships only
-    libnccl.so.2: a libnccl.so link is added so that the build's library search finds it."""
+    """Settings for the nvidia-nccl wheel's NCCL, with the libnccl.so link the build looks for (it has .so.2)."""
     home = Path(site) / "nvidia" / "nccl"
     lib = home / "lib" / "libnccl.so"
     if not lib.exists():
         lib.symlink_to("libnccl.so.2")
-    return {
-        "HOROVOD_NCCL_HOME": str(home),
-        "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [str(home / "lib"), os.environ.get("LD_LIBRARY_PATH")])),
-    }
+    library_path = os.pathsep.join(filter(None, [str(home / "lib"), os.environ.get("LD_LIBRARY_PATH")]))
+    return {"HOROVOD_NCCL_HOME": str(home), "LD_LIBRARY_PATH": library_path}
 
 
 def driver_stub(directory, library):
-    """For a build on a machine without the NVIDIA driver (a login node, this project's machines):
-    mxnet-cu117's libmxnet.so links the driver (libcuda.so.1) directly, so `import mxnet`, which
-    Horovod's build and check-build do, fails there. This makes, in `directory`, a libcuda.so.1
-    whose driver functions (those `library` asks for) all return CUDA_ERROR_NO_DEVICE, and returns
-    `directory` for LD_LIBRARY_PATH, for the build and its check only; runs use the node's driver.
-    Returns None where the driver is present."""
-    try:
+    """Where there is no NVIDIA driver (a login node): mxnet-cu117's libmxnet.so links libcuda.so.1
+    directly, so `import mxnet` in Horovod's build and check-build fails. Makes in `directory` a
+    libcuda.so.1 whose functions (those `library` asks for) return CUDA_ERROR_NO_DEVICE and returns
+    `directory` for the build's LD_LIBRARY_PATH (runs use the node's driver); None where the driver is."""
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libcuda.so.1")
         return None
-    except OSError:
-        pass
-    undefined = subprocess.run(
-        ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
-    ).stdout
+    nm = ["nm", "-D", "--undefined-only", str(library)]
+    undefined = subprocess.run(nm, capture_output=True, text=True, check=True).stdout
     names = sorted(set(re.findall(r"^\s+U (cu[A-Z]\w*)(?:@\S*)?$", undefined, re.M)))
     source = Path(directory) / "libcuda_stub.c"
     source.write_text("".join(f"int {name}(void) {{ return 100; }}\n" for name in names))
-    subprocess.run(
-        [
-            "cc",
-            "-shared",
-            "-fPIC",
-            "-Wl,-soname,libcuda.so.1",
-            "-o",
-            str(Path(directory) / "libcuda.so.1"),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    compile_stub = ["cc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(Path(directory) / "libcuda.so.1")]
+    subprocess.run([*compile_stub, str(source)], check=True, capture_output=True)
     return Path(directory)
 
 
 @contextlib.contextmanager
 def _step(what):
-    """One line as a build step starts and one with the time it took (stderr): a first build takes
-    minutes, and whoever waits sees where."""
+    """A line on stderr as a build step starts and one with its time: whoever waits minutes sees where."""
     started = time.monotonic()
     print(f"dlscale env: {what} ...", file=sys.stderr, flush=True)
     yield
@@ -243,8 +201,7 @@ def _build(path, mpi, log, variant_name="cpu"):
 
 
 def _build_horovod(py, tmp, log, variant_name, build_env, own):
-    """Horovod built into the venv of `py` from its edited source; returns `horovodrun
-    --check-build`'s output, once it lists every feature framework `own`'s environment needs."""
+    """Horovod built into `py`'s venv; `horovodrun --check-build`'s output once it lists what `own` needs."""
     src = _horovod_source(py, tmp, log, variant_name)
     _run([py, "-m", "pip", "install", "--no-build-isolation", "--no-cache-dir", "-v", str(src)], log, env=build_env)
     out, missing = check_build(py, own, variant_name, build_env)
@@ -255,13 +212,10 @@ def _build_horovod(py, tmp, log, variant_name, build_env, own):
 
 
 def _build_own(path, name, mpi, log, variant_name):
-    """A framework's own environment (recipe.OWN_ENVIRONMENTS): a venv of its pinned wheels, and
-    for a Horovod framework Horovod built into it for that framework alone (with NCCL and the
-    site's CUDA toolkit in the cuda variant)."""
+    """A framework's own environment: its pinned wheels and, for a Horovod framework, Horovod for it alone."""
     horovod = name in recipe.HOROVOD_FRAMEWORKS
-    # Horovod's CMake reads HOROVOD_CUDA_HOME; its PyTorch part asks torch.utils.cpp_extension,
-    # which reads CUDA_HOME (else it guesses from the nvcc on PATH, a wrapper's folder maybe).
-    # Found before GBs of wheels are downloaded.
+    # Horovod's CMake reads HOROVOD_CUDA_HOME, its PyTorch part CUDA_HOME (else it guesses from the nvcc
+    # on PATH, maybe a wrapper's folder). Found before GBs of wheels are downloaded.
     home = str(find_cuda_home()) if horovod and variant_name == "cuda" else None
     py = _venv(path, log)
     cmake = [f"cmake=={recipe.BUILD_PINS['cmake']}"] if horovod else []
@@ -270,21 +224,16 @@ def _build_own(path, name, mpi, log, variant_name):
     out = None
     if horovod:
         site = _site_packages(py)
-        _install_shim(site, recipe.declared(name).SITE_SHIM, variant_name)
+        shim = recipe.declared(name).SITE_SHIM  # the module its environment imports first (MXNet's numpy.bool)
+        if shim:
+            Path(site, f"{shim['module']}.py").write_text(shim["text"][variant_name])
+            Path(site, shim["pth"]).write_text(f"import {shim['module']}\n")
         with tempfile.TemporaryDirectory(prefix="dlscale-horovod-") as tmp:
             cuda = _cuda_build_env(tmp, site, log, name, home) if home else {}
             build_env = _horovod_build_env(path, py, cuda, name, variant_name)
             with _step(f"compiling Horovod {recipe.HOROVOD_VERSION} for {name}"):
                 out = _build_horovod(py, tmp, log, variant_name, build_env, name)
     _write_record(path, py, mpi, variant_name, out, own=name)
-
-
-def _install_shim(site, shim, variant_name):
-    """The module a framework's environment imports first (its package's SITE_SHIM: MXNet's numpy.bool
-    shim), installed in `site` with the .pth file that imports it; nothing where it declares none."""
-    if shim:
-        Path(site, f"{shim['module']}.py").write_text(shim["text"][variant_name])
-        Path(site, shim["pth"]).write_text(f"import {shim['module']}\n")
 
 
 def _venv(path, log):
@@ -297,19 +246,14 @@ def _venv(path, log):
 
 
 def _site_packages(py):
-    return subprocess.run(
-        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return subprocess.run([py, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def _cuda_build_env(tmp, site, log, name, home):
-    """Framework `name`'s GPU build settings: the CUDA toolkit at `home`, the environment's NCCL,
-    the headers of its CUDA wheels (recipe.CUDA_WHEEL_HEADERS) and, where its wheel has a library that
-    links the NVIDIA driver (DRIVER_LINKED: MXNet's) on a machine without it, the driver stub (made in
-    `tmp`) ahead on LD_LIBRARY_PATH."""
+    """Framework `name`'s GPU build settings: the toolkit at `home`, the environment's NCCL, its CUDA
+    wheels' headers and, where its wheel links the driver (DRIVER_LINKED) and there is none, the
+    driver stub (made in `tmp`) ahead on LD_LIBRARY_PATH."""
     env = {"HOROVOD_CUDA_HOME": home, "CUDA_HOME": home, **nccl_build_env(site)}
     env["CPATH"] = [str(Path(site) / "nvidia" / lib / "include") for lib in recipe.CUDA_WHEEL_HEADERS.get(name, [])]
     linked = recipe.declared(name).DRIVER_LINKED
@@ -321,23 +265,9 @@ def _cuda_build_env(tmp, site, log, name, home):
 
 
 def _horovod_source(py, tmp, log, variant_name):
-    """Horovod's source release downloaded and unpacked in `tmp`, with the recipe's edits applied;
-    returns its folder."""
-    _run(
-        [
-            py,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            f"horovod=={recipe.HOROVOD_VERSION}",
-            "-d",
-            tmp,
-        ],
-        log,
-    )
+    """The folder of Horovod's source release, downloaded and unpacked in `tmp`, the recipe's edits applied."""
+    sdist_only = ["--no-deps", "--no-binary", ":all:"]
+    _run([py, "-m", "pip", "download", *sdist_only, f"horovod=={recipe.HOROVOD_VERSION}", "-d", tmp], log)
     sdist = next(Path(tmp).glob("horovod-*.tar.gz"))
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp, filter="data")
@@ -347,10 +277,9 @@ def _horovod_source(py, tmp, log, variant_name):
 
 
 def _horovod_build_env(path, py, cuda, own, variant_name):
-    """The environment variables Horovod's build runs with: the recipe's for framework `own` alone in
-    `variant_name`, the CUDA ones in `cuda` (its "CPATH" a list of header folders), the header folders
-    the framework's own include folder leaves off the path (HOROVOD_INCLUDES: TensorFlow's), parallel
-    make, and the venv's bin on PATH."""
+    """Horovod's build environment: the recipe's switches for `own` alone, the CUDA settings `cuda` (its
+    "CPATH" a list), the header folders the framework's include folder leaves off (HOROVOD_INCLUDES:
+    TensorFlow's), parallel make, and the venv's bin on PATH."""
     cuda = dict(cuda)
     cpath = cuda.pop("CPATH", [])
     declared = recipe.declared(own)
@@ -370,8 +299,7 @@ def _horovod_build_env(path, py, cuda, own, variant_name):
 
 
 def _include_dir(py, function):
-    """What `function` (a framework's INCLUDE_DIR, "module.path.function") returns in the Python `py`:
-    the folder its headers are in."""
+    """What `function` (a framework's INCLUDE_DIR, "module.path.function") returns in the Python `py`."""
     module, name = function.rsplit(".", 1)
     code = f"import importlib; print(importlib.import_module({module!r}).{name}())"
     done = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True)
@@ -379,9 +307,7 @@ def _include_dir(py, function):
 
 
 def _write_record(path, py, mpi, variant_name, check_build_out, own=None):
-    """The environment's record (environment.json): where it is, what it was built from, and what
-    `horovodrun --check-build` said (none where no Horovod was built: the workload environment,
-    JAX's own)."""
+    """environment.json: where the environment is, what it was built from, and what check-build said."""
     record = {
         "path": str(path),
         "python": str(py),
@@ -405,8 +331,7 @@ def _locked(lockfile):
 
 
 def build(quiet=False, own=None):
-    """Return the path of a complete environment (the workload one, or `own`: that framework's own),
-    building it first if there is none."""
+    """The path of the complete workload environment (or `own` framework's), built first if need be."""
     mpi, variant_name = find_mpi(), variant()
     path = env_dir(mpi, variant_name, own)
     if is_complete(path):
@@ -435,18 +360,13 @@ def build(quiet=False, own=None):
 
 
 def record_rule(python, record_path, log_path, own=None):
-    """The pipeline's `environment` rule (and, with `own`, `framework_environment`'s for a framework
-    with an environment of its own): build (once) or find the environment with `python` and copy its
-    record to `record_path`, the build's output in `log_path`. No shell: the results and logs
+    """The `environment` rule (with `own`, `framework_environment`'s): build or find the environment
+    with `python`, its record copied to `record_path`, the build's output in `log_path`. No shell: the
     folders may hold spaces or quotes."""
+    argv = [python, "-m", "dlscale", "env", "build", "--record", str(record_path)]
+    argv += ["--framework", own] if own else []
     with open(log_path, "w") as log:
-        subprocess.run(
-            [python, "-m", "dlscale", "env", "build", "--record", str(record_path)]
-            + (["--framework", own] if own else []),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            check=True,
-        )
+        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True)
 
 
 def load_record(path):
@@ -459,33 +379,25 @@ def own_record(framework):
 
 
 OVERLAY_MARK = "dlscale-environment.pth"
+DEV_MARK = "dlscale-dev"
 
 
 def dev_frameworks():
-    """The paths of the Horovod frameworks' own environments in this variant, each built if it is
-    not: what `link(frameworks=...)` adds for the tests (`dlscale env build --link .venv --dev`)."""
+    """The Horovod frameworks' own environments, built if need be: what `--dev` links for the tests."""
     return [build(own=fw) for fw in recipe.HOROVOD_FRAMEWORKS]
 
 
 def is_dev(link_path):
-    """Whether the overlay at `link_path` was made with the frameworks (`link(frameworks=...)`): a
-    bootstrap without --dev then keeps them (the tests run `./bootstrap.sh`, the README's command)."""
+    """Whether the overlay at `link_path` was made with the frameworks: a bootstrap without --dev keeps them."""
     return (Path(link_path) / DEV_MARK).is_file()
 
 
-DEV_MARK = "dlscale-dev"
-
-
 def link(path, link_path, frameworks=()):
-    """Make `link_path` (`.venv` in the checkout) this checkout's own small venv on top of the shared
-    environment `path`: the environment's packages through a .pth file, this checkout installed
-    editable (its `dlscale` command; no test or rule edits sys.path), and the environment's commands
-    (snakemake, pytest, mkdocs, ...) as scripts run by the overlay's python. The environment is
-    shared by every clone on the machine; each clone's overlay points at that clone.
-    With `frameworks` (their own environments' paths, `dev_frameworks`) their packages follow the
-    environment's on the overlay's path: one interpreter that imports every Horovod framework, for
-    the tests that compare them in one process (a study's runs use each framework's own Python; the
-    first Horovod found, PyTorch's, is the overlay's)."""
+    """Make `link_path` (the checkout's `.venv`) a small venv over the shared environment `path`: its
+    packages through a .pth file, this checkout installed editable, and its commands run by the
+    overlay's python. With `frameworks` (`dev_frameworks`) their packages follow on the path: one
+    interpreter importing every Horovod framework for the tests (the first Horovod found, PyTorch's,
+    is the overlay's; a study's runs use each framework's own Python)."""
     link_path, path = Path(link_path), Path(path)
     if link_path.is_symlink():
         link_path.unlink()  # the layout before the overlay: a link to the environment itself
@@ -493,10 +405,8 @@ def link(path, link_path, frameworks=()):
         raise EnvError(f"{link_path} exists and is not this project's environment overlay; remove it")
     else:
         shutil.rmtree(link_path, ignore_errors=True)
-    env_python = path / "bin" / "python"
-    base = subprocess.run(
-        [str(env_python), "-c", "import sys; print(sys._base_executable)"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    base_python = [str(path / "bin" / "python"), "-c", "import sys; print(sys._base_executable)"]
+    base = subprocess.run(base_python, check=True, capture_output=True, text=True).stdout.strip()
     subprocess.run([base, "-m", "venv", "--without-pip", str(link_path)], check=True)
     python = link_path.resolve() / "bin" / "python"
     own = _site_packages(python)
@@ -506,27 +416,12 @@ def link(path, link_path, frameworks=()):
     if frameworks:
         (link_path / DEV_MARK).write_text("".join(f"{p}\n" for p in frameworks))
     _commands(path / "bin", link_path.resolve() / "bin", python)
-    subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--editable",
-            str(paths.SOURCE),
-        ],
-        check=True,
-        cwd=paths.SOURCE,
-    )
+    editable = ["--quiet", "--no-deps", "--no-build-isolation", "--no-index", "--editable", str(paths.SOURCE)]
+    subprocess.run([str(python), "-m", "pip", "install", *editable], check=True, cwd=paths.SOURCE)
 
 
 def _commands(env_bin, own_bin, python):
-    """The environment's commands in the overlay: Python scripts re-pointed at the overlay's python
-    (so they see this checkout), other programs linked."""
+    """The environment's commands in the overlay: Python scripts re-pointed at the overlay's python, others linked."""
     for script in sorted(env_bin.iterdir()):
         target = own_bin / script.name
         if target.exists() or script.name.startswith(("python", "activate", "Activate")):

@@ -2,13 +2,10 @@
 
   python -m dlscale.environment.gpunode SDIST WHEEL_DIR [--cc 90]
 
-Builds a Horovod wheel from its source distribution (carried to the node) with the harness's own
-source edits (dlscale/environment/recipe.py), for the python that runs this: the PyTorch extension only,
-the Gloo controller (no MPI needed), NCCL for GPU collectives (the NCCL of PyTorch's nvidia-nccl
-wheel), CUDA kernels for the compute capabilities given (default: the node's GPU). Install it with
-`pip install --no-deps --no-index --target DIR WHEEL` and put DIR on PYTHONPATH; one rank then
-runs with plain `python`, several with `horovodrun --gloo`. The recipe for the lent H100 in the
-README's GPU section. Horovod's setup asks for cffi when it builds the PyTorch part: it must be
+Builds a Horovod wheel from its sdist with the recipe's source edits, for this python: PyTorch only, the
+Gloo controller (no MPI), NCCL from PyTorch's nvidia-nccl wheel, CUDA kernels for the compute
+capabilities given (default: the node's GPU). Install it with `pip install --no-deps --no-index --target
+DIR WHEEL` and put DIR on PYTHONPATH; run with plain `python` or `horovodrun --gloo`. cffi must be
 importable (carried as a wheel where there is no registry).
 """
 
@@ -42,8 +39,7 @@ FORCED_INCLUDES = "-include string -include stdexcept -include cstdint"
 
 
 def find_nccl(site, scratch):
-    """(include dir, lib dir) of the NCCL in the nvidia-nccl wheel under `site`. The wheel ships
-    libnccl.so.2 only; the lib dir returned is a scratch folder with a libnccl.so link to it."""
+    """(include dir, lib dir) of the nvidia-nccl wheel's NCCL; lib dir: a scratch folder with libnccl.so."""
     headers = sorted(Path(site).glob("nvidia/**/include/nccl.h"))
     libs = sorted(Path(site).glob("nvidia/**/lib/libnccl.so.2"))
     if not headers or not libs:
@@ -89,21 +85,9 @@ def build_wheel(sdist, wheel_dir, cc=None):
             "CXXFLAGS": " ".join(filter(None, [FORCED_INCLUDES, os.environ.get("CXXFLAGS")])),
             "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
         }
+        offline = ["--no-build-isolation", "--no-deps", "--no-index"]
         subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "--no-build-isolation",
-                "--no-deps",
-                "--no-index",
-                "-w",
-                str(wheel_dir),
-                str(src),
-            ],
-            env=env,
-            check=True,
+            [sys.executable, "-m", "pip", "wheel", *offline, "-w", str(wheel_dir), str(src)], env=env, check=True
         )
     return next(wheel_dir.glob("horovod-*.whl"))
 

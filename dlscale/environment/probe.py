@@ -1,12 +1,8 @@
 """What a Python has for a study's runs: run inside that Python (a site module's, a container's, the
-one dlscale builds), from the standard library alone, as
-`PYTHON -m dlscale.environment.probe [--import MODULE]... MODULE...` with this source on PYTHONPATH;
-prints one JSON object. `probe` runs it from the pipeline's side.
-
-A module is looked for without importing it (a framework takes seconds to import); one given with
-`--import` is imported, because only that says whether it works: a Horovod binding is a Python
-package whatever frameworks its C++ extension was built for, and importing it fails where it was
-built without that framework.
+one dlscale builds) from the standard library alone, as `PYTHON -m dlscale.environment.probe [--import
+MODULE]... MODULE...`; prints one JSON object. A module is looked for without importing it (a framework
+takes seconds to import); one given with `--import` is imported, because a Horovod binding's import
+alone says whether it was built for that framework.
 """
 
 import argparse
@@ -79,8 +75,7 @@ class ProbeError(RuntimeError):
 
 
 def probe(python, modules, imports=(), source=None):
-    """What `python` has of `modules` (and whether `imports` import): the probe's JSON, from a process
-    of that python with this source tree (`source`) on its path."""
+    """The probe's JSON from `python` (with the source tree `source` on its path) for `modules` and `imports`."""
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         raise ProbeError(f"{python}: not an executable file")
     argv = [str(python), "-m", __name__, *modules, *(a for m in imports for a in ("--import", m))]

@@ -1,12 +1,8 @@
 """An installed `dlscale` in a Python without the workload environment's packages (a user's venv,
-pipx): build that environment (once, cached, one line per step with its time) and run the same
-command there. The environment is the one the pins make (recipe.py), whatever the user's Python
-holds; dlscale is not a library with loose dependencies but a pipeline whose every study records
-its pins (docs/getting-started.md#installing-the-package).
-
-The command runs with only this dlscale on its path (a folder holding a link to the package, named
-by $DLSCALE_SOURCE, which the runs' ranks import too), so the packages of the user's Python do not
-shadow the pinned ones."""
+pipx): build that environment (once, cached) and run the same command there, with the pins recipe.py
+makes whatever the user's Python holds (every study records its pins). The command's path holds only
+this dlscale (a folder with a link to the package, named by $DLSCALE_SOURCE, which the ranks import
+too), so the user's packages do not shadow the pinned ones."""
 
 import hashlib
 import importlib.util
@@ -39,9 +35,8 @@ def source_folder():
 
 
 def rerun(argv):
-    """Build (or find) the workload environment and replace this process with `dlscale argv` run
-    by its Python. Raises build.EnvError where it cannot be built (MPI missing: the message names
-    the command that installs it) or where the re-run command still lacks a module."""
+    """Replace this process with `dlscale argv` run by the workload environment's Python, built if need
+    be; build.EnvError where it cannot be built or the re-run command still lacks a module."""
     lacking = missing()
     if os.environ.get(RERUN_ENV):
         raise build.EnvError(

@@ -2,43 +2,15 @@
 
 `python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b]
 [--instrument FRAMEWORK|none] [--no-reference] [--binding FRAMEWORK] [--threads N]`: every rank allreduces
-float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, growing by 4x), each size repeated
-after a barrier (two warm-ups, then `enough`); rank 0 writes one JSON line per size and path with
-the slowest rank's time of each repetition. Three paths on the CPU, one after the other:
-- `mpi`: host buffers reduced by MPI_Allreduce (mpi4py), the network's reference;
-- `horovod`: the path gradients take. Horovod's allreduce through `--instrument`'s binding
-  (`frameworks.first_with`: PyTorch's where the study runs PyTorch through Horovod, else the first
-  framework it runs through Horovod), averaging like its distributed optimizer, of FUSED_PIECES
-  tensors submitted together, which Horovod's background thread negotiates, copies into its fusion
-  buffer, reduces as one MPI allreduce and copies back. The time includes the wait for the thread's next cycle (at most
-  HOROVOD_CYCLE_TIME). The Horovod core (negotiation, fusion, MPI calls) is the same C++ code
-  for PyTorch, TensorFlow and MXNet; only the hand-over of the framework's tensors differs.
-- `horovod_tensors`: the same with MANY_PIECES tensors per message, from MANY_PIECES x 4 bytes to
-  PER_TENSOR_MAX_BYTES: Horovod negotiates, schedules and copies each tensor apart, so a message of
-  many tensors costs more than one of few of the same bytes. The difference per extra tensor is the
-  per-tensor cost (dlscale/analysis/comm.py) the model adds for every tensor a fused buffer holds beyond
-  FUSED_PIECES (networks hand Horovod 16-173 gradient tensors, the fused path 4).
-- `horovod_one`: one tensor per message, from ONE_MIN_BYTES up: a tensor Horovod reduces alone (a
-  large layer's gradient, or one ready apart from the others) skips the fusion buffer and its two
-  copies; the model times such a buffer on this path (dlscale/analysis/model.py).
-- one path per framework the study runs through its own library (`--native`), from its package's
-  `sweep` part: `torch` (PyTorch's process group, gloo), `jax` (JAX's pmean in a jitted
-  shard_map), of FUSED_PIECES buffers per message, and `torch_tensors`, `jax_tensors` of
-  MANY_PIECES (their per-tensor cost).
-- with `--binding FRAMEWORK`: the three Horovod paths again through that framework's binding, named
-  `horovod:FRAMEWORK` (frameworks.binding_path), `..._tensors` and `..._one`: with `allreduce_bindings:
-  each`, every framework the study runs through Horovod but the instrument is swept through its own
-  binding in its own environment (with `--no-reference`: dlscale/runtime/launch.py `sweep_allreduce`),
-  and the model times its gradients on its own paths (what a binding adds differs:
-  bench/results/instruments.csv).
-With `--instrument none` (a study that runs nothing through Horovod) the two Horovod paths do not
-run. With `--no-reference` only the `--native` and `--binding` paths run (in a framework's own
-environment: dlscale/runtime/launch.py `sweep_allreduce`). With `--device gpu` only the horovod path
-runs, on CUDA tensors of the rank's GPU (its local rank), which in the cuda environment Horovod
-reduces with NCCL.
-
-The messages' shapes (FUSED_PIECES, MANY_PIECES, ...) and the ring model the analysis fits to the
-sweep's times are dlscale/core/ring.py's, which the sweep imports.
+float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, x4 a step), each size after a barrier (two
+warm-ups, then until `enough`); rank 0 writes a JSON line per size and path with the slowest rank's time
+of each repetition. Paths: `mpi` (MPI_Allreduce, the network's reference); `horovod` (the gradients'
+path through `--instrument`'s binding: FUSED_PIECES tensors fused into one MPI allreduce, the time
+including the wait for Horovod's next cycle), `horovod_tensors` (MANY_PIECES tensors: the per-tensor
+cost) and `horovod_one` (one tensor, no fusion buffer); each `--native` framework's own library's; and
+with `--binding` the Horovod paths through that framework's binding. Messages' shapes: core/ring.py.
+`--instrument none` runs no Horovod path, `--no-reference` only the `--native` and `--binding` paths,
+`--device gpu` only the horovod path, on the local rank's GPU (NCCL in the cuda environment).
 """
 
 import dataclasses
@@ -82,9 +54,8 @@ def sizes(max_bytes=256 * MIB, min_bytes=4, factor=4):
 
 
 def enough(times, budget_s=2.0, least=5, most=50):
-    """Whether a size has been repeated enough: at least `least` times, then until `budget_s` of
-    allreduce time or `most` repetitions. Every rank decides from the same times (the slowest
-    rank's), so all stop together, on a fast network and a slow one alike."""
+    """At least `least` repetitions, then until `budget_s` of allreduce time or `most`. Every rank decides
+    from the same (slowest rank's) times, so all stop together."""
     return len(times) >= most or (len(times) >= least and sum(times) >= budget_s)
 
 
@@ -106,12 +77,9 @@ def host_allreduce(comm):
 
 
 def horovod_allreduce(comm, instrument, tensors=FUSED_PIECES, threads=None):
-    """Horovod's allreduce of host tensors through `instrument`'s binding (its framework's package's
-    `instrument` part): `tensors` tensors per message (fewer where the message has fewer float32
-    elements), submitted together, averaged (so the result stays 1 and each repetition reduces the
-    same numbers), its framework kept at `threads` compute threads as its trainer keeps it (the study's
-    threads per rank, `--threads`: a framework left at its default takes every core of the node).
-    For a size, a callable that runs one and returns element 0."""
+    """Horovod's averaging allreduce of `tensors` host tensors submitted together, through `instrument`'s
+    binding, its framework at `threads` compute threads as its trainer keeps it (at its default it takes
+    every core): for a size, a callable that runs one and returns element 0."""
     binding = frameworks.module(instrument, "instrument")
     binding.start(comm, threads=threads)
 
@@ -143,10 +111,7 @@ def gpu_allreduce(comm, instrument):
 
 
 def _own_paths(native):
-    """The paths of the frameworks the study runs through their own library (`native`; their
-    package's `sweep` part), averaging like their gradients: (path, maker, tensors per message), a
-    message of FUSED_PIECES tensors and one of MANY_PIECES (its per-tensor cost, as horovod_tensors
-    measures Horovod's)."""
+    """(path, maker, tensors per message) of the `native` frameworks' own libraries' `sweep` paths."""
     own = [frameworks.module(name, "sweep") for name in frameworks.with_part("sweep") if name in native]
     return [(f"{m.PATH}{suffix}", m.allreduce, pieces) for m in own for suffix, pieces in OWN_MESSAGES]
 
@@ -203,9 +168,7 @@ def _few(max_bytes):
 
 
 def horovod_paths(binding, max_bytes, name="horovod", threads=None):
-    """The three Horovod paths through `binding`'s binding (its framework at `threads` compute
-    threads, as its trainer keeps it), named `name` (the instrument's: horovod; another framework's:
-    frameworks.binding_path), `name`_tensors and `name`_one."""
+    """The Horovod paths `name`, `name`_tensors and `name`_one through `binding`'s binding."""
     large = [m for m in sizes(max_bytes) if m >= min(ONE_MIN_BYTES, max_bytes)]  # a shrunk sweep: its largest
     hvd = functools.partial(horovod_allreduce, instrument=binding, threads=threads)
     return [

@@ -12,8 +12,7 @@ CHECKSUM_RTOL = 1e-6
 
 
 def check_run(run_dir, size, traced=False):
-    """Correctness of a finished run from its records (and, when `traced`, every rank's trace file).
-    Returns (problems, parse errors)."""
+    """(problems, parse errors) of a finished run's records (and, when `traced`, its trace files)."""
     problems, errors, checksums = [], [], {}
     if traced:
         missing = [r for r in range(size) if not (Path(run_dir) / trace_name(r)).is_file()]
@@ -54,14 +53,11 @@ def check_run(run_dir, size, traced=False):
 
 # A Python exception line: `ValueError: ...`, `horovod.common.exceptions.HorovodInternalError: ...`.
 ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b(?::.*)?$")
-# What the launcher, ssh or a shell print when a job cannot start, before any rank runs Python:
-#   ssh: Could not resolve hostname node01: Name or service not known
+# What the launcher, ssh or a shell print when a job cannot start, before any rank runs Python, e.g.
 #   ssh: connect to host node01 port 22: Connection refused
 #   root@node01: Permission denied (publickey,password).
 #   srun: error: Unable to allocate resources: Invalid partition name specified
-#   mpirun: Error: unknown option "--no-such-option"
 #   bash: line 1: orted: command not found
-#   env: 'python3.11': No such file or directory
 # A program's own name, then its message: TensorFlow's "Could not load dynamic library ... No such
 # file or directory" warnings start with a date, not a name, and are not taken.
 LAUNCHER_LINE = re.compile(
@@ -83,8 +79,7 @@ RANK_TAG = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )")
 
 
 def _box_sentence(lines):
-    """The first sentence of an Open MPI box (its lines, without the dashes), one line; with the
-    executable the box names, if any (the misspelt or missing program is the news)."""
+    """An Open MPI box's first sentence, on one line, with the executable it names (the news), if any."""
     paragraph = []
     for line in lines:
         if not line.strip():
@@ -99,10 +94,9 @@ def _box_sentence(lines):
 
 
 def first_error(log_text):
-    """The first line in a job's log that says what went wrong, or None: a Python exception (the root
-    cause, not the echoes of other ranks), a launcher's or shell's error (ssh, srun, a command not
-    found), or the first sentence of Open MPI's first error box. What follows the first such line
-    (Open MPI's boxes about the job's end, other ranks' exceptions) is its consequence."""
+    """The first line in a job's log that says what went wrong, or None: a Python exception, a launcher's
+    or shell's error, or the first sentence of Open MPI's first error box. What follows it (boxes about
+    the job's end, other ranks' exceptions) is its consequence."""
     lines = [RANK_TAG.sub("", line).strip() for line in log_text.splitlines()]
     i = 0
     while i < len(lines):

@@ -1,10 +1,8 @@
-"""Study configuration: schema validation, hostfiles, and the run matrix.
-
-`validate(config)` is called before the workflow graph is built. Every problem is one
-`ConfigError` whose message starts with the key it is about.
-"""
+"""Study configuration: schema validation, hostfiles, and the run matrix. `validate` is called before
+the workflow graph is built; every problem is one `ConfigError` whose message starts with its key."""
 
 import dataclasses
+import hashlib
 import itertools
 import os
 from pathlib import Path
@@ -15,7 +13,7 @@ import yaml
 from dlscale.core import paths
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import WORKFLOW
-from dlscale.core.vocabulary import MATRIX_KEYS, RENAMED_KEYS  # the run's folders in the results tree, in this order
+from dlscale.core.vocabulary import MATRIX_KEYS, RENAMED_KEYS
 from dlscale.environment import build as env
 from dlscale.runtime import emulate, launchers
 from dlscale.runtime.hosts import parse_hostfile, select_hosts
@@ -26,8 +24,7 @@ SCHEMA_PATH = WORKFLOW / "config" / "schema.yaml"
 
 
 def merge_into(base, new):
-    """Merge mapping `new` into `base` in place, a nested mapping key by key, anything else replaced
-    (as Snakemake merges --configfile and --config; the runtime needs no Snakemake to read a config)."""
+    """Merge `new` into `base` in place, nested mappings key by key (as Snakemake merges configs)."""
     for key, value in new.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
             merge_into(base[key], value)
@@ -42,9 +39,7 @@ def _key_path(error):
 
 
 def schema():
-    """The config's schema, its framework, model and launcher enumerations the registries' (a new
-    framework is its package and its word in the registry, a new launcher its class, not also a word
-    here)."""
+    """The config's schema, its framework, model and launcher enumerations taken from the registries."""
     loaded = yaml.safe_load(SCHEMA_PATH.read_text())
     loaded["properties"]["framework"]["items"]["enum"] = list(frameworks.NAMES)
     loaded["properties"]["model"]["items"]["enum"] = list(MODELS)
@@ -54,36 +49,27 @@ def schema():
 
 
 def refuse_renamed(config):
-    """A key renamed in 0.3.0 is refused naming its new name (the schema alone would say only that
-    it is unknown)."""
-    old = [k for k in RENAMED_KEYS if k in config]
+    """A key renamed in 0.3.0 is refused naming its new name (the schema would only call it unknown)."""
+    old = {k: new for k, new in RENAMED_KEYS.items() if k in config}
     if old:
-        raise ConfigError(
-            "; ".join(
-                f"config key '{k}' was renamed '{RENAMED_KEYS[k]}' in 0.3.0: write {RENAMED_KEYS[k]}: instead"
-                for k in old
-            )
-        )
+        why = (f"config key '{k}' was renamed '{new}' in 0.3.0: write {new}: instead" for k, new in old.items())
+        raise ConfigError("; ".join(why))
 
 
 def validate_schema(config):
     refuse_renamed(config)
-    schema_ = schema()
-    validator = jsonschema.Draft202012Validator(schema_)
+    validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message))
     if errors:
         e = errors[0]
         if e.validator == "additionalProperties":
             known = ", ".join(sorted(e.schema.get("properties", {})))
             raise ConfigError(f"config key {_key_path(e)}: {e.message} (known keys: {known})")
-        if e.validator == "required":
-            raise ConfigError(f"config key {_key_path(e)}: {e.message}")
         raise ConfigError(f"config key {_key_path(e)}: {e.message}")
 
 
 def check_environments(config):
-    """Every Python the config names is an executable file (what it has is checked before the runs:
-    dlscale/runtime/environments.py)."""
+    """Every Python the config names is an executable file (its contents are checked before the runs)."""
     for fw, entry in (config.get("environments") or {}).items():
         python = resolve(entry["python"])
         if not (python.is_file() and os.access(python, os.X_OK)):
@@ -97,53 +83,48 @@ def resolve(path, base=None):
 
 
 def validate(config):
-    """Schema, then the checks a schema cannot express: the device suits the precision and the
-    environment, the hostfile exists and is big enough, or, for an emulated cluster, this machine
-    can make one."""
+    """Schema, then what it cannot express: the hostfile is big enough, or this machine can emulate the cluster."""
     validate_schema(config)
-    check_matrix(config)
-    check_device(config)
-    check_data(config)
-    check_replay(config)
-    check_design(config)
-    check_environments(config)
+    for check in (check_matrix, check_device, check_data, check_replay, check_design, check_environments):
+        check(config)
     if config.get("emulate"):
-        ok, why = emulate.available()
-        if not ok:
-            raise ConfigError(f"config key 'emulate': {why}")
-        wanted = config["emulate"].get("congestion_control", emulate.CONGESTION_CONTROL)
-        have = emulate.congestion_controls()
-        if wanted not in have:
-            raise ConfigError(
-                f"config key 'emulate.congestion_control': {wanted!r} is not in this kernel (it has {', '.join(have)})"
-            )
-        if max(config["nodes"] + replay_nodes(config)) > emulate.MAX_NODES:
-            raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
-        if config["launcher"]["name"] != "mpirun":
-            raise ConfigError(
-                "config key 'launcher.name': an emulated cluster is started with mpirun "
-                f"(its remote-launch agent), not {config['launcher']['name']}"
-            )
-        if config["launcher"].get("bind_to", "none") != "none":
-            raise ConfigError(
-                "config key 'launcher.bind_to': must be none on an emulated cluster (each "
-                "emulated node already runs on CPUs of its own; mpirun would bind across them)"
-            )
-        return config
-    if config["launcher"]["name"] == "srun":
-        return config  # Slurm places the ranks; the hostfile is not read
-    hostfile = resolve(config["hostfile"])
-    hosts = parse_hostfile(hostfile)
-    for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):
-        select_hosts(hosts, nodes, rpn, hostfile=config["hostfile"])
-    for nodes in replay_nodes(config):
-        select_hosts(hosts, nodes, 1, hostfile=config["hostfile"])
+        check_emulate(config)
+    elif config["launcher"]["name"] != "srun":  # srun: Slurm places the ranks; the hostfile is not read
+        hosts = parse_hostfile(resolve(config["hostfile"]))
+        for nodes, rpn in itertools.product(config["nodes"], config["ranks_per_node"]):
+            select_hosts(hosts, nodes, rpn, hostfile=config["hostfile"])
+        for nodes in replay_nodes(config):
+            select_hosts(hosts, nodes, 1, hostfile=config["hostfile"])
     return config
 
 
+def check_emulate(config):
+    """This machine can make the emulated cluster, and the launcher suits it."""
+    ok, why = emulate.available()
+    if not ok:
+        raise ConfigError(f"config key 'emulate': {why}")
+    wanted = config["emulate"].get("congestion_control", emulate.CONGESTION_CONTROL)
+    have = emulate.congestion_controls()
+    if wanted not in have:
+        raise ConfigError(
+            f"config key 'emulate.congestion_control': {wanted!r} is not in this kernel (it has {', '.join(have)})"
+        )
+    if max(config["nodes"] + replay_nodes(config)) > emulate.MAX_NODES:
+        raise ConfigError(f"config key 'nodes': an emulated cluster has at most {emulate.MAX_NODES} nodes")
+    if config["launcher"]["name"] != "mpirun":
+        raise ConfigError(
+            "config key 'launcher.name': an emulated cluster is started with mpirun "
+            f"(its remote-launch agent), not {config['launcher']['name']}"
+        )
+    if config["launcher"].get("bind_to", "none") != "none":
+        raise ConfigError(
+            "config key 'launcher.bind_to': must be none on an emulated cluster (each "
+            "emulated node already runs on CPUs of its own; mpirun would bind across them)"
+        )
+
+
 def check_design(config):
-    """Blocks added until resolved need blocks (a blocked design), more of them than planned, and no
-    second pass (both would add repeats)."""
+    """Blocks added until resolved need a blocked design, more blocks than planned, and no second pass."""
     design = config.get("design") or {}
     sequential = design.get("until_resolved")
     if not sequential:
@@ -160,7 +141,7 @@ def check_design(config):
 
 
 def replay_nodes(config):
-    """The node counts the study's gradient traffic is replayed on (dlscale/runtime/replay.py), or []."""
+    """The node counts the study's gradient traffic is replayed on, or []."""
     return list(config.get("replay", {}).get("nodes", []))
 
 
@@ -185,9 +166,8 @@ def check_replay(config):
 
 
 def check_device(config):
-    """A config that contradicts itself stops here. A GPU study where the environment or the machine
-    has no GPU is not refused: its runs fail, each saying why, and every table is still made (see
-    `warnings`, which check-config and the Snakefile print)."""
+    """A config that contradicts itself stops here. A GPU study without a GPU is not refused: its runs
+    fail, each saying why, and every table is still made (see `warnings`)."""
     if config.get("precision") == "mixed" and config.get("device", "cpu") != "gpu":
         raise ConfigError(
             "config key 'precision': mixed needs device gpu (float16 compute and loss scaling "
@@ -197,7 +177,6 @@ def check_device(config):
 
 def warnings(config):
     """What will make runs fail though the config is valid, said before anything runs."""
-
     out = []
     if config.get("device", "cpu") == "gpu" and env.variant() != "cuda":
         out.append(
@@ -209,8 +188,7 @@ def warnings(config):
 
 
 def check_data(config):
-    """Loader workers suit the data (none for synthetic tensors), a user's folder exists, and every
-    rank can have TFRecord shards of its own."""
+    """Loader workers suit the data, a user's folder exists, and every rank has TFRecord shards of its own."""
     data, workers = config["data"], config["loader_workers"]
     if data["kind"] == "synthetic":
         if workers != [0]:
@@ -237,16 +215,13 @@ DATA_SHARDS = 8
 
 
 def dataset_folder(config):
-    """Where the study's prepared image set lives (None for synthetic data): one folder per recipe
-    (generated: count, classes, seed) or per folder of the user's, under the cache (default data/),
-    shared by every study that asks for the same images."""
+    """Where the study's prepared image set lives (None for synthetic data): one folder under the
+    cache per recipe or user's folder, shared by every study that asks for the same images."""
     data = config["data"]
     if data["kind"] == "synthetic":
         return None
     cache = resolve(data.get("cache", "data"))
     if data.get("path"):
-        import hashlib
-
         source = str(resolve(data["path"]).resolve())
         key = f"tree-{Path(source).name}-{hashlib.sha256(source.encode()).hexdigest()[:12]}"
     else:
@@ -254,19 +229,15 @@ def dataset_folder(config):
     return cache / f"{key}-shards{data.get('shards', DATA_SHARDS)}-{data.get('on_corrupt', 'fail')}"
 
 
-# The defaults the package ships (the Snakefile's first `configfile:`); a study folder's own config
-# (dlscale init writes it) is read over them, and every `--configfile` over that.
+# The package's defaults; a study folder's own config is read over them, and every `--configfile` over that.
 DEFAULT_CONFIG = WORKFLOW / "config" / "config.yaml"
 STUDY_CONFIG = "config/config.yaml"  # relative to the study folder
 
 
 def study_config():
-    """The study folder's own config (None where it has none, or where it is the defaults: the
-    checkout's config/ is the package's)."""
+    """The study folder's own config (None where it has none, or where it is the package's defaults)."""
     own = Path(STUDY_CONFIG)
-    if own.is_file() and not own.resolve().samefile(DEFAULT_CONFIG):
-        return own
-    return None
+    return own if own.is_file() and not own.resolve().samefile(DEFAULT_CONFIG) else None
 
 
 def study_template(sources):
@@ -300,11 +271,8 @@ def _read(path):
 
 
 def layered(configfiles=(), items=()):
-    """The config Snakemake builds for `snakemake --configfile F... --config KEY=VALUE...`:
-    the package's defaults, the study folder's config/config.yaml, then each file in order, then
-    the items, each merged key by key into the one before (nested mappings merged, not replaced).
-    Merged and parsed by Snakemake's own functions, so that `retry`, `check-config` and `launch` see the
-    study the pipeline runs."""
+    """The config Snakemake builds for `--configfile F... --config KEY=VALUE...` (the defaults, the study
+    folder's config, each file, the items), parsed as Snakemake does, so the CLI sees what the pipeline runs."""
     from snakemake.cli import parse_config  # deferred: half a second to import, and only the CLI merges items
 
     config = _read(DEFAULT_CONFIG)
@@ -323,14 +291,12 @@ def load(*configfiles, items=()):
 
 
 def libraries(config, framework):
-    """The communication libraries the study asks of `framework`: its `allreduce_library` list, or,
-    without the key, the framework's default (Horovod; JAX's own collectives)."""
+    """The communication libraries the study asks of `framework` (`allreduce_library`, else its default)."""
     return config.get("allreduce_library") or [frameworks.default_library(framework)]
 
 
 def left_out(config):
-    """The framework x library pairs the study asks for that a framework does not run, each with
-    why ([{framework, allreduce_library, reason}]): left out of the matrix, listed in the report."""
+    """The framework x library pairs asked for that a framework does not run, each with why (for the report)."""
     return [
         {"framework": fw, "allreduce_library": lib, "reason": frameworks.not_built(fw, lib)}
         for fw in config["framework"]
@@ -346,24 +312,18 @@ def threads(config):
 
 
 def job_threads(config):
-    """The threads every rank of a job gets, and the CPUs Slurm gives it: a run's config holds its own
-    one number (launch.own_settings), a sweep's, a replay's or the peak's the study's most. The one
-    place this is worked out (tests/test_architecture.py)."""
+    """The threads every rank of a job gets: a run's config holds its own number, any other job's the
+    study's most. The one place this is worked out (tests/test_architecture.py)."""
     return max(threads(config))
 
 
 def matrix(config):
-    """Every run of the study, as identity dicts (matrix keys plus the repeat index), less the
-    framework x library pairs no framework runs (`left_out`)."""
+    """Every run of the study, as identity dicts (matrix keys plus the repeat), less `left_out`."""
     skip = {(x["framework"], x["allreduce_library"]) for x in left_out(config)}
+    study = {**config, "threads_per_rank": threads(config)}
     runs = []
     for fw in config["framework"]:
-        values = {
-            **config,
-            "framework": [fw],
-            "allreduce_library": libraries(config, fw),
-            "threads_per_rank": threads(config),
-        }
+        values = {**study, "framework": [fw], "allreduce_library": libraries(config, fw)}
         for combo in itertools.product(*(values[k] for k in MATRIX_KEYS), range(config["repeats"])):
             run = dict(zip(MATRIX_KEYS + ("repeat",), combo))
             if (fw, run["allreduce_library"]) not in skip:
@@ -372,9 +332,8 @@ def matrix(config):
 
 
 def calibrations(config):
-    """The contention calibrations the study makes (dlscale/runtime/contention.py): one per configuration
-    of the matrix and ranks_per_node of 2 or more, as a run identity whose ranks_per_node is the copies
-    (nodes and repeat dropped); none with `contention.trials` 0 or on GPUs (each rank has its own)."""
+    """The contention calibrations the study makes: one per configuration with 2 or more ranks per node
+    (its identity less nodes and repeat); none with `contention.trials` 0 or on GPUs."""
     if not config.get("contention", {}).get("trials") or config.get("device", "cpu") == "gpu":
         return []
     seen = {}
@@ -402,20 +361,16 @@ def horovod(config):
 
 
 def swept_apart(config):
-    """The frameworks the allreduce sweep times in jobs of their own, in their own Python: those the
-    study runs through their own library (their native path) and, with `allreduce_bindings: each` on
-    the CPU, those it runs through Horovod (their binding's Horovod paths), but the instrument, whose
-    paths the sweep's first job times (a GPU sweep has PyTorch's binding only)."""
+    """The frameworks the allreduce sweep times in jobs of their own Python: those run through their own
+    library and, with `allreduce_bindings: each` on the CPU, through Horovod; not the instrument."""
     each = config.get("allreduce_bindings", "instrument") == "each" and config.get("device", "cpu") != "gpu"
     wanted = set(native(config)) | (set(horovod(config)) if each else set())
     return [fw for fw in config["framework"] if fw in wanted and fw != instrument(config)]
 
 
 def instrument(config):
-    """The framework whose Horovod binding the allreduce sweep and the replays hand their tensors
-    through (`frameworks.first_with` of those the study runs through Horovod; a GPU sweep's CUDA
-    tensors go through PyTorch's, the one binding with a GPU path), or None where the study runs
-    nothing through Horovod: then neither needs a framework the study does not run."""
+    """The framework whose Horovod binding the sweep and the replays hand their tensors through (on the
+    GPU PyTorch's, the one binding with a GPU path), or None where nothing runs through Horovod."""
     if config.get("device", "cpu") == "gpu":
         return frameworks.REFERENCE
     return frameworks.first_with("instrument", horovod(config))
@@ -428,31 +383,17 @@ def check_matrix(config):
         raise ConfigError(f"config key 'allreduce_library': no framework runs the libraries asked for ({why})")
 
 
-# What an MPI job of the study (a run, an allreduce sweep, a replay) is handed: its rule declares
-# these as its params, so that a change to one remakes the job, and the job reads nothing else of
-# the config (its time limit, run_timeout_s, comes as a rule resource: a longer limit remakes nothing).
-# Where and how every job runs:
+# What an MPI job is handed: its rule declares these as params, so a change to one remakes the job, and
+# the job reads nothing else of the config (run_timeout_s is a rule resource: a longer limit remakes nothing).
+# Where and how every job runs, and what a training run measures besides its identity:
 JOB_SETTINGS = ("hostfile", "launcher", "emulate", "device", "autotune", "tf32")
-# and what a training run measures besides its identity:
-RUN_SETTINGS = (
-    "data",
-    "image_size",
-    "classes",
-    "precision",
-    "warmup",
-    "iterations",
-    "samples",
-    "profile_iterations",
-    "lr",
-    "momentum",
-    "seed",
-)
+RUN_SETTINGS = ("data", "image_size", "classes", "precision", "warmup", "iterations", "samples")
+RUN_SETTINGS += ("profile_iterations", "lr", "momentum", "seed")
 
 
 def job_settings(config):
-    """Every MPI job's settings (JOB_SETTINGS), with the threads a sweep's or a replay's rank gets
-    (the study's most: a run has its own) and, in an emulated cluster, the study's node counts (the
-    largest fixes each emulated node's CPUs, `emulate.node_cpus`)."""
+    """Every MPI job's settings, with the threads a rank gets and, in an emulated cluster, the study's
+    node counts (the largest fixes each emulated node's CPUs)."""
     settings = {k: config.get(k) for k in JOB_SETTINGS}
     settings["threads_per_rank"] = job_threads(config)
     if config.get("emulate"):
@@ -462,10 +403,8 @@ def job_settings(config):
 
 @dataclasses.dataclass(frozen=True)
 class JobPlan:
-    """How every MPI job of the study runs (a run, a calibration's copy, a sweep, a replay), resolved
-    once from the study config or a rule's declared settings by `job_plan`: what the launcher, the
-    hosts, the emulated cluster and every rank's environment are made from. Later stages read it and
-    work out nothing again; the defaults are a bench script's (mpirun on this machine)."""
+    """How every MPI job of the study runs, resolved once by `job_plan`; later stages work out nothing
+    again. The defaults are a bench script's (mpirun on this machine)."""
 
     threads_per_rank: int = 1
     launcher: dict = dataclasses.field(default_factory=lambda: {"name": "mpirun"})
@@ -479,8 +418,7 @@ class JobPlan:
 
 
 def job_plan(settings):
-    """The JobPlan of the study config or a rule's settings (`job_settings`, with its run_timeout_s);
-    a run's settings hold its own threads per rank (launch.own_settings)."""
+    """The JobPlan of the study config or a rule's settings (`job_settings`, with its run_timeout_s)."""
     return JobPlan(
         threads_per_rank=job_threads(settings),
         launcher=settings["launcher"],
@@ -500,28 +438,25 @@ def run_settings(config):
 
 
 def sweep_settings(config):
-    """What the `allreduce` rule hands a sweep: the largest message, the frameworks whose own
-    library's allreduce it times, and whose Horovod bindings."""
+    """What the `allreduce` rule hands a sweep besides the job settings."""
     keys = ("allreduce_max_bytes", "framework", "allreduce_library", "allreduce_bindings")
     return {**job_settings(config), **{k: config.get(k) for k in keys}}
 
 
 def dataset_settings(config):
-    """What the `dataset` rule hands the image preparation (dlscale/runtime/dataset.py)."""
+    """What the `dataset` rule hands the image preparation."""
     return {k: config[k] for k in ("data", "classes", "seed")}
 
 
 def replay_settings(config):
-    """What the `replay` rule hands a replay: the replay settings (its plans are an input) and the
-    frameworks, whose first through Horovod lends the replay its binding (`instrument`)."""
+    """What the `replay` rule hands a replay (its plans are an input)."""
     keys = ("framework", "allreduce_library")
     return {**job_settings(config), "replay": config["replay"], **{k: config.get(k) for k in keys}}
 
 
 def title(config, configfiles):
-    """The study's title for its report: the config's `title`, else the name of the first config file
-    given besides the defaults and the study folder's own, else the study folder's name (the defaults
-    alone: "the default study")."""
+    """The study's title: the config's `title`, else the first config file given besides the defaults
+    and the study folder's own, else the study folder's name (the defaults alone: "the default study")."""
     if config.get("title"):
         return config["title"]
     read = {DEFAULT_CONFIG.resolve(), Path(STUDY_CONFIG).resolve()}

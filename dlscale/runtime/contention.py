@@ -1,23 +1,10 @@
 """What sharing a node costs a rank's compute, measured: the calibration the performance model
 multiplies a 1-rank run's phases by (dlscale/analysis/model.py).
 
-For a configuration of the study and k ranks per node, `calibrate` makes `trials` trials. Each starts k
-copies of its 1-rank run at once on one node (each a job of its own: no communication between them,
-the same threads, data and loader as a study run), which after their warm-up measure in two segments
-(dlscale/workloads/together.py): copy 0 alone (the others idle) and all k together, alternating
-which goes first from trial to trial, so that the machine's drift falls on both alike. Each trial
-gives the copies' mean measured iteration together over copy 0's alone: a rank's compute slowdown
-beside k - 1 others, s_k, which shared caches, memory bandwidth and the cores loaders and
-interpreters use make more than 1. Before each segment the copies meet, each measures the study's
-iterations (a fixed count, as the native loop times them), and in a together segment a copy done
-first keeps stepping, unrecorded, until all are done: every together iteration ran beside the other
-copies, every alone one beside idle copies.
-A trial is a launch: the variation between launches (two studies' calibrations of PyTorch AlexNet,
-all trials in one launch each, gave 1.09 and 1.33) is in the trials' spread and so in the interval.
-Until 2026-11-28 each trial's copy alone and copies together were launches of their own (4 per
-calibration at 2 trials, each paying a run's start); now 2.
-The trials' lines go to OUT (JSON lines, SCHEMA); the analysis turns them into
-results/contention.csv (dlscale/analysis/contention.py).
+Each trial launches k copies of a 1-rank run on one node that measure copy 0 alone and all k together
+(dlscale/workloads/together.py), which goes first alternating between trials so that drift falls on
+both; the ratio is s_k. Launches vary (1.09 and 1.33 for one calibration), which the trials' spread
+carries into the interval. Lines (SCHEMA) go to OUT, for dlscale/analysis/contention.py.
 """
 
 import json
@@ -37,9 +24,8 @@ SCHEMA = "dlscale.contention/1"
 
 
 def copies_of(settings, run, segments, folder, env_record):
-    """Start the copies of the 1-rank run `run` (as many as it has ranks per node) at once, each in
-    folder/copy<i>, to measure `segments` (kinds, in order); returns each copy's measured iteration
-    times by segment ({segment index: [s]}). A copy that fails raises, naming it and why."""
+    """Each copy's {segment index: [iteration s]}, from copies of the 1-rank run `run` (one per rank per
+    node) started at once in folder/copy<i> to measure `segments`; raises naming a copy that fails."""
     count, one = run["ranks_per_node"], {**run, "nodes": 1, "ranks_per_node": 1, "repeat": 0}
     meeting = Path(folder) / "meet"
     shutil.rmtree(meeting, ignore_errors=True)  # an earlier attempt's marks would let a copy start alone
@@ -74,8 +60,7 @@ def copies_of(settings, run, segments, folder, env_record):
 
 
 def _segments(run_dir):
-    """{segment index: its measured iteration times (s)} of a calibration copy, each segment's not yet
-    steady iterations left out as the study's own runs' are (dlscale/core/samples.py)."""
+    """A calibration copy's {segment index: measured iteration s}, not yet steady iterations left out."""
     records, errors = parse_file(run_dir / records_name(0))
     if errors:
         raise RuntimeError(f"{run_dir}: {errors[0]}")
@@ -87,10 +72,7 @@ def _segments(run_dir):
 
 
 def calibrate(settings, run, env_record, out_path, folder):
-    """`contention.trials` trials of the 1-rank run `run` (settings: the contention rule's), each a
-    launch of its copies (as many as the run has ranks per node) that measures copy 0 alone and all
-    together, in the order `together.order` alternates; a line per trial in out_path, and a failure
-    ends it with a line saying why (the trials before it kept)."""
+    """A line in out_path per trial of the 1-rank run `run`; a failure ends it with a line saying why."""
     trials = settings["contention"]["trials"]
     out_path, folder = Path(out_path), Path(folder)
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,4 @@
-"""The pipeline's `dataset` rule: the study's training images made (or converted from the user's
-tree) by dlscale/workloads/images.py in the workload environment, in a process of its own, each
-framework's record format written in that framework's Python."""
+"""The pipeline's `dataset` rule: the study's training images made (or converted from the user's tree)."""
 
 import os
 from pathlib import Path
@@ -12,28 +10,14 @@ from dlscale.workloads import images
 
 
 def prepare_rule(settings, python, manifest, log, writers):
-    """The pipeline's `dataset` rule: `prepare` for the study's data (`settings`: the rule's,
-    config.dataset_settings, or the study config), in a process of its own, the formats of `writers`
+    """`images prepare` for the study's data in a process of its own, the formats of `writers`
     ({framework: its Python}) each written in its framework's Python, its output in the rule's log. A
     file that stops it (on_corrupt: fail) is named in the error."""
     data = settings["data"]
-    argv = [
-        python,
-        "-m",
-        images.__name__,
-        "prepare",
-        str(Path(manifest).parent),
-        "--images",
-        str(data.get("images", 1000)),
-        "--classes",
-        str(settings["classes"]),
-        "--seed",
-        str(settings["seed"]),
-        "--shards",
-        str(data.get("shards", DATA_SHARDS)),
-        "--on-corrupt",
-        data.get("on_corrupt", "fail"),
-    ]
+    argv = [python, "-m", images.__name__, "prepare", str(Path(manifest).parent)]
+    argv += ["--images", str(data.get("images", 1000)), "--classes", str(settings["classes"])]
+    argv += ["--seed", str(settings["seed"]), "--shards", str(data.get("shards", DATA_SHARDS))]
+    argv += ["--on-corrupt", data.get("on_corrupt", "fail")]
     if data.get("path"):
         argv += ["--tree", str(resolve(data["path"]))]
     argv += [f"--python={framework}={path}" for framework, path in sorted(writers.items())]

@@ -1,24 +1,16 @@
-"""The order a study's runs take (config `design`): on a shared machine the speed drifts, by 2x
-within an hour on this project's VMs (STACK.md), so the order decides what a comparison measures.
+"""The order a study's runs take (config `design`): on a shared machine the speed drifts, by 2x within
+an hour on this project's VMs, so the order decides what a comparison measures.
 
-- `blocked`: a block is one repeat index; every configuration runs once in block 0, then once in
-  block 1, and so on, each block in a seeded random order of its own. A slow spell then falls on all
-  configurations of a block alike, and a comparison made within blocks (dlscale/analysis/comparisons.py)
-  cancels it.
-- `unordered`: Snakemake's own order (no priorities).
-
-The order is a priority each run job gets (rules/runs.smk): Snakemake starts the ready job of
-highest priority first, and every run takes all of a node's cores, so on one machine the runs go
-one by one in this order. Each run's place within its block is a hash of the seed, the block and
-the configuration's path, so adding a configuration keeps every other's relative order, and the
-runs a second pass adds (later blocks) fall in behind the first pass's.
+`blocked`: a block is one repeat index, each block in a seeded random order of its own, so a slow
+spell falls on all configurations of a block alike and a comparison within blocks cancels it.
+`unordered`: Snakemake's own order. The order is each run job's Snakemake priority; a run's place is a
+hash of the seed, the block and the configuration, so adding a configuration keeps the others' order.
 """
 
 import hashlib
 
 from dlscale.core import paths
 
-ORDERS = ("blocked", "unordered")
 DEFAULT = {"order": "blocked", "seed": 1}
 TOP = 10_000  # above every block's priority (a study has far fewer blocks)
 COLUMNS = ["block", "position", "run"]
@@ -30,15 +22,15 @@ def settings(config):
 
 
 def _place(run, seed):
-    """A run's place within its block, in [0, 1): a hash of the seed, the block and the configuration."""
+    """A run's place within its block, in [0, 1)."""
     configuration = paths.run_path({**run, "repeat": 0})
     digest = hashlib.sha256(f"{seed}:{run['repeat']}:{configuration}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def priority(run, design):
-    """The run job's Snakemake priority: blocks first to last, each in its seeded random order (higher
-    runs earlier); 0 (Snakemake's own order) for an unordered design."""
+    """The run job's Snakemake priority (higher runs earlier): blocks first to last, each in its seeded
+    order; 0 for an unordered design."""
     if design["order"] != "blocked":
         return 0
     return TOP - run["repeat"] - _place(run, design["seed"])

@@ -1,32 +1,12 @@
 """An emulated multi-node cluster on one machine: network namespaces joined by shaped virtual links.
 
-Node i is the network namespace ``<name>-n<i>`` with one interface, eth0, at 10.213.0.<i+1>/24. A
-veth pair joins it to a bridge in the switch namespace ``<name>-sw``. `tc` shapes both directions
-of every link: a token bucket (tbf) at the link rate on the node's eth0 (what the node sends) and on
-the switch port (what it receives), and a netem delay in front of each when a one-way delay is
-asked for. Nothing is added to the machine's own network namespace, so all traffic stays inside the
-namespaces made here. Each link queues at most QUEUE_MS before dropping, like a switch port: with
-deep queues, acks waited behind data and throughput halved at random (measured).
-
-Every node's TCP uses the congestion control `congestion_control` (default cubic, Linux's default),
-whatever the machine's own is. A new namespace takes the machine's, and on the machine this was
-built on that is BBR: 2-4 of 6 Horovod allreduces of 93 MB to 256 MiB over a 500 Mbit/s link then
-took 1.25-1.75x the fastest, at random (BBR settling on a fraction of the link rate for a whole
-transfer), against repetitions within 0.6% with cubic (bench/link.py; README). A congestion control that only
-init's namespace may
-use is added to the machine's allowed list (net.ipv4.tcp_allowed_congestion_control).
-
-Each node also runs on CPUs of its own (`node_cpus`, applied with taskset to mpirun and to the
-daemons), so that emulated nodes do not take each other's cores.
-
-mpirun runs in node 0 (`Cluster.wrap`). It starts its daemons on the other nodes through Open MPI's
-remote-launch agent setting (`plm_rsh_agent`), here the script `netns-agent`. That script finds the
-node's namespace from its address and starts the daemon there with `ip netns exec`; the daemons
-connect back to mpirun over the emulated links. `down` kills every process still in the
-namespaces, then deletes them; `cluster()` calls it whatever happens to the job.
-
-Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN), iproute2 and the kernel's veth, bridge and tbf
-(netem too for a delay). `available()` says whether this machine has them, and why not.
+Node i is the namespace ``<name>-n<i>`` (eth0 at 10.213.0.<i+1>/24), a veth pair to a bridge in the switch
+namespace ``<name>-sw``; `tc` shapes both directions of every link (tbf at the rate, netem for a delay).
+A link queues at most QUEUE_MS, like a switch port: with deep queues acks waited behind data and
+throughput halved at random. Every node's TCP uses `congestion_control` (cubic), not the machine's: with
+BBR 2-4 of 6 allreduces over 500 Mbit/s took 1.25-1.75x the fastest, against 0.6% with cubic
+(bench/link.py). mpirun runs in node 0 (`Cluster.wrap`) and starts its daemons in the others through
+Open MPI's `plm_rsh_agent`, the script `netns-agent`. Needs root, iproute2, veth, bridge, tbf (netem).
 """
 
 import contextlib
@@ -64,8 +44,7 @@ def _ns_run(ns, *argv):
 
 
 def node_cpus(nodes, cpus=None):
-    """The CPUs each emulated node may use: this machine's CPUs split evenly between the nodes (in
-    turn when there are more nodes than CPUs), so that nodes do not take each other's cores."""
+    """Each emulated node's CPUs: this machine's split evenly between the nodes (in turn when there are fewer)."""
     cpus = sorted(os.sched_getaffinity(0) if cpus is None else cpus)
     share = max(1, len(cpus) // nodes)
     return [",".join(str(cpus[(i * share + k) % len(cpus)]) for k in range(share)) for i in range(nodes)]
@@ -111,30 +90,12 @@ class Cluster:
 
     def wrap(self, argv):
         """argv that runs `argv` (mpirun) inside node 0, on node 0's CPUs."""
-        return [
-            "taskset",
-            "-c",
-            self.cpus[0],
-            "ip",
-            "netns",
-            "exec",
-            self.namespaces[0],
-            "env",
-            f"DLSCALE_NODE={self.namespaces[0]}",
-            *argv,
-        ]
+        node = self.namespaces[0]
+        return ["taskset", "-c", self.cpus[0], "ip", "netns", "exec", node, "env", f"DLSCALE_NODE={node}", *argv]
 
     def describe(self):
-        return {
-            "name": self.name,
-            "nodes": self.nodes,
-            "rate_mbit": self.rate_mbit,
-            "delay_ms": self.delay_ms,
-            "congestion_control": self.congestion_control,
-            "hosts": self.hosts,
-            "namespaces": self.namespaces,
-            "cpus": self.cpus,
-        }
+        keys = ("name", "nodes", "rate_mbit", "delay_ms", "congestion_control", "hosts", "namespaces", "cpus")
+        return {key: getattr(self, key) for key in keys}
 
 
 def _shape(ns, dev, rate_mbit, delay_ms):
@@ -152,24 +113,8 @@ def _shape(ns, dev, rate_mbit, delay_ms):
     if rate_mbit:
         # The bucket must hold at least one timer tick of traffic (4 ms covers HZ=250) and a GSO packet.
         burst = max(int(rate_mbit * 1e6 / 8 * 0.004), 64 * 1024)
-        _ns_run(
-            ns,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            dev,
-            *parent,
-            "handle",
-            "10:",
-            "tbf",
-            "rate",
-            f"{rate_mbit}mbit",
-            "burst",
-            str(burst),
-            "latency",
-            f"{QUEUE_MS}ms",
-        )
+        tbf = ["tbf", "rate", f"{rate_mbit}mbit", "burst", str(burst), "latency", f"{QUEUE_MS}ms"]
+        _ns_run(ns, "tc", "qdisc", "add", "dev", dev, *parent, "handle", "10:", *tbf)
 
 
 def congestion_controls():
@@ -210,9 +155,8 @@ def up(nodes, rate_mbit=None, delay_ms=0, name=None, cpus=None, congestion_contr
         for i, (ns, host) in enumerate(zip(cluster.namespaces, cluster.hosts)):
             port = f"p{i}"
             _run("ip", "netns", "add", ns)
-            _run(
-                "ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", cluster.switch
-            )
+            veth = ["type", "veth", "peer", "name", port, "netns", cluster.switch]
+            _run("ip", "link", "add", "eth0", "netns", ns, *veth)
             _run("ip", "-n", cluster.switch, "link", "set", port, "master", "br0")
             _run("ip", "-n", cluster.switch, "link", "set", port, "up")
             _run("ip", "-n", ns, "addr", "add", f"{host}/24", "dev", "eth0")
@@ -236,11 +180,8 @@ def down(name):
     """Kill every process left in the cluster's namespaces, then delete them. Returns their names."""
     mine = [ns for ns in namespaces() if ns.startswith(f"{name}-")]
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = [
-            int(p)
-            for ns in mine
-            for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
-        ]
+        listed = [subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout for ns in mine]
+        pids = [int(p) for out in listed for p in out.split()]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)

@@ -1,9 +1,7 @@
-"""Each framework's Python: the environment of its own a framework has (`recipe.OWN_ENVIRONMENTS`,
-built when a study first runs it), or the user's own, named by the config key `environments` (a
-site module's python, a container's), and what a study's runs of a framework need from it. A study
-whose framework's Python lacks what its runs need is refused before any run starts (the pipeline's
-`framework_environment` rule), naming what is missing; `dlscale env check` says the same without
-running anything.
+"""Each framework's Python: its own environment (built when a study first runs it) or the user's, named
+by the config key `environments`, and what a study's runs of it need from it. A study whose framework's
+Python lacks that is refused before any run starts (the `framework_environment` rule), naming what is
+missing; `dlscale env check` says the same without running anything.
 """
 
 import json
@@ -15,8 +13,7 @@ from dlscale.environment import build, probe
 from dlscale.runtime import config as cfg
 from dlscale.workloads import frameworks
 
-# What every rank imports, whatever its framework: arrays, and the hosts' rendezvous over MPI
-# (dlscale/workloads/rendezvous.py).
+# What every rank imports, whatever its framework.
 COMMON = (("numpy", "every rank"), ("mpi4py", "every rank: the hosts' rendezvous over MPI"))
 # The oldest Python the workload's code runs on (pyproject.toml requires-python).
 OLDEST_PYTHON = (3, 10)
@@ -29,14 +26,12 @@ def user_pythons(config):
 
 
 def built_apart(config, framework):
-    """Whether the study runs `framework` in the environment of its own dlscale builds for it (not
-    in a Python of the user's)."""
+    """Whether the study runs `framework` in the environment dlscale builds for it (not the user's Python)."""
     return framework not in user_pythons(config)
 
 
 def python_of(config, framework):
-    """The Python `framework` runs in: the user's (resolved), or its own environment's, which is
-    where it will be built (its folder names the pins it is built from)."""
+    """The Python `framework` runs in: the user's (resolved), or its own environment's (maybe not built yet)."""
     users = user_pythons(config)
     if framework in users:
         return str(cfg.resolve(users[framework]))
@@ -44,8 +39,7 @@ def python_of(config, framework):
 
 
 def needs(config, framework):
-    """[{module, why, load}]: what a run of `framework` in this study imports (`load`: a module that
-    must be imported to know whether it works, a Horovod binding)."""
+    """[{module, why, load}]: what a run of `framework` imports (`load`: import it to know it works)."""
     declared = frameworks.get(framework)
     need = [{"module": m, "why": why, "load": False} for m, why in COMMON]
     need += [{"module": m, "why": declared.LABEL, "load": False} for m in declared.MODULES]
@@ -73,16 +67,14 @@ def missing(facts, need):
 
 
 def check(python, framework, need):
-    """What `python` has of `need` (`needs`) for runs of `framework`: the probe's facts, with the
-    needs and what is missing."""
+    """The probe's facts of `python` for runs of `framework`, with `need` and what is missing."""
     modules = [n["module"] for n in need if not n["load"]]
     facts = probe.probe(str(python), modules, [n["module"] for n in need if n["load"]], source=SOURCE)
     return {**facts, "framework": framework, "needs": need, "missing": missing(facts, need)}
 
 
 def record(checked):
-    """A user's Python as an environment record (what the built one's environment.json holds that a
-    run reads: its python, key, pins, MPI), with the check that admitted it."""
+    """A user's Python as an environment record (what a run reads of environment.json), with its check."""
     return {
         "python": checked["python"],
         "key": f"user:{checked['python']}",
@@ -95,8 +87,7 @@ def record(checked):
 
 
 def admitted(python, framework, needs, built=None):
-    """The record `framework`'s runs run in: `python` checked for `needs` (with `built`, the record
-    of the framework's own environment's build, the check added), or ConfigError naming what it lacks."""
+    """The record `framework`'s runs run in (`built`, the build's, with the check), or ConfigError."""
     checked = check(python, framework, needs)
     if checked["missing"]:
         label = frameworks.get(framework).LABEL
@@ -107,9 +98,8 @@ def admitted(python, framework, needs, built=None):
 
 
 def admit(python, declared, out_path, built=False):
-    """The pipeline's `framework_environment` step: `python` admitted for the needs the rule
-    declares ({framework, needs}), its record written to out_path (with `built`, over the record
-    the environment's build wrote there), or the study stopped naming what it lacks."""
+    """The `framework_environment` step: `python` admitted for `declared` ({framework, needs}), its record
+    written to out_path (with `built`, over the one the build wrote), or ConfigError naming what it lacks."""
     base = json.loads(Path(out_path).read_text()) if built else None
     made = admitted(python, declared["framework"], declared["needs"], base)
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)

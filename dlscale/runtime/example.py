@@ -1,8 +1,6 @@
-"""The docs' example study (docs/example/): a finished study's report, figures and the tables the
-report, `dlscale compare` and `dlscale plan` read, copied as they are, headed by where they came
-from. `dlscale example RESULTS [OUT]` makes it; a test checks that the committed example has the
-form a fresh report has (its sections and files), not its numbers, so a change to the report shows
-up as a stale example."""
+"""The docs' example study (docs/example/): a finished study's report, figures and main tables, copied
+as they are. A test checks that the committed example has a fresh report's form (its sections and
+files), not its numbers, so a change to the report shows up as a stale example."""
 
 import re
 import shutil
@@ -10,8 +8,8 @@ from pathlib import Path
 
 from dlscale.core.paths import FIGURES, TABLES
 
-# The report's main tables, and what `dlscale compare` and `dlscale plan` read from a study (its
-# tables, not its run folders' traces), so that a user can put their machine beside the example.
+# The report's main tables, and those `dlscale compare` and `dlscale plan` read, so that a user can put
+# their machine beside the example.
 TABLES_KEPT = ("summary", "comparisons", "blocks", "order")
 TABLES_READ = ("runs", "run_metrics", "tensors", "allreduce", "allreduce_fit", "model", "contention")
 HEADER = (

@@ -21,16 +21,9 @@ class LaunchError(RuntimeError):
 
 @contextlib.contextmanager
 def job(job_plan, nodes, ranks_per_node, command, env):
-    """One MPI job of the study as its JobPlan (config.job_plan) says, every rank running
-    `command` in the rank environment `env`: yields
-    (hosts, launcher argv, process environment or None, emulated cluster or None). The launcher is
-    `launcher.name`, one of dlscale/runtime/launchers.py's (where a scheduler places the ranks, srun,
-    the hostfile is not read).
-
-    Hosts are the hostfile's first `nodes` hosts or, with `emulate` in the JobPlan, the nodes of an
-    emulated cluster made for this job (launchers.EMULATED, mpirun, then runs in its node 0) and removed afterwards;
-    emulated node i runs on CPUs of its own (emulate.node_cpus over the study's largest node count).
-    """
+    """One MPI job, every rank running `command` in `env`: yields (hosts, launcher argv, process environment
+    or None, emulated cluster or None). Hosts are Slurm's, the hostfile's first `nodes`, or, with
+    `emulate`, those of an emulated cluster made for this job."""
     launcher, emulated = job_plan.launcher, job_plan.emulate
     chosen = LAUNCHERS[launcher["name"]]
     options = {"cpus_per_task": job_plan.threads_per_rank, "as_root": os.geteuid() == 0}
@@ -46,29 +39,23 @@ def job(job_plan, nodes, ranks_per_node, command, env):
         yield slurm_hosts(), argv([None] * nodes, env), None, None
         return
     if not emulated:
-        hosts = select_hosts(
-            parse_hostfile(cfg.resolve(job_plan.hostfile)), nodes, ranks_per_node, hostfile=job_plan.hostfile
-        )
+        hostfile = job_plan.hostfile
+        hosts = select_hosts(parse_hostfile(cfg.resolve(hostfile)), nodes, ranks_per_node, hostfile=hostfile)
         env = {**env, HOSTS_ENV: ",".join(hosts)}
         yield hosts, argv(hosts, env), None, None
         return
     # Node i gets the same CPUs in every job of the study, so 1-node baselines compute like node 0.
     cpus = emulate.node_cpus(max((*job_plan.study_nodes, nodes)))[:nodes]
-    with emulate.cluster(
-        nodes,
-        emulated["rate_mbit"],
-        emulated.get("delay_ms", 0),
-        cpus,
-        emulated.get("congestion_control", emulate.CONGESTION_CONTROL),
-    ) as cluster:
+    control = emulated.get("congestion_control", emulate.CONGESTION_CONTROL)
+    with emulate.cluster(nodes, emulated["rate_mbit"], emulated.get("delay_ms", 0), cpus, control) as cluster:
         env = {**env, HOSTS_ENV: ",".join(cluster.hosts)}
         wrapped = cluster.wrap(argv(cluster.hosts, env, using=EMULATED))
         yield cluster.hosts, wrapped, {**os.environ, **cluster.launch_env()}, cluster
 
 
 def slurm_hosts():
-    """The Slurm job's nodes by name, after its id ("slurm job 12", "dlslurm-n0", ...), as recorded.
-    Snakemake's job step keeps SLURM_JOB_ID but not the node list: that is asked of Slurm."""
+    """The Slurm job's nodes by name, after its id ("slurm job 12", "dlslurm-n0", ...). Snakemake's job
+    step keeps SLURM_JOB_ID but not the node list: that is asked of Slurm."""
     job = os.environ.get("SLURM_JOB_ID", "?")
     names = os.environ.get("SLURM_JOB_NODELIST") or _slurm_out("squeue", "-h", "-j", job, "-o", "%N")
     return [f"slurm job {job}", *(_slurm_out("scontrol", "show", "hostnames", names).split() if names else [])]
@@ -89,8 +76,7 @@ def job_failure(rc, timed_out, timeout_s, launcher="mpirun"):
 
 
 class Interrupted(BaseException):
-    """A signal (SIGTERM, SIGINT, SIGHUP) asked this process to stop. A BaseException, so that no
-    `except Exception` swallows it on the way out of the MPI job and the emulated cluster."""
+    """A signal asked this process to stop; a BaseException, so that no `except Exception` swallows it."""
 
     def __init__(self, signum):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
@@ -103,8 +89,8 @@ GRACE_S = 3  # after SIGTERM, this long before SIGKILL: a stopped job is gone wi
 
 @contextlib.contextmanager
 def interruptible():
-    """In the main thread: SIGTERM, SIGINT and SIGHUP raise `Interrupted`, so that the MPI job in
-    flight is stopped whole (`execute`) and an emulated cluster torn down (`job`) on the way out."""
+    """In the main thread: STOP_SIGNALS raise `Interrupted`, so that the MPI job in flight is stopped
+    whole and an emulated cluster torn down on the way out."""
 
     def raise_interrupted(signum, _frame):
         for sig in STOP_SIGNALS:  # a second signal (Ctrl-C and the pipeline's own) must not cut the cleanup short
@@ -120,8 +106,8 @@ def interruptible():
 
 
 def die_with_parent(parent_pid):
-    """Have the kernel send this process SIGTERM when the thread that started it dies (Linux), so
-    that a killed pipeline never leaves its MPI job running. Exits if that parent is already gone."""
+    """Have the kernel send this process SIGTERM when the thread that started it dies (Linux), so that a
+    killed pipeline never leaves its MPI job running. Exits if that parent is already gone."""
     import ctypes
 
     PR_SET_PDEATHSIG = 1
@@ -151,8 +137,7 @@ def _kill_session(sid, sig):
 
 
 def _stop(proc):
-    """Stop the job: SIGTERM to every process of its session (mpirun passes it on to remote ranks),
-    then after GRACE_S SIGKILL to whatever is left of it."""
+    """SIGTERM to every process of the job's session (mpirun passes it on), after GRACE_S SIGKILL."""
     _kill_session(proc.pid, signal.SIGTERM)
     deadline = time.time() + GRACE_S
     while (proc.poll() is None or session_members(proc.pid)) and time.time() < deadline:
@@ -162,8 +147,7 @@ def _stop(proc):
 
 
 def execute(argv, log_path, timeout_s, env=None):
-    """Run argv in a new process group; stop the whole group on timeout, or when this process is
-    interrupted (then `Interrupted` propagates). Returns (rc, timed_out)."""
+    """Run argv in a new session, stopped whole on timeout or interruption. Returns (rc, timed_out)."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:

@@ -7,10 +7,7 @@ from dlscale.core.errors import ConfigError
 
 
 def parse_hostfile(path):
-    """Open MPI hostfile: `host [slots=N] [max_slots=M]` per line, '#' comments.
-
-    Returns [(host, slots)] in file order; a host without slots= has 1 slot.
-    """
+    """[(host, slots)] of an Open MPI hostfile (`host [slots=N] [max_slots=M]`, '#' comments; default 1 slot)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config key 'hostfile': file {path} does not exist")

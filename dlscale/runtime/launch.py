@@ -1,14 +1,9 @@
-"""Launch one run (or allreduce sweep) as one MPI job, keep its logs, and record whether it ran right.
+"""Launch one run (or allreduce sweep or replay) as one MPI job, keep its logs, and record whether it ran right.
 
-A run's spec and rank environment are made here; the job's argv comes from dlscale/runtime/launchers.py
-(`launcher.name` picks one), its process from dlscale/runtime/execution.py (own process group, time
-limit, killed whole), and its correctness from dlscale/runtime/checks.py (missing ranks, missing phases,
-non-finite loss, ranks whose weights disagree after training). The outcome, good or bad, is
-written to ``status.json`` (and to ``attempt.json``, which stays with the attempt when the run is
-redone: Snakemake deletes status.json first); a failed run never stops the study. An interrupted
-run writes attempt.json only, so that it counts as not done. Redoing a run or sweep first moves its
-earlier files and log to a new folder under the attempts folder: nothing measured is deleted.
-"""
+The outcome is written to status.json and to attempt.json, which stays with the attempt when the run is
+redone (Snakemake deletes status.json first); a failed run never stops the study, and an interrupted one
+writes attempt.json only (it counts as not done). A redone run or sweep first moves its earlier files to
+a new attempts folder: nothing measured is deleted."""
 
 import dataclasses
 import json
@@ -25,41 +20,23 @@ from dlscale.runtime.checks import check_run, first_error
 from dlscale.runtime.execution import Interrupted, LaunchError, execute, job, job_failure
 from dlscale.workloads import frameworks
 
-WORKLOAD = ["-m", "dlscale.workloads.train"]
-
 
 def thread_env(threads):
-    """Compute threads of one rank, for every framework (each package's THREAD_ENV); PyTorch, TensorFlow
-    and JAX also set their pools in the workload."""
+    """Compute threads of one rank, for every framework (PyTorch, TensorFlow and JAX also set theirs)."""
     return frameworks.thread_env(threads)
 
 
 def workload_command(python, spec_path):
     """The program every rank of a training run executes."""
-    return [str(python), *WORKLOAD, str(spec_path)]
+    return [str(python), "-m", "dlscale.workloads.train", str(spec_path)]
 
 
 def run_spec(settings, run, out_dir):
-    """The complete description of one run handed to every rank (spec.json), from the settings it
-    runs with (`own_settings`)."""
+    """The complete description of one run handed to every rank (spec.json), from its `own_settings`."""
     spec = {k: settings[k] for k in IDENTITY if k in settings}
     spec.update(run)
-    spec.update(
-        {
-            k: settings[k]
-            for k in (
-                "warmup",
-                "iterations",
-                "profile_iterations",
-                "autotune",
-                "tf32",
-                "lr",
-                "momentum",
-                "seed",
-                "device",
-            )
-        }
-    )
+    keys = ("warmup", "iterations", "profile_iterations", "autotune", "tf32", "lr", "momentum", "seed", "device")
+    spec.update({k: settings[k] for k in keys})
     for key in ("samples", "calibration"):  # calibration: a contention calibration copy's segments
         if settings.get(key):
             spec[key] = settings[key]
@@ -71,25 +48,19 @@ def run_spec(settings, run, out_dir):
 
 def math_env(autotune, tf32):
     """The same math libraries, cuDNN autotuning and TF32 setting for every framework, where it is an
-    environment variable (TensorFlow's and MXNet's autotuning; NVIDIA's TF32 override reaches MXNet's
-    cuBLAS and cuDNN calls); PyTorch and TensorFlow also set their own switches from the spec.
-    oneDNN: PyTorch and MXNet always run their CPU convolutions in it; TensorFlow turns it on by
-    default only on CPUs with AVX-512 VNNI/BF16 or AMX, and without it ResNet-50 trains 2.8x slower
-    on an AVX2 machine (README, fairness), so it is asked for explicitly."""
-    env = {
-        "TF_ENABLE_ONEDNN_OPTS": "1",
-        "TF_CUDNN_USE_AUTOTUNE": str(int(autotune)),
-        "MXNET_CUDNN_AUTOTUNE_DEFAULT": str(int(autotune)),
-    }
+    environment variable (NVIDIA's TF32 override reaches MXNet's cuBLAS and cuDNN calls). oneDNN is
+    asked for explicitly: TensorFlow turns it on by default only on CPUs with AVX-512 VNNI/BF16 or
+    AMX, and without it ResNet-50 trains 2.8x slower on an AVX2 machine."""
+    tune = str(int(autotune))
+    env = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CUDNN_USE_AUTOTUNE": tune, "MXNET_CUDNN_AUTOTUNE_DEFAULT": tune}
     if not tf32:
         env["NVIDIA_TF32_OVERRIDE"] = "0"
     return env
 
 
 def rank_env(job_plan):
-    """Every rank's environment in a job of this JobPlan (config.job_plan): its threads, the math
-    libraries' switches, this package on the path, Horovod's timeline on request, the launcher's own."""
-    # HOROVOD_TIMELINE=DYNAMIC lets ranks record Horovod's timeline over chosen iterations only.
+    """Every rank's environment in a job of this JobPlan: its threads, the math switches, this package
+    on the path, Horovod's timeline (DYNAMIC: over chosen iterations only), the launcher's own."""
     env = {
         **thread_env(job_plan.threads_per_rank),
         **math_env(job_plan.autotune, job_plan.tf32),
@@ -113,7 +84,7 @@ def _fresh_log(path):
 
 
 def _new_attempt(attempts_root):
-    """A new, empty-named folder under attempts_root for an earlier attempt's files."""
+    """A new folder name under attempts_root for an earlier attempt's files."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
     dest, n = Path(attempts_root) / stamp, 1
     while dest.exists():
@@ -123,8 +94,7 @@ def _new_attempt(attempts_root):
 
 
 def _keep_previous(run_dir, attempts_root):
-    """Move an earlier attempt's folder (with its launch.log) to a new attempts folder, its
-    attempt.json becoming status.json there; leave run_dir empty. Nothing is deleted."""
+    """Move an earlier attempt's folder to a new attempts folder (attempt.json becoming status.json)."""
     if run_dir.exists() and any(run_dir.iterdir()):
         dest = _new_attempt(attempts_root)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -136,8 +106,7 @@ def _keep_previous(run_dir, attempts_root):
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """One run resolved from the study's config before its job starts: where its files go, what its
-    ranks are told (spec.json) and run, in what environment, for how long."""
+    """One run resolved from the study's config before its job starts."""
 
     run: dict
     settings: dict  # the study's config as this run sees it (own_settings: its own threads per rank)
@@ -152,8 +121,7 @@ class Plan:
 
 
 def own_settings(settings, run):
-    """The study's config (or the run rule's settings, config.run_settings) as one run sees it: its
-    own threads per rank, where the study varies them."""
+    """The study's config (or the run rule's settings) as one run sees it: its own threads per rank."""
     return {**settings, "threads_per_rank": run["threads_per_rank"]}
 
 
@@ -169,9 +137,8 @@ def complete(settings, run):
 
 
 def plan(study, run, env_record, status_path=None, log_path=None, attempts_root=None):
-    """The run's Plan, from `study`: the study config, or the `run` rule's settings (config.run_settings,
-    with its run_timeout_s). The rule passes its declared status file and log, and where an earlier
-    attempt's files go; by hand (`python -m dlscale launch`) they are the config's (`paths.run_files`)."""
+    """The run's Plan, from the study config or the `run` rule's settings. The rule passes its declared
+    status file, log and attempts folder; by hand they are the config's (`paths.run_files`)."""
     run = complete(study, run)
     settings = own_settings(study, run)
     job_plan = cfg.job_plan(settings)
@@ -194,15 +161,13 @@ def plan(study, run, env_record, status_path=None, log_path=None, attempts_root=
 
 
 def launch(study, run, env_record, status_path=None, log_path=None, attempts_root=None):
-    """Run one study run end to end (its `plan`, then its job) and write its status.json. Returns
-    the status dict."""
-    p = plan(study, run, env_record, status_path, log_path, attempts_root)  # the run resolved, once
-    run = p.run
+    """Run one study run end to end (its `plan`, then its job); write and return its status."""
+    p = plan(study, run, env_record, status_path, log_path, attempts_root)
     _keep_previous(p.run_dir, p.attempts)
     _fresh_log(p.log)
     started = time.time()
     argv, rc, failure = _run_job(p, env_record, started)
-    problems, _ = check_run(p.run_dir, run["nodes"] * run["ranks_per_node"], traced=p.traced)
+    problems, _ = check_run(p.run_dir, p.run["nodes"] * p.run["ranks_per_node"], traced=p.traced)
     if failure:
         problems.insert(0, failure)
     status = {
@@ -233,13 +198,11 @@ def _identity(p):
 
 
 def _run_job(p, env_record, started):
-    """Run the plan's MPI job, its spec.json written once the job's hosts and argv are known, and keep
-    its log in the run folder. Returns (argv, returncode, failure), failure None where the job ran
-    to its end; an interrupted job writes attempt.json and is raised on."""
+    """Run the plan's MPI job, spec.json written once its hosts and argv are known. Returns (argv,
+    returncode, failure or None); an interrupted job writes attempt.json and is raised on."""
     run, timeout_s = p.run, p.job.timeout_s
     try:
-        with job(p.job, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as job_:
-            hosts, argv, proc_env, cluster = job_
+        with job(p.job, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as (hosts, argv, proc_env, cluster):
             spec = {**p.spec, "launch": _launch_facts(env_record, hosts, argv, cluster)}
             (p.run_dir / SPEC).write_text(json.dumps(spec, indent=2) + "\n")
             rc, timed_out = execute(argv, p.log, timeout_s, proc_env)
@@ -264,8 +227,7 @@ def _run_job(p, env_record, started):
 
 
 def _launch_facts(env_record, hosts, argv, cluster):
-    """How the run was launched (spec.json's `launch`): the job's argv and hosts, the environment it
-    ran in, the emulated cluster where there was one, and the dlscale commit that launched it."""
+    """How the run was launched (spec.json's `launch`)."""
     return {
         "argv": argv,
         "hosts": hosts,
@@ -279,9 +241,7 @@ def _launch_facts(env_record, hosts, argv, cluster):
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """A sweep's or replay's MPI job: `ranks_per_node` ranks on each of `nodes` nodes in the Python of
-    the environment record `env`; its lines go to `out`, its log to `log`, and a copy of both to a new
-    folder under `attempts` (kept when the step is redone)."""
+    """A sweep's or replay's MPI job in the Python of the environment record `env`, and its files."""
 
     nodes: int
     ranks_per_node: int
@@ -301,13 +261,10 @@ class Program:
 
 
 def sweep_allreduce(settings, sweep, apart=None):
-    """Run the allreduce sweep (dlscale.runtime.allreduce) as the Measurement `sweep` (`measure`): the MPI and
-    Horovod paths, and the native paths of the frameworks that run in the same Python, in its
-    environment's Python (that of the framework whose binding hands Horovod its tensors,
-    `cfg.instrument`); for each framework swept apart (`cfg.swept_apart`; {framework: its environment
-    record}: its own environment, a user's Python) its native path and its binding's Horovod paths,
-    each in a job of its own in that Python, its lines (or its failure) appended to the sweep's and
-    its log to the sweep's log. `settings`: the `allreduce` rule's (config.sweep_settings)."""
+    """Run the allreduce sweep as the Measurement `sweep`: the MPI and Horovod paths, and the native
+    paths of the frameworks in the instrument's Python; then, for each framework swept apart (`apart`:
+    {framework: its environment record}), its native path and its binding's Horovod paths, each in a
+    job of its own in that Python, appended to the sweep's lines and log."""
     job_plan = cfg.job_plan(settings)
     apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.swept_apart(settings)}
     here = [fw for fw in cfg.native(settings) if fw not in apart]
@@ -320,8 +277,7 @@ def sweep_allreduce(settings, sweep, apart=None):
 
 
 def _sweep_apart(settings, job_plan, sweep, fw, binding):
-    """One job in `sweep`'s Python timing `fw`'s native path or (`binding`) its Horovod binding's
-    paths, its lines appended to the sweep's and its log to the sweep's log."""
+    """One job in `sweep`'s Python timing `fw`'s native path or (`binding`) its Horovod binding's paths."""
     out_path, log_path = Path(sweep.out), Path(sweep.log)
     part, part_log = (p.with_name(f"{p.stem}.{fw}{p.suffix}") for p in (out_path, log_path))
     program = _sweep_program(settings, job_plan, [] if binding else [fw], fw if binding else None)
@@ -335,9 +291,8 @@ def _sweep_apart(settings, job_plan, sweep, fw, binding):
 
 
 def _sweep_program(settings, job_plan, native, binding="reference"):
-    """The Program of a sweep job timing the native paths of `native` and, with binding "reference",
-    the MPI and Horovod paths (the instrument's binding), with a framework's name, that framework's
-    binding's Horovod paths only."""
+    """A sweep job timing the native paths of `native` and, with binding "reference", the MPI and
+    Horovod paths (the instrument's binding); with a framework's name, its binding's Horovod paths only."""
     args = ["--max-bytes", str(settings["allreduce_max_bytes"]), "--device", job_plan.device]
     args += ["--native", ",".join(native), "--instrument", cfg.instrument(settings) or "none"]
     args += ["--threads", str(job_plan.threads_per_rank)]  # a binding's framework at its ranks' threads
@@ -347,9 +302,7 @@ def _sweep_program(settings, job_plan, native, binding="reference"):
 
 
 def replay_gradients(settings, replayed, plans_path, spec_path):
-    """Replay the study's 1-rank runs' gradient traffic (dlscale.runtime.replay) as the Measurement `replayed`
-    (one rank per node; `measure`), from the spec it writes to spec_path (the replay settings and the
-    plans). `settings`: the `replay` rule's (config.replay_settings)."""
+    """Replay the study's 1-rank runs' gradient traffic as the Measurement `replayed`, its spec written to spec_path."""
     spec_path = Path(spec_path)
     plans = json.loads(Path(plans_path).read_text())
     _write_json(spec_path, {**settings["replay"], "instrument": cfg.instrument(settings), "plans": plans})
@@ -358,14 +311,11 @@ def replay_gradients(settings, replayed, plans_path, spec_path):
 
 
 def measure(job_plan, where, program):
-    """Run the Program on the Measurement `where`'s hosts and ranks (a sweep or a replay), as the
-    JobPlan says.
+    """Run the Program on the Measurement `where` (a sweep or a replay), as the JobPlan says.
 
-    One that fails ends its output with one line saying why, after the lines it wrote before it
-    failed (a sweep's sizes measured before a timeout stay), so the study goes on. Every output and
-    log is also copied to a new folder under the job's attempts folder, where they stay when the step
-    is redone (Snakemake deletes a rule's output and log before it runs the rule again).
-    """
+    One that fails ends its output with a line saying why, after the lines it wrote (a sweep's sizes
+    measured before a timeout stay), so the study goes on. Output and log are also copied to a new
+    attempts folder, where they stay when the step is redone (Snakemake deletes them first)."""
     out_path, log_path = Path(where.out), Path(where.log)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.unlink(missing_ok=True)  # only this job's lines, never an earlier one's

@@ -1,13 +1,6 @@
-"""The launchers a study can name (`launcher.name`), registered by name (the config schema's list
-is made from the registry): each one a class with its argv, a pure function from a job to an argv
-list, one signature, tested by exact argv,
-
-  argv(job, launcher)
-
-job: a `Job` (its hosts, ranks per node, what every rank runs and with which environment); launcher:
-the config's `launcher` section; and what the job layer (dlscale/runtime/execution.py) asks of it:
-whether a scheduler places the ranks (then the hostfile is not read) and the program it needs on
-PATH. Adding a launcher is one class here.
+"""The launchers a study can name (`launcher.name`), registered by name: each a class with
+`argv(job, launcher)`, a pure function of a `Job` and the config's `launcher` section (tested by
+exact argv), whether a scheduler places the ranks, and the program it needs on PATH.
 """
 
 import os
@@ -18,8 +11,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Job:
     """What a launcher starts: `ranks_per_node` ranks on each of `hosts` (for srun only their number
-    counts: Slurm places the ranks), every rank running `command` in the rank environment `env` with
-    `cpus_per_task` CPUs; `as_root` where the launching user is root (mpirun refuses it unless told)."""
+    counts), each running `command` in `env`; `as_root`: mpirun refuses root unless told."""
 
     hosts: list
     ranks_per_node: int
@@ -48,23 +40,12 @@ def _hosts(job):
 
 
 def mpirun_argv(job, launcher):
-    """argv for Open MPI's mpirun: the job's ranks per node on each of its hosts.
-
-    The job's env is exported to every rank with -x NAME=VALUE (sorted, so the argv is deterministic).
-    """
+    """argv for Open MPI's mpirun; the env is exported with -x NAME=VALUE, sorted (deterministic argv)."""
     argv = ["mpirun"]
     if job.as_root:
         argv.append("--allow-run-as-root")
-    argv += [
-        "-np",
-        str(job.ranks),
-        "--host",
-        _hosts(job),
-        "--map-by",
-        f"ppr:{job.ranks_per_node}:node",
-        "--bind-to",
-        launcher.get("bind_to", "none"),
-    ]
+    argv += ["-np", str(job.ranks), "--host", _hosts(job), "--map-by", f"ppr:{job.ranks_per_node}:node"]
+    argv += ["--bind-to", launcher.get("bind_to", "none")]
     if launcher.get("oversubscribe"):
         argv.append("--oversubscribe")
     for name, value in sorted(job.env.items()):
@@ -85,15 +66,7 @@ def horovodrun_argv(job, launcher):
     binding = f"--bind-to {launcher.get('bind_to', 'none')} --map-by ppr:{job.ranks_per_node}:node"
     if launcher.get("oversubscribe"):
         binding += " --oversubscribe"
-    argv = [
-        "horovodrun",
-        "-np",
-        str(job.ranks),
-        "-H",
-        _hosts(job),
-        "--mpi",
-        f"--binding-args={binding}",
-    ]
+    argv = ["horovodrun", "-np", str(job.ranks), "-H", _hosts(job), "--mpi", f"--binding-args={binding}"]
     if launcher.get("network_interfaces"):
         argv.append(f"--network-interfaces={','.join(launcher['network_interfaces'])}")
     if launcher.get("extra_args"):
@@ -105,20 +78,11 @@ SRUN_BIND = {"none": "none", "core": "cores", "socket": "sockets", "numa": "ldom
 
 
 def srun_argv(job, launcher):
-    """argv for Slurm's srun inside an allocation: as many nodes as the job has hosts (Slurm picks
-    which), its ranks per node as tasks each with its CPUs per task, MPI wired up by the
-    `launcher.mpi` plugin (pmix by default), the job killed if one rank dies. Every count is
-    explicit: Snakemake's Slurm job step removes the allocation's SLURM_* counts from the environment."""
-    argv = [
-        "srun",
-        f"--nodes={len(job.hosts)}",
-        f"--ntasks={job.ranks}",
-        f"--ntasks-per-node={job.ranks_per_node}",
-        f"--cpus-per-task={job.cpus_per_task}",
-        f"--cpu-bind={SRUN_BIND[launcher.get('bind_to', 'none')]}",
-        f"--mpi={launcher.get('mpi', 'pmix')}",
-        "--kill-on-bad-exit=1",
-    ]
+    """argv for Slurm's srun inside an allocation (Slurm picks the nodes), the job killed if one rank
+    dies. Every count is explicit: Snakemake's Slurm job step removes the allocation's SLURM_* counts."""
+    argv = ["srun", f"--nodes={len(job.hosts)}", f"--ntasks={job.ranks}", f"--ntasks-per-node={job.ranks_per_node}"]
+    argv += [f"--cpus-per-task={job.cpus_per_task}", f"--cpu-bind={SRUN_BIND[launcher.get('bind_to', 'none')]}"]
+    argv += [f"--mpi={launcher.get('mpi', 'pmix')}", "--kill-on-bad-exit=1"]
     return argv + list(launcher.get("extra_args", [])) + _env_prefix(job.env) + list(job.command)
 
 
@@ -173,17 +137,15 @@ class Srun(Launcher):
 
 
 def apart(launcher, session_dir):
-    """The launcher of one of several jobs started at once on one node (a calibration's copies): Open
-    MPI's mpirun given a session directory of its own under `session_dir` (`orte_tmpdir_base`). Two
-    mpiruns that create the node's shared /tmp/ompi.<host>.<uid> at the same moment fail one of them
-    ("A call to mkdir was unable to create the desired directory ... File exists": a calibration's
-    copy, 2026-11-29). Other launchers are returned as they are."""
+    """The launcher of one of several jobs started at once on one node (a calibration's copies): mpirun
+    gets a session directory of its own under `session_dir`, as two mpiruns that create the node's
+    /tmp/ompi.<host>.<uid> at the same moment fail one of them ("A call to mkdir was unable to create
+    the desired directory ... File exists", 2026-11-29). Other launchers are returned as they are."""
     if launcher.get("name", "mpirun") != Mpirun.name:
         return launcher
     return {**launcher, "extra_args": ["--mca", "orte_tmpdir_base", str(session_dir), *launcher.get("extra_args", [])]}
 
 
 NAMES = tuple(LAUNCHERS)
-# An emulated cluster (dlscale/runtime/emulate.py) runs its jobs with mpirun in its node 0: the one
-# launcher its network namespaces have been tested with.
+# An emulated cluster runs its jobs with mpirun in its node 0: the one launcher tested in its namespaces.
 EMULATED = LAUNCHERS["mpirun"]

@@ -1,12 +1,11 @@
 """The machine's matrix-multiply rate as each framework reaches it: the denominator of model FLOP
 utilisation (MFU).
 
-Per framework, in a process of its own in that framework's Python (`--python FRAMEWORK=PATH` for
-one that runs apart from the workload environment: its own environment, a user's), with a rank's
-threads (`threads_per_rank`) and device: a square matrix multiply (dlscale/workloads/matmul.py);
-the rate is 2 N^3 / the median time, and the cores the process used while it multiplied. On the CPU
-the same multiply runs again with the process bound to `threads` CPUs (`matmul_flops_s_bound`): what
-that many cores can do, beside which a rate that took more cores than it was given stands out.
+Per framework, in a process of its own in that framework's Python (`--python FRAMEWORK=PATH` for one
+that runs apart from the workload environment), with a rank's threads and device: a square matrix
+multiply (dlscale/workloads/matmul.py), rate 2 N^3 / the median time, and the cores it used. On the CPU
+it runs again bound to `threads` CPUs (`matmul_flops_s_bound`): what that many cores can do, beside
+which a rate that took more cores than it was given stands out.
 
     python -m dlscale.runtime.peak OUT.csv --framework torch tensorflow mxnet --threads 1 [--device cpu|gpu]
         [--precision fp32|mixed] [--size N] [--python jax=PATH]
@@ -79,20 +78,9 @@ def _probe(framework, threads, args, env):
     cmd = [python, "-m", "dlscale.workloads.matmul", framework, str(threads), args.device, args.precision, str(n)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    row = {
-        "framework": framework,
-        "device": args.device,
-        "precision": args.precision,
-        "threads": threads,
-        "n": n,
-        "matmul_flops_s": math.nan,
-        "matmul_flops_s_min": math.nan,
-        "matmul_flops_s_max": math.nan,
-        "repeats": 0,
-        "cores_used": math.nan,
-        "matmul_flops_s_bound": math.nan,
-        "failure": "",
-    }
+    row = {"framework": framework, "device": args.device, "precision": args.precision, "threads": threads, "n": n}
+    row |= dict.fromkeys(["matmul_flops_s", "matmul_flops_s_min", "matmul_flops_s_max"], math.nan)
+    row |= {"repeats": 0, "cores_used": math.nan, "matmul_flops_s_bound": math.nan, "failure": ""}
     if proc.returncode or not lines:
         # a framework that cannot use the device (a GPU study where there is none) has no peak,
         # and its MFU is left empty; its runs fail on their own, saying why
@@ -117,8 +105,7 @@ def _probe(framework, threads, args, env):
 
 
 def _bound(cmd, env, threads, n):
-    """The probe's rate with the process bound to `threads` of the CPUs this one may use (NaN where
-    there are fewer, or it fails)."""
+    """The probe's rate bound to `threads` of the CPUs this process may use (NaN where fewer, or it fails)."""
     cpus = sorted(os.sched_getaffinity(0))[:threads]
     if len(cpus) < threads:
         return math.nan
@@ -158,12 +145,8 @@ def rule_settings(config):
 
 
 def rule(settings, python, out_path, log_path, apart=None):
-    """The `peak` rule: each framework's matrix-multiply rate with a rank's threads on the study's
-    device (`main`), in a process of its own, in `python` or, for a framework that runs apart, the
-    Python its environment record in `apart` ({framework: record}) names. `settings`
-    (`rule_settings`): every config value it reads, which the rule declares as its params so that a
-    change to one remakes peak.csv."""
-
+    """The `peak` rule: `main` in `python` (a framework's own in `apart`, {framework: record}), with
+    `settings` (`rule_settings`: the rule's params, so that a change remakes peak.csv)."""
     argv = [python, "-m", "dlscale.runtime.peak", str(Path(out_path).resolve()), "--framework", *settings["framework"]]
     argv += ["--threads", *map(str, settings["threads_per_rank"]), "--device", settings["device"]]
     argv += ["--precision", settings["precision"]] + (["--size", str(settings["size"])] if settings.get("size") else [])

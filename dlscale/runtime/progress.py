@@ -1,12 +1,6 @@
-"""How far a study has got, said after each of its runs ends: runs done of those planned so far,
-blocks complete, and how long the runs left are predicted to take.
-
-A run's predicted time (`predicted_s`) is what the runs done so far took: the mean elapsed time of
-those of its configuration (the same run in earlier blocks); where none has run yet, of those of
-its framework and rank count; else of every run done. The sequential rule budgets its added blocks
-with the same estimate (dlscale/analysis/sequential.py). bench/run_cost.py says where a run's time
-goes.
-"""
+"""How far a study has got, said after each of its runs ends: runs done, blocks complete, and how long
+the runs left are predicted to take (the mean time of the runs done of the same configuration, else of
+the same framework and rank count, else of all)."""
 
 import json
 import math

@@ -1,21 +1,15 @@
 """Replay: a study's gradient traffic on more nodes than it ran on, without its compute.
 
-`python -m dlscale.runtime.replay OUT.jsonl SPEC.json` under mpirun (SPEC: iterations, warmup, plans):
-for each plan (one 1-rank configuration of the study: its phase times, its gradients' sizes and the
-time into backward at which each is ready, or none where communication starts after backward),
-every rank runs `warmup` + `iterations` iterations that wait where the 1-rank run computed and hand
-gradients of the measured sizes to real Horovod allreduces (through SPEC's `instrument`, the binding
-of a framework the study runs through Horovod, PyTorch's where it runs PyTorch: host tensors,
-averaged, like its distributed optimizer) in the measured order:
+`python -m dlscale.runtime.replay OUT.jsonl SPEC.json` under mpirun: for each plan (a 1-rank
+configuration's phase times, gradient sizes and ready times) every rank runs `warmup` + `iterations`
+iterations that sleep where the run computed and hand gradients of the measured sizes to real Horovod
+allreduces through SPEC's `instrument` binding, in the measured order:
 
     sleep io + h2d + forward; at each gradient's ready time submit its allreduce; sleep to the end
     of backward; wait for every allreduce; sleep update.
 
-The ranks do not compute, so a machine that could not train 16 ranks at once can replay them: what
-is measured is Horovod's scheduling, fusion and negotiation and the network, the parts the
-performance model predicts beyond the nodes a study can afford. Rank 0 writes one JSON line per
-measured iteration with every rank's iteration time and exposed communication (the wait after
-backward).
+Rank 0 writes a JSON line per measured iteration: every rank's iteration time and exposed
+communication (the wait after backward).
 """
 
 import itertools
@@ -35,9 +29,7 @@ class ReplayError(ValueError):
 
 
 def plans(bases, models, schedules=None):
-    """Plans from the model's 1-rank baselines (dlscale.analysis.prediction.baselines): {MATCH key: details} ->
-    [plan], for the listed models (and allreduce schedules)."""
-
+    """Plans of the listed models (and schedules) from the 1-rank baselines ({MATCH key: details})."""
     out = []
     for key, b in sorted(bases.items(), key=lambda kv: tuple(map(str, kv[0]))):
         ident = dict(zip(BASELINE_KEYS, key))
@@ -76,11 +68,9 @@ def _sleep_until(deadline):
 
 
 def replay(plan, binding, iterations, warmup):
-    """This rank's (iteration s, exposed communication s) per measured iteration of one plan,
-    handing Horovod its gradients through `binding` (a framework package's `instrument` part); the
-    gradients ready at the same time are handed over together, as a step hands them (TensorFlow's,
-    whose allreduces start after backward, in one traced function: one call per gradient took the
-    replay 16% over the model's prediction on 4 emulated nodes, bench/results/replay-bindings.csv)."""
+    """This rank's (iteration s, exposed communication s) per measured iteration of one plan, through
+    `binding`. Gradients ready at once are handed over together, as a step does (TensorFlow's, in one
+    traced function: one call per gradient took the replay 16% over the model on 4 emulated nodes)."""
     phases, sizes = plan["phases"], plan["sizes"]
     backward = phases[BACKWARD_S]
     ready = [backward] * len(sizes) if plan["ready"] is None else [min(r, backward) for r in plan["ready"]]
@@ -123,19 +113,9 @@ def main(argv=None):
         every = comm.gather(mine, root=0)
         if fh:
             for i in range(len(mine)):
-                fh.write(
-                    json.dumps(
-                        {
-                            "schema": SCHEMA,
-                            **plan["key"],
-                            "ranks": hvd.size(),
-                            "iteration": i,
-                            "iteration_s": [r[i][0] for r in every],
-                            "exposed_s": [r[i][1] for r in every],
-                        }
-                    )
-                    + "\n"
-                )
+                row = {"schema": SCHEMA, **plan["key"], "ranks": hvd.size(), "iteration": i}
+                row |= {"iteration_s": [r[i][0] for r in every], "exposed_s": [r[i][1] for r in every]}
+                fh.write(json.dumps(row) + "\n")
             fh.flush()
     if fh:
         fh.close()

@@ -1,22 +1,10 @@
-"""The process that does a pipeline rule's work.
+"""The process that does a pipeline rule's work: every rule's `run:` block is `step(rule, FUNCTION,
+input, output, params, log, resources)`, and FUNCTION takes one `Job` of the declared lists.
 
-Every rule's `run:` block is one line, `step(rule, FUNCTION, input, output, params, log, resources)`
-(rules/common.smk), and every FUNCTION takes one `Job`: the rule's declared input, output, params,
-log and resources, as a Snakemake script gets them. A step reads nothing else of the study: each
-config value it needs is a declared param (a change remakes the step) or, for a time limit, a
-resource (a longer limit remakes nothing). The runtime's steps are dlscale/runtime/rule_steps.py's
-(run, allreduce, replay, peak, dataset, environment, framework_environment); the analysis's are
-dlscale/analysis/steps.py's.
-
-Snakemake runs a rule's `run:` block in a thread (of its own process under the workflow profile,
-profiles/default; of a job process it spawns without it or under Slurm), where no signal handler
-can be set, and on SIGTERM waits for running jobs to finish. So the MPI rules hand their work to a
-process of their own, `python -m dlscale.runtime.rule` (its arguments as JSON on stdin, never through a
-shell). It stops the MPI job and removes an emulated cluster when it gets SIGTERM, SIGINT or
-SIGHUP, or when the process that started it dies, and then exits with 128 + the signal's number: the run is
-left incomplete (no status.json; its files stay, with attempt.json saying it was interrupted), so
-the next `snakemake` redoes it. The pipeline's own process passes the signals it gets on to these
-processes (dlscale/runtime/signals.py, called from the Snakefile's `onstart`).
+Snakemake runs `run:` blocks in threads, where no signal handler can be set, and on SIGTERM waits for
+running jobs; so a step runs in a process of its own, `python -m dlscale.runtime.rule` (its arguments
+as JSON on stdin), which on SIGTERM, SIGINT, SIGHUP or its parent's death stops its MPI job and
+emulated cluster and exits with 128 + the signal, leaving the run incomplete for the next `snakemake`.
 """
 
 import contextlib
@@ -34,9 +22,7 @@ MODULE = "dlscale.runtime.rule"
 
 
 def in_own_process(target, job, name, timeout_s=None):
-    """`target` (module:function) called with `job` in a process of its own; raise if it did not
-    finish, or if it took longer than timeout_s (then it is killed). `name` says which in messages
-    and in `ps`."""
+    """`target` (module:function) called with `job` in process `name`; raises if it fails or times out."""
     payload = json.dumps({"target": target, "parent": os.getpid(), "job": job}, default=str)
     proc = subprocess.Popen([sys.executable, "-m", MODULE, name], stdin=subprocess.PIPE)
     try:
@@ -71,8 +57,7 @@ def _stop(proc):
 
 
 class Files(list):
-    """One of a rule's declared lists (input, output, params, log, resources) as the step gets it in
-    its own process: the list, and each named entry as an attribute, like Snakemake's own."""
+    """One of a rule's declared lists in the step's process: a list with its named entries as attributes."""
 
     def __init__(self, items, names):
         super().__init__(items)
@@ -80,8 +65,7 @@ class Files(list):
 
 
 def files(declared):
-    """A Snakemake input/output/params/log/resources list (or a plain list or dict) as JSON for a
-    step's process (see `Files`)."""
+    """A Snakemake declared list (or a plain list or dict) as JSON for a step's process (see `Files`)."""
     if isinstance(declared, dict):  # a named list of lists is flat, as Snakemake's is
         flat = [item for v in declared.values() for item in (v if isinstance(v, list) else [v])]
         return {"__files__": flat, "names": dict(declared)}
@@ -104,8 +88,7 @@ class Job:
 
     @classmethod
     def of(cls, **declared):
-        """A Job from lists or dicts by part name (a part not given is empty), as a test or a
-        command makes one; `step` makes it from the rule's own."""
+        """A Job from lists or dicts by part name (a part not given is empty), as a test or command makes one."""
         return cls(**{part: _unpack(files(declared.get(part, [])), part) for part in PARTS})
 
 
@@ -116,10 +99,8 @@ def _unpack(value, part):
 
 
 def step(rule_name, function, declared, timeout_s=None):
-    """A pipeline rule's work, `function(Job)`, in a process of its own (Snakemake runs rules in
-    threads of its process, where a step could neither be interrupted nor timed out), killed after
-    timeout_s where given; `declared`: the rule's lists in PARTS' order (input, output, params, log,
-    resources)."""
+    """A rule's work, `function(Job)`, in a process of its own, killed after timeout_s where given;
+    `declared`: the rule's lists in PARTS' order."""
     if len(declared) != len(PARTS):
         raise TypeError(f"rule {rule_name}: expected its {', '.join(PARTS)}, got {len(declared)} lists")
     target = f"{function.__module__}:{function.__qualname__}"

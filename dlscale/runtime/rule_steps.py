@@ -59,15 +59,13 @@ def peak_rule(job):
 
 def dataset_rule(job):
     """`rule dataset`: the study's training images (dlscale/runtime/dataset.py) from params.data."""
-    dataset.prepare_rule(
-        json.loads(job.params.data), job.params.python, job.output[0], job.log[0], json.loads(job.params.writers)
-    )
+    data, writers = json.loads(job.params.data), json.loads(job.params.writers)
+    dataset.prepare_rule(data, job.params.python, job.output[0], job.log[0], writers)
 
 
 def framework_environment(job):
-    """`rule framework_environment`: the Python params.python (the user's, or with params.build the
-    framework's own environment, built here first) admitted for params.needs
-    (dlscale/runtime/environments.py `admit`), its record output[0], or the study stopped."""
+    """`rule framework_environment`: params.python (with params.build the framework's own environment,
+    built here first) admitted for params.needs (environments.admit), its record output[0]."""
     declared = json.loads(job.params.needs)
     if job.params.build:
         build.record_rule(sys.executable, job.output[0], job.log[0], own=declared["framework"])

@@ -1,7 +1,6 @@
-"""The pipeline's own process passes the stop signals it gets on to the processes doing its rules'
-work (`python -m dlscale.runtime.rule`, dlscale/runtime/rule.py), which stop their MPI jobs and
-emulated clusters: Snakemake alone would wait for running jobs to finish. Called from the
-Snakefile's `onstart`."""
+"""The pipeline's process passes the stop signals it gets on to its rules' processes (dlscale/runtime/rule.py),
+which stop their MPI jobs and emulated clusters: Snakemake alone would wait for running jobs to finish.
+Called from the Snakefile's `onstart`."""
 
 import os
 import signal
@@ -26,9 +25,7 @@ def rules_processes(pid):
 
 
 def forward_signals():
-    """In the pipeline's main process: on SIGTERM, SIGINT or SIGHUP first stop every MPI rule's
-    process below this one (each stops its job and its emulated cluster), then do what the process
-    did before with that signal (Snakemake: exit after the running jobs, which now end at once)."""
+    """On a stop signal first stop every rule's process below this one, then do what was done before."""
 
     def forward(signum, frame, previous):
         for pid in rules_processes(os.getpid()):

@@ -1,21 +1,11 @@
 """A real Slurm cluster on this machine, to run the Slurm path (profiles/slurm, the srun launcher)
 for real: `dlscale slurm up --nodes N` makes it, `dlscale slurm down` removes it and everything in it.
 
-What it is (Debian's slurm-wlm 22.05, slurmdbd, munge and mariadb-server; root only):
-  - munged (authentication) and a MariaDB server (accounting), reused when already running;
-  - slurmdbd, with a database of its own, so that sacct answers as at a site (Snakemake's Slurm
-    executor reads job states through sacct);
-  - slurmctld in this machine's network namespace, at HEAD_ADDR on a link into the emulated
-    cluster's switch: where sbatch, squeue, sacct and scancel reach it;
-  - node i = emulated node i (dlscale/runtime/emulate.py): one slurmd in that node's network namespace, on
-    that node's CPUs, with a host name of its own (a UTS namespace) that /etc/hosts resolves to the
-    node's address. A job's ranks on different nodes therefore talk over the emulated links, and
-    Open MPI (started by srun through PMIx) sees them as different hosts.
-
-The slurmd run in the node's network namespace entered with nsenter, not `ip netns exec`, which
-mounts a fresh /sys without the cgroup hierarchy slurmd needs to start. The files are made from
-slurm.conf.in and slurmdbd.conf.in beside this module, into STATE; /etc/slurm/slurm.conf points at
-STATE's when there is none (so that plain `sinfo` finds it); SLURM_CONF does too.
+Debian's slurm-wlm 22.05 (root only): munged and MariaDB (reused when running), slurmdbd (Snakemake's
+executor reads job states through sacct), slurmctld at HEAD_ADDR on a link into the emulated switch, and
+per emulated node a slurmd in its namespace, on its CPUs, with a host name of its own that /etc/hosts
+resolves: ranks on different nodes talk over the emulated links. slurmd enters the namespace with
+nsenter: `ip netns exec` mounts a fresh /sys without the cgroups slurmd needs. Config files: in STATE.
 """
 
 import json
@@ -118,12 +108,8 @@ def _mariadb(started):
         MARIADB_SOCKET.parent.mkdir(parents=True, exist_ok=True)
         shutil.chown(MARIADB_SOCKET.parent, "mysql", "mysql")
         log = open(STATE / "mariadb.log", "w")
-        proc = subprocess.Popen(
-            ["mariadbd", "--user=mysql", f"--socket={MARIADB_SOCKET}", "--skip-networking"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        server = ["mariadbd", "--user=mysql", f"--socket={MARIADB_SOCKET}", "--skip-networking"]
+        proc = subprocess.Popen(server, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         started["mariadbd"] = proc.pid
         _wait("the MariaDB server", lambda: _ok("mariadb", "-e", "select 1"), [STATE / "mariadb.log"])
     password = os.urandom(12).hex()
@@ -164,18 +150,8 @@ def _slurmd(i, ns, cpus):
     name = node_name(i)
     (STATE / "spool" / name).mkdir(parents=True)
     (STATE / "tmp" / name).mkdir(parents=True)
-    _run(
-        "taskset",
-        "-c",
-        cpus,
-        "nsenter",
-        f"--net=/run/netns/{ns}",
-        "unshare",
-        "--uts",
-        "sh",
-        "-c",
-        f"hostname {name} && exec slurmd",
-    )
+    named = ["unshare", "--uts", "sh", "-c", f"hostname {name} && exec slurmd"]
+    _run("taskset", "-c", cpus, "nsenter", f"--net=/run/netns/{ns}", *named)
 
 
 def _nodes_idle(count):
@@ -184,8 +160,7 @@ def _nodes_idle(count):
 
 
 def _write_configs(cluster, nodes, password):
-    """slurm.conf (this host the head, each emulated node a Slurm node with its share of the memory)
-    and slurmdbd.conf (readable by root alone: it holds the database password)."""
+    """slurm.conf (a Slurm node per emulated node) and slurmdbd.conf (root's alone: it holds a password)."""
     memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 // nodes
     _write(
         "slurm.conf.in",
@@ -206,8 +181,7 @@ def _write_configs(cluster, nodes, password):
 
 
 def _start_accounting():
-    """slurmdbd, then the cluster, its account and root as its user (Snakemake reads job states
-    through sacct, which needs them)."""
+    """slurmdbd, then the cluster, its account and root as its user (which sacct needs)."""
     _run("slurmdbd")
     _wait("slurmdbd", lambda: _ok("sacctmgr", "-n", "list", "cluster"), [STATE / "slurmdbd.log"])
     _run("sacctmgr", "-i", "add", "cluster", CLUSTER)
@@ -270,8 +244,7 @@ def _pid(path):
 
 
 def down():
-    """Remove the cluster: every process on its nodes (jobs, steps, slurmd), slurmctld, slurmdbd, its
-    database, the daemons `up` started, its /etc lines and STATE. Returns what was stopped."""
+    """Remove the cluster, its daemons, database, /etc lines and STATE; returns what was stopped."""
     stopped = emulate.down(EMULATED)  # its namespaces (the head link goes with the switch's end)
     for daemon in ("slurmctld", "slurmdbd"):
         pid = _pid(STATE / f"{daemon}.pid")

@@ -1,5 +1,5 @@
-"""Where a rank's batches come from: synthetic ones, the same in every framework, or the images of
-a prepared dataset through its framework's own loader, whose own rate is probed before training."""
+"""A rank's batches: synthetic ones, the same in every framework, or a prepared dataset's images
+through the framework's own loader, whose own rate is probed before training."""
 
 import time
 
@@ -9,17 +9,13 @@ from dlscale.workloads import frameworks, loaders
 from dlscale.workloads.images import Dataset
 
 POOL = 4  # distinct synthetic batches per rank, used in turn
+PROBE_BATCHES = 8
+DRAIN_MOST, WAITED_S = 64, 5e-4
 
 
 class SyntheticData:
-    """Per-rank synthetic images and labels from numpy, identical for every framework.
-
-    Batch k of rank r comes from the generator seeded with (seed, r, k); iteration i uses batch
-    i mod POOL. Images are NCHW float32 standard normal, labels uniform over the classes. The pool is
-    made before timing starts, in the framework's layout (NHWC is the same values transposed); the io
-    phase then copies the iteration's batch into the framework's host staging buffer, the h2d phase
-    moves it to the device.
-    """
+    """Per-rank synthetic images (standard normal) and labels (uniform), the same in every framework:
+    batch k of rank r seeded (seed, r, k), used by iterations k mod POOL, made in the framework's layout."""
 
     def __init__(self, seed, rank, batch_size, image_size, classes, layout="NCHW"):
         self.batches = []
@@ -35,12 +31,11 @@ class SyntheticData:
         return self.batches[iteration % len(self.batches)]
 
     def close(self):
-        """Nothing runs beside the synthetic batches."""
+        """Stop the loader's workers (closing PyTorch's generator shuts its DataLoader's down)."""
 
 
 class Images:
-    """The rank's batches from its framework's own loader (dlscale/workloads/loaders.py); calling it waits
-    for the next one (the iteration number is the synthetic data's concern only)."""
+    """The rank's batches from its framework's own loader; calling it waits for the next one."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -49,19 +44,15 @@ class Images:
         return next(self.stream)
 
     def close(self):
-        """Stop the loader's worker processes: closing PyTorch's stream (a generator) frees its
-        DataLoader iterator, which shuts its workers down; tf.data's and ImageRecordIter's threads
-        end with the process."""
+        """Stop the loader's workers (closing PyTorch's generator shuts its DataLoader's down; the
+        others' threads end with the process)."""
         if hasattr(self.stream, "close"):
             self.stream.close()
 
 
 def open_data(trainer, spec):
-    """(data, its description for the run record). Image data: the loader is started and, before
-    any training, PROBE_BATCHES batches are read from it alone, after the first (which waits for its
-    workers to start) and those made ahead meanwhile (read until one is waited for: MXNet's
-    ImageRecordIter holds more than its prefetch_buffer): their rate is the loader's own,
-    `loader_img_per_s`."""
+    """(data, its description for the run record). Image data: PROBE_BATCHES batches read from the loader
+    alone, after those it made ahead (until one is waited for), give its own rate, `loader_img_per_s`."""
     data = spec.get("data", {"kind": "synthetic"})
     if data["kind"] == "synthetic":
         return SyntheticData(
@@ -70,9 +61,8 @@ def open_data(trainer, spec):
 
     dataset = Dataset(data["folder"])
     workers = spec["loader_workers"]
-    # the framework's start-up work first: MXNet's engine initializes and broadcasts the weights
-    # asynchronously, and the loader's batches queued behind it (MXNet AlexNet's loader rate was
-    # 38-50 img/s in the default study of 2026-11-23 and is 312-328 after this wait)
+    # the framework's start-up work first: MXNet's engine starts asynchronously, and the loader's batches
+    # queued behind it (MXNet AlexNet's loader: 38-50 img/s before this wait, 312-328 after)
     trainer.sync()
     feed = loaders.Feed(
         dataset, trainer.rank, trainer.size, spec["batch_size"], spec["image_size"], workers, spec["seed"], trainer.gpu
@@ -94,7 +84,3 @@ def open_data(trainer, spec):
         "loader_img_per_s": rate,
         "loader": frameworks.get(trainer.name).LOADER,
     }
-
-
-PROBE_BATCHES = 8
-DRAIN_MOST, WAITED_S = 64, 5e-4

@@ -35,22 +35,15 @@ def gpu_for_rank(framework, version, count, local_rank, build):
 
 
 def nvidia_smi_name(index):
-    """The name of GPU `index` as this process numbers it (through $CUDA_VISIBLE_DEVICES), from
-    nvidia-smi, for frameworks that do not report it (MXNet); None when nvidia-smi cannot say."""
+    """GPU `index`'s name from nvidia-smi (through $CUDA_VISIBLE_DEVICES; MXNet reports none), or None."""
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     physical = visible[index].strip() if index < len(visible) else str(index)
+    argv = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", physical]
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", physical],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 class LayoutError(ValueError):
@@ -58,9 +51,7 @@ class LayoutError(ValueError):
 
 
 def resolve_layout(framework, asked):
-    """The layout a run uses: `best` becomes the one the framework's own performance guidance
-    recommends (its BEST_LAYOUT; bench/layout.py repeats the measurement); a forced layout the
-    framework cannot run is a LayoutError saying why (its LAYOUT_NOTE)."""
+    """The layout a run uses (`best`: BEST_LAYOUT); a LayoutError where the framework cannot run it."""
     declared = frameworks.get(framework)
     layout = declared.BEST_LAYOUT if asked == "best" else asked
     if layout not in declared.LAYOUTS:

@@ -1,29 +1,23 @@
 """A training set made here, shaped like ImageNet's: deterministic JPEG photographs-alike in an
 ImageFolder tree, and the same images in each framework's own record format.
 
-Content. Each image is a "dead leaves" picture (opaque discs of power-law distributed radii, each
-with its own colour and a smooth shading, drawn over one another: the classic model of natural
-images' occlusion and scale statistics) with a 1/f ("pink") luminance texture on top and sensor-like
-noise, so that its power spectrum falls like a photograph's and JPEG has edges, texture and flat
-areas to code: decoding costs what it costs on photographs, not on flat colour or white noise.
-
-Shape. Sizes follow ImageNet's training set (most images 500x375 or 375x500, a mean near 400x350):
-the short side is drawn from a log-normal around 333 pixels, the aspect from {4:3, 3:4, 1:1, 3:2,
-2:3, 16:9}, and the JPEG quality from 90-97 (Flickr-era photographs); the texture's strength is set
-so the mean file is about 110 KB, as ImageNet's is (40 images: 111 KB, 0.25 s each to make here).
-Image i of class c is made from (seed, i) alone, so the tree is the same on
-every machine with the same Pillow (its libjpeg codes the files); `content_hash` says so.
+Content: "dead leaves" pictures (opaque discs of power-law radii, each with its own colour and
+shading: the classic model of natural images' occlusion and scale statistics) under a 1/f luminance
+texture and sensor-like noise, so that JPEG decoding costs what it costs on photographs, not on flat
+colour or white noise. Shape: ImageNet's training set's (short side log-normal around 333 pixels,
+aspects 4:3, 3:4, 1:1, 3:2, 2:3, 16:9, JPEG quality 90-97, a mean file of about 110 KB). Image i is
+made from (seed, i) alone, so the tree is the same on every machine with the same Pillow
+(`content_hash` says so).
 
     python -m dlscale.workloads.images make DIR [--images N] [--classes C] [--seed S]   (ImageFolder tree)
     python -m dlscale.workloads.images tfrecord DIR OUT [--shards K]                    (tf.data's format)
     python -m dlscale.workloads.images recordio DIR OUT                                 (MXNet's .rec + .idx)
-(one command per framework with a format of its own: its package's data.py, COMMAND; each runs in
-its framework's own environment where this Python lacks the framework)
     python -m dlscale.workloads.images prepare OUT [--tree DIR] [--on-corrupt skip|fail] (all of it, checked)
+(a format's command runs in its framework's own environment where this Python lacks the framework)
 
-The converters read any ImageNet-style tree (DIR/<class>/<image>.jpg|jpeg|JPEG|png): the user's own
-data too. They store each file's bytes as they are (no re-encoding) with its class index, classes
-numbered in sorted order of their folder names, as torchvision's ImageFolder does.
+The converters read any ImageNet-style tree (DIR/<class>/<image>.jpg|jpeg|JPEG|png), the user's own
+too, and store each file's bytes as they are with its class index (classes in sorted order of their
+folder names, as torchvision's ImageFolder numbers them).
 """
 
 import argparse
@@ -49,6 +43,9 @@ ASPECT_WEIGHTS = (0.55, 0.2, 0.08, 0.08, 0.04, 0.05)
 QUALITY = (90, 97)
 TEXTURE = 40.0  # amplitude (standard deviation) of the 1/f texture, in 8-bit levels
 NOISE = 3.0  # sensor-like noise, in 8-bit levels: with TEXTURE, sets the mean file near 110 KB
+FILES_SUFFIX = ".files.json"
+MANIFEST = "manifest.json"
+ON_CORRUPT = ("skip", "fail")
 
 
 def _pink(rng, h, w):
@@ -64,8 +61,7 @@ def _pink(rng, h, w):
 
 
 def _dead_leaves(rng, h, w, r_min=6.0, most=3000):
-    """Dead leaves, drawn front to back: discs of radius r with density ~ r^-3 (scale invariance),
-    each showing only where no nearer disc lies, until the picture is covered."""
+    """Dead leaves, front to back (radius density ~ r^-3: scale invariant), until the picture is covered."""
     img = np.zeros((h, w, 3), np.float32)
     free = np.ones((h, w), bool)
     r_max = 0.5 * max(h, w)
@@ -122,9 +118,7 @@ def _write(job):
 
 
 def make(folder, images, classes, seed=0, processes=None):
-    """The ImageFolder tree DIR/<class>/<index>.JPEG: image i belongs to class i mod classes (a
-    folder per class that has images). Made by `processes` processes (default: one per core); image
-    i depends on (seed, i) alone, so the tree is the same however many make it."""
+    """The ImageFolder tree DIR/<class>/<index>.JPEG, image i in class i mod classes, made in parallel."""
     import multiprocessing
 
     folder = Path(folder)
@@ -164,22 +158,14 @@ def content_hash(folder):
 
 
 def listed(source):
-    """[(path, label)]: a tree's samples, the list itself, or the list in a JSON file (FILES_SUFFIX:
-    what `prepare` hands a format written in its framework's own Python)."""
+    """[(path, label)]: a tree's samples, the list itself, or the list in a FILES_SUFFIX JSON file."""
     if isinstance(source, (str, Path)) and str(source).endswith(FILES_SUFFIX):
         return [(Path(p), label) for p, label in json.loads(Path(source).read_text())]
     return samples(source) if isinstance(source, (str, Path)) else list(source)
 
 
-FILES_SUFFIX = ".files.json"
-
-
 class DataError(RuntimeError):
     """A training image that cannot be used, named."""
-
-
-MANIFEST = "manifest.json"
-ON_CORRUPT = ("skip", "fail")
 
 
 class Dataset:
@@ -223,10 +209,8 @@ class Dataset:
 
 
 def check(path, out_dir):
-    """Decode one file whole (Pillow). Returns the path every loader reads: the file itself when it is
-    an RGB or greyscale JPEG, else an RGB JPEG made from it under out_dir (PNG, CMYK: TensorFlow's
-    JPEG decoder and MXNet's records take JPEG). Raises DataError naming the file if it cannot be
-    decoded (corrupt, truncated)."""
+    """Decode one file whole; the path loaders read: the file if an RGB or grey JPEG, else a JPEG made
+    from it under out_dir (TensorFlow and MXNet take JPEG). A DataError names a file that cannot be decoded."""
     from PIL import Image
 
     try:
@@ -248,10 +232,8 @@ def formats():
 
 
 def python_for(framework):
-    """The Python that writes `framework`'s format when the caller names none: this one where it
-    imports the framework, else the framework's own environment's, as `dlscale env build --framework`
-    builds it (a command, not an import: the environments are built by the layer above this one; its
-    progress goes to this process's stderr)."""
+    """The Python that writes `framework`'s format: this one where it has the framework, else its own
+    environment's, from `dlscale env build --framework` (a command: the layer above builds them)."""
     if importlib.util.find_spec(frameworks.get(framework).MODULES[0]) is not None:
         return sys.executable
     argv = [sys.executable, "-m", "dlscale", "env", "build", "--framework", framework]
@@ -262,9 +244,7 @@ def python_for(framework):
 
 
 def write_format(framework, source, out, shards, python=None):
-    """Write `source` (a tree, or [(path, label)]) in `framework`'s own format at `out` with the
-    Python `python` (default `python_for`): in this process where that is this Python, else in a
-    process of that Python's; returns the files written."""
+    """Write `source` (a tree, or [(path, label)]) in `framework`'s format at `out` with `python`; its files."""
     python = python or python_for(framework)
     form = formats()[framework]
     if pythons.is_this_python(python):
@@ -288,9 +268,7 @@ def write_format(framework, source, out, shards, python=None):
 
 @dataclasses.dataclass(frozen=True)
 class Generated:
-    """The training set `prepare` makes where it is given no tree: `images` images in `classes`
-    classes from `seed`; `classes` is also the most class folders a given tree may have (the
-    networks' outputs)."""
+    """The set `prepare` makes without a tree; `classes` also bounds a given tree's class folders."""
 
     images: int = 1000
     classes: int = 1000
@@ -298,11 +276,9 @@ class Generated:
 
 
 def prepare(out, tree=None, generated=Generated(), shards=8, on_corrupt="fail", pythons=None):
-    """Make (`generated`) or take (`tree`: the user's ImageNet-style folder) the training set, check that every
-    file decodes, and write it in the frameworks' own formats beside OUT/manifest.json: those of the
-    frameworks in `pythons` ({framework: the Python that writes its format}: a study's), else every
-    framework's (`python_for`). A file that does not decode is skipped and listed in the manifest
-    (`on_corrupt: skip`) or stops the preparation with its name (`fail`). Returns the Dataset."""
+    """Make (`generated`) or take (`tree`) the training set, check every file (`on_corrupt`: skip or fail),
+    and write it beside OUT/manifest.json in the formats of `pythons` ({framework: the Python that writes
+    it}), else of every framework. Returns the Dataset."""
     if on_corrupt not in ON_CORRUPT:
         raise ValueError(f"on_corrupt {on_corrupt!r}: one of {', '.join(ON_CORRUPT)}")
     out = Path(out)
@@ -339,8 +315,7 @@ def prepare(out, tree=None, generated=Generated(), shards=8, on_corrupt="fail", 
 
 
 def _source(out, tree, generated):
-    """(the tree of class folders, what the manifest says of where it came from, its class names):
-    made in OUT/tree (Generated), or the user's `tree`; more classes than the networks' outputs is an error."""
+    """(the tree of class folders, where the manifest says it came from, its class names)."""
     classes = generated.classes
     if tree is None:
         tree = make(out / "tree", generated.images, classes, generated.seed)

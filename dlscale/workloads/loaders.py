@@ -1,31 +1,7 @@
-"""Training images through each framework's own input pipeline (`data: {kind: images}`).
-
-A prepared dataset (dlscale/workloads/images.py `prepare`: the ImageFolder tree, its TFRecord shards and its
-indexed RecordIO, and manifest.json) is read by every rank from its own shard. Every loader does
-the same work per image, in the same order:
-  decode the JPEG (RGB) -> random-resized crop (8-100% of the area, aspect 3/4 to 4/3, the ImageNet
-  recipe of ResNet training) resized bilinearly to image_size x image_size -> horizontal flip with
-  probability 1/2 -> float32, minus ImageNet's channel mean, divided by its standard deviation (on
-  0-255 values) -> the framework's layout;
-and `workers` decode in parallel, with `PREFETCH` batches made ahead:
-- torch: `torch.utils.data.DataLoader` with `workers` worker processes over the tree, started by a
-  fork server rather than forked from the MPI rank (Horovod's advice: InfiniBand stacks are not
-  fork-safe). Pillow's libjpeg-turbo decodes, and `Image.resize(box=...)` crops and resizes in one
-  antialiased pass. The workers send uint8 images (pinned memory on the GPU), and the rank
-  normalizes each batch in one vectorized step;
-- tensorflow: `tf.data` over the rank's TFRecord shards, a parallel map on a private pool of
-  `workers` threads (`decode_and_crop_jpeg` decodes the crop window only: TensorFlow's own ImageNet
-  recipe; `INTEGER_ACCURATE` IDCT as libjpeg's default), `resize(antialias=True)`;
-- mxnet: `mx.io.ImageRecordIter` over the RecordIO with `preprocess_threads=workers` (OpenCV's
-  libjpeg-turbo decodes; area interpolation, OpenCV's antialiased shrink), partitioned by rank.
-Shards: every epoch the rank's images are all the images once across ranks (PyTorch: a seeded
-permutation of the epoch split rank::size; TensorFlow: the TFRecord shards split rank::size, so
-shards >= ranks; MXNet: `part_index`/`num_parts`, ImageRecordIter's byte-range partitions). Batches
-run on across epochs (the stream never ends).
-
-`augment=False` is the deterministic evaluation transform (shorter side resized to image_size,
-centre crop) used to test that the three decode the same image to the same tensor.
-"""
+"""Training images through each framework's own input pipeline, each rank from its shard of a prepared
+dataset (docs/methods/input.md). Every loader does the same per image: decode -> random-resized crop
+(the ResNet ImageNet recipe) resized bilinearly -> flip with probability 1/2 -> normalized float32 ->
+the framework's layout; `augment=False` is the deterministic evaluation transform (for tests)."""
 
 import dataclasses
 import math
@@ -45,10 +21,8 @@ SHUFFLE = 1024  # TensorFlow's shuffle buffer, in records (bounded: ImageNet's w
 
 @dataclasses.dataclass(frozen=True)
 class Feed:
-    """What one rank's loader reads and makes: the prepared `dataset` (images.Dataset), this `rank`'s
-    shard of `size`, batches of `batch_size` images `image_size` pixels a side, decoded by `workers`,
-    shuffled by `seed`; `pin`: into pinned host memory (a GPU's); `augment`: the training transform
-    (False: the evaluation transform, for tests)."""
+    """What one rank's loader reads (`rank`'s shard of `size`) and makes; `pin`: into pinned host memory;
+    `augment`: the training transform (False: the evaluation transform, for tests)."""
 
     dataset: object
     rank: int
@@ -62,15 +36,13 @@ class Feed:
 
 
 def shard(n, rank, size, epoch, seed):
-    """The indices of rank's images in one epoch: a permutation seeded by (seed, epoch), split
-    rank::size, so the ranks together read each image once per epoch."""
+    """Rank's image indices in one epoch: a permutation seeded (seed, epoch), split rank::size."""
     return np.random.default_rng([seed, epoch]).permutation(n)[rank::size]
 
 
 def crop_box(rng, width, height, augment=True):
-    """(left, top, right, bottom) of the crop: random-resized (torchvision's rule: 10 tries at a
-    random area and log-uniform aspect, else the centre crop at the nearest allowed aspect), or the
-    centre square for evaluation."""
+    """(left, top, right, bottom) of the crop: random-resized (torchvision's rule: 10 tries, else the centre
+    crop at the nearest allowed aspect), or the centre square for evaluation."""
     if augment:
         area = width * height
         for _ in range(10):
@@ -81,13 +53,12 @@ def crop_box(rng, width, height, augment=True):
                 left, top = rng.integers(0, width - w + 1), rng.integers(0, height - h + 1)
                 return left, top, left + w, top + h
         aspect = width / height  # clamped into ASPECT: a wide image keeps its height, a tall one its width
-        w, h = (
-            (round(height * ASPECT[1]), height)
-            if aspect > ASPECT[1]
-            else (width, round(width / ASPECT[0]))
-            if aspect < ASPECT[0]
-            else (width, height)
-        )
+        if aspect > ASPECT[1]:
+            w, h = round(height * ASPECT[1]), height
+        elif aspect < ASPECT[0]:
+            w, h = width, round(width / ASPECT[0])
+        else:
+            w, h = width, height
     else:
         w = h = min(width, height)
     left, top = (width - w) // 2, (height - h) // 2
@@ -107,6 +78,5 @@ def decode_pil(path):
 
 
 def stream(framework, feed):
-    """The rank's endless stream of (images, labels) batches of the Feed in its framework's own
-    tensors, from its own input pipeline (dlscale/workloads/frameworks/<name>/loader.py)."""
+    """The rank's endless stream of (images, labels) batches, from its framework's loader.py."""
     return frameworks.module(framework, "loader").stream(feed)

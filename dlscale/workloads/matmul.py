@@ -1,16 +1,7 @@
-"""One framework's square matrix multiply, timed in a process of its own, in the framework's own
-Python: what dlscale/runtime/peak.py measures each framework's peak rate with. It imports nothing of
-the study but the framework's probe (its package's probe.py), so that it runs in any Python a
-framework runs in (its own environment, a user's).
-
-    python -m dlscale.workloads.matmul FRAMEWORK THREADS DEVICE PRECISION [N]
-
-prints {"median_s", "min_s", "max_s", "cores_used"} of one N x N multiply (float32; float16 for mixed
-precision), timed REPEATS times after WARMUP, waiting for the result each time. N: the study's
-`matmul_size`, by default 2048 on the CPU and 8192 on a GPU (large enough for the BLAS kernels' full
-speed). `cores_used`: the process's CPU time (all its threads) over the timed multiplies' wall time,
-so a rate that took more cores than THREADS shows it.
-"""
+"""`python -m dlscale.workloads.matmul FRAMEWORK THREADS DEVICE PRECISION [N]`: the peak rate's probe,
+in any Python the framework runs in. Prints {"median_s", "min_s", "max_s", "cores_used"} of one N x N
+multiply (float16 for mixed precision), timed REPEATS times after WARMUP; `cores_used` (CPU time over
+the wall time) shows a rate that took more cores than THREADS."""
 
 import json
 import resource
@@ -41,8 +32,7 @@ def _timed(run):
 
 
 def measure(framework, threads, device, precision, n=None):
-    """(median, fastest, slowest) seconds of one n x n multiply (the device's SIZE by default) in
-    `framework` (its probe.py), and the cores the timed multiplies used."""
+    """(median, fastest, slowest) seconds of one n x n multiply in `framework`, and the cores used."""
     probe = frameworks.module(framework, "probe")
     return _timed(probe.matmul(n or SIZE[device], threads, device, precision == "mixed"))
 

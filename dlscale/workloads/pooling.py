@@ -1,5 +1,4 @@
-"""PyTorch's pooling rules as plain arithmetic, for the frameworks whose networks are written to
-match PyTorch's layer for layer (TensorFlow's and JAX's models pad explicitly by them)."""
+"""PyTorch's pooling rules as plain arithmetic, for the networks that match PyTorch's layer for layer."""
 
 import math
 

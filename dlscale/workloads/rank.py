@@ -1,5 +1,4 @@
-"""A rank's process around the training loop: its own temporary folder (removed as the rank ends,
-and abandoned ones cleared: a rank killed by a signal cannot remove its own), and its end."""
+"""A rank's process around the training loop: its own temporary folder, its provenance and its end."""
 
 import fcntl
 import os
@@ -12,18 +11,16 @@ from pathlib import Path
 from dlscale.core import hardware
 
 SCRATCH = "dlscale-rank-"  # a rank's temporary folder: SCRATCH + a random suffix
+# the environment variables a rank's provenance records, by prefix
+ENVIRON_PREFIXES = ("OMP_", "MKL_", "HOROVOD_", "TF_", "MXNET_", "DLSCALE_", "NCCL_", "UCX_", "NVIDIA_TF32")
+ENVIRON_PREFIXES += ("OMPI_COMM_WORLD_SIZE", "CUDA_VISIBLE", "PJRT_NPROC", "XLA_FLAGS")
 
 
 def private_tmpdir():
-    """A temporary folder of this rank's own under the node's (TMPDIR or /tmp), made the process's
-    and its children's temporary folder before any framework is imported. The frameworks leave files
-    there that they would remove only at interpreter exit, which a rank skips (`leave`): TensorFlow's
-    AutoGraph writes a source file per converted function, multiprocessing (PyTorch's loader workers)
-    a folder for its fork server's socket. The rank removes the folder as it ends, failed or not.
-    A rank killed by a signal cannot: the rank holds a lock on its folder while it lives (the kernel
-    drops it when the process dies, whatever kills it), and every rank starting on the node first
-    removes the folders whose lock nobody holds. The folder is made under another name and renamed
-    once locked, so a folder is never seen unlocked while its rank lives."""
+    """A temporary folder of this rank's own, made the process's before any framework is imported: the
+    frameworks leave files there that they remove only at interpreter exit, which a rank skips. The rank
+    holds a lock on it while it lives (renamed into place once locked), and each rank starting removes
+    the folders whose lock nobody holds: those of ranks killed by a signal."""
     base = Path(tempfile.gettempdir())
     for folder in base.glob(f"{SCRATCH}*"):
         _remove_if_abandoned(folder)
@@ -40,9 +37,8 @@ def private_tmpdir():
 
 
 def _remove_if_abandoned(folder):
-    """Remove a rank's temporary folder if no live process holds its lock (a folder without its lock
-    file is no live rank's: the lock is made before the folder gets its name); leave it if its rank
-    lives or it is another user's."""
+    """Remove a rank's temporary folder unless a live rank holds its lock or it is another user's (one
+    without a lock file is no live rank's: the lock is made before the folder gets its name)."""
     try:
         lock = os.open(folder / ".lock", os.O_RDWR)
     except FileNotFoundError:
@@ -60,12 +56,9 @@ def _remove_if_abandoned(folder):
 
 
 def leave(data, trainer, scratch):
-    """End the rank: stop the loader's worker processes (left running, PyTorch's DataLoader workers
-    keep the launcher waiting on their output), shut Horovod down (it finalizes MPI), then exit
-    without the interpreter's teardown of the frameworks' objects. Every record and trace is written
-    and closed by now; that teardown measures nothing and took TensorFlow ranks 2-23 s per run
-    (2026-11-23: freeing the run's objects, then finalizing the interpreter), a tenth of the default
-    study's time. So it removes its temporary folder itself (`private_tmpdir`)."""
+    """End the rank: stop the loader's workers (PyTorch's keep the launcher waiting), shut Horovod down,
+    remove the temporary folder and exit without the interpreter's teardown, which measures nothing and
+    took TensorFlow ranks 2-23 s per run (2026-11-23), a tenth of the default study's time."""
     data.close()
     trainer.shutdown()
     shutil.rmtree(scratch, ignore_errors=True)
@@ -75,27 +68,7 @@ def leave(data, trainer, scratch):
 
 
 def provenance(trainer, spec):
-    env_keys = sorted(
-        k
-        for k in os.environ
-        if k.startswith(
-            (
-                "OMP_",
-                "MKL_",
-                "HOROVOD_",
-                "TF_",
-                "MXNET_",
-                "DLSCALE_",
-                "NCCL_",
-                "UCX_",
-                "NVIDIA_TF32",
-                "OMPI_COMM_WORLD_SIZE",
-                "CUDA_VISIBLE",
-                "PJRT_NPROC",
-                "XLA_FLAGS",
-            )
-        )
-    )
+    env_keys = sorted(k for k in os.environ if k.startswith(ENVIRON_PREFIXES))
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),

@@ -1,8 +1,5 @@
-"""Model registry: one definition per network per framework, looked up by name.
-
-A framework's networks are in its package's models.py (dlscale/workloads/frameworks/<name>/), imported
-when first asked for, so looking up a PyTorch model never imports TensorFlow.
-"""
+"""Model registry: one definition per network per framework, from its package's models.py, imported
+when first asked for (looking up a PyTorch model never imports TensorFlow)."""
 
 from dlscale.workloads import frameworks
 

@@ -1,15 +1,7 @@
 """Where the ranks of a job meet, for the libraries that do not take their ranks from MPI (PyTorch's
-process group, TensorFlow's collective workers, JAX's coordination service): derived from the
-launcher, never typed by the user.
-
-Every rank of a run is an MPI rank (mpirun, or srun with PMIx), so MPI says who is who, and MPI
-carries the addresses: rank 0 takes a free port on its own address and sends (address, port) to
-the others (`coordinator`), or every rank does and all gather them (`peers`). Rank 0's address is
-the job's first host (HOSTS_ENV, set by the harness's launcher from the hostfile or the emulated
-cluster: the name its peers reach it by, also inside an emulated cluster's namespaces), or its own
-host name where Slurm placed the ranks (srun). A rank's own address is the one its kernel routes
-to rank 0's by.
-"""
+process group, TensorFlow's workers, JAX's coordination service), derived from the launcher. Every
+rank is an MPI rank, so MPI carries the addresses: rank 0's (the job's first host, HOSTS_ENV, or its
+own host name under srun) with a free port (`coordinator`), or every rank's (`peers`)."""
 
 import atexit
 import os
@@ -20,8 +12,7 @@ from dlscale.core.vocabulary import HOSTS_ENV
 
 
 def launcher_ranks():
-    """(rank, size, local rank) as the launcher set them (Open MPI, or Slurm's srun); one process
-    started by hand is rank 0 of 1."""
+    """(rank, size, local rank) as the launcher set them; one process started by hand is 0 of 1."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -40,8 +31,7 @@ def agree(met, bounded):
 
 
 def first_host():
-    """The job's first host, where rank 0 runs, as the launcher named it (None under srun, where
-    Slurm placed the ranks: rank 0 then gives its own host name)."""
+    """The job's first host, where rank 0 runs (None under srun: rank 0 gives its own host name)."""
     hosts = os.environ.get(HOSTS_ENV, "")
     return hosts.split(",")[0] if hosts else None
 
@@ -95,12 +85,9 @@ def coordinator(first=None):
         try:
             found = (address, _free_port(address))
         except OSError as exc:  # the others wait in bcast (and MPI's finalize for them): end the job
-            print(
-                f"rank 0 cannot listen on {address}, the job's first host ({HOSTS_ENV}={os.environ.get(HOSTS_ENV)}), "
-                f"where its peers will look for it: {exc}",
-                file=sys.stderr,
-                flush=True,
-            )
+            hosts = f"{HOSTS_ENV}={os.environ.get(HOSTS_ENV)}"
+            why = f"rank 0 cannot listen on {address}, the job's first host ({hosts}), where its peers will look for it"
+            print(f"{why}: {exc}", file=sys.stderr, flush=True)
             comm.Abort(1)
     return comm.bcast(found, root=0)
 
@@ -116,12 +103,8 @@ def peers(first=None):
 
 
 def end():
-    """End this rank's process once its work is written: the exit handlers run (Horovod's shutdown,
-    mpi4py's MPI_Finalize, which mpirun needs), the interpreter's teardown does not. In that
-    teardown a thread of PyTorch's gloo process group that still held a tensor took the GIL, was
-    stopped by the finalizing interpreter, and the rank aborted (signal 6 from
-    ProcessGroupGloo::runLoop, seen twice in one run of the tests: the sweep's PyTorch path and a
-    bare PyTorch loop). The harness's ranks end the same way (dlscale/workloads/rank.py `leave`)."""
+    """End this rank once its work is written: the exit handlers run (Horovod's, MPI_Finalize), the
+    interpreter's teardown does not (in it a gloo thread holding a tensor took the GIL and the rank aborted)."""
     from mpi4py import MPI
 
     sys.stdout.flush()

@@ -1,21 +1,7 @@
-"""Copies of a run that measure in segments, alone and at the same time: the contention calibration's
-(independent 1-rank runs at once on one node: dlscale/runtime/contention.py).
-
-The spec's `calibration` holds a folder, how many copies, this copy's index and the segments in
-order, each "alone" or "together". Every copy starts, warms up, then for each segment:
-- all copies meet (`Segment.meet`, outside any iteration's time), so no copy is still importing,
-  compiling or stepping when a segment starts;
-- "together": every copy measures the study's iterations, and one done first keeps the node as busy
-  as before with unrecorded steps until every copy has measured (`Segment.keep_company`): every
-  measured iteration ran beside the others;
-- "alone": copy 0 measures while the others wait idle (`Segment.wait`, a sleep between looks).
-One launch of the copies so measures a trial's both kinds: before 2026-11-28 the copy alone and the
-copies together were launches of their own, and their starts (import, model build, data, compile: 31%
-of the default study's run time, bench/results/run-cost.csv) were most of the calibration's cost.
-Marks are the copies' run folder names in <folder>/segment<i>/start and /done. A copy that failed
-ends the others' waits at once (its launcher writes <folder>/FAILED, `abandon`); one that never
-comes ends them with an error after MEET_TIMEOUT_S, never a hang.
-"""
+"""Copies of a run (the contention calibration's) that measure in segments in one launch (separate
+launches' starts were 31% of the default study's run time): all meet before each; "together", all
+measure and one done first keeps the node busy until all have; "alone", copy 0 measures. A failed
+copy ends the others' waits (`abandon`); one that never comes ends them after MEET_TIMEOUT_S."""
 
 import time
 from pathlib import Path
@@ -26,8 +12,7 @@ IDLE_LOOK_S = 0.01  # how often a copy waiting out another's alone segment looks
 
 
 def order(trial):
-    """A trial's two segments, alternating from trial to trial which kind goes first, so that a drift
-    falls on both kinds alike."""
+    """A trial's two segments, which goes first alternating, so that a drift falls on both alike."""
     return list(KINDS if trial % 2 == 0 else KINDS[::-1])
 
 
@@ -78,8 +63,7 @@ class Segment:
         self._until(self.folder / "done", 1, lambda: time.sleep(IDLE_LOOK_S))
 
     def keep_company(self, trainer, data, iteration):
-        """Mark this copy's segment measured; in a together segment, unrecorded steps (from `iteration`
-        on) until every copy has measured. Returns how many."""
+        """Mark this segment measured; if together, unrecorded steps until every copy has: how many."""
         folder, steps = self._mark("done"), 0
         if self.kind != "together":
             return 0

@@ -1,19 +1,7 @@
-"""One Chrome trace per rank from three clocks: the loop's, the framework profiler's, Horovod's.
-
-A native run's traced iterations leave, per rank: the loop's own start and end of each iteration
-(time.perf_counter), the framework's profiler events (its own clock, with one annotation per
-iteration named ITERATION + number) and this rank's Horovod timeline (microseconds since the
-timeline's start, whose wall-clock time the file states). `write` puts all three on one clock,
-microseconds of Unix time:
-- the loop's clock through one (time.time, perf_counter) pair read together (`Clock`);
-- the framework's clock through its iteration annotations: the offset is the median, over the
-  traced iterations, of annotation start minus the loop's start of the same iteration (each pair
-  is taken a few microseconds apart, around the same call);
-- Horovod's clock through `start_time_since_epoch_in_micros` in its file.
-The result is Chrome trace JSON (`{"traceEvents": [...]}`, "X" events; opens in Perfetto and
-chrome://tracing): pid is the rank; cat is "dlscale" (the loop's iterations), "framework" or
-"horovod"; every event keeps its source name. dlscale/analysis/trace.py derives the phases from it.
-"""
+"""One Chrome trace per rank ("X" events, Unix microseconds; pid the rank, cat "dlscale", "framework" or
+"horovod") from three clocks: the loop's perf_counter through a (time.time, perf_counter) pair read
+together (`Clock`); the framework profiler's through the median offset of its ITERATION annotations
+from the loop's starts of the same iterations; Horovod's through the start its timeline states."""
 
 import statistics
 import time
@@ -60,12 +48,11 @@ def framework_offset(events, spans, clock):
 def merge(framework, rank, clock, spans, events, timeline_path):
     """The rank's Chrome trace as a dict (see the module's docstring)."""
     offset = framework_offset(events, spans, clock)
-    out = _loop_events(rank, clock, spans) + _framework_events(rank, events, offset)
     # Horovod opens the file when the timeline starts and writes its header with the first event:
     # an empty file is a timeline with no collective operation in it (one rank).
     recorded = Path(timeline_path).exists()
     hvd = _horovod_events(rank, timeline_path) if recorded else []
-    out += hvd
+    out = _loop_events(rank, clock, spans) + _framework_events(rank, events, offset) + hvd
     meta = {
         "framework": framework,
         "rank": rank,
@@ -95,8 +82,7 @@ def _loop_events(rank, clock, spans):
 
 
 def _framework_events(rank, events, offset):
-    """The framework profiler's events (less the iteration annotations), moved onto the Unix clock by
-    `offset`; each keeps its own category as `source_cat`."""
+    """The profiler's events (less iteration annotations) on the Unix clock, category as `source_cat`."""
     return [
         {
             **e,

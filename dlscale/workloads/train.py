@@ -1,29 +1,11 @@
 """One rank of a training run: `python -m dlscale.workloads.train SPEC.json` (started by mpirun).
 
-The loop is the same for every framework; a framework supplies a Trainer (dlscale/workloads/trainer.py)
-with one method per SGD phase, its own whole `step()`, and a `sync()` that waits for its device
-and engine. Two timings (the spec's `timing`):
-- phased: each phase is timed between two syncs, so a phase's time is the work it launched, not
-  work queued by an earlier one (the original study's method; it stops TensorFlow and MXNet from
-  overlapping allreduce with backward).
-- native: the framework's own step, the next iteration queued before the previous one is waited for
-  where the framework allows it (`native_loop`); the record holds the wall time only.
-  Then `profile_iterations` more iterations run under the framework's profiler and Horovod's
-  timeline (every rank); the loop wraps each in an annotation and merges the three sources into
-  one Chrome trace per rank, ``trace_rank<R>.json`` (dlscale/workloads/trace.py), from which the analysis
-  derives the phases. Traced iterations are flagged `profiled` and never count for throughput.
-Every iteration, warm-up included (flagged), becomes one record line in ``rank<R>.jsonl``.
-Copies of a run that measure in segments, alone and at the same time (the contention calibration's:
-`calibration` in the spec), meet before each segment and keep each other company until all have
-measured it (`segmented`, dlscale/workloads/together.py); neither is in any iteration's time or
-record, and each measured iteration's record names its segment.
-
-The run record also holds the gradients' sizes (for the performance model). Where the framework
-reports when each gradient is complete (PyTorch's backward hooks), the end record holds the median
-time of each, in seconds from the start of backward (`gradient_ready_s`). With more than one rank
-and HOROVOD_TIMELINE=DYNAMIC (set by the launcher), phased runs have rank 0 record Horovod's timeline
-of the measured iterations only, in ``timeline.json``.
-"""
+The loop is the same for every framework. Phased timing times each phase between two syncs, so its
+time is the work it launched (the original study's method; it stops TensorFlow and MXNet from
+overlapping allreduce with backward). Native timing runs the framework's own step, queued ahead where
+it allows, and records the wall time only; then `profile_iterations` more (flagged `profiled`, never
+counted for throughput) are traced, from which the analysis derives the phases. Every iteration,
+warm-up included (flagged), is one record line in ``rank<R>.jsonl``."""
 
 import collections
 import itertools
@@ -58,8 +40,7 @@ from dlscale.workloads.rank import leave, private_tmpdir, provenance
 
 
 def load_trainer(spec, startup=None):
-    """The spec's framework's Trainer; `startup` (a dict) gets when its module was imported and when
-    the Trainer was built (Horovod started, model and optimizer made), in seconds since the epoch."""
+    """The spec's framework's Trainer; `startup` gets when its module was imported and it was built."""
     startup = {} if startup is None else startup
     try:
         trainer = frameworks.module(spec["framework"], "trainer")
@@ -114,9 +95,7 @@ def native_step(trainer, fetch):
 
 
 def profile(trainer, data, first, count, out):
-    """Run `count` iterations from `first` on under the framework's profiler and Horovod's timeline
-    (this rank's own file), each wrapped in an annotation; merge everything into this rank's Chrome
-    trace. Returns {iteration: (start, end, loss)} on the loop's perf_counter clock."""
+    """`count` traced iterations from `first` on, into this rank's trace; {iteration: (start, end, loss)}."""
     folder = out / f"profile_rank{trainer.rank}"
     folder.mkdir(exist_ok=True)
     timeline = folder / "horovod_timeline.json"
@@ -133,8 +112,7 @@ def profile(trainer, data, first, count, out):
     trainer.profiling = False
     events = trainer.profile_stop()
     trainer.stop_timeline()
-    # one rank communicates nothing, and its timeline stays empty; a run without Horovod writes none
-    # (waiting for one cost every JAX run of 2 ranks or more 5 s: bench/results/run-cost.csv)
+    # one rank's timeline stays empty, and a run without Horovod writes none (waiting for one cost 5 s)
     if trainer.size > 1 and trainer.writes_timeline:
         _settled(timeline)
     merged = trace.merge(trainer.name, trainer.rank, clock, spans, events, timeline)
@@ -167,8 +145,7 @@ def train(argv, scratch):
     if spec["timing"] == "native" and spec.get("profile_iterations"):
         # Horovod reads it at init; the launchers set it, a rank started by hand needs it too
         os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
-    # when the rank's process started and reached each point before its first iteration (the run's
-    # cost before it measures anything: bench/run_cost.py)
+    # when the rank's process started and reached each point before its first iteration
     startup = {"process": started_at(), "harness": time.time()}
     trainer = load_trainer(spec, startup)
     out = Path(spec["out_dir"])
@@ -214,10 +191,8 @@ def train(argv, scratch):
 
 
 def measured(trainer, data, writer, spec, out, meter):
-    """Warm-up and measured iterations, one record each, until enough are measured (dlscale/core/samples.py);
-    returns (the measured iterations' gradient ready times (None where the framework reports none),
-    their times, the samples' decision). `meter` (a CpuMeter) is started as the first measured
-    iteration starts: the rank's cores in use are those of its measured iterations."""
+    """Warm-up and measured iterations, one record each, until enough are measured: (their gradient ready
+    times, their times, the samples' decision); `meter` starts with the first measured iteration."""
     enough = samples.Enough(spec["iterations"], spec.get("samples"), agree(trainer))
     if spec.get("calibration"):  # the cores in use over all its segments, the waits included
         meter.start()
@@ -251,9 +226,7 @@ def measured(trainer, data, writer, spec, out, meter):
 
 
 def segmented(trainer, data, writer, spec, out):
-    """A calibration copy's iterations (dlscale/workloads/together.py): the warm-up, then each segment of
-    the plan, measured as `native_loop` measures (the study's iterations) where this copy takes part,
-    waited out idle where it does not. Returns every measured iteration's time."""
+    """A calibration copy's iterations: the warm-up, then its segments. Returns the measured times."""
     calibration, first, times = spec["calibration"], spec["warmup"], []
     for it in range(first):
         start, loss = native_step(trainer, lambda it=it: data(it))
@@ -285,14 +258,10 @@ class _Tagged:
 
 
 def native_loop(trainer, data, writer, warmup, enough, meter):
-    """Native timing: iteration i+1 is queued (batch staged, work launched) before iteration i is
-    finished, `trainer.ahead` iterations at most, so the device never idles while the host stages
-    the next batch. An iteration's time runs from the previous iteration's end (the moment `finish`
-    returned for it) to its own: the times sum to the loop's elapsed time, the loop's own work
-    (records, loss read-back) included, except a decision on the samples taken with nothing in flight.
-    None is queued past the most the samples allow; one already queued when the loop decides to stop
-    earlier is finished and counts as measured. `meter` (a CpuMeter, or None where the caller measures
-    the cores itself: a calibration's segments) is started as the first measured iteration starts."""
+    """Native timing: iteration i+1 is queued before iteration i is finished (`trainer.ahead` at most), so
+    the device never idles while the host stages the next batch. An iteration's time runs from the previous
+    one's end to its own: the times sum to the loop's elapsed time, less decisions taken with nothing in
+    flight. `meter` (None: the caller measures) starts with the first measured iteration."""
     pending, ready, times = collections.deque(), [], []
     if warmup == 0 and meter:
         meter.start()
@@ -322,16 +291,12 @@ def native_loop(trainer, data, writer, warmup, enough, meter):
 
 
 def agree(trainer):
-    """The ranks' joint decision on their samples: (all met, any bounded), through MPI (every rank of a
-    multi-rank run is an MPI rank)."""
-    if trainer.size == 1:
-        return None
-    return rendezvous.agree
+    """The ranks' joint decision on their samples, (all met, any bounded), through MPI."""
+    return None if trainer.size == 1 else rendezvous.agree
 
 
 def _step(trainer, iteration, loss, **fields):
-    """One iteration's record: the rank, the iteration, `fields` (warmup, profiled, the phases,
-    wall_s) and the loss (one that is not finite kept as its text)."""
+    """One iteration's record (a loss that is not finite kept as its text)."""
     return dict(rank=trainer.rank, iteration=iteration, **fields, loss=loss if math.isfinite(loss) else str(loss))
 
 

@@ -1,24 +1,12 @@
-"""The contract every framework's Trainer implements (one file per framework, looked up by name).
+"""The contract every framework's Trainer implements; the training loop calls only these.
 
-The loop (dlscale/workloads/train.py) calls only these. A phase method launches its work and returns; it
-never waits for the device or engine: `sync()` is the one wait, and the loop decides where it goes
-(after every phase in `phased` timing). `step()` is the framework's own fastest data-parallel step;
-by default the phases in order, with no waits between.
-
-Native timing never waits for an iteration before the next is queued where the framework can wait
-for one iteration's end alone: `queued(loss)` marks the end of the iteration just queued, `finish`
-waits for such a mark and reads the loss, and the loop queues iteration i+1 (its batch staged, its
-kernels launched) before it finishes iteration i, `ahead` iterations at most (1: the device never
-waits for the host between iterations, as in a bare loop). A framework whose only wait is for all
-work (`sync`) keeps `ahead` 0: one wait at the end of each iteration.
-
-Profiling (native timing's traced iterations): `profile_start(folder)` turns the framework's own
-profiler on; `annotate(name)` is a context manager that records a span through the framework's own
-annotation API (the loop wraps each traced iteration in one and times the same span on its own
-perf_counter clock, which aligns the framework's clock to the loop's); `profile_stop()` turns it off and returns
-the framework's events as Chrome trace events
-(`ph` "X", `ts`/`dur` in microseconds on the framework's own clock, `name`, `tid`, `args`).
-"""
+A phase method launches its work and returns: `sync()` is the one wait, and the loop decides where
+it goes. `step()` is the framework's own fastest step (by default the phases, no waits between).
+Where the framework can wait for one iteration's end alone (`queued` marks it, `finish` waits for
+it), native timing queues iteration i+1 before it finishes iteration i, `ahead` iterations at most;
+a framework whose only wait is `sync` keeps `ahead` 0. `annotate` spans, which the loop also times
+on its own clock, align the profiler's clock to the loop's; `profile_stop` returns Chrome trace "X"
+events (`ts`/`dur` in microseconds on the framework's own clock)."""
 
 import abc
 import contextlib
@@ -27,8 +15,7 @@ import dataclasses
 
 @dataclasses.dataclass
 class Description:
-    """What a framework reports of its run (each rank's provenance, `framework`): the same fields
-    for every framework; `extra` holds what only one of them has."""
+    """What a framework reports of its run (in each rank's provenance); `extra`: what only one has."""
 
     name: str  # the framework's word (its package's NAME)
     version: str
@@ -41,9 +28,7 @@ class Description:
     autotune: bool | None  # cuDNN autotuning (None: the framework has no such switch)
     tf32: bool
     onednn: bool  # its CPU kernels run in oneDNN
-    # the math libraries its build runs its kernels in (BLAS, oneDNN, Eigen, XLA) with their
-    # versions and the instruction set, as the framework itself reports them
-    math_build: str
+    math_build: str  # its kernels' math libraries, their versions and instruction set, as it reports them
     precision: str
     intra_op_threads: int | None
     inter_op_threads: int | None
@@ -59,8 +44,7 @@ class Trainer(abc.ABC):
 
     @property
     def data_layout(self):
-        """The order of the numpy batches `load` takes (PyTorch's tensors are NCHW whatever their
-        memory format; its load converts into channels_last memory)."""
+        """The order of the numpy batches `load` takes (PyTorch's are NCHW whatever the memory format)."""
         return self.layout
 
     rank = size = local_rank = 0
@@ -87,8 +71,7 @@ class Trainer(abc.ABC):
 
     @abc.abstractmethod
     def load(self, batch):
-        """Copy the iteration's host batch (numpy arrays, or the framework's own tensors from its
-        loader) into the framework's host staging buffers."""
+        """Copy the host batch (numpy arrays, or the loader's tensors) into the host staging buffers."""
 
     @abc.abstractmethod
     def h2d(self, host):
@@ -111,8 +94,7 @@ class Trainer(abc.ABC):
         """Optimizer step and clearing of gradients."""
 
     def step(self, fetch):
-        """One whole SGD iteration on the batch `fetch()` returns, with no wait inside; returns the
-        loss handle."""
+        """One whole SGD iteration on the batch `fetch()` returns, no wait inside; the loss handle."""
         with self.span("dlscale:io"):
             host = self.load(fetch())
         with self.span("dlscale:h2d"):
@@ -140,19 +122,16 @@ class Trainer(abc.ABC):
         return loss
 
     def finish(self, handle):
-        """Wait until the iteration `handle` marks has ended; its loss as a float (no wait for later work
-        where `ahead` > 0)."""
+        """Wait until the iteration `handle` marks has ended (not later ones); its loss as a float."""
         self.sync()
         return self.loss_value(handle)
 
     def gradient_ready(self):
-        """Seconds from the start of backward until each gradient was complete (of the iteration finished
-        last, in native timing), or None where the framework does not report it."""
+        """Seconds from backward's start until each gradient was complete, or None where not reported."""
         return None
 
     def compile_times(self):
-        """{what: {"s": seconds, "cache": "hit" | "miss"}} of what the framework compiled ahead of its
-        first iterations (in warm-up, never in a measured time), or {} where it compiles nothing so."""
+        """{what: {"s": seconds, "cache": "hit" | "miss"}} compiled ahead, in warm-up ({}: none)."""
         return {}
 
     @abc.abstractmethod
@@ -169,8 +148,7 @@ class Trainer(abc.ABC):
 
     @property
     def writes_timeline(self):
-        """Whether `start_timeline` records Horovod's timeline: a run through Horovod (its module as
-        `hvd`), not one through the framework's own collectives."""
+        """Whether `start_timeline` records Horovod's timeline (a run through Horovod as `hvd`)."""
         return getattr(self.hvd, "__name__", "").startswith("horovod")
 
     def start_timeline(self, path):

@@ -1,8 +1,6 @@
-"""TFRecord shards and the tf.data pipeline over them: the dataset format TensorFlow reads and JAX
-reads too (JAX's and Flax's own ImageNet examples feed JAX from tf.data), in one module both
-frameworks' packages import, so neither imports the other's. `write` makes the format
-(dlscale/workloads/images.py `prepare`), `records` is the rank's pipeline: its shards, the same
-decode, crop, flip and normalize as every loader (dlscale/workloads/loaders.py)."""
+"""TFRecord shards and the tf.data pipeline over them, the format TensorFlow and JAX both read (as
+JAX's own ImageNet examples do): `write` makes it, `records` is a rank's pipeline. The dlscale imports
+in its functions are deferred: JAX's declarations import this module where no numpy is."""
 
 from pathlib import Path
 
@@ -18,8 +16,7 @@ def write(source, out, shards=8):
     bytes, image/class/label: its class index); sample j goes to shard j mod K."""
     import tensorflow as tf
 
-    # deferred: JAX's declarations import this module where no numpy is (environment builds)
-    from dlscale.workloads.images import listed
+    from dlscale.workloads.images import listed  # deferred: see the module's docstring
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -41,8 +38,7 @@ def records(feed):
     """The tf.data pipeline of a loaders.Feed: its rank's shards, decoded, batched, prefetched."""
     import tensorflow as tf
 
-    # deferred: JAX's declarations import this module where no numpy is (environment builds)
-    from dlscale.workloads.loaders import PREFETCH, SHUFFLE, DataError
+    from dlscale.workloads.loaders import PREFETCH, SHUFFLE, DataError  # deferred: see the module's docstring
 
     dataset, size = feed.dataset, feed.size
     files = [str(f) for f in dataset.form(FORMAT)]
@@ -79,8 +75,7 @@ def image_transform(image_size, seed, augment=True):
     resized (a quarter of the memory a float32 flip touches)."""
     import tensorflow as tf
 
-    # deferred: JAX's declarations import this module where no numpy is (environment builds)
-    from dlscale.workloads.loaders import AREA, ASPECT, MEAN, STD
+    from dlscale.workloads.loaders import AREA, ASPECT, MEAN, STD  # deferred: see the module's docstring
 
     mean, scale = tf.constant(MEAN), tf.constant([1 / s for s in STD])
 

@@ -1,9 +1,5 @@
-"""JAX's own multi-process collectives, set up from the launcher's ranks (Horovod has no JAX binding).
-
-Every rank calls `jax.distributed.initialize` with rank 0's address and a port it chose, both from
-the launcher (dlscale/workloads/rendezvous.py: nothing for the user to type). The collectives themselves
-are XLA's: gloo over TCP on the CPU, NCCL on GPUs. One rank initializes nothing.
-"""
+"""JAX's own multi-process collectives (XLA's: gloo on the CPU, NCCL on GPUs), set up from the
+launcher's ranks and rank 0's address (dlscale/workloads/rendezvous.py). One rank initializes nothing."""
 
 import functools
 import os
@@ -18,11 +14,9 @@ from dlscale.workloads import rendezvous
 from dlscale.workloads.frameworks.jax import SLOW_RANK_ENV
 
 AXIS = "ranks"
-# XLA's gloo gives a peer 30 s to join a collective's first use, and a rank still compiling (a slow
-# node, a big network, a cold compilation cache) misses it.
-# So every rank waits at a barrier of JAX's coordination service before a program's first
-# collective; that wait ends when all ranks arrive, or when the run's own time limit
-# (`run_timeout_s`, enforced by the launcher) ends the job: the barrier's own bound is only a backstop.
+# XLA's gloo gives a peer 30 s to join a collective's first use, which a rank still compiling misses:
+# so every rank waits at a barrier before a program's first collective, bounded in practice by the
+# run's own time limit (`run_timeout_s`); this bound is only a backstop.
 BARRIER_TIMEOUT_S = 24 * 3600
 _joined = False  # this process has joined jax.distributed (it can only once)
 CPU_COLLECTIVES = "gloo"
@@ -45,24 +39,19 @@ def initialize(rank, size, first_host):
 
 
 def _every_rank_writes_its_cache_entries():
-    """Let this process write JAX's persistent compilation cache, as process 0 does. JAX writes
-    entries from process 0 alone (jax/_src/compiler.py `_cache_write`: many hosts writing one entry
-    contend on a remote filesystem), but on the CPU each process's cache key covers its own devices
-    and device assignment, so the entry rank k reads is one only rank k makes: without this, every
-    rank but 0 compiles its programs in every run. No two processes write the same entry, so
-    nothing contends. Once the backend has started (the mesh above), JAX 0.10.2 reads the process id
-    only at that write's gate and at GPU-only settings, so the id the write sees is set to 0 here;
-    jax.process_index() (the backend's) is unchanged. tests/test_training.py checks that a second run
-    in the same cache serves every rank."""
+    """Let this process write JAX's compilation cache, which JAX writes from process 0 alone: on the
+    CPU each process's cache key covers its own devices, so without this every rank but 0 compiles in
+    every run (and no two write the same entry). Once the backend has started, JAX 0.10.2 reads the
+    process id only at that write's gate (and GPU-only settings), so it is set to 0 here;
+    jax.process_index() is unchanged. tests/test_training.py checks that a second run hits on every rank."""
     from jax._src import distributed  # JAX's process state: no public way to change the write's gate
 
     distributed.global_state.process_id = 0
 
 
 def _gloo_on(address):
-    """XLA's gloo offers its peers the address its host name resolves to (loopback inside an
-    emulated node), and JAX makes it with no way to say otherwise: its maker, which JAX calls once
-    as it starts the CPU backend, gets this rank's own address and interface."""
+    """XLA's gloo offers the address its host name resolves to (loopback in an emulated node), and JAX
+    gives no way to say otherwise: its maker gets this rank's own address and interface instead."""
     from jax._src.lib import xla_client
 
     make = xla_client._xla.make_gloo_tcp_collectives
@@ -86,10 +75,8 @@ def barrier(name, rank, size):
 
 
 def from_rank0(make, key, rank, size):
-    """`make(key)`'s arrays made on rank 0 and sent to every rank (the initial weights, as Horovod's
-    broadcast from rank 0 does). Jitted: Flax's initializers run op by op otherwise (24 s for
-    GoogLeNet on one thread), and compiled they are loaded from the compilation cache by later runs;
-    only rank 0 runs it, the others know the arrays' shapes and take rank 0's values."""
+    """`make(key)`'s arrays made on rank 0 and sent to every rank (the initial weights). Jitted: Flax's
+    initializers run op by op otherwise (24 s for GoogLeNet on one thread), and later runs load them."""
     if size == 1:
         return jax.jit(make)(key)
     if rank == 0:
@@ -109,8 +96,7 @@ def describe(size):
 
 
 def global_array(mesh, local, spec):
-    """This rank's numpy (or jax) data as its part of a global array over `mesh` (spec: P(AXIS) for
-    a rank's batch, P() for what every rank holds alike)."""
+    """This rank's data as its part of a global array over `mesh` (P(AXIS): a rank's own; P(): alike)."""
     return multihost_utils.host_local_array_to_global_array(local, mesh, spec)
 
 

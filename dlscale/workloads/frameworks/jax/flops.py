@@ -1,6 +1,5 @@
-"""The convolution and fully connected layers of one image's forward pass through a JAX (Flax)
-network, found by intercepting their calls while its shapes are traced, computing nothing (what
-dlscale/workloads/flops.py counts)."""
+"""The convolution and fully connected layers of one image's pass through a Flax network, found by
+intercepting their calls while its shapes are traced (what dlscale/workloads/flops.py counts)."""
 
 import math
 

@@ -1,8 +1,5 @@
-"""JAX's input pipeline over a prepared dataset: tf.data, as JAX's and Flax's own ImageNet examples
-feed JAX, handed over as numpy batches (`as_numpy_iterator`), NHWC, which the trainer places on its
-device. The pipeline itself (the rank's TFRecord shards, the same decode, crop, flip and normalize
-as every loader: dlscale/workloads/loaders.py) is dlscale/workloads/frameworks/tfdata.py's, which
-TensorFlow's loader takes too, so both frameworks read the same records the same way."""
+"""JAX's input pipeline: tf.data (tfdata.py, TensorFlow's too), as JAX's own ImageNet examples feed JAX,
+handed over as NHWC numpy batches."""
 
 from dlscale.workloads.frameworks.tfdata import records
 

@@ -1,14 +1,6 @@
-"""The networks in JAX (Flax linen layers), layer for layer the PyTorch definitions.
-
-Layout is NHWC, XLA's natural one on the CPU (bench/layout.py measures it against NCHW). As in the
-TensorFlow definitions, every padded convolution and pooling pads explicitly as PyTorch does
-(symmetric; max pooling with -inf, ceil-mode pooling on the bottom/right edge by PyTorch's window
-rule), batch norm takes PyTorch's epsilon and momentum (Flax momentum = 1 - torch momentum), and
-the flatten before a dense layer runs in PyTorch's (C, H, W) order.
-A network is one Flax module whose weight-bearing layers are named in PyTorch's definition order
-("000_conv", "001_bn", ...), so sorting the names gives the reference's layer order
-(`weight_layers`, used by weights.py and the trainer's parameter order).
-"""
+"""The networks in JAX (Flax linen, NHWC), layer for layer the PyTorch definitions: padding and pooling
+as PyTorch's, its batch-norm epsilon and momentum, its (C, H, W) flatten. Weight-bearing layers are
+named in PyTorch's definition order ("000_conv", "001_bn", ...): sorted, they are the reference's."""
 
 import flax.linen as nn
 import jax.numpy as jnp

@@ -7,8 +7,8 @@ from dlscale.workloads.frameworks.jax import hold_threads
 
 
 def matmul(n, threads, device, half):
-    """A function that multiplies an n x n matrix by itself and waits for the result. JAX's CPU
-    threads are held as the trainer holds them (before JAX starts its backend)."""
+    """A function that multiplies an n x n matrix by itself and waits for the result (threads held
+    as the trainer holds them)."""
     hold_threads(threads)
     backend = "gpu" if device == "gpu" else "cpu"
     a = jax.device_put(jnp.ones((n, n), jnp.float16 if half else jnp.float32), jax.devices(backend)[0])

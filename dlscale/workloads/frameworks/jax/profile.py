@@ -1,15 +1,8 @@
-"""JAX's profiler output as Chrome trace "X" events named by SGD phase.
+"""JAX's profiler output (`perfetto_trace.json.gz`) as Chrome trace "X" events named by SGD phase.
 
-`jax.profiler` writes an XSpace and, asked to, the same as Chrome trace JSON
-(`plugins/profile/<run>/perfetto_trace.json.gz`, microseconds on the profiler's clock), which is
-read here. At host tracer level 2 XLA's CPU runtime records every operation it runs (a thunk:
-a fusion, a convolution, an all-reduce) with `hlo_module` and `hlo_op` arguments, but its name says
-nothing of the phase. The compiled module's own text says it: each instruction's `op_name` metadata
-is the JAX path that made it, `transpose(jvp(...))` for the backward pass, the trainer's named
-scopes for the update and the gradients' mean, and all-reduce instructions for communication;
-what XLA made without a path is backward's (`phase_of`).
-So each operation event is renamed `xla:<phase>/<hlo_op>` (TRACE_RULES in __init__.py); other
-events (dispatch, the runtime's own spans) keep their names and are not counted.
+XLA's CPU runtime records each operation with its `hlo_module` and `hlo_op`, but not its phase; the
+compiled module's text gives it (`op_name`, the JAX path that made each instruction), so each
+operation is renamed `xla:<phase>/<hlo_op>` and other events keep their names.
 """
 
 import gzip
@@ -25,13 +18,10 @@ UPDATE_SCOPE, COMM_SCOPE = UPDATE, "allreduce"  # the update scope is named afte
 
 
 def phase_of(opcode, op_name):
-    """The SGD phase of one compiled instruction, from its opcode and the JAX path that made it:
-    None for a `call` (a container: the operations it runs are recorded themselves). An
-    instruction XLA made without a JAX path is backward's: autodiff's rewrites are where XLA makes
-    them (weight-gradient convolutions, layout copies of gradients, ReLU masks); forward's
-    operations all come from the network's own JAX path. Placing them by position instead counted
-    weight gradients XLA scheduled after the last named backward operation as update (AlexNet:
-    update 0.18 s against PyTorch's 0.06 s for the same SGD)."""
+    """The SGD phase of one compiled instruction, from its opcode and JAX path (None for a `call`, a
+    container). One without a path is backward's: XLA makes those in autodiff's rewrites, while
+    forward's all have one. (By position instead, late weight gradients counted as update: AlexNet's
+    update 0.18 s against PyTorch's 0.06 s.)"""
     if opcode == "call":
         return None
     if opcode.startswith(("all-reduce", "reduce-scatter", "all-gather", "collective")) or f"/{COMM_SCOPE}/" in op_name:
@@ -44,10 +34,8 @@ def phase_of(opcode, op_name):
 
 
 def _instruction(line):
-    """(name, opcode) of one instruction's line of HLO text, or None: `%name = TYPE opcode(...`,
-    where TYPE is one array's (`f32[8,8]{1,0}`) or a tuple's, in parentheses with spaces inside
-    (`(f32[8,8]{1,0}, f32[8]{0})`: XLA combines the gradients' all-reduces into one such, and a max
-    pool's backward is a reduce-window of a tuple)."""
+    """(name, opcode) of one instruction's line of HLO text (`%name = TYPE opcode(...`), or None; TYPE
+    may be a tuple with spaces inside (combined all-reduces, a max pool's backward)."""
     m = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*", line)
     if not m:
         return None

@@ -1,12 +1,9 @@
 """The JAX trainer's jitted functions: the whole step (native timing) and its four phases (phased).
 
-Two forms of the same training state. Native: global arrays over the mesh (one device per rank),
-the weights and optimizer state replicated (P()), the batch and the batch-norm statistics each
-rank's own (P(AXIS), the statistics with a leading axis of one per rank), one `shard_map`ped step.
-Phased: each rank's own single-device arrays, forward/backward/update jitted on them alone and the
-gradients' mean a jitted collective of its own over the gradients as each rank's part (leading axis
-of one) of global arrays, assembled without a copy. `to_native` / `to_local` move the state between
-the two; the trainer keeps whichever form its last call needed.
+The state has two forms, moved by `to_native` / `to_local`. Native: global arrays over the mesh, the
+weights and optimizer state replicated (P()), the batch and batch-norm statistics each rank's own
+(P(AXIS)). Phased: each rank's single-device arrays; the gradients' mean takes them as its parts of
+global arrays, assembled without a copy.
 """
 
 import collections
@@ -26,8 +23,7 @@ from dlscale.workloads.frameworks.jax import collectives
 from dlscale.workloads.frameworks.jax.collectives import AXIS, global_array, local_part
 from dlscale.workloads.frameworks.jax.profile import COMM_SCOPE, UPDATE_SCOPE
 
-# Every event JAX's monitoring records in this process, counted: a compile that its persistent
-# cache served records '/jax/compilation_cache/cache_hits' (`compile_once` tells hit from miss).
+# Every event JAX's monitoring records in this process, counted (`compile_once` tells hit from miss).
 _EVENTS = collections.Counter()
 jax.monitoring.register_event_listener(lambda event, **_: _EVENTS.update([event]))
 CACHE_HIT = "/jax/compilation_cache/cache_hits"
@@ -83,11 +79,11 @@ class Steps:
         return loss, mutated.get("batch_stats", stats)
 
     def _mean_over_ranks(self, grads):
-        """The gradients' mean over the ranks: one collective per gradient (overlap: each may start
-        as soon as its gradient exists), or all gradients first and one collective of them all."""
+        """The gradients' mean over the ranks: one collective of many operands, each free to start as
+        its gradient exists (overlap), or of them all flattened after a barrier (sequential)."""
         with jax.named_scope(COMM_SCOPE):
             if self.overlap:
-                return lax.pmean(grads, AXIS)  # one collective of many operands, each free to start early
+                return lax.pmean(grads, AXIS)
             flat, unravel = ravel_pytree(lax.optimization_barrier(grads))
             return unravel(lax.pmean(flat, AXIS))
 
@@ -133,8 +129,7 @@ class Steps:
         return params, _stack(stats), opt_state, key, loss[None]
 
     def native(self, *args):
-        """The whole step, compiled once for these arguments' shapes (kept: its text names the
-        operations in traces, and asking jit for it again would compile it again)."""
+        """The whole step, compiled once (kept: its text names the operations in traces)."""
         if self._compiled is None:  # compiled on every rank before its first collective runs
             self._compiled = compile_once(self.step.lower(*args), "native step", self.compile_record)
             collectives.barrier("native step compiled", self.rank, self.size)

@@ -1,11 +1,6 @@
-"""JAX's own allreduce for the allreduce sweep (dlscale/runtime/allreduce.py): the path JAX's gradients take.
-
-A message of `tensors` float32 buffers per rank (fewer where it has fewer elements), averaged over
-the ranks by one `lax.pmean` of them all inside a jitted `shard_map`, as the trainer's step
-averages its gradients (XLA's collectives: gloo on the CPU). The sweep runs it with few tensors per
-message and with many, and the difference per tensor is JAX's per-tensor cost, as for Horovod.
-Each size is compiled once, before it is timed.
-"""
+"""JAX's own allreduce for the allreduce sweep: a message of `tensors` float32 buffers averaged by one
+`lax.pmean` in a jitted `shard_map`, as the trainer's step does; few tensors against many gives the
+per-tensor cost."""
 
 import jax
 import numpy as np

@@ -1,28 +1,12 @@
 """JAX data-parallel training through JAX's own collectives (collectives.py), one method per SGD phase.
 
-JAX dispatches asynchronously, on the CPU too: a phase launches its jitted function and returns;
-`sync` (`block_until_ready` on what was launched last) is the one wait, as in the other trainers.
-Native timing (`step`): one jitted function per iteration, forward, backward, the gradients' mean
-over the ranks and the update, as JAX's own data-parallel examples write it (`shard_map` over a
-mesh with one device per rank; the batch is each rank's part of a global batch, the weights the
-same on every rank), so XLA schedules the collectives among the computation. On a GPU the loop
-queues the next step before it waits for the last one's loss (`ahead` = 1), as a bare JAX loop keeps
-dispatch ahead of the device. On the CPU it does not (`ahead` = 0): the step donates its state to
-the next, and a CPU dispatch that takes donated buffers runs the step before it returns (measured,
-jax 0.6.2: the dispatch took the step's whole time, the wait none), so a step queued ahead ran inside
-the previous one's time and the last measured iteration recorded none (0.001 s of 0.4 s in every
-JAX run of the 2026-11-26 default study, its mean 1/11 low).
-Phased timing: forward (`jax.vjp`, keeping what backward needs), backward (the vjp), comm (the
-mean over the ranks, a jitted collective of its own) and update as four jitted functions, with
-the loop's waits between them.
-allreduce_schedule = "overlap": one mean per gradient, which XLA may start as soon as that gradient exists;
-allreduce_schedule = "sequential": all gradients first (an optimization barrier), then one mean of them all.
-One rank communicates nothing in either mode. Batch-norm running statistics stay each rank's own,
-as under Horovod. The update is Optax's SGD with momentum (m = mu m + g; w -= lr m, PyTorch's
-definition). Weights start equal on every rank: every rank initializes from the same seed (JAX's
-random numbers are the same on every machine). Threads: XLA's CPU compute runs on one thread per
-rank when threads_per_rank is 1, and the PJRT CPU client's pool to threads_per_rank (`hold_threads`:
-XLA_FLAGS and PJRT_NPROC, set before JAX starts its backend, recorded).
+JAX dispatches asynchronously, on the CPU too; `sync` (`block_until_ready` on what was launched last)
+is the one wait. Native timing is one `shard_map`ped jitted step (steps.py), so XLA schedules the
+collectives among the computation; on a GPU the loop queues the next step first (`ahead` 1). On the
+CPU it does not (`ahead` 0): a CPU dispatch that takes donated buffers runs the step before it returns
+(measured, jax 0.6.2), so a step queued ahead ran inside the previous one's time and the last
+iteration recorded none (the 2026-11-26 study's JAX means 1/11 low). Phased timing jits forward
+(`jax.vjp`), backward, comm and update apart. The update is Optax's SGD with momentum (PyTorch's).
 """
 
 import logging
@@ -45,10 +29,8 @@ from dlscale.workloads.registry import build_model
 
 
 def _compilation_cache():
-    """JAX's persistent compilation cache, as its users on a cluster keep one: a run's step is
-    compiled once per network, batch, ranks and settings, and a repeat, or a later study, loads it
-    (XLA's compilation of a GoogLeNet step took 27 s of a 71 s run on 2 cores). Only warm-up, which
-    is not measured, changes. $JAX_COMPILATION_CACHE_DIR where set, else under the user's cache."""
+    """JAX's persistent compilation cache ($JAX_COMPILATION_CACHE_DIR, else the user's cache): a repeat
+    loads its step (a GoogLeNet step's compilation took 27 s of a 71 s run); only warm-up changes."""
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlscale" / "jax-compilation"
     folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") or str(default)
     jax.config.update("jax_compilation_cache_dir", folder)
@@ -79,8 +61,8 @@ class Trainer(trainer.Trainer):
         self.profile_dir, self.compiled = None, {}
 
     def _check_device(self, plugin_errors):
-        """The device asked for, or a DeviceError; `plugin_errors`: what JAX logged of plugins that
-        did not start (`_PluginErrors`): the reason where it sees no GPU, else printed as JAX would."""
+        """The device asked for, or a DeviceError; what JAX logged of plugins that did not start is the
+        reason where it sees no GPU, else printed as JAX would."""
         if self.gpu:
             count = len([d for d in jax.local_devices() if d.platform == "gpu"])
             build = f"its CUDA plugin did not start: {plugin_errors[-1]}" if plugin_errors else "a CPU-only jaxlib"
@@ -132,8 +114,7 @@ class Trainer(trainer.Trainer):
                 "flax": flax.__version__,
                 "optax": optax.__version__,
                 "allreduce_library": collectives.describe(self.size),
-                # one collective of every gradient (a pmean of them all, overlap or not), started
-                # as soon as it is traced to run: no fusion threshold, no cycle (the model reads both)
+                # one pmean of every gradient, started as soon as traced: no fusion threshold, no cycle
                 "fusion_threshold_bytes": sum(self.gradient_sizes()),
                 "cycle_time_s": NO_CYCLE_S,
                 "xla_flags": os.environ.get("XLA_FLAGS", ""),
@@ -204,15 +185,12 @@ class Trainer(trainer.Trainer):
     def loss_value(self, loss):
         return float(np.asarray(loss.addressable_data(0)).reshape(-1)[0])  # native: this rank's of all ranks'
 
-    def _weights(self):
-        """This rank's weights as numpy arrays, in PyTorch's order, in either form."""
-        return [np.array(a.addressable_data(0)) for a in self.steps.ordered(self.params)]
-
     def checksum(self):
-        return float(sum(np.sum(a, dtype=np.float64) for a in self._weights()))
+        return float(sum(np.sum(a, dtype=np.float64) for a in self.state()))
 
     def state(self):
-        return self._weights()
+        """This rank's weights as numpy arrays, in PyTorch's order, in either form."""
+        return [np.array(a.addressable_data(0)) for a in self.steps.ordered(self.params)]
 
     def profile_start(self, folder):
         self.profile_dir, self.compiled = folder / "jax", {}
@@ -235,19 +213,16 @@ class Trainer(trainer.Trainer):
         pass
 
     def shutdown(self):
-        """Leave JAX's coordination service, then MPI (which only named the ranks; mpirun counts a rank
-        that exits without finalizing MPI as failed)."""
+        """Leave JAX's coordination service, then MPI (mpirun counts a rank that does not finalize as failed)."""
         if self.size > 1:
             jax.distributed.shutdown()
         MPI.Finalize()
 
 
 class _PluginErrors(logging.Handler):
-    """Holds what JAX logs while its backends start. A PJRT plugin that fails to start (JAX's CUDA
-    plugin on a node without a GPU or driver) is logged with its traceback and JAX goes on with the
-    CPU; in the rank's log that traceback came before the run's own error, and the run's reason
-    became the plugin's ("Unknown CUPTI error 999"). Held here, it is the reason the GPU check
-    gives (`_check_device`), or printed where a GPU was found."""
+    """Holds what JAX logs while its backends start: a PJRT plugin that fails to start (CUDA without a
+    GPU) is logged with its traceback and JAX goes on with the CPU, and that traceback became the
+    run's reason ("Unknown CUPTI error 999"). Held here, it is the GPU check's reason instead."""
 
     LOGGER = "jax._src.xla_bridge"
 

@@ -1,9 +1,5 @@
-"""Copy the reference (PyTorch) network's weights into the JAX definition of the same network.
-
-Flax's convolution kernels are HWIO (PyTorch: OIHW), its dense kernels (in, out) (PyTorch:
-(out, in)); batch norm holds scale and bias as parameters and mean and var as `batch_stats`.
-A mismatch in kind or shape is an error naming the layer.
-"""
+"""Copy the reference (PyTorch) network's weights into the JAX one: kernels HWIO and (in, out), batch
+norm's statistics in `batch_stats`; a mismatch in kind or shape is an error naming the layer."""
 
 import jax.numpy as jnp
 import numpy as np

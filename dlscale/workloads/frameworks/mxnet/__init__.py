@@ -1,4 +1,4 @@
-"""MXNet: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
+"""MXNet's declarations, read without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
 from dlscale.core.vocabulary import BACKWARD, UPDATE
 
@@ -11,21 +11,17 @@ LAYOUTS = ("NCHW",)
 BEST_LAYOUT = "NCHW"
 LAYOUT_NOTE = "MXNet 1.9.1's CPU convolutions (MKLDNN) run NCHW, and the MXNet models are written NCHW"
 
-# Horovod only: MXNet's own distributed training is a parameter server (kvstore dist_sync) with a
-# launcher of its own (scheduler, server and worker processes), not a collective all-reduce
-# started by mpirun or srun; it is not built (docs/methods/libraries.md).
+# Horovod only: MXNet's own distributed path is a parameter server with its own launcher
+# (docs/methods/libraries.md).
 LIBRARIES = ("horovod",)
 NATIVE = None
 NOT_BUILT = {
     "native": "MXNet's own distributed path is a parameter server (kvstore dist_sync) with its own launcher, not built"
 }
 
-# The environment variables that hold a rank's compute to `threads_per_rank` threads, set by the
-# launcher for every rank and by the probe (frameworks.thread_env): its OpenMP pools (its oneDNN
-# kernels) and its engine workers, read at import.
+# Its OpenMP pools (its oneDNN kernels) and its engine workers, read at import.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 LOADER = "mx.io.ImageRecordIter, preprocess threads, OpenCV decode"
-# What its runs import besides MODULES: Horovod's binding (allreduce_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.mxnet"
 DATA_MODULES = ()
 
@@ -41,6 +37,5 @@ TRACE_RULES = [
 
 
 def trace_rest(event):
-    """Any other operation: placed by its position in the iteration (forward before the first
-    backward operation, update after the last)."""
+    """Any other operation: placed by its position in the iteration (before backward, or after it)."""
     return "compute"

@@ -1,5 +1,4 @@
-"""The prepared dataset in MXNet's own format (dlscale/workloads/images.py `prepare` writes every
-framework's): an indexed RecordIO file, OUT.rec and OUT.idx."""
+"""The prepared dataset in MXNet's own format: an indexed RecordIO file, OUT.rec and OUT.idx."""
 
 from pathlib import Path
 

@@ -1,13 +1,11 @@
-"""MXNet's Horovod binding as the communication instrument of a study that runs MXNet and not
-PyTorch (dlscale/workloads/frameworks/torch/instrument.py says what an instrument does)."""
+"""MXNet's Horovod binding as the communication instrument (torch/instrument.py says what one does)."""
 
 import horovod.mxnet as hvd
 import mxnet as mx
 
 
 def start(comm, threads=None):
-    """Horovod on the MPI communicator `comm`; the binding. MXNet takes its threads from
-    OMP_NUM_THREADS, which the launcher sets, not at run time."""
+    """Horovod on the MPI communicator `comm`; the binding (MXNet's threads come from the launcher)."""
     hvd.init(comm=comm)
     return hvd
 

@@ -1,4 +1,4 @@
-"""MXNet's input pipeline over a prepared dataset (the shared recipe: dlscale/workloads/loaders.py)."""
+"""MXNet's input pipeline over a prepared dataset: ImageRecordIter over its RecordIO."""
 
 from dlscale.workloads.frameworks.mxnet.data import FORMAT
 from dlscale.workloads.loaders import AREA, ASPECT, MEAN, PREFETCH, STD

@@ -1,10 +1,5 @@
-"""The networks in MXNet Gluon, layer for layer the PyTorch definitions.
-
-Layout is NCHW, as in PyTorch (MXNet's MKLDNN kernels run NCHW), so weights transfer without
-transposition. Every layer is given its input size, so parameters exist before the first forward.
-Ceil-mode pooling is MXNet's "full" pooling convention; batch norm uses PyTorch's epsilon and
-momentum (MXNet momentum = 1 - torch momentum).
-"""
+"""The networks in MXNet Gluon (NCHW, as PyTorch), layer for layer the PyTorch definitions; every layer
+is given its input size, so parameters exist before the first forward."""
 
 from mxnet.gluon import HybridBlock, nn
 

@@ -1,12 +1,7 @@
-"""MXNet's own environment, per variant: what dlscale/environment/recipe.py installs for it (beside
-numpy and mpi4py, which every rank has, and Horovod's requirements). Declarations only, read under
-the bare Python that builds the environments."""
+"""MXNet's environment per variant, as dlscale/environment/recipe.py installs it (declarations only)."""
 
-# mxnet-cu117 1.9.1, the last CUDA build of MXNet: kernels for sm_50, 60, 70, 80, 86 and no PTX, so
-# it runs on V100/A100-class GPUs but not on H100 or newer: there its runs fail (MXNet reports that
-# no kernel image is available), they do not fall back to the CPU. It links CUDA 11 libraries by name
-# (libcudart.so.11.0, libcublas.so.11, libcudnn.so.8, ...) and ships none of them; these wheels
-# provide them (CUDA 11.8, which 11.7 builds run on).
+# mxnet-cu117 1.9.1, the last CUDA build of MXNet: kernels up to sm_86 and no PTX, so runs on H100 or
+# newer fail. It links CUDA 11 libraries by name and ships none: these wheels (CUDA 11.8) provide them.
 CUDA11_PINS = {
     "nvidia-cuda-runtime-cu11": "11.8.89",
     "nvidia-cublas-cu11": "11.11.3.6",
@@ -21,22 +16,18 @@ CUDA11_PINS = {
 PINS = {"cpu": {"mxnet": "1.9.1"}, "cuda": {"mxnet-cu117": "1.9.1", **CUDA11_PINS}}
 WORKLOAD_PINS = ()
 EXACT_CUDA_PINS = ()
-# The NCCL wheel it takes (libmxnet.so links libnccl.so.2 by name; NCCL carries its own CUDA runtime),
-# at recipe.NCCL_VERSION: TensorFlow's.
+# The NCCL wheel it takes (libmxnet.so links libnccl.so.2 by name), at recipe.NCCL_VERSION: TensorFlow's.
 NCCL_WHEEL = "nvidia-nccl-cu12"
 HOROVOD_BUILD = ("MXNet", "HOROVOD_WITH_MXNET")
-# Header folders of its CUDA wheels (under site-packages/nvidia) that Horovod's build needs on CPATH:
-# its headers include those of CUDA's libraries (cuBLAS, cuRAND, cuSOLVER, ...), which a minimal
-# CUDA toolkit lacks: its CUDA 11 wheels' (not the CUDA runtime's, which would hide the toolkit's own).
+# Header folders of its CUDA 11 wheels that Horovod's build needs on CPATH (a minimal toolkit lacks
+# them; not the CUDA runtime's, which would hide the toolkit's own).
 CUDA_HEADERS = ("cublas", "curand", "cusolver", "cusparse", "cufft", "cuda_nvrtc", "cudnn")
 INCLUDE_DIR, HOROVOD_INCLUDES = None, ()
-# A library of its wheel (under site-packages) that links the NVIDIA driver: Horovod's build links
-# against it, so on a machine without the driver the build puts a stub of the driver first.
+# A library of its wheel that links the NVIDIA driver: Horovod's build links it against a driver stub.
 DRIVER_LINKED = "mxnet/libmxnet.so"
 
-# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24. This shim installs an import hook
-# that restores the alias just before mxnet is first imported (and only then), so every process of
-# the environment (Horovod's build included) can import mxnet.
+# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24: this import hook restores it just
+# before mxnet is first imported, in every process of the environment.
 _NUMPY_SHIM = '''\
 """Installed by dlscale's environment builder: numpy.bool shim for MXNet 1.9.1."""
 import importlib.abc
@@ -57,30 +48,14 @@ class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _MxnetNumpyShim())
 '''
 
-# The cuda variant's shim also loads MXNet's CUDA 11 libraries (from the nvidia-*-cu11 wheels, which
-# are not on the library path) just before mxnet is imported, dependencies first, so that the loader
-# finds them by name when libmxnet.so asks, and the environment's NCCL, which libmxnet.so links too.
-# libcuda.so.1 (the driver) is not among them: it comes from the GPU node's NVIDIA driver.
-CUDA11_LIBS = [
-    "libcudart.so.11.0",
-    "libcublasLt.so.11",
-    "libcublas.so.11",
-    "libnvrtc.so.11.2",
-    "libnvrtc-builtins.so.11.8",
-    "libcufft.so.10",
-    "libcurand.so.10",
-    "libcusparse.so.11",
-    "libcusolver.so.11",
-    "libcudnn_ops_infer.so.8",
-    "libcudnn_ops_train.so.8",
-    "libcudnn_cnn_infer.so.8",
-    "libcudnn_cnn_train.so.8",
-    "libcudnn_adv_infer.so.8",
-    "libcudnn_adv_train.so.8",
-    "libcudnn.so.8",
-    "libnvToolsExt.so.1",
-    "libnccl.so.2",
-]
+# The cuda variant's shim also loads MXNet's CUDA 11 libraries (not on the library path) and the
+# environment's NCCL before mxnet is imported, dependencies first, so libmxnet.so finds them by name.
+CUDA11_LIBS = """
+libcudart.so.11.0 libcublasLt.so.11 libcublas.so.11 libnvrtc.so.11.2 libnvrtc-builtins.so.11.8 libcufft.so.10
+libcurand.so.10 libcusparse.so.11 libcusolver.so.11 libcudnn_ops_infer.so.8 libcudnn_ops_train.so.8
+libcudnn_cnn_infer.so.8 libcudnn_cnn_train.so.8 libcudnn_adv_infer.so.8 libcudnn_adv_train.so.8 libcudnn.so.8
+libnvToolsExt.so.1 libnccl.so.2
+""".split()
 _CUDA_SHIM = f"""
 
 class _MxnetCuda11Libraries(importlib.abc.MetaPathFinder):
@@ -106,9 +81,8 @@ sys.meta_path.insert(0, _MxnetCuda11Libraries())
 """
 
 
-# Its environment installs the shim as a module its site-packages imports through a .pth file, which
-# also runs where that folder is added to another interpreter's path (the tests' overlay,
-# dlscale.environment.build `link`), unlike a sitecustomize.
+# Installed as a module that a .pth file imports, which (unlike a sitecustomize) also runs where the
+# folder is added to another interpreter's path (dlscale.environment.build `link`).
 SITE_SHIM = {
     "module": "_dlscale_mxnet_numpy",
     "pth": "dlscale-mxnet-numpy.pth",

@@ -1,23 +1,11 @@
 """MXNet data-parallel training through horovod.mxnet's DistributedTrainer, one method per phase.
 
-MXNet runs every operation asynchronously on its engine, also on CPU: in phased timing each phase
-ends with `mx.nd.waitall()`, so its time is its own work; in native timing the whole step is pushed
-with no wait until its end, so the engine runs each gradient's allreduce as soon as backward has
-produced that gradient. Native timing waits at the end of each iteration (`ahead` 0): the engine's
-only wait for one iteration's work is `waitall` (an array's `wait_to_read` also waits for writes
-queued after it, and the weights are updated in place). The network is hybridized (static graph).
-One rank communicates nothing (DistributedTrainer skips its allreduce at size 1).
-Horovod has no backward hook for MXNet; the allreduces are pushed once backward is done:
-allreduce_schedule = "overlap": one allreduce per gradient (DistributedTrainer's default), pushed together and
-run by the engine concurrently (overlap among tensors); allreduce_schedule = "sequential": one grouped
-allreduce (DistributedTrainer with num_groups=1). Gradients are averaged; the update is MXNet's
-SGD with momentum, equivalent to PyTorch's for a constant learning rate.
-device = "gpu": rank r uses mx.gpu(r) (its local rank), batches are staged in pinned host memory
-(`cpu_pinned`) and copied with `copyto`; the phase boundaries wait with `waitall` as on CPU.
-autotune: MXNET_CUDNN_AUTOTUNE_DEFAULT and tf32: NVIDIA_TF32_OVERRIDE (set by the launcher).
-precision = "mixed": MXNet's AMP (`mxnet.contrib.amp`, float16) with its dynamic loss scaling.
-The last CUDA builds of MXNet (1.9.1, up to CUDA 11.7) have kernels up to sm_86: on newer GPUs the
-run fails with MXNet's error; it does not fall back to the CPU.
+MXNet's engine runs every operation asynchronously, also on CPU: phased timing ends each phase with
+`mx.nd.waitall()`; native timing pushes the whole step, so the engine runs each gradient's allreduce
+as it appears, and waits at each iteration's end (`ahead` 0: only `waitall` waits for one iteration,
+as `wait_to_read` also waits for the in-place updates queued after it). overlap is one allreduce per
+gradient, sequential one grouped allreduce (num_groups=1). MXNet's SGD with momentum equals PyTorch's
+at a constant learning rate. Mixed precision is `mxnet.contrib.amp` (float16, dynamic loss scaling).
 """
 
 import os
@@ -56,14 +44,8 @@ class Trainer(trainer.Trainer):
         self.spec_timing, self.spec_schedule = spec.get("timing", "phased"), spec["allreduce_schedule"]
         self.gpu = spec.get("device", "cpu") == "gpu"
         if self.gpu:
-            features = mx.runtime.Features()
-            index = gpu_for_rank(
-                LABEL,
-                mx.__version__,
-                mx.context.num_gpus(),
-                self.local_rank,
-                "a CUDA build" if features.is_enabled("CUDA") else "a CPU-only build",
-            )
+            build = "a CUDA build" if mx.runtime.Features().is_enabled("CUDA") else "a CPU-only build"
+            index = gpu_for_rank(LABEL, mx.__version__, mx.context.num_gpus(), self.local_rank, build)
             self.ctx = mx.gpu(index)
         else:
             self.ctx = mx.cpu()
@@ -103,8 +85,7 @@ class Trainer(trainer.Trainer):
             name=NAME,
             version=mx.__version__,
             horovod=horovod.__version__,
-            # the engine runs each gradient's allreduce as the gradient appears, unless phased
-            # timing's waits stop it or the allreduce is one group of every gradient
+            # the engine runs each allreduce as its gradient appears, unless phased or one group
             comm_overlaps_backward=self.spec_timing == "native" and self.spec_schedule == "overlap",
             layout=self.layout,
             device=str(self.ctx),
@@ -198,9 +179,8 @@ class _Task:
 
 
 def _complete_events(path):
-    """MXNet's Chrome trace as "X" events: operators (B/E pairs per thread; bulked operators are one
-    event named by its operators joined with commas) and the loop's tasks (b/e async pairs); the
-    C API calls and memory counters are left out."""
+    """MXNet's Chrome trace as "X" events: operators (B/E pairs) and the loop's tasks (b/e pairs),
+    without the C API calls and memory counters."""
     import json
 
     events = json.loads(path.read_text())["traceEvents"]

@@ -1,7 +1,4 @@
-"""Copy the reference (PyTorch) network's weights into the MXNet definition of the same network.
-
-MXNet uses PyTorch's layouts. A mismatch in shape is an error naming the layer.
-"""
+"""Copy the reference (PyTorch) network's weights into the MXNet one (PyTorch's layouts)."""
 
 
 def load(net, source):

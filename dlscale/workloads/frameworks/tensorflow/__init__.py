@@ -1,4 +1,4 @@
-"""TensorFlow: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
+"""TensorFlow's declarations, read without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
 from dlscale.core.vocabulary import BACKWARD, COMM, FORWARD, UPDATE
 
@@ -20,12 +20,9 @@ LIBRARIES = ("horovod", "native")
 NATIVE = "tf.distribute.MultiWorkerMirroredStrategy, collective all-reduce (ring over gRPC on the CPU, NCCL on GPUs)"
 NOT_BUILT = {}
 
-# The environment variables that hold a rank's compute to `threads_per_rank` threads, set by the
-# launcher for every rank and by the probe (frameworks.thread_env): none: its pools are set in the
-# process (tf.config.threading), oneDNN runs on them.
+# None: its pools are set in the process (tf.config.threading), and oneDNN runs on them.
 THREAD_ENV = ()
 LOADER = "tf.data TFRecordDataset, parallel map (private thread pool), decode_and_crop_jpeg"
-# What its runs import besides MODULES: Horovod's binding (allreduce_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.tensorflow"
 DATA_MODULES = ()
 
@@ -37,25 +34,14 @@ TRACE_RULES = [
     # Horovod's ops are the enqueue only: the allreduce is in Horovod's timeline
     ("contains", "HorovodAllreduce", "ignore"),
     ("contains", "HorovodGroupedAllreduce", "ignore"),
-    # the strategy's (allreduce_library native): the collective all-reduce of each pack (on the collective
-    # executor's threads, spanning the transfer) and its packing and averaging (concat, split, mean)
+    # allreduce_library native: each pack's collective all-reduce, its packing and averaging
     ("prefix", f"{ALLREDUCE_SCOPE}/", COMM),
 ]
 
-# Host events that are executor, function-call or iterator spans, not operations.
-_SPANS = (
-    "Executor",
-    "FunctionRun",
-    "EagerExecute",
-    "EagerLocalExecute",
-    "EagerKernelExecute",
-    "Iterator",
-    "ThreadpoolListener",
-    "KernelAndDeviceFunc",
-    "CollectiveExecutor",  # the collective runtime's own spans around its ops
-    "BaseCollectiveExecutor",
-    "CollectiveOpV2Kernel",
-    "$",
+# Host events that are executor, function-call, iterator or collective-runtime spans, not operations.
+_SPANS = tuple(
+    "Executor FunctionRun EagerExecute EagerLocalExecute EagerKernelExecute Iterator ThreadpoolListener "
+    "KernelAndDeviceFunc CollectiveExecutor BaseCollectiveExecutor CollectiveOpV2Kernel $".split()
 )
 
 

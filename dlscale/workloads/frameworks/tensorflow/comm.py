@@ -1,18 +1,9 @@
-"""How TensorFlow's gradients are averaged over the ranks: through Horovod, or through TensorFlow's
-own MultiWorkerMirroredStrategy (the `allreduce_library` setting). The trainer asks both the same things.
+"""How TensorFlow's gradients are averaged over the ranks (`allreduce_library`): Horovod or MultiWorkerMirroredStrategy.
 
-horovod: `hvd.init()` names the ranks; overlap issues one allreduce per gradient (Horovod
-negotiates, fuses and reduces them concurrently), sequential one grouped allreduce.
-native: MPI names the ranks and carries every rank's address and a free port on it
-(dlscale/workloads/rendezvous.py), from which each rank's TF_CONFIG is written; the strategy then starts
-its gRPC server and meets its peers. It must exist before any TensorFlow operation runs (collective
-ops are configured at start-up), so `start()` comes right after the threads and devices are set.
-Gradients stay plain tensors of the trainer's own variables: inside the compiled functions each
-rank's gradients enter the strategy's replica context and are averaged by its collective
-all-reduce (`all_reduce`, ring on the CPU, NCCL on GPUs), in packs: overlap, packs of PACK_BYTES,
-each of which the executor may start once its gradients exist (with 2 or more inter-op threads;
-with one it runs them after backward, measured); sequential, one pack of all gradients.
-One rank communicates nothing under both.
+horovod: overlap is one allreduce per gradient, sequential one grouped allreduce. native: the strategy
+must exist before any TensorFlow operation runs (`start()`); it averages the plain gradient tensors in
+packs of PACK_BYTES (overlap; the executor starts each as its gradients exist, given 2 or more inter-op
+threads, measured) or in one pack (sequential).
 """
 
 import json
@@ -24,8 +15,7 @@ from dlscale.core.vocabulary import NO_CYCLE_S
 from dlscale.workloads import rendezvous
 from dlscale.workloads.frameworks.tensorflow import ALLREDUCE_SCOPE, NATIVE
 
-# The native overlap's pack size (DistributedDataParallel's bucket size, so that both frameworks'
-# own libraries fuse alike); recorded as the run's fusion threshold.
+# The native overlap's pack size (DDP's bucket size: both own libraries fuse alike), the fusion threshold.
 PACK_BYTES = 25 * 1024 * 1024
 
 
@@ -52,9 +42,8 @@ class Horovod:
         return hvd.grouped_allreduce(grads, op=hvd.Average)
 
     def overlaps_backward(self, overlap, native):
-        # Horovod has no per-gradient hook for TensorFlow: in phased timing the allreduces start after
-        # backward; in the native step's compiled function the executor starts each gradient's as soon
-        # as it exists (Horovod's op only enqueues it), while the other gradients are still computed
+        # no per-gradient hook for TensorFlow: only in the native step's compiled function does the
+        # executor start each gradient's allreduce as soon as it exists
         return overlap and native
 
     def describe(self, overlap, grad_bytes):
@@ -67,7 +56,6 @@ class Native:
     name = "native"
 
     def __init__(self):
-
         self.rank, self.size, self.local_rank = rendezvous.launcher_ranks()
         self.workers = rendezvous.peers(rendezvous.first_host()) if self.size > 1 else []
         self.strategy = None

@@ -1,13 +1,8 @@
-"""TensorFlow's Horovod binding as the communication instrument of a study that runs TensorFlow
-through Horovod and neither PyTorch nor MXNet (dlscale/workloads/frameworks/torch/instrument.py says
-what an instrument does).
+"""TensorFlow's Horovod binding as the communication instrument (torch/instrument.py says what one does).
 
-The tensors handed over together are allreduced by one traced function (traced once per set of
-names), run in a thread of its own, as a traced training step holds its gradients' allreduce ops,
-each named by its tensor, and TensorFlow runs them side by side, letting go of the GIL. (Eager
-allreduces would not do: the kernel TensorFlow caches for one keeps the name of its first call, so
-two in flight at once collide in Horovod under one name; and one thread and call per tensor costs
-~0.35 ms a tensor, 40x PyTorch's hand-over, seen in bench/instruments.py's first trial.)"""
+The tensors handed over together are allreduced by one traced function per set of names, run in a
+thread, as a traced training step holds its allreduce ops. (Eager allreduces keep the name of their
+first call, so two in flight collide in Horovod; one thread per tensor cost 40x PyTorch's hand-over.)"""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,8 +15,8 @@ _TRACED = {}  # {tensor names: their allreduces as a traced function}, traced on
 
 
 def start(comm, threads=None):
-    """Horovod on the MPI communicator `comm`, TensorFlow at `threads` intra-op and inter-op threads
-    as its trainer keeps it (the inter-op pool runs a message's allreduce ops side by side); the binding."""
+    """Horovod on the MPI communicator `comm`, TensorFlow at `threads` intra- and inter-op threads as
+    its trainer keeps it; the binding."""
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)

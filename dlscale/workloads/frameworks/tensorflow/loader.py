@@ -1,5 +1,4 @@
-"""TensorFlow's input pipeline over a prepared dataset: tf.data over the rank's TFRecord shards
-(dlscale/workloads/frameworks/tfdata.py; the shared recipe: dlscale/workloads/loaders.py)."""
+"""TensorFlow's input pipeline: tf.data over the rank's TFRecord shards (tfdata.py)."""
 
 from dlscale.workloads.frameworks.tfdata import records
 

@@ -1,12 +1,7 @@
-"""The networks in TensorFlow (Keras 3 layers), layer for layer the PyTorch definitions.
-
-Layout is NHWC, TensorFlow's native layout on CPU (its CPU convolutions do not run NCHW).
-PyTorch pads symmetrically where TensorFlow's "same" padding is asymmetric for strided layers,
-so every padded convolution and pooling here pads explicitly and then runs "valid"; max pooling pads
-with -inf, as PyTorch does, and ceil-mode pooling pads the bottom/right edge as PyTorch's window
-rule does. Batch norm uses PyTorch's epsilon and momentum (Keras momentum = 1 - torch momentum).
-Layers are created in the PyTorch definition order, so the trainable weights line up one to one.
-"""
+"""The networks in TensorFlow (Keras 3, NHWC), layer for layer the PyTorch definitions, created in its
+order. PyTorch pads symmetrically where "same" padding is asymmetric for strided layers, so every
+padded layer pads explicitly (max pooling with -inf) and runs "valid"; batch norm takes PyTorch's
+epsilon and momentum."""
 
 import keras
 import tensorflow as tf

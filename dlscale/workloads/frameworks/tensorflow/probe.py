@@ -7,9 +7,8 @@ from dlscale.workloads.frameworks.tensorflow import LABEL
 
 
 def matmul(n, threads, device, half):
-    """A function that multiplies an n x n matrix by itself and waits for the result. On device gpu
-    without a GPU it fails saying so: `tf.device("/GPU:0")` alone would place the multiply on the
-    CPU and time a CPU rate as the GPU's (soft placement)."""
+    """A function that multiplies an n x n matrix by itself and waits for the result. Without a GPU
+    device gpu fails: soft placement would time the CPU as the GPU."""
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     if device == "gpu":

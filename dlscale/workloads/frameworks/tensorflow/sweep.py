@@ -1,12 +1,6 @@
-"""TensorFlow's own allreduce for the allreduce sweep (dlscale/runtime/allreduce.py): the path a native run's
-gradients take (comm.py's Native: MultiWorkerMirroredStrategy's collective all-reduce).
-
-A message of `tensors` float32 buffers per rank is averaged by the very code the trainer averages
-its gradients with (`Native.allreduce`, in a compiled function, one pack: the sequential step's),
-so its cost per byte and per tensor is the library's as the runs use it. The strategy is made once
-per process, before any TensorFlow operation (its collectives need that), and serves both
-messages (few tensors and many).
-"""
+"""TensorFlow's own allreduce for the allreduce sweep: a message of `tensors` float32 buffers averaged
+by the sequential step's own code (`Native.allreduce`, compiled, one pack). The strategy is made
+once per process, before any TensorFlow operation, and serves both messages."""
 
 import functools
 

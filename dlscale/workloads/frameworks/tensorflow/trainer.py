@@ -1,30 +1,11 @@
-"""TensorFlow data-parallel training, one method per SGD phase, its gradients averaged through
-horovod.tensorflow or TensorFlow's own MultiWorkerMirroredStrategy (comm.py: the run's
-`allreduce_library`).
+"""TensorFlow data-parallel training, one method per phase, through Horovod or MultiWorkerMirroredStrategy (comm.py).
 
-The forward pass is a `tf.function`; it is called under an eager GradientTape, so the backward
-pass (`tape.gradient`) runs the function's compiled gradient: forward and backward are both
-compiled and still timed apart. Communication (comm.py): with Horovod, which has no per-gradient
-hook for TensorFlow, it starts once backward has returned (as with its DistributedGradientTape);
-allreduce_schedule = "overlap": one allreduce per gradient (Horovod) or packs of gradients (the strategy), all
-issued together in one compiled function; allreduce_schedule = "sequential": one grouped allreduce of all gradients.
-One rank communicates nothing in either mode (Horovod's TensorFlow allreduce has no size-1 shortcut,
-so the trainer skips it, as PyTorch's and MXNet's Horovod wrappers do).
-The update is SGD with momentum written as PyTorch defines it (m = mu m + g; w -= lr m).
-Keras 3 variables are not tf.Variables: Horovod and the tape get each variable's `.value`.
-Native timing (`step`): forward, gradient, allreduces and update in one compiled function, so
-TensorFlow's executor runs each gradient's allreduce as soon as that gradient exists (overlapping
-backward) and each variable's update as soon as its allreduce returns. It waits at the end of each
-iteration (`ahead` 0): on the GPU the wait is `sync_devices`, for all queued work; on the CPU the
-compiled step has ended when it returns.
-The batch is staged in host memory (`tf.constant` under /CPU:0) in the io phase.
-device = "gpu": rank r sees only GPU r of its node (its local rank), with memory growth; h2d copies
-the batch onto it (a real copy from host memory) and every phase boundary waits with
-`sync_devices`. autotune: TF_CUDNN_USE_AUTOTUNE (set by the launcher); tf32:
-`enable_tensor_float_32_execution`. device = "cpu" hides any
-GPU. precision = "mixed": the Keras policy mixed_float16 (float16 compute, float32 variables), the
-loss in float32, and dynamic loss scaling (x2 after 2000 finite steps, /2 and no update on a
-non-finite gradient).
+The forward pass is a `tf.function` under an eager GradientTape, so backward runs its compiled gradient.
+One rank communicates nothing (Horovod's TensorFlow allreduce has no size-1 shortcut). Keras 3 variables
+are not tf.Variables: Horovod and the tape get each one's `.value`. Native timing is one compiled step,
+so the executor starts each allreduce as its gradient exists; it waits at each iteration's end (`ahead`
+0). Mixed precision: mixed_float16 and dynamic loss scaling (x2 after 2000 finite steps, /2 and no update
+on a non-finite gradient).
 """
 
 import keras
@@ -50,20 +31,14 @@ class Trainer(trainer.Trainer):
         tf.config.threading.set_inter_op_parallelism_threads(threads)
         self.net = comm.LIBRARIES[spec["allreduce_library"]]()
         self.rank, self.size, self.local_rank = self.net.rank, self.net.size, self.net.local_rank
-        # what starts Horovod's timeline and shuts down (dlscale/workloads/trainer.py): Horovod's module,
-        # or the native library
+        # what starts Horovod's timeline and shuts down: Horovod's module, or the native library
         self.hvd = getattr(self.net, "hvd", self.net)
         check_precision(spec)
         gpus = tf.config.list_physical_devices("GPU")
         self.gpu = spec.get("device", "cpu") == "gpu"
         if self.gpu:
-            index = gpu_for_rank(
-                LABEL,
-                tf.__version__,
-                len(gpus),
-                self.local_rank,
-                "a CUDA build" if tf.test.is_built_with_cuda() else "a CPU-only build",
-            )
+            build = "a CUDA build" if tf.test.is_built_with_cuda() else "a CPU-only build"
+            index = gpu_for_rank(LABEL, tf.__version__, len(gpus), self.local_rank, build)
             tf.config.set_visible_devices(gpus[index], "GPU")
             tf.config.experimental.set_memory_growth(gpus[index], True)
         elif gpus:
@@ -215,6 +190,5 @@ class Trainer(trainer.Trainer):
         return tf.profiler.experimental.Trace(name)
 
     def profile_stop(self):
-
         tf.profiler.experimental.stop()
         return host_events(self.profile_dir)

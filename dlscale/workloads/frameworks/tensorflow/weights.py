@@ -1,8 +1,5 @@
-"""Copy the reference (PyTorch) network's weights into the TensorFlow definition of the same network.
-
-TensorFlow's convolution kernels are HWIO (PyTorch: OIHW) and its dense kernels are (in, out)
-(PyTorch: (out, in)). A mismatch in kind or shape is an error naming the layer.
-"""
+"""Copy the reference (PyTorch) network's weights into the TensorFlow one (kernels HWIO and (in, out));
+a mismatch in kind or shape is an error naming the layer."""
 
 import numpy as np
 

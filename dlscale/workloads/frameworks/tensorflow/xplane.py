@@ -1,13 +1,7 @@
-"""TensorFlow's profiler output (XSpace protobuf, `plugins/profile/<run>/<host>.xplane.pb`) as Chrome
-trace "X" events, read with the proto module the TensorFlow wheel ships.
+"""TensorFlow's profiler output (XSpace protobuf, `<host>.xplane.pb`) as Chrome trace "X" events.
 
-Host planes (`/host:CPU`) hold one line per thread; each event is a metadata id, an offset from its
-line's start (picoseconds) and a duration. Device planes (`/device:GPU:N`) hold kernels and copies
-per stream on the GPU. Events come back with `ts`/`dur` in microseconds of the profiler's clock
-(nanoseconds since the Unix epoch / 1000), `tid` the line (thread or stream), `cat` "host" or
-"device"; the names are TensorFlow's full names: operations as `scope/node_name:OpType`, the
-loop's annotations as given, and the executor's own spans.
-"""
+Each plane (host or device) holds a line per thread or stream, each event an offset (picoseconds)
+from its line's start; they come back in microseconds, `tid` the line, `cat` "host" or "device"."""
 
 from pathlib import Path
 

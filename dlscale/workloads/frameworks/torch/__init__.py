@@ -1,4 +1,4 @@
-"""PyTorch: what the study needs to know of it without importing it (dlscale/workloads/frameworks/__init__.py)."""
+"""PyTorch's declarations, read without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
 from dlscale.core.vocabulary import BACKWARD, COMM, UPDATE
 
@@ -17,12 +17,9 @@ LIBRARIES = ("horovod", "native")
 NATIVE = "torch.distributed DistributedDataParallel (gloo on the CPU, NCCL on GPUs)"
 NOT_BUILT = {}
 
-# The environment variables that hold a rank's compute to `threads_per_rank` threads, set by the
-# launcher for every rank and by the probe (frameworks.thread_env): its OpenMP pools (oneDNN runs on
-# OpenMP); the trainer also calls torch.set_num_threads.
+# Its OpenMP pools (oneDNN runs on OpenMP); the trainer also calls torch.set_num_threads.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 LOADER = "torch.utils.data.DataLoader, worker processes, Pillow decode"
-# What its runs import besides MODULES: Horovod's binding (allreduce_library horovod), the loader's (data: images).
 HOROVOD_MODULE = "horovod.torch"
 DATA_MODULES = ("PIL",)  # its loader decodes with Pillow
 
@@ -33,9 +30,7 @@ TRACE_RULES = [
     ("prefix", "Optimizer.zero_grad", UPDATE),
     ("prefix", "ProfilerStep", "ignore"),
     ("prefix", "cuda", "ignore"),  # runtime API calls (cudaLaunchKernel, ...) on the host
-    # PyTorch's own library (allreduce_library native): the process group's collectives (on gloo's
-    # worker threads, spanning the transfer; on the GPU NCCL's kernels), their enqueue, and DDP's
-    # reducer work on the rank's thread (dividing by the ranks, copying buckets back to gradients)
+    # allreduce_library native: the process group's collectives, their enqueue and DDP's reducer work
     ("prefix", "DistributedDataParallel.forward", "ignore"),  # a container of the forward pass
     ("prefix", "gloo:", COMM),
     ("prefix", "nccl:", COMM),
@@ -46,6 +41,5 @@ TRACE_RULES = [
 
 
 def trace_rest(event):
-    """Any other operation: placed by its position in the iteration (forward before the first
-    backward operation, update after the last)."""
+    """Any other operation: placed by its position in the iteration (before backward, or after it)."""
     return "compute"

@@ -1,18 +1,9 @@
-"""How PyTorch's gradients are averaged over the ranks: through Horovod, or through PyTorch's own
-torch.distributed (the `allreduce_library` setting). The trainer asks both the same things.
+"""How PyTorch's gradients are averaged over the ranks (`allreduce_library`): Horovod or torch.distributed.
 
-horovod: `hvd.init()` names the ranks; overlap wraps the optimizer in Horovod's
-DistributedOptimizer (each gradient's allreduce starts from a backward hook; `wait` is its
-`synchronize()`, and the update then skips synchronisation); sequential is one grouped allreduce
-of all gradients after backward.
-native: MPI names the ranks, and the process group meets at rank 0 (dlscale/workloads/rendezvous.py), with
-gloo on the CPU and NCCL on GPUs. overlap wraps the model in DistributedDataParallel, PyTorch's
-own data-parallel path: gradients are averaged in buckets (25 MiB, the first 1 MiB) whose allreduce
-starts from backward hooks as each bucket fills, and DDP waits for them at the end of backward
-itself (so `wait` has nothing left, and a phased run's backward holds the exposed part).
-sequential: after backward, one allreduce of all gradients in one flat buffer, then the mean.
-Batch-norm running statistics stay each rank's own under both (DDP's per-forward buffer broadcast
-off), and one rank communicates nothing under both (no hooks, no process group).
+overlap wraps the optimizer in Horovod's DistributedOptimizer, or the model in DistributedDataParallel
+(which waits for its buckets at the end of backward itself, so a phased run's backward holds the exposed
+part); sequential is one allreduce of all gradients after backward. The native process group meets at
+rank 0. Under both, batch-norm statistics stay each rank's own, and one rank communicates nothing.
 """
 
 import contextlib
@@ -32,9 +23,8 @@ MEET_TIMEOUT_S = 120
 
 
 class DenseView:
-    """Horovod allreduces contiguous tensors only. A channels_last gradient is dense, just not
-    contiguous in NCHW order: Horovod gets its NHWC view (the same memory, reduced in place), and
-    the optimizer gets it back as channels_last. A Horovod compressor (no compression)."""
+    """A Horovod compressor (no compression): Horovod allreduces contiguous tensors only, so a
+    channels_last gradient goes as its NHWC view (the same memory, reduced in place)."""
 
     @staticmethod
     def compress(t):
@@ -104,8 +94,7 @@ class Native:
         if self.size > 1 and not dist.is_initialized():  # once per process (the sweep makes two)
             first = rendezvous.first_host()
             address, port = rendezvous.coordinator(first)
-            # gloo offers its peers the address its host name resolves to (loopback inside an
-            # emulated node): this rank's own address's interface instead, unless the user chose one
+            # gloo offers its host name's address (loopback in an emulated node): use this rank's own
             own = rendezvous.interface(rendezvous.own_address(first) if self.rank else address)
             if own and not gpu:
                 os.environ.setdefault("GLOO_SOCKET_IFNAME", own)
@@ -152,9 +141,8 @@ class Native:
             start += v.numel()
 
     def describe(self, overlap, grad_bytes):
-        detail = f"{NATIVE}: {self.backend}" if self.size > 1 else "none (one rank)"
         return "not used (torch.distributed)", {
-            "allreduce_library": detail,
+            "allreduce_library": f"{NATIVE}: {self.backend}" if self.size > 1 else "none (one rank)",
             "reduction": "DistributedDataParallel buckets" if overlap else "one flat all_reduce after backward",
             "fusion_threshold_bytes": DDP_BUCKET_BYTES if overlap else grad_bytes,
             "cycle_time_s": NO_CYCLE_S,

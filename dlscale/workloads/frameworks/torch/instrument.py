@@ -1,10 +1,8 @@
-"""PyTorch's Horovod binding as the study's communication instrument: the allreduce sweep
-(dlscale/runtime/allreduce.py) and the replay (dlscale/runtime/replay.py) hand Horovod tensors
-through it (`frameworks.instrument` says which framework's binding a study uses). Horovod's core
-(negotiation, fusion, MPI or NCCL calls) is the same C++ code under every binding; only the
-hand-over of the framework's tensors differs: each instrument hands them over as its framework's
-distributed optimizer does (bench/instruments.py measures what that adds). Every instrument has
-start, ones, submit, wait and first; PyTorch's alone also reduces CUDA tensors (on_gpu)."""
+"""PyTorch's Horovod binding as the communication instrument of the allreduce sweep and the replay.
+
+Every instrument (start, ones, submit, wait, first) hands tensors over as its framework's distributed
+optimizer does: Horovod's core is the same under every binding (bench/instruments.py measures the
+hand-over). PyTorch's alone also reduces CUDA tensors (on_gpu)."""
 
 import horovod.torch as hvd
 import torch
@@ -28,9 +26,8 @@ def ones(count):
 
 
 def submit(tensors, names):
-    """Start Horovod's averaging allreduce of each of `tensors` (named `names`) in place, as
-    DistributedOptimizer does with the gradients ready together; returns at once, with what `wait`
-    takes."""
+    """Start Horovod's averaging allreduce of each of `tensors` in place, as DistributedOptimizer does;
+    returns at once, with what `wait` takes."""
     return [hvd.allreduce_async_(t, op=hvd.Average, name=n) for t, n in zip(tensors, names)]
 
 

@@ -6,10 +6,9 @@ from dlscale.workloads.loaders import MEAN, PREFETCH, STD, crop_box, decode_pil,
 
 
 class TorchImages:
-    """A map-style dataset of the tree for PyTorch's DataLoader: item (epoch, index) is that image
-    decoded, cropped, resized and flipped, as an HWC uint8 array, with its label. The worker sends
-    bytes (a quarter of float32's); the rank normalizes each batch in one vectorized step
-    (`_normalized`), as PyTorch's and NVIDIA's fast ImageNet loaders do."""
+    """A map-style dataset for DataLoader: item (epoch, index) is that image, augmented, as HWC uint8,
+    with its label. Workers send bytes (a quarter of float32's); the rank normalizes each batch at
+    once (`_normalized`), as PyTorch's and NVIDIA's fast ImageNet loaders do."""
 
     def __init__(self, files, labels, image_size, seed, augment=True):
         self.files, self.labels, self.size, self.seed, self.augment = files, labels, image_size, seed, augment

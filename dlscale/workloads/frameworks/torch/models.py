@@ -1,11 +1,6 @@
-"""The networks in PyTorch, defined here (there is no CPU torchvision for torch 2.13).
-
-Definitions follow torchvision's so that the parameter counts match the reference figures at
-1000 classes: AlexNet 61,100,840; GoogLeNet (Inception v1, no auxiliary heads) 6,624,904;
-ResNet-50 v1.5 25,557,032. Adaptive average pooling before the classifier lets every network run
-at small inputs (64x64 and up) with the same parameter count. `tinynet` is a small network with
-neither batch norm nor dropout, for tests whose answer must not depend on batch composition.
-"""
+"""The networks in PyTorch, as torchvision defines them (no CPU torchvision for torch 2.13): at 1000
+classes AlexNet has 61,100,840 parameters, GoogLeNet (no auxiliary heads) 6,624,904, ResNet-50 v1.5
+25,557,032. Adaptive pooling lets them run at 64x64 and up; `tinynet` has no batch norm nor dropout."""
 
 import torch
 from torch import nn

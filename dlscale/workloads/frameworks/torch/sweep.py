@@ -1,12 +1,6 @@
-"""PyTorch's own allreduce for the allreduce sweep (dlscale/runtime/allreduce.py): the path a native run's
-gradients take (comm.py's Native: the process group, gloo on the CPU).
-
-A message of `tensors` float32 buffers per rank is averaged the way the sequential native step
-averages its gradients, by the very same code (`Native.reduce`: the buffers copied into one flat
-tensor, one all_reduce, the mean, copied back), which is also what DistributedDataParallel does
-per bucket. The sweep runs it with few tensors per message and with many, and the difference per
-tensor is the per-tensor cost, as for Horovod.
-"""
+"""PyTorch's own allreduce for the allreduce sweep: a message of `tensors` float32 buffers averaged by
+the sequential native step's own code (`Native.reduce`, as DDP does per bucket); few tensors per
+message against many gives the per-tensor cost."""
 
 import torch
 

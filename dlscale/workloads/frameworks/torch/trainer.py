@@ -1,21 +1,11 @@
-"""PyTorch data-parallel training, one method per SGD phase, its gradients averaged through Horovod
-or PyTorch's own DistributedDataParallel (comm.py: the run's `allreduce_library`).
+"""PyTorch data-parallel training, one method per SGD phase, through Horovod or torch.distributed (comm.py).
 
-allreduce_schedule = "overlap": each gradient's (or bucket's) allreduce starts from a backward hook, so
-communication runs during backward; the comm phase is what the step still waits for after it.
-allreduce_schedule = "sequential": backward completes, then one allreduce (average) of all gradients in place,
-then the update.
-One rank communicates nothing in either mode, as in the other frameworks.
-layout = "NHWC" is PyTorch's channels_last: the model's weights and the staging buffer are
-channels_last, so the io phase converts the NCHW batch into it (as a data loader would).
-device = "gpu": rank r uses GPU r of its node (its local rank); batches are staged in pinned host
-memory and copied with `non_blocking`, and a wait (`sync`) waits for this rank's compute stream
-only (`torch.cuda.current_stream().synchronize()`), not for Horovod's NCCL stream, so an
-allreduce still running is not counted as backward. Native timing on the GPU queues the next
-iteration (its batch in the other of two staging buffers) before it waits for the last one's end
-event (`ahead` 1), so the GPU never idles while the host stages a batch. autotune: cudnn.benchmark; tf32: PyTorch's
-TF32 switches for matmul and cuDNN. precision = "mixed": forward under `torch.autocast` (float16) and a
-GradScaler (dynamic loss scaling) around backward and the update; fp32 otherwise.
+overlap: allreduces start from backward hooks, and the comm phase is what the step still waits for;
+sequential: one allreduce of all gradients after backward. NHWC is channels_last (the io phase converts
+the batch into it). On a GPU, `sync` waits for this rank's compute stream only, not Horovod's NCCL
+stream, so a running allreduce is not counted as backward; native timing queues the next iteration
+before waiting for the last (`ahead` 1), so the GPU never idles while the host stages a batch.
+mixed precision: forward under `torch.autocast` (float16), a GradScaler around backward and update.
 """
 
 import re
@@ -30,10 +20,9 @@ from dlscale.workloads.registry import build_model
 
 
 def sgd(params, spec):
-    """The update, SGD with momentum (the bare loop's too). With mixed precision PyTorch's fused kernel,
-    as PyTorch recommends with a GradScaler: the scaler hands it the non-finite check as a device
-    tensor, where with the unfused kernel it reads the check on the host inside every step, a wait for
-    backward that idled the GPU while the host staged the next batch (bench/results/overhead-gpu.csv)."""
+    """SGD with momentum (the bare loop's too); fused with mixed precision, as PyTorch recommends with a
+    GradScaler: unfused, the scaler's non-finite check is read on the host every step, a wait that
+    idled the GPU while the host staged the next batch (bench/results/overhead-gpu.csv)."""
     return torch.optim.SGD(params, lr=spec["lr"], momentum=spec["momentum"], fused=spec["precision"] == "mixed")
 
 
@@ -49,8 +38,7 @@ class Trainer(trainer.Trainer):
         self.gpu = spec.get("device", "cpu") == "gpu"
         self.net = comm.LIBRARIES[spec["allreduce_library"]](self.gpu)
         self.rank, self.size, self.local_rank = self.net.rank, self.net.size, self.net.local_rank
-        # what starts Horovod's timeline and shuts down (dlscale/workloads/trainer.py): Horovod's module,
-        # or the native library
+        # what starts Horovod's timeline and shuts down: Horovod's module, or the native library
         self.hvd = getattr(self.net, "hvd", self.net)
         threads = spec["threads_per_rank"]
         torch.set_num_threads(threads)
@@ -67,17 +55,15 @@ class Trainer(trainer.Trainer):
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.loss_fn = torch.nn.CrossEntropyLoss()
         opt = sgd(self.model.parameters(), spec)
-        # No broadcast_optimizer_state: SGD's momentum starts empty on every rank (as in the other
-        # frameworks), and Horovod's broadcast fills it through a step on NCHW-contiguous zero
-        # gradients, which breaks channels_last's gradient layout contract and cost 9% of every
-        # ResNet-50 step after it (the update 45-50 ms instead of 27-33, measured).
+        # No broadcast_optimizer_state: momentum starts empty on every rank anyway, and Horovod's
+        # broadcast fills it through a step on NCHW-contiguous zero gradients, which breaks
+        # channels_last's gradient layout and cost 9% of every ResNet-50 step after it (measured).
         self.overlap = spec["allreduce_schedule"] == "overlap"
         self.model, self.optimizer = self.net.wrap(self.model, opt, self.overlap)
         self._watch_gradients()
         shape = (spec["batch_size"], 3, spec["image_size"], spec["image_size"])
-        # Two staging buffers, used in turn: native timing stages batch i+1 while iteration i's copy to
-        # the GPU may still be queued (ahead = 1); allocated pinned in their layout
-        # (`.contiguous(memory_format=)` on a pinned tensor would copy it into pageable memory).
+        # Two staging buffers, used in turn: batch i+1 is staged while iteration i's copy may be queued
+        # (ahead = 1); pinned in their layout (`.contiguous(memory_format=)` would unpin them).
         self.staging = [
             (
                 torch.empty(shape, dtype=torch.float32, pin_memory=self.gpu, memory_format=self.memory_format),
@@ -95,13 +81,8 @@ class Trainer(trainer.Trainer):
         """The rank's GPU (its local rank), or the CPU."""
         if not self.gpu:
             return torch.device("cpu")
-        index = gpu_for_rank(
-            LABEL,
-            torch.__version__,
-            torch.cuda.device_count(),
-            self.local_rank,
-            f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build",
-        )
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        index = gpu_for_rank(LABEL, torch.__version__, torch.cuda.device_count(), self.local_rank, build)
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
 
@@ -170,18 +151,16 @@ class Trainer(trainer.Trainer):
             self.events[i].record()
 
     def gradient_ready(self):
-        """Seconds from the start of the last backward until each gradient was complete (host clock
-        on CPU; CUDA events on the GPU: the last finished iteration's in native timing, else those of
-        the backward just synchronized)."""
+        """Seconds from the start of the last backward until each gradient was complete (host clock on
+        CPU; on the GPU CUDA events: the last finished iteration's in native timing)."""
         if self.gpu:
             events = self.finished_events or self.events
             return [events[-1].elapsed_time(e) / 1e3 for e in events[:-1]]
         return [t - self.backward_start for t in self.ready]
 
     def queued(self, loss):
-        """On the GPU: the loss copied to pinned host memory and an event after the iteration's work,
-        both on the compute stream; the gradient events go with the handle (the next backward
-        records into the other set)."""
+        """On the GPU: the loss copied to pinned memory and an event after the iteration's work; the
+        gradient events go with the handle (the next backward records into the other set)."""
         if not self.gpu:
             return loss
         host = self.loss_host[self.loads % 2]  # one per iteration in flight, as the staging buffers
@@ -241,16 +220,10 @@ class Trainer(trainer.Trainer):
         self.profiler.__exit__(None, None, None)
         if self.gpu:
             events = [_kineto_event(e) for e in self.profiler.profiler.kineto_results.events() if e.duration_ns() > 0]
-            # the annotations' device-side copies (kineto's GPU user annotations) would be taken for the
-            # host's when the clocks are aligned
+            # the annotations' device-side copies would be taken for the host's once the clocks are aligned
             events = [e for e in events if e["cat"] == "cpu" or not e["name"].startswith("dlscale:")]
-            self.profiler = None
-            return events
-        events = []
-        for e in self.profiler.events():
-            if e.time_range.end <= e.time_range.start:
-                continue
-            events.append(
+        else:
+            events = [
                 {
                     "name": e.name,
                     "ph": "X",
@@ -259,15 +232,16 @@ class Trainer(trainer.Trainer):
                     "tid": e.thread,
                     "cat": str(e.device_type).split(".")[-1].lower(),
                 }
-            )
+                for e in self.profiler.events()
+                if e.time_range.end > e.time_range.start
+            ]
         self.profiler = None
         return events
 
 
 def _kineto_event(e):
-    """One profiler event on the GPU path, host operations and device activity (kernels, copies)
-    alike, on the profiler's clock, with the correlation ids that tie each kernel to the host
-    operation that launched it (`linked`)."""
+    """One profiler event on the GPU path (host operation or device activity), with the correlation ids
+    that tie each kernel to the host operation that launched it."""
     device = str(e.device_type()).split(".")[-1].lower()
     tid = e.start_thread_id() if device == "cpu" else f"{device}{e.device_index()}:{e.device_resource_id()}"
     return {

@@ -1,10 +1,5 @@
-"""The reference network's weights, layer by layer, for the other frameworks' `weights.load`.
-
-Used to prove the frameworks' definitions are the same network (same input, same weights -> same
-logits: tests/test_parity.py). Layers are listed in PyTorch's definition order: convolutions, dense
-layers and batch norms (with their running statistics), in PyTorch's layouts (convolution kernels
-OIHW, dense kernels (out, in)); each framework's `load` converts them to its own.
-"""
+"""The reference network's weights, layer by layer in definition order and PyTorch's layouts, for the
+other frameworks' `weights.load` (same weights, same logits: tests/test_parity.py)."""
 
 
 def layers(model):

@@ -41,6 +41,7 @@ slurm down                                remove it and everything running on it
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -89,8 +90,7 @@ def cmd_env(args):
 
 
 def _run_record(conf, framework):
-    """The environment record a run of `framework` launched by hand runs in, as in the pipeline: the
-    user's Python (checked), or the framework's own environment (built if it is not)."""
+    """The environment record a hand-launched run of `framework` runs in: the user's Python (checked), else its own."""
     from dlscale.runtime import environments  # bare python
 
     if framework in environments.user_pythons(conf):
@@ -105,8 +105,7 @@ def _prepared(manifest, form):
 
 
 def _env_check(args):
-    """`dlscale env check`: what each framework's Python (built, the user's, or --python) has of what the
-    study's runs need. Exit 1 where something lacks."""
+    """`dlscale env check`: what each framework's Python has of what the study's runs need; 1 where it lacks."""
     from dlscale.runtime import config as cfg  # bare python
     from dlscale.runtime import environments  # bare python
 
@@ -216,8 +215,7 @@ def cmd_init(args):
 
 
 def _enter(args):
-    """Work in the study folder, as Snakemake does: overlays named relative to where the command was
-    typed are resolved first, then the working directory becomes the study's."""
+    """Resolve the overlays from where the command was typed, then work in the study folder (as Snakemake does)."""
     from dlscale.runtime import config as cfg  # bare python
 
     args.configfile = [str(Path(f).resolve()) for f in getattr(args, "configfile", [])]
@@ -282,7 +280,8 @@ def cmd_plan(args):
     """`dlscale plan`: the analysis's own program (dlscale/analysis/plan.py)."""
     from dlscale.analysis import plan  # bare python; pandas: only this command pays its import
 
-    return plan.main([args.results, *(["--candidates", args.candidates] if args.candidates else []), "--out", args.out])
+    print(*plan.run(args.results, args.candidates, args.out), sep="\n")
+    return 0
 
 
 def cmd_retry(args):
@@ -322,12 +321,10 @@ def _snakemakes_in(folder):
     """Pids of running snakemake processes whose working folder is `folder` (from /proc)."""
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
-        try:
+        with contextlib.suppress(OSError):  # a process that ended, or another user's
             argv = (proc / "cmdline").read_bytes().split(b"\0")
             if any(a.endswith(b"snakemake") for a in argv[:3]) and Path(os.readlink(proc / "cwd")) == folder:
                 found.append(int(proc.name))
-        except OSError:
-            continue
     return found
 
 
@@ -407,13 +404,10 @@ def cmd_slurm(args):
     return 0
 
 
-def _study_options(parser):
-    text = "an overlay on config/config.yaml (repeat for more, in order)"
-    parser.add_argument("--configfile", action="append", default=[], metavar="FILE", help=text)
-    _config_option(parser)
-
-
-def _config_option(parser):
+def _study_options(parser, configfile=True):
+    if configfile:
+        text = "an overlay on config/config.yaml (repeat for more, in order)"
+        parser.add_argument("--configfile", action="append", default=[], metavar="FILE", help=text)
     text = "as snakemake --config (one item per --config)"
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help=text)
 
@@ -453,21 +447,17 @@ def parser():
     p.add_argument("studies", nargs="+", help="their results folders; the first is the reference")
     p.add_argument("-o", "--out", default="compare", help="where compare.md and compare.csv go (default: compare)")
     p.set_defaults(fn=cmd_compare)
-    _plan_command(sub)
+    p = sub.add_parser("plan", help="the model's prediction for candidate hardware, from a finished study")
+    p.add_argument("results", help="the study's results folder")
+    p.add_argument("--candidates", metavar="FILE", help="candidate hardware (YAML); default: the study's placements")
+    p.add_argument("-o", "--out", default="plan", help="where plan.md and plan.csv go (default: plan)")
+    p.set_defaults(fn=cmd_plan)
     p = sub.add_parser("example", help="copy a finished study's report and figures as the docs' example")
     p.add_argument("results", help="the study's results folder")
     p.add_argument("out", nargs="?", default="docs/example", help="where (default docs/example, replaced)")
     p.set_defaults(fn=cmd_example)
     _emulate_command(sub)
     return parser
-
-
-def _plan_command(sub):
-    p = sub.add_parser("plan", help="the model's prediction for candidate hardware, from a finished study")
-    p.add_argument("results", help="the study's results folder")
-    p.add_argument("--candidates", metavar="FILE", help="candidate hardware (YAML); default: the study's placements")
-    p.add_argument("-o", "--out", default="plan", help="where plan.md and plan.csv go (default: plan)")
-    p.set_defaults(fn=cmd_plan)
 
 
 def _study_folder(parser):
@@ -504,7 +494,7 @@ def _env_command(sub):
 def _check_config_command(sub):
     p = sub.add_parser("check-config", help="validate a study config (config/config.yaml and overlays)")
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="overlays on config/config.yaml, in order")
-    _config_option(p)
+    _study_options(p, configfile=False)
     p.set_defaults(fn=cmd_check_config)
 
 

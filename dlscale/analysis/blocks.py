@@ -1,12 +1,8 @@
-"""The block design analysed as one, a randomized complete block design (Montgomery, Design and
-Analysis of Experiments, ch. 4): per configuration, log rate = cell + block + error by least squares
-over all its runs, a cell being the run's framework and library, with (cells - 1)(blocks - 1) residual
-degrees of freedom where a paired test has blocks - 1. Its residuals are checked (Shapiro-Wilk, Levene),
-pooled over the configurations where Bartlett's test allows, and every pair of cells gets Tukey-Kramer
-simultaneous intervals and tests, one family per configuration: an interval and its verdict never
-disagree. Why: docs/concepts/statistics.md."""
+"""A randomized complete block design per configuration (Montgomery, ch. 4): log rate = cell + block + error with
+Tukey-Kramer intervals and tests, so an interval and its verdict never disagree. Why: docs/concepts/statistics.md."""
 
 import functools
+import itertools
 import math
 
 import numpy as np
@@ -21,8 +17,7 @@ KEYS = [k for k in CONFIG_KEYS if k not in CELL] + ["ranks"]  # a configuration 
 
 
 def range_sf(q, cells, df):
-    """P(studentized range of `cells` means > q) at `df` degrees of freedom; with two cells exactly
-    the two-sided Student-t p of q / sqrt(2) (computed so: scipy's range is slow)."""
+    """P(studentized range of `cells` means > q) at `df`; two cells: t's p of q / sqrt(2) (scipy's is slow)."""
     if cells <= 2:
         return float(2 * student.sf(q / math.sqrt(2), df))
     from scipy import stats  # where it is needed (student.py)
@@ -31,8 +26,7 @@ def range_sf(q, cells, df):
 
 
 def tukey(diff, se, cells, df, band=EQUAL):
-    """(p of no difference, p of a difference outside `band`) of one pair's log difference with
-    standard error `se`, both adjusted over the pairs of `cells` cells (Tukey-Kramer)."""
+    """(p of no difference, p of one outside `band`) of a pair's log difference, Tukey-Kramer over `cells`."""
     if not (np.isfinite(diff) and np.isfinite(se) and df >= 1):
         return math.nan, math.nan
     if se == 0:  # every block the same: the tests are exact
@@ -48,8 +42,7 @@ def tukey(diff, se, cells, df, band=EQUAL):
 
 @functools.cache
 def critical(cells, df, confidence=1 - ALPHA):
-    """The half-width, in standard errors, of a simultaneous interval over `cells` cells' pairs
-    (cached: scipy's studentized range quantile takes a fifth of a second)."""
+    """A simultaneous interval's half-width in standard errors (cached: scipy's quantile takes 0.2 s)."""
     if not df >= 1:
         return math.nan
     if cells <= 2:
@@ -60,8 +53,7 @@ def critical(cells, df, confidence=1 - ALPHA):
 
 
 def fit(runs):
-    """One configuration's runs (rate > 0): its cells, block count, cell estimates (log), their unscaled
-    covariance (times the residual variance: theirs), the residuals and residual degrees of freedom."""
+    """One configuration's runs: cells, blocks, log cell estimates, their unscaled covariance, residuals, df."""
     cells = sorted(set(zip(runs["framework"], runs["allreduce_library"])))
     blocks = sorted(runs["repeat"].unique())
     y = np.log(runs[RATE].to_numpy(dtype=float))
@@ -82,10 +74,8 @@ def checks(runs, residuals):
 
     spread = np.ptp(residuals) > 1e-12 if len(residuals) else False
     shapiro = float(stats.shapiro(residuals).pvalue) if len(residuals) >= 3 and spread else math.nan
-    groups = [
-        residuals[(runs["framework"] == f).to_numpy() & (runs["allreduce_library"] == c).to_numpy()]
-        for f, c in sorted(set(zip(runs["framework"], runs["allreduce_library"])))
-    ]
+    cell_of = list(zip(runs["framework"], runs["allreduce_library"]))
+    groups = [residuals[np.array([c == cell for c in cell_of])] for cell in sorted(set(cell_of))]
     testable = len(groups) >= 2 and all(len(g) >= 2 for g in groups) and spread
     levene = float(stats.levene(*groups, center="median").pvalue) if testable else math.nan
     return shapiro, levene
@@ -107,22 +97,16 @@ def bartlett(variances, dfs):
     return float(stats.chi2.sf(m / c, len(v) - 1))
 
 
-def _configurations(runs):
-    """Each configuration's ok runs, by its KEYS."""
-    ok = runs[runs[RATE] > 0].assign(ranks=lambda r: r["nodes"] * r["ranks_per_node"])
-    return [(dict(zip(KEYS, key)), group) for key, group in ok.groupby(KEYS, observed=True, dropna=False)]
-
-
 def models(runs, alpha=ALPHA):
-    """blocks.csv: per configuration, the fit and its checks; and whether the pooled variance is used
-    (Bartlett's test across the configurations did not reject equal variances at `alpha`, whatever
-    level the comparisons test at)."""
+    """blocks.csv: per configuration, the fit and its checks; the variance pooled where Bartlett's test
+    does not reject at `alpha`, whatever level the comparisons test at."""
     rows, fits = [], []
-    for key, group in _configurations(runs):
+    ok = runs[runs[RATE] > 0].assign(ranks=lambda r: r["nodes"] * r["ranks_per_node"])
+    for key, group in ok.groupby(KEYS, observed=True, dropna=False):
         cells, blocks, est, unscaled, residuals, df = fit(group)
         sd = math.sqrt(float(residuals @ residuals / df)) if df >= 1 else math.nan
         fitted = (len(cells), blocks, len(group), df, sd, *checks(group, residuals))
-        rows.append({**key, **dict(zip(_FIT, fitted))})
+        rows.append(dict(zip(KEYS, key)) | dict(zip(_FIT, fitted)))
         fits.append((cells, est, unscaled))
     if not rows:
         return pd.DataFrame(columns=BLOCK_COLUMNS), []
@@ -140,9 +124,7 @@ def models(runs, alpha=ALPHA):
 
 
 def blocks_needed(diff, sd, cells, alpha=ALPHA, most=MOST_BLOCKS):
-    """The fewest complete blocks (>= 2) at which the block model resolves a pair with this log
-    difference and residual spread among `cells` cells; `most` + 1 out of reach; NaN without a
-    spread. Bisection: evidence grows with blocks."""
+    """The fewest complete blocks (>= 2) resolving a pair (bisection); `most` + 1 out of reach, NaN without sd."""
     if not (np.isfinite(diff) and np.isfinite(sd) and sd > 0):
         return math.nan
 
@@ -159,17 +141,15 @@ def blocks_needed(diff, sd, cells, alpha=ALPHA, most=MOST_BLOCKS):
 
 
 def pair_rows(runs, alpha=ALPHA):
-    """Every pair of cells in every configuration (a / b, in name order): the log difference, its
-    standard error and the family's critical value at `alpha`; and blocks.csv's table."""
+    """Every configuration's pairs of cells (a / b, name order): log difference, se, critical value; blocks.csv."""
     table, fits = models(runs)
     rows = []
     for model, (cells, est, unscaled) in zip(table.to_dict("records"), fits):
         crit = critical(len(cells), int(model["df"]), 1 - alpha) if model["df"] >= 1 else math.nan
-        for i, a in enumerate(cells):
-            for j in range(i + 1, len(cells)):
-                se = model["sd_log"] * math.sqrt(max(unscaled[i, i] + unscaled[j, j] - 2 * unscaled[i, j], 0))
-                pair = {"a": a, "b": cells[j], "diff": est[i] - est[j], "se": se, "crit": crit, "cells": len(cells)}
-                rows.append({**{k: model[k] for k in KEYS}, **pair, "df": model["df"], "sd_log": model["sd_log"]})
+        for i, j in itertools.combinations(range(len(cells)), 2):
+            se = model["sd_log"] * math.sqrt(max(unscaled[i, i] + unscaled[j, j] - 2 * unscaled[i, j], 0))
+            pair = {"a": cells[i], "b": cells[j], "diff": est[i] - est[j], "se": se, "crit": crit, "cells": len(cells)}
+            rows.append({**{k: model[k] for k in KEYS}, **pair, "df": model["df"], "sd_log": model["sd_log"]})
     return pd.DataFrame(rows), table
 
 

@@ -1,5 +1,4 @@
-"""The report's "Caveats": what a reader must know before using a study's numbers, from failed runs
-to noisy or inefficient configurations, oversubscribed cores, model misses and unresolved comparisons."""
+"""The report's "Caveats": failed runs, noisy or inefficient configurations, extra cores, model misses, open pairs."""
 
 import pandas as pd
 

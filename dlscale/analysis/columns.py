@@ -1,6 +1,5 @@
-"""What each output file of a study is and what each column of its tables means, the one place these
-descriptions are written: docs/reference/outputs.md is generated from here, and tests/test_docs.py fails
-on a column a table has without a description. Which columns, in what order and where, is the code's."""
+"""What each output file of a study is and each column of its tables means: docs/reference/outputs.md is
+generated from here, tests/test_docs.py fails on a column without one. Which columns, in what order, is the code's."""
 
 from dlscale.core import paths, vocabulary
 from dlscale.core.vocabulary import BASELINE_KEYS, PHASE_COLUMNS, RUN_KEYS, seconds
@@ -40,12 +39,11 @@ _PHASE = {
 }
 assert set(_PHASE) == set(PHASE_COLUMNS), "a phase without a description (dlscale/core/vocabulary.py PHASE_COLUMNS)"
 
-_IDENTITY = dict(RUN)
 # A configuration's 1-rank baseline keys: the replay's and the extrapolation's identity.
 _BASELINE = {k: RUN[k] for k in BASELINE_KEYS}
 
 TIDY = {
-    **_IDENTITY,
+    **RUN,
     "rank": "the MPI rank",
     "host": "the host the rank ran on",
     "iteration": "the iteration's number (from 0, warm-up included)",
@@ -57,7 +55,7 @@ TIDY = {
 }
 
 RUNS = {
-    **_IDENTITY,
+    **RUN,
     "status": "`ok` or `failed`",
     "reasons": "why the run failed (the launcher's or the rank's first error line, the file found broken ...)",
     "elapsed_s": "the run's wall-clock time, launcher included",
@@ -114,7 +112,7 @@ RUNS = {
 }
 
 TENSORS = {
-    **_IDENTITY,
+    **RUN,
     "tensor": "the gradient's index",
     "bytes": "the gradient's size",
     "ready_s": "when the gradient was complete, seconds after backward started (median over the measured "
@@ -134,7 +132,7 @@ _SPREAD = {
 }
 
 RUN_METRICS = {
-    **_IDENTITY,
+    **RUN,
     "iterations": "measured iterations (warm-up, traced and unsteady ones excluded)",
     "ranks": "nodes x ranks_per_node",
     **{col: f"{text}; over the run's measured iterations" for col, text in (_VALUES | _SPREAD).items()},
@@ -365,7 +363,7 @@ ALLREDUCE_FIT = {
 }
 
 MODEL = {
-    **_IDENTITY,
+    **RUN,
     "ranks": "nodes x ranks_per_node",
     **{k: RUNS[k] for k in ("grad_tensors", "grad_bytes", "link_rate_mbit")},
     "iteration_s": "measured mean iteration time",

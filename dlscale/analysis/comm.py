@@ -1,8 +1,4 @@
-"""Allreduce sweeps -> allreduce.csv (one row per nodes, ranks_per_node, path and bytes; paths: `mpi`,
-MPI_Allreduce of host buffers, the network's reference; `horovod`, the one gradients take; bandwidths as
-nccl-tests defines them) and allreduce_fit.csv (per path, the ring model's alpha and beta fit; a failed
-sweep is a row with its reason; `per_tensor_s`: what each tensor of a message adds, from the sizes both
-a path and its _tensors path swept)."""
+"""Allreduce sweeps -> allreduce.csv (bandwidths as nccl-tests defines them) and allreduce_fit.csv (ring fits)."""
 
 import json
 import math
@@ -63,10 +59,8 @@ def tables(sweeps):
             fit = dict(nodes=nodes, ranks_per_node=rpn, ranks=nodes * rpn, path=path, sizes=len(mine), failure=failure)
             if len(mine) >= 2 and not failure and nodes * rpn > 1:  # two unknowns: two sizes at least
                 alpha, beta, err = ring.fit_ring([r["bytes"] for r in mine], [r["median_s"] for r in mine], nodes * rpn)
-                bandwidth = 1 / beta if beta > 0 else float("inf")
-                fit.update(
-                    alpha_s=alpha, beta_s_per_byte=beta, fit_median_rel_error=err, bandwidth_bytes_per_s=bandwidth
-                )
+                fit.update(alpha_s=alpha, beta_s_per_byte=beta, fit_median_rel_error=err)
+                fit["bandwidth_bytes_per_s"] = 1 / beta if beta > 0 else float("inf")
             many = [r for r in rows if r["path"] == f"{path}{ring.TENSORS_SUFFIX}"]
             if many:  # horovod against horovod_tensors; a framework's own library likewise (jax, jax_tensors)
                 fit["per_tensor_s"] = per_tensor(mine, many)
@@ -75,10 +69,7 @@ def tables(sweeps):
 
 
 def per_tensor(fused, many):
-    """Seconds each tensor of a message adds: the median over sizes swept on both paths (e.g. horovod and
-    horovod_tensors) of their difference over MANY_PIECES - FUSED_PIECES; NaN with no such size."""
-    few = {r["bytes"]: r["median_s"] for r in fused}
-    extra = [
-        (r["median_s"] - few[r["bytes"]]) / (ring.MANY_PIECES - ring.FUSED_PIECES) for r in many if r["bytes"] in few
-    ]
+    """Seconds each tensor of a message adds: the median over sizes both paths swept (NaN with none)."""
+    few, pieces = {r["bytes"]: r["median_s"] for r in fused}, ring.MANY_PIECES - ring.FUSED_PIECES
+    extra = [(r["median_s"] - few[r["bytes"]]) / pieces for r in many if r["bytes"] in few]
     return statistics.median(extra) if extra else float("nan")

@@ -2,8 +2,7 @@
 framework x network at each scale on each machine, and each machine against the first one's (the
 reference) with its 95% interval, per device too.
 
-Only what every study measured is compared; settings that differ between the studies are said before any
-ratio. Two machines' runs share no blocks, so a ratio's interval is the delta method on the log scale."""
+Two machines' runs share no blocks, so a ratio's interval is the delta method on the log scale."""
 
 import argparse
 import math
@@ -54,15 +53,13 @@ def differing(studies):
 
 
 def keys(studies):
-    """What a configuration is across these studies: the work and its placement, every setting some study
-    varies itself (configurations are matched on it too), and the ranks."""
+    """What a configuration is across these studies: the work, its placement, each setting a study varies, the ranks."""
     varied = [k for k in SETTINGS if any(s["summary"][k].nunique() > 1 for s in studies)]
     return WORK + varied + ["ranks"]
 
 
 def table(studies):
-    """One row per study x shared configuration: its throughput and, against the reference (the
-    first study), the ratio with its interval and verdict (Holm-adjusted over the table)."""
+    """One row per study x shared configuration: its throughput, and its ratio to the reference's (the first study)."""
     keys_ = keys(studies)
     sides = [s["summary"].groupby(keys_, as_index=False).first() for s in studies]
     shared = sides[0][keys_]
@@ -95,8 +92,7 @@ def _se_log(r):
 
 
 def _decide(out, reference):
-    """Verdicts against the reference: `faster`, `slower`, `equal` (within 0.95-1.05) or
-    `unresolved`, Holm-adjusted over every comparison in the table (the reference's rows: none)."""
+    """Verdicts against the reference (faster, slower, equal: within 0.95-1.05), Holm-adjusted over the table."""
     others = out["study"] != reference
     p = [comparisons.tests(math.log(r), s, d) for r, s, d in zip(out["ratio"], out["_se"], out["_df"])]
     p = np.array(p, dtype=float).reshape(-1, 2)

@@ -1,9 +1,5 @@
-"""Comparisons of two levels of a dimension (two frameworks, two libraries), configuration by
-configuration, three ways from the same runs: the block model (blocks.py; the verdict, columns without
-a suffix), paired by block (`_paired`: the geometric mean of the blocks' within-block ratios) and
-independent (`_independent`: the ratio of summary.csv's harmonic means, delta method on the log scale).
-Each per-pair comparison tests ratio = 1 and ratio outside EQUAL (TOST); Holm adjusts all of a study's
-hypotheses of one analysis together, its 95% intervals are not adjusted. Why: docs/concepts/statistics.md."""
+"""Two frameworks or libraries compared per configuration: by the block model (blocks.py: the verdict), paired
+(`_paired`) and independent (`_independent`), the last two Holm-adjusted over the study. docs/concepts/statistics.md"""
 
 import itertools
 import math
@@ -46,16 +42,13 @@ def holm(pvalues):
     out = np.full(len(p), math.nan)
     known = np.flatnonzero(~np.isnan(p))
     order = known[np.argsort(p[known], kind="stable")]
-    m, running = len(order), 0.0
-    for i, k in enumerate(order):
-        running = max(running, min(1.0, (m - i) * p[k]))
-        out[k] = running
+    steps = np.minimum(1.0, (len(order) - np.arange(len(order))) * p[order])
+    out[order] = np.maximum.accumulate(steps)  # step-down: never below an earlier step
     return out
 
 
 def blocks_needed(mean_log, sd_log, level, band=EQUAL, most=MOST_BLOCKS):
-    """The fewest blocks (>= 2) resolving a paired comparison with this mean and spread of its blocks'
-    log ratios at `level`; `most` + 1 out of reach (a mean on the band's edge); NaN without a spread."""
+    """The fewest blocks (>= 2) resolving a paired comparison at `level`; `most` + 1 out of reach, NaN without sd."""
     if not (np.isfinite(mean_log) and np.isfinite(sd_log)):
         return math.nan
     for n in range(2, most + 1):
@@ -75,15 +68,14 @@ def paired(a_runs, b_runs, keys):
 
 
 def independent(a_summary, b_summary, keys):
-    """Per configuration both sides ran: each side's library, throughput, interval, standard error and
-    repeats, and the log ratio's mean, standard error and degrees of freedom."""
+    """Per configuration both sides ran: each side's summary and the log ratio's mean, se and df."""
     cols = ["allreduce_library", RATE, f"{RATE}_ci_lo", f"{RATE}_ci_hi", "throughput_se", "repeats_ok"]
     names = ["library", *_SIDE]
-    sides = [
-        s[keys + cols].rename(columns={c: f"{side}_{n}" for c, n in zip(cols, names)})
-        for s, side in ((a_summary, "a"), (b_summary, "b"))
-    ]
-    both = sides[0].merge(sides[1], on=keys)
+
+    def one_side(summary, side):
+        return summary[keys + cols].rename(columns={c: f"{side}_{n}" for c, n in zip(cols, names)})
+
+    both = one_side(a_summary, "a").merge(one_side(b_summary, "b"), on=keys)
     both["mean_log_independent"] = np.log(both["a_img_per_s"] / both["b_img_per_s"])
     rel_se = [both[f"{side}_img_per_s_se"] / both[f"{side}_img_per_s"] for side in "ab"]
     both["se_log_independent"] = np.sqrt(rel_se[0] ** 2 + rel_se[1] ** 2)
@@ -112,8 +104,7 @@ def pairs(summary, runs, dimension, a, b, where=lambda level: {}):
 
 
 def decide(table, alpha=ALPHA):
-    """The per-pair analyses' intervals, Holm-adjusted p-values and verdicts over every row of `table`
-    (the study's whole family), and the blocks an unresolved paired one needs; no block model yet."""
+    """The per-pair analyses over `table` (the study's whole family for Holm); no block model yet."""
     if table.empty:
         return pd.DataFrame(columns=COLUMNS)
     out = table.copy()
@@ -136,36 +127,26 @@ def decide(table, alpha=ALPHA):
     return out.reindex(columns=COLUMNS)
 
 
-def _cells(table):
-    """Each comparison's two cells (framework, library) as the block model names them."""
-    by_framework = table["dimension"] == "framework"
-    a = np.where(by_framework, table["a"], table["framework"]), np.where(by_framework, table["a_library"], table["a"])
-    b = np.where(by_framework, table["b"], table["framework"]), np.where(by_framework, table["b_library"], table["b"])
-    return list(zip(*a)), list(zip(*b))
-
-
 def with_block_model(table, runs, alpha=ALPHA):
     """`decide`'s table with the block model's columns for each comparison (its cells' pair)."""
     rows, _ = blocks.pair_rows(runs, alpha)
     if table.empty or rows.empty:
         return table
     decided = pd.concat([rows[blocks.KEYS + ["a", "b"]], blocks.decide(rows, alpha)], axis=1)
-    flipped = decided.rename(columns={"a": "b", "b": "a"}).assign(
-        ratio=1 / decided["ratio"],
-        ratio_ci_lo=1 / decided["ratio_ci_hi"],
-        ratio_ci_hi=1 / decided["ratio_ci_lo"],
-        verdict=decided["verdict"].replace({"a faster": "b faster", "b faster": "a faster"}),
-    )
+    flipped = decided.rename(columns={"a": "b", "b": "a", "ratio_ci_lo": "ratio_ci_hi", "ratio_ci_hi": "ratio_ci_lo"})
+    flipped[["ratio", "ratio_ci_lo", "ratio_ci_hi"]] = 1 / flipped[["ratio", "ratio_ci_lo", "ratio_ci_hi"]]
+    flipped["verdict"] = flipped["verdict"].replace({"a faster": "b faster", "b faster": "a faster"})
     both = pd.concat([decided, flipped], ignore_index=True).rename(columns={"a": "cell_a", "b": "cell_b"})
-    cell_a, cell_b = _cells(table)
-    keyed = table.drop(columns=BLOCK_MODEL).assign(cell_a=cell_a, cell_b=cell_b)
+    by_framework = table["dimension"] == "framework"  # each comparison's two cells as the block model names them
+    a = np.where(by_framework, table["a"], table["framework"]), np.where(by_framework, table["a_library"], table["a"])
+    b = np.where(by_framework, table["b"], table["framework"]), np.where(by_framework, table["b_library"], table["b"])
+    keyed = table.drop(columns=BLOCK_MODEL).assign(cell_a=list(zip(*a)), cell_b=list(zip(*b)))
     merged = keyed.merge(both, on=blocks.KEYS + ["cell_a", "cell_b"], how="left", validate="one_to_one")
     return merged.reindex(columns=COLUMNS)
 
 
 def study(summary, runs, alpha=ALPHA):
-    """comparisons.csv: every pair of frameworks (name order, each at its default library) and each
-    framework's native / horovod; the block model at `alpha` (sequential.alpha: split over the looks)."""
+    """comparisons.csv: every pair of frameworks (each at its default library), each framework's native / horovod."""
     ok = summary[summary["repeats_ok"] > 0]
     names = sorted(ok["framework"].unique())
     tables = [
@@ -190,7 +171,6 @@ def one_analysis(table, name=""):
 
 
 def _blocks_each(table):
-    """The blocks at which the block model resolves each comparison: a resolved one's, else `blocks_needed`."""
     now = pd.to_numeric(table["blocks"], errors="coerce").where(table["verdict"].isin(RESOLVED))
     return pd.to_numeric(table["blocks_needed"], errors="coerce").fillna(now)
 
@@ -201,16 +181,15 @@ def resolved_with(table, blocks):
 
 
 def blocks_for(table, count):
-    """The fewest complete blocks resolving `count` of the comparisons at their spreads; None beyond MOST_BLOCKS."""
+    """The fewest complete blocks resolving `count` of the comparisons; None beyond MOST_BLOCKS."""
     need = _blocks_each(table).dropna().sort_values()
     within = need[need <= MOST_BLOCKS]
     return int(within.iloc[count - 1]) if 0 < count <= len(within) else None
 
 
-# The block model's columns (blocks.py), then each per-pair analysis's, named by its suffix.
+# comparisons.csv's columns (columns.py describes each): the block model's, then each per-pair analysis's by suffix.
 BLOCK_MODEL = ["ratio", "ratio_ci_lo", "ratio_ci_hi", "p_tukey", "p_equal_tukey", "verdict", "blocks_needed"]
 PER_PAIR = ("ratio{}", "ratio{}_ci_lo", "ratio{}_ci_hi", "p{}", "p_holm{}", "p_equal_holm{}", "verdict{}")
-# comparisons.csv's columns (dlscale/analysis/columns.py describes each).
 COLUMNS = ["dimension", "a", "b", "a_library", "b_library"] + [k for k in CONFIG_KEYS if k != "allreduce_library"]
 COLUMNS += ["ranks"] + [f"{side}_{c}" for side in "ab" for c in _SIDE] + ["blocks"] + BLOCK_MODEL
 COLUMNS += [c.format("_paired") for c in PER_PAIR] + ["blocks_needed_paired"]

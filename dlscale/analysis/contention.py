@@ -1,7 +1,5 @@
-"""contention.csv: each configuration's compute slowdown with k ranks on a node (dlscale/runtime/contention.py).
-A trial's ratio is the k copies' mean iteration over the lone copy's in the same trial (paired: drift
-cancels); the slowdown is their geometric mean, with a Student-t interval on the log scale (none with
-one trial). A failed calibration gives no slowdown, says why, and the model assumes 1 (model.csv)."""
+"""contention.csv: each configuration's compute slowdown with k ranks on a node: the geometric mean of the
+trials' paired ratios (k copies' mean iteration over the lone copy's: drift cancels), a t interval on logs."""
 
 import json
 import math
@@ -38,8 +36,8 @@ def row(identity, copies, lines):
     if good:
         ratios = [ln["together_s"] / ln["alone_s"] for ln in good]
         out["slowdown"], out["slowdown_ci_lo"], out["slowdown_ci_hi"] = geometric_ci(ratios)
-        out["alone_s"] = float(np.mean([ln["alone_s"] for ln in good]))
-        out["together_s"] = float(np.mean([ln["together_s"] for ln in good]))
+        for k in ("alone_s", "together_s"):
+            out[k] = float(np.mean([ln[k] for ln in good]))
     return out
 
 

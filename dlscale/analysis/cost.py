@@ -1,10 +1,5 @@
-"""Where a run's wall time goes, from its status (launcher start, job elapsed) and its ranks' records
-(the run record's `startup` stamps, every record's `time`). The parts follow one another and sum to
-the elapsed time: launch (launcher until the rank's process exists), interpreter (Python, the harness's
-imports), import (framework, Horovod), build (the Trainer), data (loader opened), warmup (`compile`
-says how much JAX compiled), timed, profiled (traced iterations, writing the trace), teardown (end
-record to exit). Each point is the last rank's: the run goes on when every rank has reached it. A run
-recorded before the startup stamps has launch to data opened as `start` only."""
+"""Where a run's wall time goes: parts in sequence summing to its elapsed time, each ending at the last rank's
+point (the run goes on when all reach it); a run recorded before the startup stamps has launch to data as `start`."""
 
 import json
 from pathlib import Path
@@ -30,9 +25,8 @@ def _rank(path):
     by_kind = {kind: [r for r in records if r["kind"] == kind] for kind in ("run", "step", "end")}
     if not by_kind["run"] or not by_kind["end"]:
         raise CostError(f"{path}: the rank did not finish (no run or end record)")
-    steps = by_kind["step"]
-    warm = [s["time"] for s in steps if s["warmup"]]
-    timed = [s["time"] for s in steps if not s["warmup"] and not s["profiled"]]
+    warm = [s["time"] for s in by_kind["step"] if s["warmup"]]
+    timed = [s["time"] for s in by_kind["step"] if not s["warmup"] and not s["profiled"]]
     run = by_kind["run"][0]
     return run, max(warm, default=run["time"]), max(timed, default=run["time"]), by_kind["end"][0]
 

@@ -1,11 +1,10 @@
-"""Figures drawn with seaborn straight from the tables by column name, as PDF and PNG: faceted by network,
-coloured by framework, styled by `setting` (what else tells its lines apart: no point is two configurations)."""
+"""Seaborn figures (PDF, PNG) from the tables by column: facets by network, colour by framework, style by `setting`."""
 
 import math
 import sys
 import textwrap
+from collections import namedtuple
 from pathlib import Path
-from typing import NamedTuple
 
 import matplotlib
 
@@ -19,8 +18,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from dlscale.core.vocabulary import BASELINE_KEYS, PHASES, seconds  # noqa: E402
 from dlscale.workloads.frameworks import NAMES as FRAMEWORKS  # noqa: E402
 
-# Okabe and Ito's palette, distinct for colour-blind readers (seaborn's "colorblind" gives its 2nd and
-# 4th, orange and vermillion, to two frameworks that then look alike); black last.
+# Okabe and Ito's palette: seaborn's "colorblind" gives two frameworks orange and vermillion, which look alike.
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, OKABE_ITO))
 # Each line's setting names its dimension: "library: native", not a bare word two keys share.
@@ -44,12 +42,8 @@ def _save(fig, paths, name):
 
 def _data_lines(ax):
     """The number of finite points of each line `ax` draws in data coordinates (not axhline's)."""
-    out = []
-    for line in ax.get_lines():
-        if line.get_transform() is ax.transData and line.get_visible():
-            x, y = (np.asarray(v, dtype=float) for v in line.get_data())
-            out.append(int(np.isfinite(x * y).sum()))
-    return out
+    drawn = [line.get_data() for line in ax.get_lines() if line.get_transform() is ax.transData and line.get_visible()]
+    return [int(np.isfinite(np.asarray(x, dtype=float) * np.asarray(y, dtype=float)).sum()) for x, y in drawn]
 
 
 def _drawn(ax):
@@ -82,7 +76,6 @@ def _frameworks_in(table):
 
 
 def _nothing(paths, name, why):
-    """A figure that says there is nothing to draw, and why."""
     fig, ax = plt.subplots(figsize=(5, 2))
     ax.axis("off")
     ax.text(0.5, 0.5, textwrap.fill(why, 60), ha="center", va="center")
@@ -95,9 +88,8 @@ def _share(value):
 
 
 def lines(summary):
-    """The summary with a `setting` column: what tells a framework's lines apart, each holding one
-    configuration per rank count (ranks per node joins it where a rank count comes from two placements)."""
-    # the library always (it differs by framework); the others where the study varies them
+    """The summary with a `setting` column telling a framework's lines apart: the library always (it differs by
+    framework), the others where the study varies them, ranks per node where two placements give one rank count."""
     shown = ["allreduce_library"] + [
         k for k in BASELINE_KEYS if k not in ("model", "framework", "allreduce_library") and summary[k].nunique() > 1
     ]
@@ -109,56 +101,44 @@ def lines(summary):
     return out.sort_values(["model", "framework", "setting", "ranks"])
 
 
-class Line(NamedTuple):
-    """A line figure: summary.csv's `column` against ranks, its y label and title, the figure's
-    name, the `ideal` drawn dotted (or None) and `why` no successful configuration has a value."""
-
-    column: str
-    ylabel: str
-    title: str
-    name: str
-    ideal: float | None = None
-    why: str | None = None
+# A line figure: summary.csv's `column` against ranks, `ideal` dotted, `why` no successful configuration has one.
+Line = namedtuple("Line", ["column", "ylabel", "title", "name", "ideal", "why"], defaults=(None, None))
 
 
 def _by_framework(data, col="model", height=3.2, aspect=1.1, **kwargs):
-    """seaborn's relplot of `data`, faceted by `col` and coloured by framework in the registry's order."""
     hue = {"hue": "framework", "palette": FRAMEWORK_COLOURS, "hue_order": _frameworks_in(data)}
     return sns.relplot(data=data, col=col, **hue, height=height, aspect=aspect, **kwargs)
 
 
 def _line_figure(summary, line, paths):
     """Mean `line.column` against ranks, with the table's own 95% interval as the error bar."""
-    column, name, why = line.column, line.name, line.why
     ran = summary[summary["repeats_ok"] > 0]
-    ok = lines(ran.dropna(subset=[column]))
+    ok = lines(ran.dropna(subset=[line.column]))
     if ok.empty:
-        why = why or f"no configuration has a value of {column} (see summary.csv)"
-        return _nothing(paths, name, "no successful run (see summary.csv)" if ran.empty else why)
+        why = line.why or f"no configuration has a value of {line.column} (see summary.csv)"
+        return _nothing(paths, line.name, "no successful run (see summary.csv)" if ran.empty else why)
     ok = _dodged(ok)
     line_kws = {"style": "setting", "units": "setting", "estimator": None, "markers": True, "dashes": True}
-    grid = _by_framework(ok, kind="line", x="drawn_at", y=column, **line_kws, facet_kws={"sharey": False})
-    _dress_line_axes(grid, ok, column, line.ideal)
+    grid = _by_framework(ok, kind="line", x="drawn_at", y=line.column, **line_kws, facet_kws={"sharey": False})
+    _dress_line_axes(grid, ok, line.column, line.ideal)
     grid.set_axis_labels("ranks", line.ylabel)
     grid.set_titles("{col_name}")
     grid.figure.suptitle(line.title, y=1.03)
-    return _save(grid.figure, paths, name)
+    return _save(grid.figure, paths, line.name)
 
 
 DODGE = 0.05  # of a doubling of ranks, between two frameworks' points at one rank count
 
 
 def _dodged(ok):
-    """`drawn_at`: each framework's points a little apart at each rank count (on the log-2 axis), so a
-    framework whose line lies on another's is still seen with its own interval."""
+    """`drawn_at`: each framework's points a little apart per rank count, so a line on another's shows its interval."""
     drawn = _frameworks_in(ok)
     shift = {f: DODGE * (i - (len(drawn) - 1) / 2) for i, f in enumerate(drawn)}
     return ok.assign(drawn_at=ok["ranks"] * 2 ** ok["framework"].map(shift))
 
 
 def _dress_line_axes(grid, ok, column, ideal):
-    """On each facet of a line figure: every line's 95% interval as error bars (where the table has one),
-    the `ideal` as a dotted line, and ranks on a log-2 axis ticked at the ranks measured."""
+    """Each facet's 95% intervals as error bars, the `ideal` dotted, and ranks on a log-2 axis ticked where measured."""
     ranks = sorted(ok["ranks"].unique())
     for model, ax in grid.axes_dict.items():
         for (fw, _), g in ok[ok["model"] == model].groupby(["framework", "setting"]):
@@ -187,7 +167,7 @@ def efficiency(summary, paths):
 
 
 def phases(summary, paths):
-    """Stacked mean phase times per iteration, one bar per configuration."""
+    """Mean phase times per iteration with 95% intervals, one row per configuration, each phase on its own axis."""
     ok = summary[summary["repeats_ok"] > 0]
     if ok.empty:
         return _nothing(paths, "phases", "no successful runs (see summary.csv)")
@@ -217,8 +197,7 @@ def _framework_order(column):
 
 
 def _configuration_rows(ok):
-    """`lines`' table in a per-configuration figure's rows, top to bottom (framework in the palette's
-    order, then ranks), each named in `configuration`: framework, nodes x ranks per node (setting)."""
+    """`lines`' table in figure rows' order (frameworks in the palette's, then ranks), each named in `configuration`."""
     ok = ok.sort_values(["model", "framework", "ranks"], key=_framework_order)
     names = [f"{r.framework}, {r.nodes}x{r.ranks_per_node} ({r.setting})" for r in ok.itertuples()]
     return ok.assign(configuration=names)
@@ -246,8 +225,7 @@ def _phase_panel(ax, rows, column):
 
 
 def input_rate(summary, paths):
-    """Can each loader feed its trainer? Per configuration, the loader's own rate per rank against what
-    training takes per rank, with 95% intervals, on one log axis: input-bound where the two meet."""
+    """Per configuration the loader's rate per rank against what training takes (95% CIs): input-bound where equal."""
     if "loader_img_per_s" not in summary or summary["loader_img_per_s"].isna().all():
         return _nothing(paths, "input", "synthetic data: no loader (data: {kind: images} reads JPEGs)")
     ok = _configuration_rows(lines(summary[summary["repeats_ok"] > 0].dropna(subset=["loader_img_per_s"])))
@@ -272,8 +250,7 @@ def _input_panel(ax, rows):
     y = list(range(len(rows)))[::-1]
     for yi, r in zip(y, rows.itertuples()):
         colour = FRAMEWORK_COLOURS.get(r.framework, "black")
-        trained = (r.throughput_img_per_s, r.throughput_img_per_s_ci_lo, r.throughput_img_per_s_ci_hi)
-        per_rank = [v / r.ranks for v in trained]
+        per_rank = [getattr(r, f"throughput_img_per_s{end}") / r.ranks for end in ("", "_ci_lo", "_ci_hi")]
         loader = (r.loader_img_per_s, *(getattr(r, f"loader_img_per_s_ci_{end}", math.nan) for end in ("lo", "hi")))
         ax.plot([per_rank[0], loader[0]], [yi, yi], color="lightgrey", linewidth=2, zorder=1)
         for (mean, lo, hi), mark in zip((loader, per_rank), INPUT_MARKS.values()):
@@ -287,13 +264,11 @@ def _input_legend(ok):
     """Markers for the two rates, colours for the frameworks drawn (markers only: no line is drawn)."""
     marks = [Line2D([], [], marker=m, color="black", linestyle="None", label=k) for k, m in INPUT_MARKS.items()]
     drawn = _frameworks_in(ok)
-    swatches = [Line2D([], [], marker="s", color=FRAMEWORK_COLOURS[f], linestyle="None", label=f) for f in drawn]
-    return marks + swatches
+    return marks + [Line2D([], [], marker="s", color=FRAMEWORK_COLOURS[f], linestyle="None", label=f) for f in drawn]
 
 
 def comparisons(pairs, paths):
-    """Each pair of frameworks in each configuration both ran (comparisons.csv's framework rows): the block
-    model's a / b with its simultaneous 95% interval on a log-2 axis, coloured by its verdict (the same family)."""
+    """comparisons.csv's framework pairs: the block model's a / b and simultaneous 95% interval, coloured by verdict."""
     pairs = pairs[pairs["dimension"] == "framework"] if len(pairs) else pairs
     if pairs.empty:
         return _nothing(paths, "comparisons", "no configuration was run by two frameworks")
@@ -328,15 +303,12 @@ def comparisons(pairs, paths):
     return _save(fig, paths, "comparisons")
 
 
-RATIO_TICKS = (0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0)
-
-
 def _ratio_ticks(ax, values):
-    """RATIO_TICKS over the values' range, labelled as numbers; the axis reaches at least 0.8-1.25."""
+    """Ratio ticks over the values' range, labelled as numbers; the axis reaches at least 0.8-1.25."""
     finite = [v for v in values if pd.notna(v) and v > 0 and math.isfinite(v)]
     lo, hi = min(finite + [0.8]), max(finite + [1.25])
     ax.set_xlim(lo / 1.05, hi * 1.05)
-    ticks = [t for t in RATIO_TICKS if lo / 1.05 <= t <= hi * 1.05]
+    ticks = [t for t in (0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0) if lo / 1.05 <= t <= hi * 1.05]
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
@@ -353,11 +325,10 @@ def model_fit(table, error, paths):
     if pred.empty:
         return _nothing(paths, "model", f"nothing predicted: {error.get('reason') or 'no run with 2 or more ranks'}")
     what = {"iteration_s": "iteration time", "comm_total_s": "communication time"}
-    key = {"iteration_s": "median_abs_error_iteration", "comm_total_s": "median_abs_error_comm_total"}
-    title = "{}: median |error| {} ({} runs)"
     parts = []
     for m, name in what.items():
-        quantity = title.format(name, _share(error.get(key[m])), len(pred))
+        share = _share(error.get(f"median_abs_error_{m.removesuffix('_s')}"))
+        quantity = f"{name}: median |error| {share} ({len(pred)} runs)"
         parts.append(pred.assign(quantity=quantity, measured=pred[m], predicted=pred[f"predicted_{m}"]))
     scatter = {"x": "measured", "y": "predicted", "style": "model", "facet_kws": {"sharex": False, "sharey": False}}
     grid = _by_framework(pd.concat(parts), col="quantity", height=3.6, aspect=1, kind="scatter", **scatter)
@@ -373,8 +344,7 @@ def model_fit(table, error, paths):
 
 
 def replay(table, error, paths):
-    """Replayed iteration time on N nodes beside the model's prediction (the Horovod sweep on those nodes)
-    and the extrapolation's (ring fit of the smallest multi-node sweep)."""
+    """Replayed iteration time on N nodes by the model's (sweep on those nodes) and the extrapolation's (ring fit)."""
     ok = table.dropna(subset=["iteration_s"])
     if ok.empty:
         why = "; ".join(sorted(set(table["failure"].dropna()) - {""})) or "no replay in this study (config key replay)"
@@ -399,9 +369,7 @@ def replay(table, error, paths):
 
 
 def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays=None, checked_to=None):
-    """Predicted efficiency up to many ranks for each link (overlap mode where the study has it), links by
-    line style; beyond `checked_to` ranks (the most the model was checked against) shaded. `why`: why
-    none, where the table is empty; `replays` (replay.csv): the extrapolation's measured error."""
+    """Predicted efficiency per link (overlap mode where run), shaded beyond the `checked_to` ranks checked on."""
     if "overlap" in set(table["allreduce_schedule"]):
         table = table[table["allreduce_schedule"] == "overlap"]
     if table.empty:
@@ -428,8 +396,7 @@ def extrapolation(table, paths, why="no 1-rank run to extrapolate from", replays
 
 
 def _error_bands(ax, table, link):
-    """Each framework's band on `link`: the model's measured error on its runs (prediction.error_band).
-    One link's only: twenty bands of 10-45% would hide the lines."""
+    """Each framework's band of the model's measured error, on `link` only: twenty bands of 10-45% would hide lines."""
     if "predicted_efficiency_lo" not in table:
         return
     drawn = table[table["link"] == link].dropna(subset=["model_error"])

@@ -1,8 +1,5 @@
-"""Timing maths: pure functions over tidy tables and lists of times (weak scaling: the per-rank batch is
-fixed). A run's iteration time is its slowest rank's; a cost (iteration or phase time) is summarised by
-the arithmetic mean over the repeats' run means, a rate (throughput) by the harmonic mean with the cost's
-interval carried through (Hoefler and Belli, SC15); speedup and efficiency are against the 1-rank run with
-the same BASELINE_KEYS. The definitions and why: docs/concepts/statistics.md."""
+"""Timing maths (weak scaling): a run's iteration time is its slowest rank's; costs are averaged over repeats,
+rates by the harmonic mean, the cost's interval carried through (Hoefler, Belli SC15). docs/concepts/statistics.md."""
 
 import math
 import warnings
@@ -37,16 +34,14 @@ def mean_ci(values, confidence=0.95):
 
 
 def log_ci(x, confidence=0.95):
-    """(mean, lower, upper) of positive values, the interval on the log scale (delta method):
-    mean x exp(+- t x se / mean), asymmetric, always positive."""
+    """(mean, lower, upper) of positive values: mean x exp(+- t x se / mean) (delta method), always positive."""
     mean = float(np.mean(x))
     half = student.quantile(0.5 + confidence / 2, len(x) - 1) * np.std(x, ddof=1) / math.sqrt(len(x)) / mean
     return mean, mean * math.exp(-half), mean * math.exp(half)
 
 
 def interval(values, confidence=0.95, seed=0):
-    """(mean, lower, upper, method): Student-t where a Shapiro-Wilk test does not reject normality
-    (3 or more values), else a percentile bootstrap of the mean (t on the log scale below MIN_BOOTSTRAP)."""
+    """(mean, lower, upper, method): t where Shapiro-Wilk keeps normality, else a bootstrap (few values: log t)."""
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
     mean, lo, hi = mean_ci(x, confidence)
     if len(x) < 2:
@@ -70,13 +65,9 @@ def interval(values, confidence=0.95, seed=0):
 
 
 def harmonic_rate(work, cost_mean, cost_lo, cost_hi):
-    """(rate, lower, upper) of `work` per unit cost from the mean cost and its interval: the harmonic
-    mean of the per-run rates (total work over total time)."""
-
-    def per(cost):  # a cost bound at zero time or below bounds no rate: unresolved (NaN), never infinite
-        return math.nan if cost is None or math.isnan(cost) or cost <= 0 else work / cost
-
-    return per(cost_mean), per(cost_hi), per(cost_lo)
+    """(rate, lower, upper) of `work` per unit cost from the mean cost and its interval (harmonic mean)."""
+    # a cost bound at zero time or below bounds no rate: unresolved (NaN), never infinite
+    return tuple(math.nan if c is None or math.isnan(c) or c <= 0 else work / c for c in (cost_mean, cost_hi, cost_lo))
 
 
 def outliers(times, fence=FAR_OUT):
@@ -104,45 +95,35 @@ def run_table(tidy):
     position = step.groupby(RUN_KEYS, observed=True).cumcount()
     steady = drop.groupby(RUN_KEYS, observed=True).first().rename("unsteady_iterations").reset_index()
     step = step[position >= drop]
-    spread = {
-        "iteration_s_median": "median",
-        "iteration_s_p95": lambda t: t.quantile(0.95),
-        "outlier_iterations": outliers,
-    }
-    runs = step.groupby(RUN_KEYS, observed=True).agg(iteration_s="mean", **spread, iterations="count").reset_index()
+    spread = {"iteration_s_median": "median", "iteration_s_p95": lambda t: t.quantile(0.95)}
+    by_run = step.groupby(RUN_KEYS, observed=True)
+    runs = by_run.agg(iteration_s="mean", **spread, outlier_iterations=outliers, iterations="count").reset_index()
     runs = runs.merge(steady, on=RUN_KEYS, how="left")
     runs["ranks"] = runs["nodes"] * runs["ranks_per_node"]
     images = runs["ranks"] * runs["batch_size"]
     # an iteration recorded as taking no time has no rate (rather than an infinite one)
     runs["throughput_img_per_s"] = (images / runs["iteration_s"]).where(runs["iteration_s"] > 0)
     # phases: phased runs' measured iterations, native runs' traced iterations (from the traces)
-    phases = (
-        measured[measured["phase"].isin(PHASE_COLUMNS)]
-        .groupby(RUN_KEYS + ["phase"], observed=True)["seconds"]
-        .mean()
-        .unstack("phase")
-        .reindex(columns=list(PHASE_COLUMNS))
-    )
+    phased = measured[measured["phase"].isin(PHASE_COLUMNS)]
+    phases = phased.groupby(RUN_KEYS + ["phase"], observed=True)["seconds"].mean().unstack("phase")
+    phases = phases.reindex(columns=list(PHASE_COLUMNS))
     phases.columns = [seconds(p) for p in phases.columns]
     return runs.merge(phases.reset_index(), on=RUN_KEYS, how="left").reindex(columns=RUN_METRICS_COLUMNS)
 
 
 def summarize(runs, status=None):
-    """One row per configuration (all keys but repeat): means and CIs over repeats, speedup, efficiency;
-    `status` (runs.csv) adds failed runs and their reasons, also of configurations with no ok run."""
+    """One row per configuration: means and CIs over repeats, speedup, efficiency; `status` (runs.csv) adds failures."""
     summary = _configurations(runs)
     cvs, rels = summary["iteration_s_cv"].fillna(0), summary["iteration_s_ci_rel"].fillna(0)
     summary["noise_warning"] = [_noise_warning(*found) for found in zip(cvs, rels, summary["repeats_needed"])]
     if status is not None and len(status):
-        summary = _add_failures(summary, status)
-        summary = add_loader(summary, status)
-        summary = add_cores(summary, status)
-        summary = add_samples(summary, status)
+        for add in (_add_failures, add_loader, add_cores, add_samples):
+            summary = add(summary, status)
     return add_scaling(summary)
 
 
 def _configurations(runs):
-    """One row per configuration of the ok runs: means and CIs over repeats, the iteration time's noise."""
+    """One row per configuration of the ok runs: means and CIs over repeats (iteration_s's method), its noise."""
     costs = ["iteration_s"] + [seconds(p) for p in PHASE_COLUMNS]
     value_cols = ["iteration_s", "throughput_img_per_s"] + costs[1:]
     rows = []
@@ -151,16 +132,13 @@ def _configurations(runs):
         row["ranks"] = int(group["ranks"].iloc[0])
         row["repeats_ok"] = len(group)
         for col in costs:
-            row[col], row[f"{col}_ci_lo"], row[f"{col}_ci_hi"], method = interval(group[col])
-            if col == "iteration_s":
-                row["iteration_s_ci_method"] = method
+            row[col], row[f"{col}_ci_lo"], row[f"{col}_ci_hi"], row[f"{col}_ci_method"] = interval(group[col])
         images = row["ranks"] * row["batch_size"]
         rate = harmonic_rate(images, row["iteration_s"], row["iteration_s_ci_lo"], row["iteration_s_ci_hi"])
         row["throughput_img_per_s"], row["throughput_img_per_s_ci_lo"], row["throughput_img_per_s_ci_hi"] = rate
         row["throughput_se"] = row["throughput_img_per_s"] * _se(group["iteration_s"]) / row["iteration_s"]
         row["iteration_s_median"] = float(group["iteration_s_median"].median())
-        row["outlier_iterations"] = int(group["outlier_iterations"].sum())
-        row["unsteady_iterations"] = int(group["unsteady_iterations"].sum())
+        row |= {c: int(group[c].sum()) for c in ("outlier_iterations", "unsteady_iterations")}
         row["iteration_s_cv"] = cv(group["iteration_s"])
         row["iteration_s_ci_rel"] = (row["iteration_s"] - row["iteration_s_ci_lo"]) / row["iteration_s"]
         row["repeats_needed"] = repeats_needed(row["iteration_s_cv"])
@@ -172,22 +150,15 @@ def _configurations(runs):
 
 
 def _noise_warning(cv, rel, need):
-    """What is wrong with a configuration's iteration time (CV above NOISE_CV, interval wider than
-    PRECISION); empty where nothing."""
-    found = []
-    if cv > NOISE_CV:
-        found.append(f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise")
-    if rel > PRECISION:
-        found.append(
-            f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} "
-            "repeats would bring it within"
-        )
-    return "; ".join(found)
+    """What is wrong with a configuration's iteration time (CV, interval); empty where nothing."""
+    noisy = f"run-to-run CV of iteration time {cv:.1%} > {NOISE_CV:.0%}: differences below that are noise"
+    wide = f"95% interval of the iteration time +-{rel:.1%} of the mean > {PRECISION:.0%}: about {need:.0f} repeats"
+    found = ((noisy, cv > NOISE_CV), (f"{wide} would bring it within", rel > PRECISION))
+    return "; ".join(text for text, wrong in found if wrong)
 
 
 def _add_failures(summary, status):
-    """The summary with each configuration's failed runs counted and their reasons joined (a row added
-    for a configuration with no ok run)."""
+    """The summary with failed runs counted and their reasons joined (a row for a configuration with no ok run)."""
     failed = status[status["status"] != "ok"]
     by_config = failed.groupby(CONFIG_KEYS, observed=True, dropna=False)  # a run known by its path alone too
     reasons = ("reasons", lambda r: " | ".join(sorted(set(r))))
@@ -201,9 +172,7 @@ def _add_failures(summary, status):
 
 
 def add_mfu(summary, peak, flops):
-    """Model FLOP utilisation: each rank's useful FLOP rate (throughput per rank x training FLOPs per
-    image, flops.csv) over its framework's measured matrix-multiply rate with the same threads and
-    device (peak.csv): how far a framework is from the hardware, not only from the others."""
+    """Model FLOP utilisation: a rank's FLOP rate (flops.csv) over its framework's multiply rate there (peak.csv)."""
     keys = ["model", "image_size", "classes"]
     work = flops[keys + ["train_flops"]].rename(columns={"train_flops": "train_flops_per_image"})
     # a failed run known by its path alone (status.json unreadable) has no image size: no FLOPs
@@ -222,13 +191,11 @@ LOADER_RATE = ["loader_img_per_s", "loader_img_per_s_ci_lo", "loader_img_per_s_c
 
 
 def add_loader(summary, status):
-    """Image data: the loaders' own rate (mean over ok runs of the slowest rank's, its interval as a
-    cost's) and `loader_utilisation` = throughput per rank / loader rate: near 1, input-bound."""
+    """The loaders' own rate (its interval as a cost's) and `loader_utilisation`: near 1, input-bound."""
     if "loader_img_per_s" not in status:
         return summary
-    ok = status[status["status"] == "ok"].assign(
-        loader_img_per_s=lambda d: pd.to_numeric(d["loader_img_per_s"], errors="coerce")
-    )
+    ok = status[status["status"] == "ok"]
+    ok = ok.assign(loader_img_per_s=pd.to_numeric(ok["loader_img_per_s"], errors="coerce"))
     rates = ok.groupby(CONFIG_KEYS, observed=True)["loader_img_per_s"]
     rate = rates.apply(lambda r: pd.Series(interval(r.tolist())[:3], index=LOADER_RATE)).unstack().reset_index()
     summary = summary.merge(rate, on=CONFIG_KEYS, how="left")
@@ -237,8 +204,7 @@ def add_loader(summary, status):
 
 
 def add_cores(summary, status):
-    """The cores a rank used (mean over ok runs) against those its settings give it (`cores_given`),
-    and `cores_over` where it used more. Synthetic data has no loader: its workers are given no core."""
+    """The cores a rank used against `cores_given`; synthetic data has no loader: its workers get no core."""
     if "cores_used" not in status:
         return summary
     ok = status[status["status"] == "ok"].assign(
@@ -287,16 +253,13 @@ def cv(values):
 
 
 class Mean(NamedTuple):
-    """A mean over n values with its standard error."""
-
     value: float
     se: float
     n: int
 
 
 def ratio_ci(a, b, confidence=0.95):
-    """(a/b, lower, upper) of two independent positive Means, the interval on the log scale:
-    a/b x exp(+- t x se(log a/b)), se(log a/b)^2 = (se_a/a)^2 + (se_b/b)^2 (delta method): never negative."""
+    """(a/b, lower, upper) of two independent positive Means: a/b x exp(+- t sqrt((se_a/a)^2 + (se_b/b)^2))."""
     ratio = a.value / b.value if b.value else math.nan
     if min(a.n, b.n) < 2 or any(math.isnan(v) for v in (ratio, a.se, b.se)) or a.value <= 0 or b.value <= 0:
         return ratio, math.nan, math.nan
@@ -307,15 +270,12 @@ def ratio_ci(a, b, confidence=0.95):
 
 def add_scaling(summary):
     """speedup and efficiency (with intervals) against the 1-rank configuration with the same BASELINE_KEYS."""
-    base = summary[summary["ranks"] == 1][
-        BASELINE_KEYS + ["throughput_img_per_s", "throughput_se", "repeats_ok"]
-    ].rename(columns={"throughput_img_per_s": "base_", "throughput_se": "base_se_", "repeats_ok": "base_n_"})
+    names = {"throughput_img_per_s": "base_", "throughput_se": "base_se_", "repeats_ok": "base_n_"}
+    base = summary[summary["ranks"] == 1][BASELINE_KEYS + list(names)].rename(columns=names)
     out = summary.merge(base, on=BASELINE_KEYS, how="left")
     out["noise_warning"] = out["noise_warning"].fillna("")
-    cis = [
-        ratio_ci(Mean(r.throughput_img_per_s, r.throughput_se, r.repeats_ok), Mean(r.base_, r.base_se_, r.base_n_))
-        for r in out.itertuples()
-    ]
+    mine = zip(out["throughput_img_per_s"], out["throughput_se"], out["repeats_ok"])
+    cis = [ratio_ci(Mean(*a), Mean(*b)) for a, b in zip(mine, zip(out["base_"], out["base_se_"], out["base_n_"]))]
     out["speedup"], out["speedup_ci_lo"], out["speedup_ci_hi"] = ([c[i] for c in cis] for i in range(3))
     for col in ("", "_ci_lo", "_ci_hi"):
         out[f"efficiency{col}"] = out[f"speedup{col}"] / out["ranks"]
@@ -324,4 +284,4 @@ def add_scaling(summary):
     for r in out[out["noise_warning"] != ""].itertuples():
         where = f"{r.framework} {r.model} {r.allreduce_schedule} {r.layout} {r.timing} {r.ranks} ranks"
         warnings.warn(f"{where}: {r.noise_warning}", stacklevel=2)
-    return out.drop(columns=["base_", "base_se_", "base_n_"]).sort_values(CONFIG_KEYS).reset_index(drop=True)
+    return out.drop(columns=list(names.values())).sort_values(CONFIG_KEYS).reset_index(drop=True)

@@ -1,10 +1,5 @@
-"""A performance model of synchronous SGD (docs/methods/model.md): from the 1-rank run's phases and the
-allreduce sweep on the same nodes and ranks, it replays Horovod's cycles, fusion and buffers against
-each gradient's ready time; predicted iteration = compute + exposed (how far the last allreduce ends
-after backward). Phases scale by the compute slowdown of k ranks per node (contention.csv); on a CPU,
-compute and allreduces beside it share the node (`shared_rate`). The extrapolation uses the ring model
-for given links instead of a sweep, without the per-tensor cost (it grows with the ranks in ways no
-link parameter gives)."""
+"""A performance model of synchronous SGD (docs/methods/model.md): the 1-rank run's phases and the allreduce
+sweep on the same nodes replay Horovod's cycles and fusion against each gradient's ready time."""
 
 import dataclasses
 import math
@@ -48,10 +43,8 @@ def ring_cost(ranks, alpha, beta):
 
 
 class Cost:
-    """One fused buffer's time: fused(m) for FUSED_PIECES tensors, plus per_tensor per tensor beyond
-    (fewer take it off); one tensor of at least alone_from bytes takes alone(m) (Horovod reduces it in
-    place, without the fusion buffer's copies). `cores`: the cores an allreduce keeps busy per rank
-    (the sweep's cores_used, 0 if unmeasured): on a CPU it copies, sums and polls."""
+    """One fused buffer's time: fused(m) for FUSED_PIECES tensors, plus per_tensor per tensor beyond; one tensor
+    of alone_from bytes or more takes alone(m) (reduced in place). `cores`: those an allreduce keeps busy."""
 
     def __init__(self, fused, per_tensor=0.0, alone=None, alone_from=math.inf, cores=0.0):
         self.fused, self.per_tensor, self.alone, self.alone_from = fused, per_tensor, alone, alone_from
@@ -64,9 +57,8 @@ class Cost:
 
 
 def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_TIME_S, per_tensor=0.0):
-    """(time the last allreduce ends, busy time) for gradients `sizes` ready at times `ready`; cost: a
-    Cost, or T(m) of FUSED_PIECES tensors plus per_tensor s per further tensor. Every input must be
-    finite (a NaN compares false with everything: the loop would never advance)."""
+    """(time the last allreduce ends, busy time) for gradients `sizes` ready at `ready`; cost: a Cost, or T(m).
+    Every input must be finite (a NaN compares false with everything: the loop would never advance)."""
     cost = cost if isinstance(cost, Cost) else Cost(cost, per_tensor)
     problem = _not_schedulable(ready, sizes, cycle, cost.per_tensor)
     if problem:
@@ -78,8 +70,7 @@ def schedule(ready, sizes, cost, threshold=FUSION_THRESHOLD_BYTES, cycle=CYCLE_T
         first = ready[order[k]]
         if first > t_cycle:  # sleep whole cycles until the next gradient is there
             t_cycle += math.ceil((first - t_cycle) / cycle - 1e-9) * cycle
-            # rounding may leave the cycle a hair before it: it is there, and every pass takes one
-            t_cycle = max(t_cycle, first)
+            t_cycle = max(t_cycle, first)  # rounding may leave it a hair before: it is there, every pass takes one
         batch = []
         while k < len(order) and ready[order[k]] <= t_cycle:
             batch.append(sizes[order[k]])
@@ -115,8 +106,7 @@ def _not_schedulable(ready, sizes, cycle, per_tensor):
 
 @dataclasses.dataclass(frozen=True)
 class Gradients:
-    """A step's gradients: sizes (bytes), ready times (s into backward; None: after backward), and the
-    fusion threshold (bytes) and cycle (s) Horovod applies."""
+    """A step's gradients: sizes, ready times (s into backward; None: after it), Horovod's threshold and cycle."""
 
     sizes: list
     ready: list | None = None
@@ -130,16 +120,14 @@ class Gradients:
 
 
 def shared_rate(threads, ranks_per_node, node_cpus, comm_cores):
-    """The rate (0 to 1) at which a rank's compute and its allreduce each progress while both run: the node's
-    CPUs per rank over its compute threads plus its allreduce's cores; 1 with CPUs to spare or unknown."""
+    """The rate (0 to 1) of a rank's compute and allreduce while both run: CPUs per rank over their threads."""
     if not comm_cores or not node_cpus or math.isnan(comm_cores):
         return 1.0
     return min(1.0, node_cpus / (ranks_per_node * (threads + comm_cores)))
 
 
 class _Shared:
-    """Backward and the allreduces on a rank's share of its node's CPUs: `t` wall time since backward
-    started, `done` backward's progress (s of its time alone), `ended` when it ended, `busy` allreduce time."""
+    """Backward and the allreduces on a rank's share of the CPUs: `t` wall time, `done` backward's progress."""
 
     def __init__(self, backward, rate):
         self.backward, self.rate, self.t, self.done, self.busy, self.ended = backward, rate, 0.0, 0.0, 0.0, 0.0
@@ -175,8 +163,7 @@ class _Shared:
 
 
 def shared_schedule(ready, sizes, cost, gradients, backward, rate):
-    """`schedule` where compute and allreduces share the CPUs (`shared_rate` below 1), ready times in s of
-    backward's progress: (backward's end, the last allreduce's end, allreduce wall time) from its start."""
+    """`schedule` on shared CPUs (ready: s of backward's progress): backward's end, the last's end, busy time."""
     problem = _not_schedulable(ready, sizes, gradients.cycle, cost.per_tensor)
     if problem or not rate > 0:
         raise ValueError(f"cannot schedule allreduces: {problem or f'shared rate {rate}'}")
@@ -194,9 +181,7 @@ def shared_schedule(ready, sizes, cost, gradients, backward, rate):
 
 
 def predict(base, gradients, ranks, cost, slowdown=1.0, rate=1.0):
-    """Predicted iteration, communication and exposed communication (s) on `ranks` ranks; cost: a Cost,
-    or T(m). base: 1-rank phase means (COMPUTE keys); slowdown: compute beside the node's other ranks
-    over alone; rate: `shared_rate` (below 1, backward and an allreduce beside it slow each other)."""
+    """Predicted iteration, communication and exposed communication (s) on `ranks` from the 1-rank phases."""
     base = {k: base[k] * slowdown for k in COMPUTE}
     ready = None if gradients.ready is None else [r * slowdown for r in gradients.ready]
     backward = base[BACKWARD_S]
@@ -220,8 +205,7 @@ def relative_error(pred, meas):
 
 
 def error_parts(predicted_iteration, predicted_exposed, iteration, exposed):
-    """A predicted iteration's relative error as (compute, exposed communication), shares of the measured
-    iteration adding up to it; compute is the iteration less its exposed communication."""
+    """A predicted iteration's relative error as (compute, exposed communication) parts adding up to it."""
     if not iteration:
         return math.nan, math.nan
     compute = ((predicted_iteration - predicted_exposed) - (iteration - exposed)) / iteration

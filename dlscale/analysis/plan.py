@@ -1,13 +1,7 @@
-"""The buyer's question (`dlscale plan STUDY`): what candidate hardware would give, predicted by the
-performance model (dlscale/analysis/model.py) from a finished study's measured 1-device phases,
-gradient sizes and allreduce sweep.
+"""`dlscale plan STUDY`: what candidate hardware (N devices per node x M nodes, compute and link measured or
+stated: docs/guides/hardware.md) would give, predicted by the performance model from a finished study."""
 
-A candidate: N devices per node x M nodes, its compute and link measured or stated (docs/guides/hardware.md);
-each prediction says which inputs were measured, which assumed, and the model's error on the study."""
-
-import argparse
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -38,29 +32,28 @@ def load(folder):
     if missing:
         raise ValueError(f"{folder}: no {', '.join(missing)} (not a finished study's results folder)")
     path = {n: folder / TABLES[n] for n in needed}
-    status = pd.read_csv(path["runs"], keep_default_na=False, na_values=[""])
+    status = _text(path["runs"])
     table, bases, _ = prediction.study_baselines(pd.read_csv(path["run_metrics"]), status, pd.read_csv(path["tensors"]))
     sweep, fits = pd.read_csv(path["allreduce"]), pd.read_csv(path["allreduce_fit"])
-    model = pd.read_csv(path["model"], keep_default_na=False, na_values=[""])
+    contention_path = folder / TABLES["contention"]  # none in a study made before it had one
     return {
         "name": folder.name if folder.name != "results" else folder.resolve().parent.name,
         "bases": bases,
         "costs": prediction.costs(sweep, fits),
-        "model": model,
+        "model": _text(path["model"]),
         "runs": table,
-        "slowdowns": _slowdowns(folder / TABLES["contention"]),
+        "slowdowns": contention.slowdowns(_text(contention_path)) if contention_path.is_file() else {},
         "node_cpus": min((c for c in map(prediction.node_cpus, table.to_dict("records")) if c), default=None),
     }
 
 
-def _slowdowns(path):
-    """The study's measured compute slowdowns (contention.csv; none in a study made before it had one)."""
-    return contention.slowdowns(pd.read_csv(path, keep_default_na=False, na_values=[""])) if path.is_file() else {}
+def _text(path):
+    """A table whose empty cells alone are NaN."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
 def read_candidates(path, study):
-    """(links, candidates) from a YAML file ({links: {name: {gbit_s, latency_us}}, candidates: [...]}), each
-    checked and completed with its defaults; without a file, one device and the placements the study swept."""
+    """(links, candidates) from a YAML file, each checked and with its defaults; else the study's placements."""
     if path is None:
         placements = sorted({(1, 1)} | {(n, r) for n, r, _ in study["costs"]})
         swept = [{"name": f"{n} node(s) x {r}", "nodes": n, "devices_per_node": r} for n, r in placements]
@@ -79,7 +72,7 @@ def read_candidates(path, study):
 
 
 def _positive(x):
-    return isinstance(x, int | float) and math.isfinite(x) and x > 0
+    return _number(x) and x > 0
 
 
 def _number(x):
@@ -120,8 +113,7 @@ def _works(study):
 
 
 def predict_candidate(study, candidate, links, device=None, link_study=None):
-    """One row per work the study has a 1-device baseline of: the candidate's predictions, its inputs' sources
-    and the model's error; work without a sweep at its placement or a baseline of its device is skipped."""
+    """One row per work with a 1-device baseline and a sweep at the candidate's placement: its predictions."""
     rows, source = [], device or study
     for work in _works(study):
         ident = dict(zip(WORK, work))
@@ -137,31 +129,17 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
         p = predict(phases, Gradients.of(base, ready), ranks, cost_fn, slowdown, rate)
         rate = ranks * ident["batch_size"] / p["iteration_s"]
         error, error_from = model_error(study, ident)
-        rows.append(
-            {
-                **ident,
-                "candidate": candidate["name"],
-                "nodes": candidate["nodes"],
-                "devices_per_node": candidate["devices_per_node"],
-                "devices": ranks,
-                "predicted_iteration_s": p["iteration_s"],
-                "predicted_img_per_s": rate,
-                "predicted_efficiency": sum(phases.values()) / p["iteration_s"],
-                "img_per_s_per_price": rate / candidate["price"] if candidate["price"] else math.nan,
-                "model_error": error,
-                "model_error_from": error_from,
-                "compute_from": compute_from,
-                "compute_slowdown": slowdown,
-                "slowdown_from": slowdown_from,
-                "link_from": link_from,
-            }
-        )
+        row = {**ident, "candidate": candidate["name"], "devices": ranks, "predicted_iteration_s": p["iteration_s"]}
+        row |= {k: candidate[k] for k in ("nodes", "devices_per_node")}
+        row |= {"predicted_img_per_s": rate, "predicted_efficiency": sum(phases.values()) / p["iteration_s"]}
+        row |= {"img_per_s_per_price": rate / candidate["price"] if candidate["price"] else math.nan}
+        row |= {"model_error": error, "model_error_from": error_from, "compute_from": compute_from}
+        rows.append(row | {"compute_slowdown": slowdown, "slowdown_from": slowdown_from, "link_from": link_from})
     return rows
 
 
 def _compute(source, candidate, by_threads):
-    """(the device's baseline, its phases, where they come from, its threads), or None where `source` has no
-    1-rank run of the work with the candidate's threads per rank (default: its fewest)."""
+    """(baseline, phases, source, threads), or None without a 1-rank run at the candidate's threads (or fewest)."""
     threads = candidate.get("threads_per_rank") or min(by_threads, default=None)
     if threads not in by_threads:
         return None
@@ -175,8 +153,7 @@ def _compute(source, candidate, by_threads):
 
 
 def _slowdown(source, candidate, ident):
-    """(a rank's compute slowdown beside its node's other devices, where it comes from): the stated
-    `contention`, else on the measured device's own node `source`'s calibration, else 1, assumed."""
+    """(a rank's compute slowdown beside its node's others, its source): stated, else measured on `source`, else 1."""
     per_node = candidate["devices_per_node"]
     if per_node == 1:
         return 1.0, "none: one device per node"
@@ -189,9 +166,7 @@ def _slowdown(source, candidate, ident):
 
 
 def _rate(source, candidate, threads, cost, link_study=None):
-    """How fast compute and allreduce each progress while both run (model.shared_rate): on the measured
-    device's own node, from its ranks' CPUs (`link_study`'s where the link was measured there) and the
-    sweep's cores; elsewhere 1 (a stated link's allreduce is assumed to take no compute cores)."""
+    """model.shared_rate on the measured device's own node (`link_study`'s CPUs there), else 1 (assumed)."""
     if candidate["compute_factor"] != 1:
         return 1.0
     cpus = (link_study or source).get("node_cpus")
@@ -215,8 +190,7 @@ def _link(study, candidate, ident, links):
 
 
 def model_error(study, ident):
-    """(The model's median |relative error| of iteration time over this configuration's predicted runs, else
-    over all the study's; what it is over)."""
+    """(median |relative error| of iteration time over this configuration's runs, else the study's; what it is over)."""
     table = study["model"].dropna(subset=["error_iteration"])
     mine = table
     for k in WORK:
@@ -252,14 +226,12 @@ def plan(folder, candidates_path=None):
 
 def report(table, study, out_path):
     """plan.md: per framework and network, the candidates by predicted throughput, error and inputs' sources."""
-    lines = [
-        f"# dlscale plan: {study['name']}",
-        "",
-        "Predicted by the performance model from the study's measured "
-        "1-device phases, gradient sizes and allreduce sweep; each row says which inputs were measured and "
-        "which assumed, and the model's measured error on the study.",
-        "",
-    ]
+    intro = (
+        "Predicted by the performance model from the study's measured 1-device phases, gradient sizes and "
+        "allreduce sweep; each row says which inputs were measured and which assumed, and the model's measured error "
+        "on the study."
+    )
+    lines = [f"# dlscale plan: {study['name']}", "", intro, ""]
     for (fw, model), g in table.groupby(["framework", "model"], sort=True):
         g = g.sort_values("predicted_img_per_s", ascending=False)
         best = g.iloc[0]
@@ -296,20 +268,11 @@ def _error(r):
     return "n/a" if pd.isna(r.model_error) else f"{r.model_error:.1%} ({r.model_error_from})"
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="dlscale plan", description=__doc__.split("\n\n")[0])
-    parser.add_argument("study", help="a finished study's results folder")
-    parser.add_argument("--candidates", help="a YAML file of candidate hardware (docs/guides/hardware.md)")
-    parser.add_argument("-o", "--out", default="plan", help="where plan.md and plan.csv go (default: plan)")
-    args = parser.parse_args(argv)
-    try:
-        table, study = plan(args.study, args.candidates)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    out = Path(args.out)
+def run(folder, candidates_path, out):
+    """`dlscale plan`: plan.md and plan.csv in `out`."""
+    table, study = plan(folder, candidates_path)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "plan.csv", index=False)
     report(table, study, out / "plan.md")
-    print(out / "plan.md", out / "plan.csv", sep="\n")
-    return 0
+    return [out / "plan.md", out / "plan.csv"]

@@ -1,6 +1,5 @@
-"""The model (dlscale/analysis/model.py) applied to a study: per run measured against predicted, or why
-not (model.csv), from the 1-rank baselines; its error and the configurations off target, with the
-measured reason (model_error.json); the extrapolation to clusters not measured (extrapolation.csv)."""
+"""The model applied to a study: per run measured against predicted, or why not (model.csv); its error and
+the configurations off target, with the reason (model_error.json); the extrapolation (extrapolation.csv)."""
 
 import math
 
@@ -31,10 +30,9 @@ from dlscale.workloads.frameworks import HOROVOD, binding_path, sweep_path
 def tensor_details(tensors, run):
     """Gradient sizes, ready times (or None) and fusion settings of one run (tensors.csv, its runs.csv row)."""
     mine = tensors.merge(pd.DataFrame([{k: run[k] for k in RUN_KEYS}]), on=RUN_KEYS).sort_values("tensor")
-    ready = mine["ready_s"]
     return {
         "sizes": mine["bytes"].astype(int).tolist(),
-        "ready": None if ready.isna().any() or not len(ready) else ready.tolist(),
+        "ready": None if mine["ready_s"].isna().any() or not len(mine) else mine["ready_s"].tolist(),
         "threshold": int(_setting(run, "fusion_threshold_bytes", FUSION_THRESHOLD_BYTES)),
         "cycle": float(_setting(run, "cycle_time_s", CYCLE_TIME_S)),
     }
@@ -59,11 +57,8 @@ def _sharing(group):
 
 
 def error_interval(group, baselines=None, slowdown=None, confidence=0.95):
-    """(lower, upper) of a configuration's median iteration error from the variances of the log means of
-    its runs (`group`), of its 1-rank baseline's runs (`baselines`) and of its compute slowdown
-    (`slowdown`: `slowdown_spreads`), the last two weighted by the predicted compute share, with
-    Welch-Satterthwaite's degrees of freedom (which can grow with a part added: a small part can narrow
-    the interval a little). NaN with fewer than two runs."""
+    """(lower, upper) of a configuration's median iteration error from the log-mean variances of its runs, its
+    baseline's and its slowdown's (x the compute share squared), with Welch-Satterthwaite's degrees of freedom."""
     measured = _log_var(group["iteration_s"])
     if measured[1] < 2:
         return math.nan, math.nan
@@ -81,8 +76,7 @@ def error_interval(group, baselines=None, slowdown=None, confidence=0.95):
 
 
 def slowdown_spreads(calibrations, confidence=0.95):
-    """{contention.key: (variance of the log slowdown, trials)} of the calibrations with an interval: its
-    half-width on the log scale over its t quantile."""
+    """{contention.key: (variance of the log slowdown, trials)}: each interval's log half-width over its t quantile."""
     out = {}
     for _, r in calibrations.dropna(subset=["slowdown_ci_lo", "slowdown_ci_hi"]).iterrows():
         half = math.log(r["slowdown_ci_hi"] / r["slowdown_ci_lo"]) / 2
@@ -108,8 +102,7 @@ def _log_var(times):
 
 
 def off_target(table, keys):
-    """The configurations (keys; medians over their rows) whose predicted iteration is off by more
-    than TOLERANCE, each with the larger of its error parts as the reason and the error's interval."""
+    """The configurations (medians over their rows) off by more than TOLERANCE: the larger error part as reason."""
     errors = ["error_iteration", "error_from_compute", "error_from_exposed"]
     cols = ["iteration_s", "comm_exposed_s", "predicted_iteration_s", "predicted_comm_exposed_s", *errors]
     out = []
@@ -118,8 +111,7 @@ def off_target(table, keys):
         if abs(m.error_iteration) <= TOLERANCE:
             continue
         slowdown = group["compute_slowdown"].median() if "compute_slowdown" in group else ASSUMED
-        # the runs' median compute, as the error parts are the runs' medians (not the median iteration
-        # less the median exposed time, which can belong to different runs)
+        # the runs' median compute, like the error parts (the median iteration less the median exposed mixes runs)
         compute = (group["iteration_s"] - group["comm_exposed_s"]).median()
         if abs(m.error_from_compute) >= abs(m.error_from_exposed):
             reason = (
@@ -165,9 +157,7 @@ NO_BASELINE = "no successful 1-rank run of this configuration"
 
 
 def baselines(table, tensors):
-    """Per MATCH key, from its 1-rank runs: mean compute phases (base), the tensor_details and where
-    the ready times come from (`ready_from`); and per key without usable phase times, why (a NaN phase
-    would hang the schedule, a zero one divide by zero)."""
+    """Per MATCH key, its 1-rank runs' phases, tensor_details and `ready_from`; else why not (NaN or zero phases)."""
     out, unusable, overlapping = {}, {}, set()
     for key, group in table[table["ranks"] == 1].groupby(MATCH, observed=True):
         base = group[COMPUTE].mean()
@@ -191,8 +181,7 @@ def baselines(table, tensors):
 
 
 def _overlaps(group):
-    """Whether every run of `group` starts allreduces during backward (runs.csv reads the flag as a
-    boolean, or as text where a column mixes it with blanks)."""
+    """Whether every run of `group` starts allreduces during backward (the flag read as bool, or as text)."""
     flags = group.get("comm_overlaps_backward", pd.Series([False]))
     return bool(flags.astype(str).str.lower().eq("true").all())
 
@@ -212,9 +201,7 @@ SAME_NETWORK = ("model", "batch_size", "image_size", "classes", "precision", "th
 
 
 def _borrow_ready(out, key):
-    """A baseline that overlaps allreduces with backward but reports no ready times borrows them, as
-    fractions of backward, from a framework that measured them on the same network (else: end of
-    backward); the k-th gradient of a size takes the k-th of that size (layer parameter orders differ)."""
+    """An overlapping baseline without ready times borrows the same network's, as fractions of backward."""
     mine = out[key]
     if mine["ready"] is not None:
         return
@@ -226,7 +213,7 @@ def _borrow_ready(out, key):
         fractions = {}
         for size, ready in zip(donor["sizes"], donor["ready"]):
             fractions.setdefault(size, []).append(ready / donor["base"][BACKWARD_S])
-        taken = {size: iter(f) for size, f in fractions.items()}
+        taken = {size: iter(f) for size, f in fractions.items()}  # the k-th of a size (layer orders differ)
         mine["ready"] = [next(taken[size]) * mine["base"][BACKWARD_S] for size in mine["sizes"]]
         mine["ready_from"] = READY_BORROWED.format(other[MATCH.index("framework")])
         return
@@ -239,21 +226,17 @@ def study_baselines(runs, status, tensors):
 
 
 def costs(sweep, fits):
-    """{(nodes, ranks_per_node, library): Cost} from the sweep table, else the fit (allreduce*.csv).
-    "horovod": Horovod's own path where swept, else MPI's (older sweeps); per-tensor cost from the fit's
-    `per_tensor_s` (0 where absent or below 0: noise); a lone tensor's from the _one path where swept.
-    A binding's own paths (`horovod:<framework>`) and a framework's own collectives (JAX) likewise.
-    A failed sweep gives none (the sizes it measured stay in its table only)."""
+    """{(nodes, ranks_per_node, library): Cost} from the sweep, else the fit; a failed sweep gives none."""
     out = {}
     failed = sweep_failures(fits)
-    # a boolean array: an empty list would select no columns rather than no rows
+    # a boolean array: an empty list would select no columns, not no rows
     sweep = sweep[np.array([key not in failed for key in zip(sweep["nodes"], sweep["ranks_per_node"])], dtype=bool)]
     paths = {*sweep["path"].dropna(), *fits["path"].dropna()}
     own = sorted(p for p in paths - {"mpi", HOROVOD} if not p.endswith((TENSORS_SUFFIX, ONE_SUFFIX)))
-    for path in ("mpi", HOROVOD, *own):  # horovod after mpi: it wins
+    for path in ("mpi", HOROVOD, *own):  # horovod after mpi: it wins (older sweeps: mpi only)
         lib = path if path in own else HOROVOD
         mine = fits[fits["path"].fillna("mpi") == path]
-        extra = {
+        extra = {  # per_tensor_s below 0 is noise
             (r.nodes, r.ranks_per_node): max(0.0, r.per_tensor_s)
             for r in mine.itertuples()
             if not pd.isna(getattr(r, "per_tensor_s", math.nan))
@@ -265,20 +248,16 @@ def costs(sweep, fits):
         for (nodes, rpn), g in sweep[sweep["path"].fillna("mpi") == path].groupby(["nodes", "ranks_per_node"]):
             if len(g) >= 2:
                 alone = _alone(sweep, nodes, rpn, path) if path.startswith(HOROVOD) else {}
+                cores = g["cores_used"].median() if "cores_used" in g else math.nan
+                cores = 0.0 if pd.isna(cores) else float(cores)  # not recorded: none assumed
                 out[(nodes, rpn, lib)] = Cost(
-                    sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0), **alone, cores=_cores(g)
+                    sweep_cost(g["bytes"], g["median_s"]), extra.get((nodes, rpn), 0.0), **alone, cores=cores
                 )
     return out
 
 
-def _cores(g):
-    """The median over sizes of the sweep's cores_used (0 where not recorded: none assumed)."""
-    cores = g["cores_used"].median() if "cores_used" in g else math.nan
-    return 0.0 if pd.isna(cores) else float(cores)
-
-
 def _alone(sweep, nodes, rpn, path=HOROVOD):
-    """Cost's alone and alone_from from the sweep's one-tensor path of `path` here, or {} (under 2 sizes)."""
+    """Cost's alone and alone_from from the one-tensor path of `path` here, or {} (under 2 sizes)."""
     g = sweep[(sweep["path"] == f"{path}{ONE_SUFFIX}") & (sweep["nodes"] == nodes) & (sweep["ranks_per_node"] == rpn)]
     if len(g) < 2:
         return {}
@@ -286,8 +265,7 @@ def _alone(sweep, nodes, rpn, path=HOROVOD):
 
 
 def library(run, place=(), costs=None):
-    """The sweep path that times a run's gradients on `place` (nodes, ranks per node): through Horovod,
-    its own binding's where timed there (in `costs`), else the instrument's; or its own library's."""
+    """The sweep path timing a run's gradients on `place`: through Horovod, its binding's where in `costs`."""
     path = sweep_path(run["framework"], run["allreduce_library"])
     own = binding_path(run["framework"]) if path == HOROVOD else None
     return own if own and (*place, own) in (costs or {}) else path
@@ -295,11 +273,8 @@ def library(run, place=(), costs=None):
 
 def sweep_failures(fits):
     """{(nodes, ranks_per_node): why} of the sweeps that failed (allreduce_fit.csv)."""
-    return {
-        (r.nodes, r.ranks_per_node): r.failure
-        for r in fits.fillna({"failure": ""}).itertuples()
-        if getattr(r, "failure", "")
-    }
+    rows = fits.fillna({"failure": ""}).itertuples()
+    return {(r.nodes, r.ranks_per_node): r.failure for r in rows if getattr(r, "failure", "")}
 
 
 def not_predicted(run, bases, unusable, cost_by, failures):
@@ -320,9 +295,7 @@ def not_predicted(run, bases, unusable, cost_by, failures):
 
 
 def node_cpus(run):
-    """The CPUs a run's ranks of one node share (None: not recorded): the fewest over its hosts (runs.csv
-    `hardware`) of the logical CPUs, or of ranks per node x each rank's affinity where fewer (a binding,
-    an emulated node's CPU set, a scheduler's cpuset)."""
+    """The CPUs a node's ranks share (None: not recorded): the fewest over hosts, of affinity x ranks if fewer."""
     cell = run.get("hardware")
     hosts = hardware.hosts([cell]) if isinstance(cell, str) else {}
     cpus = [_host_cpus(h, run.get("ranks_per_node")) for h in hosts.values() if h.get("logical_cpus")]
@@ -337,8 +310,7 @@ def _host_cpus(host, ranks_per_node):
 
 
 def slowdown_for(run, slowdowns):
-    """(compute slowdown, where it came from) for a run: 1 with one rank per node, the calibration's
-    where measured, else ASSUMED."""
+    """(compute slowdown, where it came from): 1 with one rank per node, else the calibration's or ASSUMED."""
     rpn = run["ranks_per_node"]
     if rpn == 1:
         return 1.0, "one rank per node"
@@ -349,11 +321,7 @@ def slowdown_for(run, slowdowns):
 
 
 def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
-    """model.csv, one row per successful run: measured and predicted iteration and communication times,
-    or why not (`not_predicted`); and the `baselines` and those without one. runs: metrics.run_table;
-    status: runs.csv; tensors: tensors.csv; sweep, fits: allreduce*.csv; slowdowns: contention.slowdowns
-    (none: every shared node as fast as one rank alone)."""
-    slowdowns = slowdowns or {}
+    """(model.csv, `baselines`, those without one); no slowdowns: every shared node as fast as one rank alone."""
     table, bases, unusable = study_baselines(runs, status, tensors)
     cost_by, failures = costs(sweep, fits), sweep_failures(fits)
     rows = []
@@ -368,7 +336,7 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
         row = {k: r.get(k) for k in COLUMNS[: COLUMNS.index("iteration_s")]}
         row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r[COMM_S], overlap_ratio=ratio)
         row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
-        row["compute_slowdown"], row["slowdown_source"] = slowdown_for(r, slowdowns)
+        row["compute_slowdown"], row["slowdown_source"] = slowdown_for(r, slowdowns or {})
         if not row["not_predicted"]:
             base = bases[tuple(r[k] for k in MATCH)]
             place = (r["nodes"], r["ranks_per_node"])
@@ -403,9 +371,7 @@ def median_abs(values):
 
 
 def model_error(table):
-    """model_error.json: median |relative error| of predicted iteration and communication time (overall
-    and `by_library`), the `off_target` configurations, runs of 2 or more ranks not predicted counted by
-    why, and where no run was predicted `reason`."""
+    """model_error.json: median |error| (overall, `by_library`), `off_target`, runs not predicted by why, `reason`."""
     pred = table.dropna(subset=["error_iteration"])
     multi = table[table["ranks"] > 1]
     missed = multi["not_predicted"].fillna("")
@@ -435,9 +401,7 @@ def _medians(pred):
 
 
 def error_band(ext, table):
-    """The extrapolation with, per framework and network, the median |error| of the study's predicted
-    iterations (model_error) and predicted_efficiency_lo, _hi: input_efficiency_lo x (1 - error),
-    input_efficiency_hi x (1 + error) (the point prediction where the input has no interval)."""
+    """The extrapolation with the study's median |error| per framework and network and the band it gives."""
     keys = ["framework", "model"]
     if not len(table) or "error_iteration" not in table:
         errors = pd.DataFrame(columns=[*keys, "model_error"])
@@ -454,18 +418,14 @@ def error_band(ext, table):
 
 
 def extrapolate(bases, links, max_ranks=1024):
-    """Predicted weak-scaling efficiency T(1)/T(N) for N = 2, 4, ... max_ranks over each link (`links`:
-    {name: {"gbit_s", "latency_us"}}, the ring's slowest hop, one rank per node), and at either end of
-    the 1-rank runs' interval (`input_efficiency_lo`, `_hi`)."""
+    """Weak-scaling efficiency T(1)/T(N) over each link (the ring's slowest hop, one rank per node)."""
     rows = []
     for key, b in bases.items():
         ident = dict(zip(MATCH, key))
         for name, link in links.items():
             alpha, beta = link["latency_us"] * 1e-6, 8 / (link["gbit_s"] * 1e9)
-            n = 2
-            while n <= max_ranks:
+            for n in (2**k for k in range(1, max_ranks.bit_length())):  # 2, 4, ... up to max_ranks
                 rows.append({**ident, "link": name, "ranks": n, **_efficiency(b, ident, n, ring_cost(n, alpha, beta))})
-                n *= 2
     return pd.DataFrame(rows, columns=MATCH + ["link", "ranks", *EXTRAPOLATED])
 
 
@@ -473,8 +433,7 @@ EXTRAPOLATED = ["predicted_iteration_s", "predicted_efficiency", "input_efficien
 
 
 def _efficiency(b, ident, ranks, cost):
-    """Baseline `b`'s predicted iteration and efficiency on `ranks` ranks, and the efficiency with its
-    phases and ready times at either end of its `input_spread`."""
+    """`b`'s predicted iteration and efficiency on `ranks`, and the efficiency at either end of its `input_spread`."""
     ready = None if ident["allreduce_schedule"] == "sequential" else b["ready"]
     single = sum(b["base"].values())
 

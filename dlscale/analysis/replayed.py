@@ -25,15 +25,13 @@ REPLAY_FIELDS = ("schema", "ranks", "iteration", "iteration_s", "exposed_s")
 
 
 def read_replay(path, nodes):
-    """A replay's output -> one row per plan: the iteration's mean over ranks and iterations (ranks are
-    coupled only by their allreduces: one rank's iteration may hold another's wait, the mean is the rate
-    all progress at), its relative 95% interval, the exposed communication; a failed replay: its reason."""
+    """A replay's output -> per plan, the mean iteration over ranks (the rate all progress at) and its interval."""
     lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    for rec in lines:  # the plan's key: every field but the measurement's own
-        rec[KEY] = json.dumps({k: v for k, v in rec.items() if k not in REPLAY_FIELDS}, sort_keys=True)
     for number, rec in enumerate(lines, start=1):
         if rec.get("schema") != replay.SCHEMA:
             raise ValueError(f"{path}:{number}: schema is {rec.get('schema')!r}, expected {replay.SCHEMA!r}")
+        # the plan's key: every field but the measurement's own
+        rec[KEY] = json.dumps({k: v for k, v in rec.items() if k not in REPLAY_FIELDS}, sort_keys=True)
     failed = [r for r in lines if "failed" in r]
     if failed:
         return [{"nodes": nodes, "failure": "; ".join(x for x in (failed[0]["failed"], failed[0].get("error")) if x)}]
@@ -56,7 +54,6 @@ def read_replay(path, nodes):
     return rows
 
 
-# replayed.csv: what the replays measured, one row per plan and node count.
 MEASURED_COLUMNS = [KEY] + MATCH + MEASURED + ["failure"]
 
 
@@ -72,9 +69,7 @@ def read_table(path):
 
 
 def replay_table(replays, plans, sweep, fits):
-    """replayed.csv (`measured`) beside two predictions from `plans` (dlscale.runtime.replay's):
-    predicted_* from the Horovod sweep on the replay's own nodes (the model's check), extrapolated_*
-    from the ring fit of the study's smallest multi-node sweep (as the extrapolation predicts)."""
+    """replayed.csv beside predicted_* (the sweep on its nodes) and extrapolated_* (the smallest ring fit)."""
     cost_by = costs(sweep, fits)
     horovod = fits[(fits["path"].fillna("mpi") == "horovod") & fits["alpha_s"].notna()].sort_values("ranks")
     ring = horovod.iloc[0] if len(horovod) else None
@@ -92,8 +87,7 @@ def replay_table(replays, plans, sweep, fits):
 
 
 def _predicted(row, plan, cost, ring):
-    """One replayed row's prediction from the sweep on its nodes (`cost`) and from the ring fit (`ring`),
-    either None where there is none."""
+    """One replayed row's predictions from the sweep on its nodes (`cost`) and the ring fit (`ring`), if any."""
     out = {}
     args = (plan["phases"], Gradients.of(plan, plan["ready"]), row["ranks"])
     if cost is not None:

@@ -1,5 +1,4 @@
-"""results/report.md: the study as a paper cites it (what ran on what, caveats, results as Markdown and
-LaTeX tables, methods, comparisons, the model's error, and the figures with report/*.rst's captions)."""
+"""results/report.md: the study as a paper cites it, from what ran on what to the figures and their captions."""
 
 import dataclasses
 import json
@@ -21,7 +20,6 @@ from dlscale.runtime.config import left_out
 from dlscale.runtime.design import settings
 from dlscale.workloads import frameworks
 
-CAPTIONS = WORKFLOW / "report"
 # The environment's pins that run the pipeline and the analysis (not the measured software, nor linters).
 TOOLING = ("snakemake", "pandas", "scipy", "matplotlib", "seaborn", "pillow", "mpi4py")
 STUDY_KEYS = ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing", "nodes")
@@ -33,6 +31,7 @@ COLUMNS = [("framework", "framework"), ("model", "network"), ("allreduce_schedul
 COLUMNS += [("allreduce_library", "library"), ("layout", "layout"), ("timing", "timing"), ("ranks", "ranks")]
 COLUMNS += [("throughput_img_per_s", "img/s [95% CI]"), ("speedup", "speedup [95% CI]")]
 COLUMNS += [("efficiency", "efficiency [95% CI]"), ("iteration_s_cv", "CV"), ("repeats_ok", "repeats")]
+_LATEX = str.maketrans({"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#"})
 
 
 def _num(value, digits=3):
@@ -40,8 +39,7 @@ def _num(value, digits=3):
 
 
 def _bound(value, digits=3):
-    """An interval's bound, with the digits that tell it from 1 where it is not 1 (a ratio's interval
-    "[1.004, 1.47]" excludes 1, as its verdict says; "[1, 1.47]" would read as touching it)."""
+    """An interval's bound with the digits that tell it from 1 where it is not ("[1, 1.47]" reads as touching 1)."""
     text = _num(value, digits)
     while text == "1" and value != 1 and digits < 6:
         digits += 1
@@ -50,8 +48,7 @@ def _bound(value, digits=3):
 
 
 def _with_ci(row, col, digits=3):
-    """A value and its 95% interval as "v [lo, hi]"; "[unresolved]" where repeats exist but no bound
-    could be had (a time interval reaching zero bounds no rate)."""
+    """A value as "v [lo, hi]" or "v [unresolved]" where repeats gave no bound (a time interval at 0 bounds no rate)."""
     lo, hi = row.get(f"{col}_ci_lo"), row.get(f"{col}_ci_hi")
     text = _num(row.get(col), digits)
     if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)):
@@ -92,15 +89,11 @@ def markdown_table(rows, columns=COLUMNS):
 
 
 def latex_table(rows, label="tab:dlscale", columns=COLUMNS):
-    def esc(text):
-        for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
-            text = text.replace(char, escaped)
-        return text
-
-    head = " & ".join(esc(name) for _, name in columns) + r" \\"
-    body = "\n".join(" & ".join(esc(c) for c in r) + r" \\" for r in rows)
+    align = "".join("l" if c in IDENTITY and c != "ranks" else "r" for c, _ in columns)  # text left, numbers right
+    head = " & ".join(name.translate(_LATEX) for _, name in columns) + r" \\"
+    body = "\n".join(" & ".join(c.translate(_LATEX) for c in r) + r" \\" for r in rows)
     return (
-        f"\\begin{{table}}\n\\centering\n\\begin{{tabular}}{{{_align(columns)}}}\n"
+        f"\\begin{{table}}\n\\centering\n\\begin{{tabular}}{{{align}}}\n"
         f"\\toprule\n{head}\n\\midrule\n{body}\n\\bottomrule\n\\end{{tabular}}\n"
         f"\\caption{{Throughput (harmonic mean over repeats, 95\\% interval: summary.csv's "
         f"iteration\\_s\\_ci\\_method), speedup and efficiency against 1 rank (95\\% interval on the log scale), "
@@ -108,30 +101,19 @@ def latex_table(rows, label="tab:dlscale", columns=COLUMNS):
     )
 
 
-def _align(columns):
-    """LaTeX column alignment: text left, numbers right."""
-    return "".join("l" if c in IDENTITY and c != "ranks" else "r" for c, _ in columns)
-
-
 def caption(name):
-    path = CAPTIONS / f"{name}.rst"
+    path = WORKFLOW / "report" / f"{name}.rst"
     return " ".join(path.read_text().split()) if path.exists() else ""
 
 
 def _table(head, rows):
-    """A Markdown table (cells already text; a `|` inside a cell is escaped)."""
-    esc = [[str(c).replace("|", "\\|") for c in r] for r in rows]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in esc])
+    """A Markdown table of `head` (names) and `rows` (any cells; a `|` inside a cell is escaped)."""
+    return markdown_table([[str(c).replace("|", "\\|") for c in r] for r in rows], [(name, name) for name in head])
 
 
-def _pct(value):
-    return "n/a" if value is None or pd.isna(value) else f"{value:+.1%}"
-
-
-def _share(value):
-    """An absolute error as a percentage, or n/a (model_error.json's null: no run to take it over)."""
-    return "n/a" if value is None or pd.isna(value) else f"{value:.1%}"
+def _share(value, spec=".1%"):
+    """A share as a percentage (`spec`), or n/a (model_error.json's null: no run to take it over)."""
+    return "n/a" if value is None or pd.isna(value) else f"{value:{spec}}"
 
 
 def _setting(row, keys):
@@ -142,22 +124,18 @@ def _setting(row, keys):
 def noise_table(noisy):
     """Per configuration whose repeats vary more than the summary allows: CV, interval, repeats run and needed."""
     varying = [(c, n) for c, n in COLUMNS if c in IDENTITY and noisy[c].astype(str).nunique() > 1] or COLUMNS[:2]
-    rows = [
-        [str(r[c]) for c, _ in varying]
-        + [
-            "n/a" if pd.isna(r.get("iteration_s_cv")) else f"{r['iteration_s_cv']:.1%}",
-            "n/a" if pd.isna(r.get("iteration_s_ci_rel")) else f"±{r['iteration_s_ci_rel']:.1%}",
-            f"{r['repeats_ok']}" + (f" ({r['second_pass']})" if isinstance(r.get("second_pass"), str) else ""),
-            "n/a" if pd.isna(r.get("repeats_needed")) else f"{int(r['repeats_needed'])}",
-        ]
-        for r in noisy.to_dict("records")
-    ]
+    rows = []
+    for r in noisy.to_dict("records"):
+        ci = "n/a" if pd.isna(r.get("iteration_s_ci_rel")) else f"±{r['iteration_s_ci_rel']:.1%}"
+        second = f" ({r['second_pass']})" if isinstance(r.get("second_pass"), str) else ""
+        needed = "n/a" if pd.isna(r.get("repeats_needed")) else f"{int(r['repeats_needed'])}"
+        cells = [_share(r.get("iteration_s_cv")), ci, f"{r['repeats_ok']}{second}", needed]
+        rows.append([str(r[c]) for c, _ in varying] + cells)
     return _table([n for _, n in varying] + ["CV", "95% CI of the mean", "repeats run", "repeats for ±5%"], rows)
 
 
 def model_tables(model, model_error):
-    """The performance model's error (Markdown lines): per configuration the medians over its repeats of
-    the measured and predicted iteration time, the error and, off target, the measured reason; then the replays'."""
+    """The performance model's error (Markdown lines): overall, per library, per configuration, then the replays'."""
     if model_error.get("reason"):
         lines = [f"Nothing predicted for the study's runs: {model_error['reason']}.", ""]
     else:
@@ -175,8 +153,7 @@ def model_tables(model, model_error):
 
 
 def _model_rows(model, model_error):
-    """One row per predicted configuration: its runs, median measured and predicted iteration time, the
-    error with its 95% interval (model.csv error_ci_lo, error_ci_hi), and why it is off target (or not)."""
+    """Per predicted configuration: runs, median measured and predicted time, error [95% CI], why off target."""
     keys = MATCH + ["nodes", "ranks_per_node"]
     shown = list(MATRIX_KEYS[: MATRIX_KEYS.index("batch_size") + 1])
     reasons = {tuple(o[k] for k in keys): o["reason"] for o in model_error.get("off_target", [])}
@@ -188,7 +165,7 @@ def _model_rows(model, model_error):
         )
         why = reasons.get(tuple(k.item() if hasattr(k, "item") else k for k in key), f"within {TOLERANCE:.0%}")
         lo, hi = (g["error_ci_lo"].iloc[0], g["error_ci_hi"].iloc[0]) if "error_ci_lo" in g else (math.nan,) * 2
-        error = _pct(m.error_iteration) + ("" if pd.isna(lo) else f" [{lo:+.1%}, {hi:+.1%}]")
+        error = _share(m.error_iteration, "+.1%") + ("" if pd.isna(lo) else f" [{lo:+.1%}, {hi:+.1%}]")
         times = [_num(m.iteration_s), _num(m.predicted_iteration_s)]
         rows.append([_setting(dict(zip(keys, key)), shown), str(len(g)), *times, slowdown, error, why])
     return rows
@@ -198,22 +175,18 @@ def _replay_lines(replay):
     """The replays' error against the model and the extrapolation, and the replays off target."""
     if not replay:
         return []
-    lines = [
-        f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
-        f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
-        f"{_share(replay.get('median_abs_error_extrapolated'))} over {replay.get('replays', 0)} "
-        "replayed configurations (replay.csv).",
-        "",
-    ]
+    said = f"Replayed on {', '.join(map(str, replay.get('nodes', [])))} nodes: median absolute error of the "
+    said += f"model {_share(replay.get('median_abs_error_iteration'))}, of the extrapolation "
+    said += f"{_share(replay.get('median_abs_error_extrapolated'))} over {replay.get('replays', 0)} "
+    said += "replayed configurations (replay.csv)."
     off = replay.get("off_target", [])
-    cells = [[_setting(o, MATCH + ["nodes"]), _pct(o.get("error_iteration")), o["reason"]] for o in off]
-    return lines + ([_table(["configuration", "error", "reason"], cells), ""] if off else [])
+    cells = [[_setting(o, MATCH + ["nodes"]), _share(o.get("error_iteration"), "+.1%"), o["reason"]] for o in off]
+    return [said, ""] + ([_table(["configuration", "error", "reason"], cells), ""] if off else [])
 
 
 @dataclasses.dataclass(frozen=True)
 class Tables:
-    """A finished study's tables (`pairs`: comparisons.csv; `fits`: allreduce_fit.csv; `looks`: sequential.csv;
-    environment `apart`: the records of frameworks run in a Python of their own); the last four optional."""
+    """A finished study's tables (`pairs`: comparisons.csv, `fits`: allreduce_fit.csv, `looks`: sequential.csv)."""
 
     summary: pd.DataFrame
     runs: pd.DataFrame
@@ -227,8 +200,7 @@ class Tables:
 
 
 def write(tables, config, figures, out_path, title=None):
-    """The report of `tables` (Tables) at `out_path`; config: the study's whole config; figures: the
-    figure files (PNG ones are shown); title: config `title` or its config file's name."""
+    """The report of `tables` (Tables) at `out_path`; `figures`: the figure files (PNG ones are shown)."""
     t, out_path = tables, Path(out_path)
     parts = _study_lines(config, t.runs, title) + _hardware_lines(t.runs, config, t.fits)
     parts += _provenance_lines(t.environment, t.runs) + caveats.lines(t.summary, t.runs, t.model_error, t.pairs)
@@ -286,20 +258,14 @@ def _plain(value):
 def _hardware_lines(runs, config, fits):
     """Every host the runs ran on (runs.csv `hardware`), and the link between ranks with its measured rate."""
     hosts = hardware.hosts(runs.get("hardware", pd.Series(dtype=str)))
-    lines = ["## Hardware", ""]
-    lines += [f"- `{name}`: {hardware.summary(h)}" for name, h in sorted(hosts.items())] or [
-        f"- hosts: {', '.join(_hosts(runs)) or 'n/a'} (their hardware was not recorded)"
-    ]
-    return lines + [f"- link: {_link(config, fits)}", ""]
-
-
-def _hosts(runs):
-    return sorted({h for hs in runs.get("hosts", pd.Series(dtype=str)).dropna() for h in str(hs).split(",") if h})
+    names = sorted({h for hs in runs.get("hosts", pd.Series(dtype=str)).dropna() for h in str(hs).split(",") if h})
+    known = [f"- `{name}`: {hardware.summary(h)}" for name, h in sorted(hosts.items())]
+    unknown = f"- hosts: {', '.join(names) or 'n/a'} (their hardware was not recorded)"
+    return ["## Hardware", "", *(known or [unknown]), f"- link: {_link(config, fits)}", ""]
 
 
 def _link(config, fits):
-    """What joins the ranks, and the allreduce sweep's measured bandwidth per placement: Horovod's
-    path, or MPI's where the study runs nothing through Horovod (its sweep has no Horovod path)."""
+    """What joins the ranks, and the sweep's bandwidth per placement: Horovod's path, or MPI's where it has none."""
     emulate = config.get("emulate")
     if emulate:
         kind = "emulated nodes on this host (network namespaces, veth pairs shaped to "
@@ -308,16 +274,13 @@ def _link(config, fits):
         kind = "one node: shared memory (MPI's on-node transport)"
     else:
         kind = f"the hostfile's hosts over the network MPI chooses (launcher {config.get('launcher', {}).get('name')})"
-    measured, path = [], None
     for path in ("horovod", "mpi") if fits is not None and len(fits) else ():
         ok = fits[(fits["path"].fillna("mpi") == path) & fits["alpha_s"].notna()]
         measured = [f"{r.nodes} node(s) x {r.ranks_per_node} rank(s): {_rate(r)}" for r in ok.itertuples()]
         if measured:
-            break
-    if not measured:
-        return kind + "; no allreduce sweep measured it"
-    fit = f"measured by the allreduce sweep's {path} path (ring fit, `allreduce_fit.csv`)"
-    return f"{kind}; {fit}: " + "; ".join(measured)
+            fit = f"measured by the allreduce sweep's {path} path (ring fit, `allreduce_fit.csv`)"
+            return f"{kind}; {fit}: " + "; ".join(measured)
+    return kind + "; no allreduce sweep measured it"
 
 
 def _rate(fit):
@@ -328,8 +291,7 @@ def _rate(fit):
 
 
 def _provenance_lines(environment, runs):
-    """The measured software (frameworks, Horovod, MPI, Python, from the runs themselves), then the
-    tooling that ran the pipeline, and the harness's commit (and the runs' where it differs)."""
+    """The measured software (from the runs themselves), the pipeline's tooling, and the harness's commit(s)."""
     ok = runs[runs["status"] == "ok"] if len(runs) else runs
     versions = {}
     if len(ok) and "framework_version" in ok:
@@ -353,8 +315,7 @@ def _provenance_lines(environment, runs):
 
 
 def _commits(ok):
-    """The dlscale commit that made this report and, where another launched its runs (a study resumed or
-    analysed again after a change), theirs."""
+    """This report's dlscale commit and, where others launched its runs (a study resumed after a change), theirs."""
     runs = sorted(set(ok["dlscale_commit"].dropna().astype(str)) - {""}) if "dlscale_commit" in ok else []
     this = version.commit()
     if not runs or runs == [this]:
@@ -363,8 +324,7 @@ def _commits(ok):
 
 
 def _math_lines(ok):
-    """Each framework's math libraries as its build reports them (runs.csv `math_build`): part of what a
-    comparison compares."""
+    """Each framework's math libraries as its build reports them (runs.csv `math_build`): part of what is compared."""
     named = ok["math_build"].fillna("").astype(str).str.strip() if "math_build" in ok else pd.Series(dtype=str)
     if not (named != "").any():
         return ["- math libraries: not recorded (runs made before dlscale 0.2.0 did not ask)"]
@@ -412,8 +372,7 @@ def _results_lines(summary, runs):
 
 
 def _cores_lines(summary):
-    """The cores each configuration's ranks used (CPU over wall time) against those their settings give
-    them, and a warning naming each that used more."""
+    """The cores each configuration's ranks used (CPU / wall time) against those given; a warning where it used more."""
     if "cores_used" not in summary or summary["cores_used"].isna().all():
         return []
     shown = summary[summary["cores_used"].notna()]
@@ -437,8 +396,7 @@ def _cores_lines(summary):
 
 
 def _probe_lines(summary):
-    """Each framework's matrix-multiply peak (MFU's denominator), the cores it used, the same multiply's
-    rate bound to that many CPUs; a warning where the peak took more than it was given."""
+    """Each framework's matmul peak (MFU's denominator), its cores, its rate bound to that many CPUs; warnings."""
     if "matmul_cores_used" not in summary or summary["matmul_cores_used"].isna().all():
         return []
     probes = summary.drop_duplicates(["framework", "threads_per_rank"]).dropna(subset=["matmul_cores_used"])
@@ -551,8 +509,7 @@ def _needed(value):
 
 
 def _with_holm(row, analysis):
-    """A per-pair analysis's ratio with the Holm-adjusted p-values its verdict used, "r (p differ, p equal)":
-    its 95% interval is not adjusted, so it could sit clear of 1 beside an `unresolved` Holm verdict."""
+    """A ratio with its verdict's Holm-adjusted p-values, "r (p differ, p equal)" (its 95% interval is not adjusted)."""
     p = [_num(row.get(f"{name}{analysis}"), 2) for name in ("p_holm", "p_equal_holm")]
     return f"{_num(row.get(f'ratio{analysis}'))} (p {p[0]}, {p[1]})"
 
@@ -568,11 +525,10 @@ def _comparison_rows(pairs, dimension):
     head += ["paired ratio (Holm p: differ, equal)", "verdict", "independent ratio (Holm p: differ, equal)", "verdict"]
     cells = []
     for r in rows.to_dict("records"):
-        who = (
-            f"{r['a']} ({r['a_library']}) / {r['b']} ({r['b_library']})"
-            if dimension == "framework"
-            else f"{r['framework']}: {r['a']} / {r['b']}"
-        )
+        if dimension == "framework":
+            who = f"{r['a']} ({r['a_library']}) / {r['b']} ({r['b_library']})"
+        else:
+            who = f"{r['framework']}: {r['a']} / {r['b']}"
         analyses = [_with_ci(r, "ratio"), r["verdict"] or "n/a", _needed(r["blocks_needed"]), str(r["blocks"])]
         analyses += [_with_holm(r, "_paired"), r["verdict_paired"] or "n/a"]
         analyses += [_with_holm(r, "_independent"), r["verdict_independent"] or "n/a"]
@@ -580,8 +536,56 @@ def _comparison_rows(pairs, dimension):
     return head, cells
 
 
-def _verdicts_sentence(pairs):
-    return (
+def _checks_lines(blocks):
+    """The block model's fits and residual checks (blocks.csv), and whether its variance was pooled."""
+    if blocks is None or blocks.empty:
+        return []
+    head = ["network", "ranks", "frameworks", "blocks", "residual df", "residual sd (log, ~CV)", "Shapiro-Wilk p"]
+    counts = ("model", "ranks", "cells", "blocks", "residual_df")
+    cells = [
+        [*(str(r[k]) for k in counts), _share(r["residual_sd_log"]), _num(r["shapiro_p"]), _num(r["levene_p"])]
+        for r in blocks.to_dict("records")
+    ]
+    first = blocks.iloc[0]
+    pooled = "each configuration uses its own residual variance"
+    if first["pooled"]:
+        pooled = f"the comparisons use the variance pooled over the {len(blocks)} configurations ({int(first['df'])} "
+        pooled += f"degrees of freedom, residual sd {_share(first['sd_log'])})"
+    doubtful = blocks[(blocks["shapiro_p"] < 0.05) | (blocks["levene_p"] < 0.05)]
+    text = "Block model's fits (blocks.csv). Bartlett's test of equal residual variance across configurations: p = "
+    text += f"{_num(first['bartlett_p'])}, so {pooled}."
+    if len(doubtful):
+        text += f" Residual checks reject normality or equal variance (p < 0.05) in {len(doubtful)} configuration(s): "
+        text += "there the paired analysis, which assumes neither across frameworks, is the one to read."
+    return [text, "", _table(head + ["Levene p"], cells), ""]
+
+
+def _sequential_lines(looks, config):
+    """design.until_resolved: the looks made, the blocks added, and where each configuration stands after the last."""
+    settings = (config.get("design") or {}).get("until_resolved")
+    if not settings or looks is None or looks.empty:
+        return []
+    final = looks[looks["look"] == looks["look"].max()]
+    added = looks[looks["decision"] == sequential.ADDED]
+    why = "; ".join(f"{count} {reason}" for reason, count in final["decision"].value_counts().items())
+    said = f"Design: blocks added until resolved (`design.until_resolved`: at most {settings['max_blocks']} blocks, "
+    said += f"{settings['budget_minutes']:g} minutes of added runs): {looks['look'].max()} look(s) after the "
+    said += f"{config.get('repeats')} planned blocks added {len(added)} block(s) of a configuration; each analysis, "
+    said += f"the final one too, at {final['alpha'].iloc[0]:.3g} (5% split over "
+    said += f"{sequential.looks(settings, config.get('repeats', 0))} possible looks, Bonferroni). After the last look, "
+    said += f"per configuration: {why} (`sequential.csv`)."
+    return [said, ""]
+
+
+def _framework_lines(pairs, blocks=None):
+    """Each pair of frameworks (default libraries) in each configuration both ran: three analyses, then the checks."""
+    head, cells = _comparison_rows(pairs, "framework")
+    if not cells:
+        return []
+    frameworks = pairs[pairs["dimension"] == "framework"]
+    resolved = ", ".join(f"{comparisons.one_analysis(frameworks, n)} {w}" for n, w in comparisons.ANALYSES.items())
+    intro = f"Resolved of {len(frameworks)} pairs: {resolved}. {_more_blocks(frameworks)}"
+    intro += (
         "Block model (the verdict): per configuration, log throughput = framework + block + error over every run "
         "of the configuration at once (a block is one repeat index: every configuration ran once per block, so "
         "drift shared by a block cancels); each pair's ratio with a simultaneous 95% interval (Tukey-Kramer over "
@@ -595,76 +599,11 @@ def _verdicts_sentence(pairs):
         "and not its 95% interval, which is not adjusted and could sit clear of 1 beside `unresolved` "
         "(`comparisons.csv` keeps it: `ratio_paired_ci_lo` ...)."
     )
-
-
-def _checks_lines(blocks):
-    """The block model's fits and residual checks (blocks.csv), and whether its variance was pooled."""
-    if blocks is None or blocks.empty:
-        return []
-    head = ["network", "ranks", "frameworks", "blocks", "residual df", "residual sd (log, ~CV)", "Shapiro-Wilk p"]
-    counts = ("ranks", "cells", "blocks", "residual_df")
-    cells = [
-        [
-            r["model"],
-            *(str(r[k]) for k in counts),
-            _share(r["residual_sd_log"]),
-            _num(r["shapiro_p"]),
-            _num(r["levene_p"]),
-        ]
-        for r in blocks.to_dict("records")
-    ]
-    first = blocks.iloc[0]
-    pooled = "each configuration uses its own residual variance"
-    if first["pooled"]:
-        pooled = f"the comparisons use the variance pooled over the {len(blocks)} configurations ({int(first['df'])} "
-        pooled += f"degrees of freedom, residual sd {_share(first['sd_log'])})"
-    doubtful = blocks[(blocks["shapiro_p"] < 0.05) | (blocks["levene_p"] < 0.05)]
-    text = (
-        f"Block model's fits (blocks.csv). Bartlett's test of equal residual variance across configurations: p = "
-        f"{_num(first['bartlett_p'])}, so {pooled}."
-    )
-    if len(doubtful):
-        text += (
-            f" Residual checks reject normality or equal variance (p < 0.05) in {len(doubtful)} configuration(s): "
-            "there the paired analysis, which assumes neither across frameworks, is the one to read."
-        )
-    return [text, "", _table(head + ["Levene p"], cells), ""]
-
-
-def _sequential_lines(looks, config):
-    """design.until_resolved: the looks made, the blocks added, and where each configuration stands after the last."""
-    settings = (config.get("design") or {}).get("until_resolved")
-    if not settings or looks is None or looks.empty:
-        return []
-    final = looks[looks["look"] == looks["look"].max()]
-    added = looks[looks["decision"] == sequential.ADDED]
-    why = "; ".join(f"{count} {reason}" for reason, count in final["decision"].value_counts().items())
-    return [
-        f"Design: blocks added until resolved (`design.until_resolved`: at most {settings['max_blocks']} blocks, "
-        f"{settings['budget_minutes']:g} minutes of added runs): {looks['look'].max()} look(s) after the "
-        f"{config.get('repeats')} planned blocks added {len(added)} block(s) of a configuration; each analysis, the "
-        f"final one too, at {final['alpha'].iloc[0]:.3g} (5% split over "
-        f"{sequential.looks(settings, config.get('repeats', 0))} possible looks, Bonferroni). After the last look, "
-        f"per configuration: {why} (`sequential.csv`).",
-        "",
-    ]
-
-
-def _framework_lines(pairs, blocks=None):
-    """Each pair of frameworks (at their default libraries) in each configuration both ran: the three
-    analyses, their verdicts and what an unresolved pair needs; then the block model's checks."""
-    head, cells = _comparison_rows(pairs, "framework")
-    if not cells:
-        return []
-    frameworks = pairs[pairs["dimension"] == "framework"]
-    resolved = ", ".join(f"{comparisons.one_analysis(frameworks, n)} {w}" for n, w in comparisons.ANALYSES.items())
-    intro = f"Resolved of {len(frameworks)} pairs: {resolved}. {_more_blocks(frameworks)}" + _verdicts_sentence(pairs)
     return ["## Framework comparisons", "", intro, "", _table(head, cells), ""] + _checks_lines(blocks)
 
 
 def _more_blocks(frameworks):
-    """What more blocks would resolve at each pair's measured ratio and spread: what a slower or noisier
-    machine needs to know before it plans a longer study."""
+    """What more blocks would resolve at each pair's measured ratio and spread (to plan a longer study)."""
     ran = pd.to_numeric(frameworks["blocks"], errors="coerce").max()
     if not ran > 0:
         return ""
@@ -674,8 +613,7 @@ def _more_blocks(frameworks):
 
 
 def _library_lines(pairs, config):
-    """The frameworks run through both libraries, native / horovod, and the framework x library pairs
-    the study asked for that were left out, with why."""
+    """Frameworks run through both libraries (native / horovod), and the framework x library pairs left out, why."""
     head, cells = _comparison_rows(pairs, "allreduce_library")
     out = left_out(config)
     if not cells and not out:

@@ -1,10 +1,5 @@
-"""The study's second pass: more repeats where the first pass's were too few, chosen by the data.
-
-A configuration whose 95% interval of the mean iteration time (as the summary computes it) is wider than
-`target` gets the repeats its run-to-run CV says bring it within, up to `max_repeats` in all; the added
-runs together are bounded by `max_seconds` (each at its configuration's mean first-pass `elapsed_s`),
-those the repeats bring within the target first, the cheapest first. One pass, planned once (a Snakemake
-checkpoint). Docs: docs/concepts/statistics.md."""
+"""The second pass: a configuration whose 95% interval is wider than `target` gets the repeats its CV says bring
+it within, up to `max_repeats`, within `max_seconds` in all (a checkpoint). Docs: docs/concepts/statistics.md."""
 
 import math
 
@@ -13,7 +8,6 @@ import pandas as pd
 from dlscale.analysis import metrics
 from dlscale.core.vocabulary import CONFIG_KEYS, MATRIX_KEYS
 
-# Per configuration: why it got the repeats it got.
 MET, ADDED, BY_REPEATS = "within target", "repeats added", "repeats added up to max_repeats"
 BY_SECONDS, TOO_FEW = "max_seconds spent", "fewer than 2 ok runs"
 _FIRST = ["repeats_first", "iteration_s_ci_rel_first", "repeats_needed", "run_s"]  # what the first pass found
@@ -21,12 +15,15 @@ COLUMNS = CONFIG_KEYS + _FIRST + ["repeats_planned", "second_pass"]
 
 
 def plan(run_metrics, runs, repeats, target, max_repeats, max_seconds):
-    """One row per configuration of the first pass (`runs`: runs.csv, every run with its status and
-    elapsed_s; `run_metrics`: its ok runs' iteration times): the repeats it gets in all and why."""
+    """Per configuration of the first pass (`runs`: runs.csv; `run_metrics`): the repeats it gets in all and why."""
     by_config = runs.groupby(CONFIG_KEYS, observed=True, dropna=False)
     rows = [_first(key, group, run_metrics, repeats, target, max_repeats) for key, group in by_config]
     budget = float(max_seconds)
-    for row in sorted(rows, key=_priority(max_repeats)):
+
+    def priority(row):  # those the bound on repeats lets reach the target first, the cheapest first
+        return row["repeats_needed"] > max_repeats, (row["repeats_planned"] - row["repeats_first"]) * row["run_s"]
+
+    for row in sorted(rows, key=priority):
         if row["second_pass"] != ADDED:
             continue
         want = row["repeats_planned"] - repeats
@@ -41,15 +38,13 @@ def plan(run_metrics, runs, repeats, target, max_repeats, max_seconds):
 
 
 def _first(key, runs, run_metrics, repeats, target, max_repeats):
-    """A configuration's first pass: its interval, the repeats it needs, and what it may get."""
     ok = run_metrics.merge(runs[runs["status"] == "ok"][CONFIG_KEYS + ["repeat"]], on=CONFIG_KEYS + ["repeat"])
     times = ok["iteration_s"].dropna()
     mean, lo, _, _ = metrics.interval(times)
     rel = (mean - lo) / mean if len(times) >= 2 and mean > 0 else math.nan
     need = metrics.repeats_needed(metrics.cv(times), target)
     run_s = float(pd.to_numeric(runs["elapsed_s"], errors="coerce").mean())
-    row = dict(zip(CONFIG_KEYS, key)) | dict(zip(_FIRST, (repeats, rel, need, run_s)))
-    row["repeats_planned"] = repeats
+    row = dict(zip(CONFIG_KEYS, key)) | dict(zip(_FIRST, (repeats, rel, need, run_s))) | {"repeats_planned": repeats}
     if len(times) < 2:
         row["second_pass"] = TOO_FEW
     elif rel <= target:
@@ -60,17 +55,8 @@ def _first(key, runs, run_metrics, repeats, target, max_repeats):
     return row
 
 
-def _priority(max_repeats):
-    """Configurations the bound on repeats lets reach the target first, the cheapest to reach it first."""
-
-    def key(row):
-        return row["repeats_needed"] > max_repeats, (row["repeats_planned"] - row["repeats_first"]) * row["run_s"]
-
-    return key
-
-
 def added_runs(matrix, plan):
-    """The runs (identity dicts) the plan adds to the first pass's `matrix` (dlscale/runtime/config.py `matrix`)."""
+    """The runs (identity dicts) the plan adds to the first pass's `matrix`."""
     planned = {_key(row): int(row["repeats_planned"]) for row in plan.to_dict("records")}
     first = max((run["repeat"] for run in matrix), default=-1) + 1
     return [

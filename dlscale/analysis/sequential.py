@@ -1,9 +1,5 @@
-"""Blocks added until the comparisons are answered: `design: {until_resolved: {max_blocks, budget_minutes}}`.
-
-After the planned blocks, each look (a Snakemake checkpoint) gives a whole block more to each configuration
-with a pair the block model leaves unresolved, closest to an answer first, while their predicted time fits the
-budget. Looking more than once raises the chance of calling a difference that is not there, so each of the
-L = max_blocks - repeats + 1 analyses tests at ALPHA / L (Bonferroni). Docs: docs/concepts/statistics.md."""
+"""`design.until_resolved`: each look (a checkpoint) adds a block to the configurations left unresolved, closest to
+an answer first, within the budget; each of the L looks tests at ALPHA / L. Docs: docs/concepts/statistics.md."""
 
 import math
 
@@ -32,8 +28,8 @@ def alpha(design, repeats):
 
 
 def plan(run_metrics, status, look, settings, repeats, final=False):
-    """Look `look` (from 0): per configuration, its pairs, those unresolved at the split error and whether
-    block repeats + look is added (`decision`); `final`: after the last look, why each stays unresolved."""
+    """Look `look` (from 0): per configuration, its unresolved pairs and whether block repeats + look is added;
+    `final`: after the last look, why each stays unresolved."""
     level = ALPHA / looks(settings, repeats)
     rows, table = blocks.pair_rows(run_metrics, level)
     rows = pd.concat([rows, blocks.decide(rows, level)], axis=1) if len(rows) else rows
@@ -65,7 +61,6 @@ def _decision(unresolved, needed, blocks_so_far, max_blocks):
 
 
 def _within_budget(planned, budget_s):
-    """The added blocks the budget affords, closest to an answer first, then cheapest."""
     for i in planned[planned["decision"] == ADDED].sort_values(["blocks_needed", "run_s"]).index:
         cost = planned.at[i, "run_s"]
         if cost > budget_s:

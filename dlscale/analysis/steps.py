@@ -1,5 +1,4 @@
-"""The analysis rules' steps (dlscale/runtime/rule.py): each, given its rule's `Job`, reads the inputs and
-params the rule declares, writes its outputs, and logs what it read, wrote and found."""
+"""The analysis rules' steps: each reads its `Job`'s inputs and params, writes its outputs, logs what it found."""
 
 import contextlib
 import json
@@ -103,8 +102,7 @@ def write_order(job):
 
 
 def write_flops(job):
-    """flops.csv: the training FLOPs per image of params models (image_size, classes), counted on params
-    framework's definitions in its Python (input env's record): here if that is this one, else apart."""
+    """flops.csv: params models' training FLOPs per image on params framework's definitions (its Python: input env)."""
     p = job.params
     python = json.loads(Path(job.input.env).read_text())["python"]
     with logged(job.log[0]):
@@ -151,8 +149,7 @@ def write_look(job):
 
 
 def write_summary(job):
-    """summary.csv (per configuration), comparisons.csv (each pair of frameworks, and of libraries, both ran,
-    at params.alpha), blocks.csv (the block model's fits), sequential.csv (design.until_resolved's looks)."""
+    """summary.csv, comparisons.csv (framework and library pairs, at params.alpha), blocks.csv, sequential.csv."""
     inputs, out = job.input, job.output
     with logged(job.log[0]):
         runs = _run_metrics(inputs.run_metrics)
@@ -245,8 +242,7 @@ def write_contention(job):
 
 
 def write_model(job):
-    """model.csv, replay.csv, model_error.json, gradients, extrapolation and the model's figures (outputs) from
-    the study's tables and the replays'; params.extrapolate: the links and ranks to extrapolate to."""
+    """The model's tables, error, extrapolation (to params.extrapolate's links and ranks) and figures (outputs)."""
     from dlscale.analysis import figures  # as write_figures
 
     inputs, outputs, extrapolate = job.input, job.output, json.loads(job.params.extrapolate)
@@ -299,8 +295,7 @@ def write_report(job):
     """results/report.md from the study's tables, records and figures; params: its title and whole config."""
     inputs, output, title, config = job.input, job.output, job.params.title, json.loads(job.params.config)
     with logged(job.log[0]):
-        summary = pd.read_csv(inputs.summary)
-        runs = _text(inputs.runs)
+        summary, runs = pd.read_csv(inputs.summary), _text(inputs.runs)
         environment = json.loads(Path(inputs.environment).read_text())
         # the frameworks run in a Python of their own (JAX's environment, a user's): their records
         environment["apart"] = [json.loads(Path(p).read_text()) for p in getattr(inputs, "apart", [])]

@@ -1,5 +1,4 @@
-"""Student's t from the special functions scipy.stats.t computes with, bit for bit, without importing
-scipy.stats (0.7 s of every analysis step's process); tests needing more of it import it where they run."""
+"""Student's t as scipy.stats.t computes it, bit for bit, without importing scipy.stats (0.7 s per analysis step)."""
 
 from scipy import special
 

@@ -1,8 +1,6 @@
-"""Per-rank records of all runs -> tidy.csv (run x rank x iteration x phase, warm-up flagged; a native
-run's traced iterations get their trace's phases, plus `comm_total` and `overlap`), runs.csv (per run:
-status, reasons, settings, versions, gradients, Horovod timeline, fusion) and tensors.csv (rank 0's
-gradient tensors). A run folder whose files cannot be read is a failed row naming the file and what is
-wrong, its records left out of tidy.csv; the other runs' tables are still made."""
+"""Per-rank records of all runs -> tidy.csv (run x rank x iteration x phase; traced iterations add their
+trace's phases), runs.csv (one row per run) and tensors.csv (rank 0's gradient tensors). A run folder whose
+files cannot be read is a failed row naming the file and why; the other runs' tables are still made."""
 
 import json
 from pathlib import Path
@@ -116,8 +114,7 @@ def read_run(status_path):
 
 
 def _read_files(run_dir, row):
-    """The tidy and tensor rows of a run folder's records, traces and timeline; adds provenance to
-    `row`. Raises RunFilesError naming the file that cannot be read (for an ok run) and why."""
+    """(tidy rows, tensor rows) of a run folder, adding its provenance to `row`; RunFilesError: a file unreadable."""
     identity, ok = {k: row[k] for k in RUN_KEYS}, row["status"] == "ok"
     rows, tensors = [], []
     for rank in range(_ranks(run_dir)):
@@ -156,8 +153,7 @@ def _ranks(run_dir):
 
 
 def _rank_records(run_dir, rank, ok):
-    """A rank's parsed records, or None where it has no records file (a failed run's rank may not);
-    for an ok run a missing or malformed file is a RunFilesError."""
+    """A rank's parsed records, or None where a failed run's rank has none; an ok run's missing or bad is an error."""
     path = run_dir / records_name(rank)
     if not path.exists():
         if ok:
@@ -231,8 +227,7 @@ def _tensor_rows(identity, run_rec, end_rec):
 def build(status_paths):
     """(tidy, runs, tensors) DataFrames from the status.json of every run."""
     status_rows, tidy_rows, tensor_rows = [], [], []
-    for path in status_paths:
-        row, rows, tensors = read_run(path)
+    for row, rows, tensors in map(read_run, status_paths):
         status_rows.append(row)
         tidy_rows += rows
         tensor_rows += tensors

@@ -1,11 +1,5 @@
-"""Phases of a native run's iterations from each rank's merged Chrome trace (dlscale/workloads/trace.py).
-Events are classed by name (`classify`: the framework's TRACE_RULES and trace_rest); an unnamed
-operation is forward before the iteration's first backward operation, update after its last. On the
-GPU the host only queues work: device activity takes the class of the host operation that launched
-it. `derive` gives each instant to the highest-priority compute class active, else to comm while an
-allreduce or its negotiation is in flight, else to the phase before (the framework's bookkeeping), so
-the phases cover the wall time exactly; comm_total is the union of ALLREDUCE time, overlap its part
-while the rank computed."""
+"""Phases of a native run's iterations from each rank's merged Chrome trace: each instant goes to the
+highest-priority compute class active, else to comm while an allreduce is in flight, else to the phase before."""
 
 import json
 import math
@@ -20,8 +14,7 @@ DEVICE_CATS = ("cuda",)  # the profiler's device activity (PyTorch on the GPU)
 
 
 def classify(framework, event):
-    """The class of one merged-trace event: io, h2d, forward, backward, update, compute (an
-    operation placed by position), comm, wait, or None (not counted)."""
+    """A merged-trace event's class: a phase, compute (placed by position), comm, wait, or None (not counted)."""
     name, cat = event.get("name", ""), event.get("cat")
     if cat == "horovod":
         if name == "ALLREDUCE":
@@ -72,9 +65,7 @@ def derive(framework, events):
 
 
 def device_classes(framework, host, device, t0, t1):
-    """Each device activity of the iteration [t0, t1] with the class of the host operation that launched
-    it (by correlation id; an unnamed one placed relative to the host's backward operations, as on the
-    CPU); host-to-device copies are h2d. `derive` then counts no host compute events."""
+    """Each device activity of the iteration [t0, t1] with the class of the host operation that launched it."""
     launched_by = {e["args"]["correlation"]: e for e in host if "correlation" in e.get("args", {})}
     backward = [e for e in host if t0 <= e["ts"] < t1 and classify(framework, e) == BACKWARD]
     first_bwd = min((e["ts"] for e in backward), default=math.inf)
@@ -89,9 +80,13 @@ def device_classes(framework, host, device, t0, t1):
             op = launched_by.get(e["args"].get("linked"))
             cls = classify(framework, op) if op else "compute"
             if op and cls in (None, "compute", IO, H2D):
-                cls = FORWARD if op["ts"] < first_bwd else (UPDATE if op["ts"] >= last_bwd else BACKWARD)
+                cls = _by_position(op["ts"], first_bwd, last_bwd)
         out.append((e["ts"], e["ts"] + e.get("dur", 0), cls))
     return out
+
+
+def _by_position(t, first_bwd, last_bwd):
+    return FORWARD if t < first_bwd else (UPDATE if t >= last_bwd else BACKWARD)
 
 
 def phases_of(intervals, t0, t1):
@@ -99,11 +94,7 @@ def phases_of(intervals, t0, t1):
     backward = [(a, b) for a, b, c in intervals if c == BACKWARD]
     first_bwd = min((a for a, _ in backward), default=math.inf)
     last_bwd = max((b for _, b in backward), default=math.inf)
-    resolved = []
-    for a, b, c in intervals:
-        if c == "compute":
-            c = FORWARD if a < first_bwd else (UPDATE if a >= last_bwd else BACKWARD)
-        resolved.append((a, b, c))
+    resolved = [(a, b, _by_position(a, first_bwd, last_bwd) if c == "compute" else c) for a, b, c in intervals]
     edges = sorted([(a, 1, c) for a, b, c in resolved if b > a] + [(b, -1, c) for a, b, c in resolved if b > a])
     edges.append((t1, 0, None))
     counts = dict.fromkeys(COMPUTE_PRIORITY + (COMM, "wait"), 0)
@@ -116,8 +107,7 @@ def phases_of(intervals, t0, t1):
                 overlap += t - now
             phase = compute or (COMM if counts[COMM] or counts["wait"] else previous)
             if phase is None or (not compute and phase in (IO, H2D)):
-                # before the first operation, or after the batch was staged: the framework's dispatch
-                # of what comes next, given to the next phase seen
+                # before the first operation, or after staging: dispatch of what comes next, given to it
                 pending += t - now
             else:
                 totals[phase] += t - now + pending

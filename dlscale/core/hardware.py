@@ -1,5 +1,4 @@
-"""What a host is (CPU, sockets, cores, memory, GPUs), from Linux's /proc and nvidia-smi where it exists:
-each rank records its host's, so a study's report names every host it ran on."""
+"""What a host is (CPU, memory, GPUs) from /proc and nvidia-smi: each rank records its host's, for the report."""
 
 import json
 import os
@@ -39,7 +38,7 @@ def platform_facts(cpuinfo=None, lscpu=None, os_release=None):
     text = cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo")
     first = dict(_fields(text.split("\n\n")[0]))
     flags = set((first.get("flags") or first.get("Features") or "").split())
-    lscpu = dict(_fields(_lscpu() if lscpu is None else lscpu))
+    lscpu = dict(_fields(command_output(["lscpu"], 10, env={**os.environ, "LC_ALL": "C"}) if lscpu is None else lscpu))
     release = _os_release(os_release if os_release is not None else _read("/etc/os-release"))
     hypervisor = lscpu.get("Hypervisor vendor") or ("a hypervisor" if "hypervisor" in flags else None)
     kind = lscpu.get("Virtualization type")
@@ -53,11 +52,7 @@ def platform_facts(cpuinfo=None, lscpu=None, os_release=None):
     }
 
 
-def _lscpu():
-    return _output(["lscpu"], 10, env={**os.environ, "LC_ALL": "C"})
-
-
-def _output(argv, timeout, env=None):
+def command_output(argv, timeout, env=None):
     """A command's standard output, or "" where it is not installed or fails."""
     if not shutil.which(argv[0]):
         return ""
@@ -71,16 +66,13 @@ def _output(argv, timeout, env=None):
 def memory_gib(meminfo=None):
     """MemTotal of /proc/meminfo's text, GiB (None where unreadable)."""
     text = meminfo if meminfo is not None else _read("/proc/meminfo")
-    for key, value in _fields(text):
-        if key == "MemTotal":
-            return round(int(value.split()[0]) / 2**20, 1)
-    return None
+    return next((round(int(v.split()[0]) / 2**20, 1) for k, v in _fields(text) if k == "MemTotal"), None)
 
 
 def gpus(query=None):
     """[{name, memory, driver}] of nvidia-smi's CSV query (none without nvidia-smi)."""
     if query is None:
-        query = _output(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader"], 20)
+        query = command_output(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader"], 20)
     rows = [[c.strip() for c in line.split(",")] for line in query.splitlines() if line.strip()]
     return [{"name": r[0], "memory": r[1], "driver": r[2]} for r in rows if len(r) == 3]
 
@@ -95,14 +87,8 @@ def cpus_allowed():
 
 def describe():
     """This host as this process sees it: its name, CPU, the CPUs the process may use, memory, GPUs."""
-    return {
-        "host": socket.gethostname(),
-        **cpu(),
-        "cpus_allowed": cpus_allowed(),
-        **platform_facts(),
-        "memory_gib": memory_gib(),
-        "gpus": gpus(),
-    }
+    found = {"host": socket.gethostname(), **cpu(), "cpus_allowed": cpus_allowed(), **platform_facts()}
+    return {**found, "memory_gib": memory_gib(), "gpus": gpus()}
 
 
 def merged(old, new):
@@ -116,19 +102,19 @@ def merged(old, new):
 def hosts(cells):
     """{host name: its description} from runs.csv's `hardware` cells (JSON objects; empty ones skipped)."""
     found = {}
-    for cell in cells:
-        if isinstance(cell, str) and cell.strip():
-            found.update(json.loads(cell))
+    for cell in (c for c in cells if isinstance(c, str) and c.strip()):
+        found.update(json.loads(cell))
     return found
 
 
 def summary(host):
     """One line for a report: "Intel Xeon ... (1 socket, 2 cores, 2 logical CPUs), 23.4 GiB; GPU: ..."."""
     gpu = "; ".join(f"{g['name']} ({g['memory']}, driver {g['driver']})" for g in host.get("gpus") or [])
-    sockets = host.get("sockets")
+    sockets, allowed, cpus = host.get("sockets"), host.get("cpus_allowed"), host.get("logical_cpus")
+    limit = f", {allowed} of them allowed to a rank" if allowed and cpus and allowed < cpus else ""
     line = (
         f"{host.get('cpu_model', 'unknown CPU')} ({sockets} socket{'s' if sockets != 1 else ''}, "
-        f"{host.get('cores')} cores, {host.get('logical_cpus')} logical CPUs{_allowed(host)}), "
+        f"{host.get('cores')} cores, {cpus} logical CPUs{limit}), "
         f"{host.get('memory_gib')} GiB memory; GPU: {gpu or 'none'}"
     )
     if "kernel" not in host:  # recorded before these facts were
@@ -139,12 +125,6 @@ def summary(host):
         f"{', '.join(host['isa']) or 'no AVX2'}; {host['os']}, Linux {host['kernel']}; "
         f"virtualization: {host['virtualization']}"
     )
-
-
-def _allowed(host):
-    """ ", N of them allowed to a rank" where a rank was held to fewer CPUs than the host has."""
-    allowed, cpus = host.get("cpus_allowed"), host.get("logical_cpus")
-    return f", {allowed} of them allowed to a rank" if allowed and cpus and allowed < cpus else ""
 
 
 def _read(path):

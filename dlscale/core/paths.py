@@ -1,7 +1,4 @@
-"""The results tree, the one owner of its paths (relative to the results folder; logs/ mirrors it):
-runs/<run>/ (a run's folder), allreduce/nodes<N>_rpn<R>.jsonl (a sweep), replay/ (plans.json,
-nodes<N>.jsonl), attempts/<the same>/<k>/ (earlier attempts, kept when redone). A path function
-given Snakemake wildcards (`"{nodes}"`) gives the rule's pattern."""
+"""The results tree's paths, relative to the results folder (logs/ mirrors it); with wildcards, a rule's pattern."""
 
 import os
 import re
@@ -52,8 +49,7 @@ def sweep(nodes, ranks_per_node):
     return f"{SWEEPS}/nodes{nodes}_rpn{ranks_per_node}"
 
 
-# A calibration of what sharing a node costs: a configuration's 1-rank identity less its place, and
-# the ranks per node it calibrates.
+# A calibration of what sharing a node costs: a configuration's 1-rank identity, the ranks per node.
 CONTENTION_PATTERN = (
     "{framework}/{model}/{allreduce_schedule}/{allreduce_library}/{layout}/{timing}/bs{batch_size}_lw{loader_workers}_t{threads_per_rank}/"
     "rpn{ranks_per_node}"
@@ -94,10 +90,7 @@ def run_files(config, run):
 
 def run_from_path(run_dir):
     """The run identity a run folder's place in the results tree gives (its last path parts)."""
-    names = re.findall(r"\{(\w+)\}", RUN_PATTERN)
-    pattern = re.escape(RUN_PATTERN)
-    for name in names:
-        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>[^/]+)")
+    pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(RUN_PATTERN))  # each escaped {key}: a group
     found = re.search(pattern + "$", Path(run_dir).as_posix())
     if not found:
         raise ValueError(f"{run_dir} is not a run folder ({RUN_PATTERN})")
@@ -111,32 +104,15 @@ def run_from_wildcards(wildcards):
 
 # The study's tables and the files made from them, under the results folder, by name.
 TABLES = {
-    "tidy": "tidy.csv",
-    "runs": "runs.csv",
-    "second_pass": "second_pass.csv",
-    "tensors": "tensors.csv",
-    "run_metrics": "run_metrics.csv",
-    "peak": "peak.csv",
-    "flops": "flops.csv",
-    "summary": "summary.csv",
-    "comparisons": "comparisons.csv",
-    "blocks": "blocks.csv",
-    "sequential": "sequential.csv",
-    "order": "order.csv",
-    "allreduce": "allreduce.csv",
-    "allreduce_fit": "allreduce_fit.csv",
-    "model": "model.csv",
-    "replayed": "replayed.csv",
-    "replay": "replay.csv",
-    "model_error": "model_error.json",
-    "gradients": "gradients.csv",
-    "extrapolation": "extrapolation.csv",
-    "contention": "contention.csv",
-    "report": "report.md",
+    file.split(".")[0]: file
+    for file in (
+        "tidy.csv runs.csv second_pass.csv tensors.csv run_metrics.csv peak.csv flops.csv summary.csv comparisons.csv "
+        "blocks.csv sequential.csv order.csv allreduce.csv allreduce_fit.csv model.csv replayed.csv replay.csv "
+        "model_error.json gradients.csv extrapolation.csv contention.csv report.md"
+    ).split()
 }
 FIGURES = "figures"
-# The figures' names (the pipeline's declared outputs), each drawn in every format: here, so that
-# reading the workflow does not import the plotting libraries.
+# The figures' names, each drawn in every format: here, so reading the workflow imports no plotting.
 FIGURE_NAMES = ("throughput", "efficiency", "phases", "input", "comparisons")
 MODEL_FIGURE_NAMES = ("model", "extrapolation", "replay")
 FIGURE_FORMATS = ("pdf", "png")

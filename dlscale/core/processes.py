@@ -1,6 +1,6 @@
-"""Processes as Linux's /proc shows them: who started whom, and the CPU time a process tree used (a
-rank's `cores_used`, so that a promise like `threads_per_rank` is checked, not assumed)."""
+"""Processes in Linux's /proc: who started whom, the CPU a tree used (so `threads_per_rank` is checked, not assumed)."""
 
+import collections
 import os
 import re
 import time
@@ -88,16 +88,14 @@ class CpuMeter:
 
     def _named(self, pids):
         """{thread name: CPU seconds} over the process tree (a loader's worker processes by their names)."""
-        out = {}
+        out = collections.Counter()
         for pid in pids:
-            for name, s in thread_seconds(pid).items():
-                out[name] = out.get(name, 0.0) + s
+            out.update(thread_seconds(pid))
         return out
 
     def _now(self):
         seconds = {p: cpu_seconds(p) for p in descendants(self.pid)}
-        # the process itself to the nanosecond where it is this one (/proc counts 10 ms ticks: a short
-        # measured loop would read as a whole tick more or less)
+        # this process to the nanosecond (/proc's 10 ms ticks: a short loop would read a tick more or less)
         seconds[self.pid] = time.process_time() if self.pid == os.getpid() else cpu_seconds(self.pid)
         return time.perf_counter(), {p: s for p, s in seconds.items() if s is not None}, self._named(seconds)
 
@@ -105,8 +103,7 @@ class CpuMeter:
         self.begin = self._now()
 
     def stop(self):
-        """Since `start()`: the tree's CPU seconds, wall time, their ratio, processes and threads at the end,
-        and the cores its busiest threads used by name (the compute pool, a loader's, the communication's)."""
+        """Since `start()`: the tree's CPU seconds, wall time, their ratio, processes, threads, busiest threads."""
         if self.begin is None:  # nothing was measured
             return {}
         (t0, before, named_before), (t1, after, named) = self.begin, self._now()

@@ -1,5 +1,4 @@
-"""Other Pythons: whether one is this one, and running this package's module in one (a framework's
-own environment has no dlscale of its own)."""
+"""Other Pythons: whether one is this one, and running this package's module in one (with no dlscale of its own)."""
 
 import os
 import subprocess

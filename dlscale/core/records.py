@@ -1,7 +1,5 @@
-"""Per-rank timing records, one JSON object per line: one ``run`` record (identity, provenance), one
-``step`` per iteration (warm-up and profiled ones flagged; a phased run's with every phase's seconds,
-a native run's with the wall time only) and, if the rank finished, one ``end``. A malformed line is
-an error naming the file and line; nothing is dropped silently."""
+"""Per-rank records, one JSON line each: one ``run``, one ``step`` per iteration, one ``end`` if the rank
+finished. A malformed line is an error naming the file and line; nothing is dropped silently."""
 
 import datetime
 import json
@@ -68,8 +66,9 @@ def validate(rec):
         return f"{kind} record lacks {', '.join(missing)}"
     if kind == "step":
         present = [k for k in PHASE_KEYS if k in rec]
-        if present and len(present) != len(PHASE_KEYS):
-            return f"step record has {', '.join(present)} but lacks {', '.join(k for k in PHASE_KEYS if k not in rec)}"
+        lacking = [k for k in PHASE_KEYS if k not in rec]
+        if present and lacking:
+            return f"step record has {', '.join(present)} but lacks {', '.join(lacking)}"
         for key in present + ["wall_s"]:
             value = rec[key]
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:

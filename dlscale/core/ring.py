@@ -1,20 +1,17 @@
-"""Ring allreduce as the sweep measures it and the performance model uses it: the sweep's message
-shapes, nccl-tests' bandwidths (busbw = algbw x 2(n-1)/n) and the alpha-beta model on n ranks,
-T(m) = 2(n-1) alpha + 2(n-1)/n m beta."""
+"""Ring allreduce as the sweep measures it and the model uses it: message shapes, nccl-tests' bandwidths
+(busbw = algbw x 2(n-1)/n) and the alpha-beta model on n ranks, T(m) = 2(n-1) alpha + 2(n-1)/n m beta."""
 
 import numpy as np
 
 SCHEMA = "dlscale.allreduce/1"  # the sweep's records
-# Tensors per message on the horovod path, fused by Horovod into one buffer of the message's size.
-FUSED_PIECES = 4
+FUSED_PIECES = 4  # tensors per message on the horovod path, fused by Horovod into one buffer
 # Tensors per message on the horovod_tensors path (GoogLeNet hands Horovod 173, ResNet-50 161), and
 # its largest message: beyond it the per-byte cost, the same on both paths, swamps the per-tensor one.
 MANY_PIECES = 128
 PER_TENSOR_MAX_BYTES = 1 << 20
 TENSORS_SUFFIX = "_tensors"  # a library's many-tensor path (horovod_tensors, jax_tensors)
-# The one-tensor path (horovod_one), from ONE_MIN_BYTES up: Horovod reduces a tensor that fills a
-# response in its own memory, without the fusion buffer's two copies, which at large sizes cost as
-# much as the reduction itself on a host-memory node (AlexNet's 151 MB layer).
+# The one-tensor path (horovod_one), from ONE_MIN_BYTES up: a tensor filling a response is reduced in its own
+# memory, without the fusion buffer's two copies, at large sizes as costly as the reduction (AlexNet's 151 MB).
 ONE_SUFFIX = "_one"
 ONE_MIN_BYTES = 1 << 20
 

@@ -1,8 +1,7 @@
-"""How many iterations a run measures (until its median's interval is within a target, bounded by a
-count and a time: the config's `samples`) and where its steady state starts; the rank's loop and
-the analysis share it. The interval is distribution-free (order statistics, a binomial count), so
-a skewed run or one with a garbage collection in it is not taken for normal."""
+"""How many iterations a run measures (until its median's interval meets the config's `samples` target, or a
+bound) and where its steady state starts; the interval is distribution-free: a skewed run is not taken for normal."""
 
+import itertools
 import math
 import time
 
@@ -15,19 +14,16 @@ CHECK_EVERY = 10  # measured iterations between two decisions (each costs the ra
 
 
 def median_interval(times, confidence=CONFIDENCE):
-    """(median, lower, upper) of `times`: the order statistics x(j) and x(n+1-j) with j the largest
-    rank for which P(Binomial(n, 1/2) < j) <= (1 - confidence) / 2; NaN bounds below 6 values at 95%."""
+    """(median, x(j), x(n+1-j)) of `times`, j the largest with P(Binomial(n, 1/2) < j) <= (1 - confidence) / 2
+    (NaN bounds below 6 values at 95%)."""
     x = np.sort(np.asarray(times, dtype=float))
     n = len(x)
     if n == 0:
         return math.nan, math.nan, math.nan
     median = float(np.median(x))
-    tail, below, j = (1 - confidence) / 2, 0.0, 0
-    while j < n // 2:
-        below += math.comb(n, j) / 2**n  # P(B = j), summed: P(B <= j)
-        if below > tail:
-            break
-        j += 1
+    tail = (1 - confidence) / 2
+    cdf = itertools.accumulate(math.comb(n, j) / 2**n for j in range(n // 2))  # P(B <= j)
+    j = sum(1 for _ in itertools.takewhile(lambda p: p <= tail, cdf))
     if j == 0:
         return median, math.nan, math.nan
     return median, float(x[j - 1]), float(x[n - j])
@@ -40,8 +36,8 @@ def relative_half_width(times, confidence=CONFIDENCE):
 
 
 def steady_start(times, cap=0.5, k=3.0):
-    """How many leading iterations (at most cap x n) to drop as not yet steady: those above the second
-    half's median + k robust deviations (a stationary run keeps all but 1 time in 700 at k = 3)."""
+    """Leading iterations (at most cap x n) above the second half's median + k robust deviations: not yet
+    steady (a stationary run keeps all but 1 time in 700 at k = 3)."""
     x = np.asarray(times, dtype=float)
     n = len(x)
     if n < 4:

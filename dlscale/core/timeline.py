@@ -19,11 +19,8 @@ def read_timeline(path):
 
 def horovod_spans(events):
     """Horovod's B/E pairs -> [(activity, tensor, start_us, end_us)]: a pid per tensor; activities nest."""
-    names = {
-        e["pid"]: e["args"]["name"]
-        for e in events
-        if e.get("ph") == "M" and e.get("name") == "process_name" and "name" in e.get("args", {})
-    }
+    named = [e for e in events if e.get("ph") == "M" and e.get("name") == "process_name"]
+    names = {e["pid"]: e["args"]["name"] for e in named if "name" in e.get("args", {})}
     stacks, spans = {}, []
     for e in events:
         if e.get("ph") == "B":

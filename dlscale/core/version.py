@@ -1,5 +1,4 @@
-"""This dlscale's version and commit: a checkout asks git; an installed package, no checkout, reads
-dlscale/BUILD, which the build wrote from git."""
+"""This dlscale's version and commit: a checkout asks git; an installed package reads the BUILD it was built with."""
 
 import subprocess
 

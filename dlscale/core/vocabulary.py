@@ -1,15 +1,12 @@
-"""The study's shared words, each defined once: what identifies a run and a configuration, the SGD
-phases and the files of a run folder."""
+"""The study's shared words, each defined once: a run's and a configuration's keys, phases, run folder files."""
 
-# A config's study dimensions: one run per combination (and repeat). threads_per_rank is one number
-# (the common case) or a list: "one big device or several small".
+# A config's study dimensions: one run per combination and repeat (threads_per_rank may be a list).
 MATRIX_KEYS = ("framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing")
 MATRIX_KEYS += ("nodes", "ranks_per_node", "batch_size", "loader_workers", "threads_per_rank")
-# What identifies a run (config keys, record fields, table columns), in the tables' order: the fixed
-# settings after the matrix's, the threads among them (where they were before they could vary).
+# What identifies a run (config keys, record fields, table columns), in the tables' order: threads_per_rank
+# among the fixed settings, where it was before it could vary.
 RUN_KEYS = [*MATRIX_KEYS[:-1], "image_size", "classes", "threads_per_rank", "precision", "repeat"]
-# Keys renamed in 0.3.0, old -> new (`comm` is the communication phase only): a config with an old key
-# is refused naming the new one; an older study's records and tables are read with the new names.
+# Keys renamed in 0.3.0 (`comm` is now the phase only): a config with one is refused; old records are renamed.
 RENAMED_KEYS = {"comm": "allreduce_schedule", "comm_library": "allreduce_library"}
 
 
@@ -18,7 +15,6 @@ def renamed(fields):
     return {RENAMED_KEYS.get(k, k): v for k, v in fields.items()}
 
 
-# A configuration: a run without its repeat.
 CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
 # A configuration's 1-rank baseline (for speedup, efficiency and the performance model) shares these.
 BASELINE_KEYS = [k for k in CONFIG_KEYS if k not in ("nodes", "ranks_per_node")]
@@ -40,17 +36,15 @@ IO_S, H2D_S, FORWARD_S, BACKWARD_S, COMM_S, UPDATE_S = PHASE_SECONDS
 # Horovod's defaults for tensor fusion (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME).
 FUSION_THRESHOLD_BYTES = 128 * 1024 * 1024
 CYCLE_TIME_S = 1e-3
-# A library that starts each buffer's allreduce as soon as it is full (DDP, tf.distribute, JAX) has no
-# cycle: the model steps it by this.
+# The model's step for a library that allreduces each buffer once full (DDP, tf.distribute, JAX): no cycle.
 NO_CYCLE_S = 1e-6
 
-# The files of a run folder; first, the job's hosts, rank 0's first, in every rank's environment under
-# mpirun: what a library that meets at rank 0 connects to.
+# The job's hosts, rank 0's first, in every rank's environment (a library meeting at rank 0 connects there).
 HOSTS_ENV = "DLSCALE_HOSTS"
+# A run folder's files. ATTEMPT: the outcome, kept when redone (Snakemake deletes STATUS first), and all an
+# interrupted run writes.
 SPEC = "spec.json"
 STATUS = "status.json"
-# The same outcome, kept with the attempt when redone (Snakemake deletes status.json first); an
-# interrupted run writes this one only.
 ATTEMPT = "attempt.json"
 LOG = "launch.log"  # a copy of the run's log (mpirun and every rank's output), kept with the attempt
 TIMELINE = "timeline.json"  # Horovod's timeline of a phased run's measured iterations (rank 0)

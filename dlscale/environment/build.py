@@ -1,11 +1,6 @@
-"""Build (once) and find the Python environments the workloads, pipeline and tests run in.
-
-Each lives under ``$DLSCALE_ENV_ROOT`` (default ``~/.cache/dlscale/envs``) in a folder named by a hash of
-`recipe.content()`, the interpreter and the MPI on PATH: clones share it, and a change of pins, edits or
-MPI builds a new one. A framework's own environment (``py311-<framework>-<hash>``, Horovod built for it
-alone) is built when asked for; ``$DLSCALE_ENV_VARIANT=cuda`` builds the GPU variant in folders of its
-own. A folder counts once its ``COMPLETE`` marker is written, last, after `horovodrun --check-build`
-passed; a half-built one is rebuilt. Standard library only: runs under the system Python.
+"""Build (once) and find the Python environments, under $DLSCALE_ENV_ROOT in folders named by a hash of
+`recipe.content()`, the interpreter and the MPI (clones share them). A folder counts once its COMPLETE
+marker is written, last; a half-built one is rebuilt. Standard library only: runs under the system Python.
 """
 
 import contextlib
@@ -77,9 +72,8 @@ def _nvcc_facts(nvcc):
 
 
 def find_cuda_home():
-    """The root of the CUDA toolkit Horovod's GPU build compiles with ($HOROVOD_CUDA_HOME, $CUDA_HOME,
-    the nvcc on PATH, /usr/local/cuda), checked to hold nvcc and the runtime headers and to be the
-    release PyTorch's wheel was built with (recipe.CUDA_TOOLKIT_MAJOR); otherwise an EnvError."""
+    """The root of the CUDA toolkit Horovod's GPU build compiles with, checked to hold nvcc and the runtime
+    headers and to be recipe.CUDA_TOOLKIT_MAJOR's release; otherwise an EnvError."""
     candidates = [os.environ.get(name) for name in ("HOROVOD_CUDA_HOME", "CUDA_HOME")]
     candidates += [shutil.which("nvcc"), "/usr/local/cuda"]
     for candidate in filter(None, candidates):
@@ -105,13 +99,8 @@ def find_cuda_home():
 
 
 def env_key(mpi, variant="cpu", own=None):
-    content = {
-        "recipe": recipe.content(variant, own),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "mpi": mpi["version"],
-        "mpicc": mpi["mpicc"],
-    }
+    content = {"recipe": recipe.content(variant, own), "python": platform.python_version(), "mpi": mpi["version"]}
+    content |= {"machine": platform.machine(), "mpicc": mpi["mpicc"]}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -165,10 +154,9 @@ def nccl_build_env(site):
 
 
 def driver_stub(directory, library):
-    """Where there is no NVIDIA driver (a login node): mxnet-cu117's libmxnet.so links libcuda.so.1
-    directly, so `import mxnet` in Horovod's build and check-build fails. Makes in `directory` a
-    libcuda.so.1 whose functions (those `library` asks for) return CUDA_ERROR_NO_DEVICE and returns
-    `directory` for the build's LD_LIBRARY_PATH (runs use the node's driver); None where the driver is."""
+    """Where there is no NVIDIA driver (a login node), `import mxnet` fails in Horovod's build (libmxnet.so
+    links libcuda.so.1): a libcuda.so.1 in `directory` whose functions (those `library` asks for) return
+    CUDA_ERROR_NO_DEVICE, and `directory` for the build's LD_LIBRARY_PATH; None where the driver is."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libcuda.so.1")
         return None
@@ -214,8 +202,8 @@ def _build_horovod(py, tmp, log, variant_name, build_env, own):
 def _build_own(path, name, mpi, log, variant_name):
     """A framework's own environment: its pinned wheels and, for a Horovod framework, Horovod for it alone."""
     horovod = name in recipe.HOROVOD_FRAMEWORKS
-    # Horovod's CMake reads HOROVOD_CUDA_HOME, its PyTorch part CUDA_HOME (else it guesses from the nvcc
-    # on PATH, maybe a wrapper's folder). Found before GBs of wheels are downloaded.
+    # Horovod's CMake reads HOROVOD_CUDA_HOME, its PyTorch part CUDA_HOME (else it guesses from the nvcc on
+    # PATH): found before GBs of wheels are downloaded.
     home = str(find_cuda_home()) if horovod and variant_name == "cuda" else None
     py = _venv(path, log)
     cmake = [f"cmake=={recipe.BUILD_PINS['cmake']}"] if horovod else []
@@ -251,9 +239,8 @@ def _site_packages(py):
 
 
 def _cuda_build_env(tmp, site, log, name, home):
-    """Framework `name`'s GPU build settings: the toolkit at `home`, the environment's NCCL, its CUDA
-    wheels' headers and, where its wheel links the driver (DRIVER_LINKED) and there is none, the
-    driver stub (made in `tmp`) ahead on LD_LIBRARY_PATH."""
+    """Framework `name`'s GPU build settings: the toolkit at `home`, NCCL, its CUDA wheels' headers and,
+    where its wheel links the driver (DRIVER_LINKED) and there is none, the driver stub made in `tmp`."""
     env = {"HOROVOD_CUDA_HOME": home, "CUDA_HOME": home, **nccl_build_env(site)}
     env["CPATH"] = [str(Path(site) / "nvidia" / lib / "include") for lib in recipe.CUDA_WHEEL_HEADERS.get(name, [])]
     linked = recipe.declared(name).DRIVER_LINKED
@@ -277,9 +264,8 @@ def _horovod_source(py, tmp, log, variant_name):
 
 
 def _horovod_build_env(path, py, cuda, own, variant_name):
-    """Horovod's build environment: the recipe's switches for `own` alone, the CUDA settings `cuda` (its
-    "CPATH" a list), the header folders the framework's include folder leaves off (HOROVOD_INCLUDES:
-    TensorFlow's), parallel make, and the venv's bin on PATH."""
+    """Horovod's build environment: its switches for `own` alone, the CUDA settings `cuda` (its "CPATH" a
+    list), the framework's HOROVOD_INCLUDES, parallel make, and the venv's bin on PATH."""
     cuda = dict(cuda)
     cpath = cuda.pop("CPATH", [])
     declared = recipe.declared(own)
@@ -288,14 +274,8 @@ def _horovod_build_env(path, py, cuda, own, variant_name):
         cpath += [str(Path(include) / inc) for inc in declared.HOROVOD_INCLUDES]
     if os.environ.get("CPATH"):
         cpath.append(os.environ["CPATH"])
-    return {
-        **os.environ,
-        **recipe.own_horovod_build_env(own, variant_name),
-        **cuda,
-        "CPATH": os.pathsep.join(cpath),
-        "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
-        "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-    }
+    made = {**os.environ, **recipe.own_horovod_build_env(own, variant_name), **cuda, "CPATH": os.pathsep.join(cpath)}
+    return made | {"MAKEFLAGS": f"-j{os.cpu_count() or 2}", "PATH": f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
 
 
 def _include_dir(py, function):
@@ -308,17 +288,10 @@ def _include_dir(py, function):
 
 def _write_record(path, py, mpi, variant_name, check_build_out, own=None):
     """environment.json: where the environment is, what it was built from, and what check-build said."""
-    record = {
-        "path": str(path),
-        "python": str(py),
-        "key": path.name,
-        "variant": variant_name,
-        "pins": recipe.own_pins(own, variant_name) if own else recipe.all_pins(),
-        "horovod": recipe.HOROVOD_VERSION if check_build_out else None,
-        "mpi": mpi,
-        "check_build": check_build_out,
-        **({"framework": own} if own else {}),
-    }
+    pins = recipe.own_pins(own, variant_name) if own else recipe.all_pins()
+    record = {"path": str(path), "python": str(py), "key": path.name, "variant": variant_name, "pins": pins}
+    record |= {"horovod": recipe.HOROVOD_VERSION if check_build_out else None, "mpi": mpi}
+    record |= {"check_build": check_build_out, **({"framework": own} if own else {})}
     (path / RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
 
@@ -360,9 +333,8 @@ def build(quiet=False, own=None):
 
 
 def record_rule(python, record_path, log_path, own=None):
-    """The `environment` rule (with `own`, `framework_environment`'s): build or find the environment
-    with `python`, its record copied to `record_path`, the build's output in `log_path`. No shell: the
-    folders may hold spaces or quotes."""
+    """The `environment` rule (or with `own` `framework_environment`'s): the environment built or found by
+    `python`, its record copied to `record_path`. No shell: the folders may hold spaces or quotes."""
     argv = [python, "-m", "dlscale", "env", "build", "--record", str(record_path)]
     argv += ["--framework", own] if own else []
     with open(log_path, "w") as log:
@@ -393,11 +365,9 @@ def is_dev(link_path):
 
 
 def link(path, link_path, frameworks=()):
-    """Make `link_path` (the checkout's `.venv`) a small venv over the shared environment `path`: its
-    packages through a .pth file, this checkout installed editable, and its commands run by the
-    overlay's python. With `frameworks` (`dev_frameworks`) their packages follow on the path: one
-    interpreter importing every Horovod framework for the tests (the first Horovod found, PyTorch's,
-    is the overlay's; a study's runs use each framework's own Python)."""
+    """Make `link_path` (the checkout's `.venv`) a small venv over the shared environment `path`, this
+    checkout installed editable. With `frameworks` (`dev_frameworks`) their packages follow on the path: one
+    interpreter importing every Horovod framework for the tests (PyTorch's Horovod, found first, is its)."""
     link_path, path = Path(link_path), Path(path)
     if link_path.is_symlink():
         link_path.unlink()  # the layout before the overlay: a link to the environment itself

@@ -1,12 +1,7 @@
 """Horovod for a GPU node that already has its PyTorch and CUDA and no package registry or MPI.
 
-  python -m dlscale.environment.gpunode SDIST WHEEL_DIR [--cc 90]
-
-Builds a Horovod wheel from its sdist with the recipe's source edits, for this python: PyTorch only, the
-Gloo controller (no MPI), NCCL from PyTorch's nvidia-nccl wheel, CUDA kernels for the compute
-capabilities given (default: the node's GPU). Install it with `pip install --no-deps --no-index --target
-DIR WHEEL` and put DIR on PYTHONPATH; run with plain `python` or `horovodrun --gloo`. cffi must be
-importable (carried as a wheel where there is no registry).
+`python -m dlscale.environment.gpunode SDIST WHEEL_DIR [--cc 90]`: a Horovod wheel for this python with
+the recipe's edits, PyTorch only, Gloo (no MPI), NCCL from PyTorch's nvidia-nccl wheel (docs/guides/gpus.md).
 """
 
 import argparse
@@ -21,18 +16,11 @@ from pathlib import Path
 from dlscale.environment import recipe
 from dlscale.environment.build import EnvError, apply_edits, find_cuda_home
 
-BUILD_ENV = {
-    "HOROVOD_WITH_PYTORCH": "1",
-    "HOROVOD_WITHOUT_TENSORFLOW": "1",
-    "HOROVOD_WITHOUT_MXNET": "1",
-    "HOROVOD_WITHOUT_MPI": "1",
-    "HOROVOD_WITH_GLOO": "1",
-    "HOROVOD_CPU_OPERATIONS": "GLOO",
-    "HOROVOD_GPU_OPERATIONS": "NCCL",
-    "HOROVOD_NCCL_LINK": "SHARED",
-    # Gloo's CMakeLists asks for CMake 2.8; CMake 4 (the H100 image's) refuses that without this.
-    "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
-}
+BUILD_ENV = {"HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITHOUT_TENSORFLOW": "1", "HOROVOD_WITHOUT_MXNET": "1"}
+BUILD_ENV |= {"HOROVOD_WITHOUT_MPI": "1", "HOROVOD_WITH_GLOO": "1", "HOROVOD_CPU_OPERATIONS": "GLOO"}
+BUILD_ENV |= {"HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_NCCL_LINK": "SHARED"}
+# Gloo's CMakeLists asks for CMake 2.8; CMake 4 (the H100 image's) refuses that without this.
+BUILD_ENV["CMAKE_POLICY_VERSION_MINIMUM"] = "3.5"
 # Headers Horovod 0.28.1's Gloo and NCCL code uses without including them, which the H100 image's
 # newer GCC's standard library no longer pulls in through others (group_table.h, common.h).
 FORCED_INCLUDES = "-include string -include stdexcept -include cstdint"
@@ -46,8 +34,8 @@ def find_nccl(site, scratch):
         raise EnvError(f"no NCCL (include/nccl.h and lib/libnccl.so.2 of an nvidia-nccl wheel) under {site}/nvidia")
     link = Path(scratch) / "nccl-lib"
     link.mkdir()
-    (link / "libnccl.so").symlink_to(libs[0])
-    (link / "libnccl.so.2").symlink_to(libs[0])
+    for name in ("libnccl.so", "libnccl.so.2"):
+        (link / name).symlink_to(libs[0])
     return headers[0].parent, link
 
 
@@ -74,21 +62,12 @@ def build_wheel(sdist, wheel_dir, cc=None):
             raise EnvError(f"{sdist} is not Horovod {recipe.HOROVOD_VERSION}'s source distribution")
         apply_edits(src, recipe.horovod_edits("cuda"))
         include, lib = find_nccl(site, tmp)
-        env = {
-            **os.environ,
-            **BUILD_ENV,
-            "HOROVOD_CUDA_HOME": str(home),
-            "CUDA_HOME": str(home),
-            "HOROVOD_NCCL_INCLUDE": str(include),
-            "HOROVOD_NCCL_LIB": str(lib),
-            "HOROVOD_BUILD_CUDA_CC_LIST": cc,
-            "CXXFLAGS": " ".join(filter(None, [FORCED_INCLUDES, os.environ.get("CXXFLAGS")])),
-            "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
-        }
-        offline = ["--no-build-isolation", "--no-deps", "--no-index"]
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", *offline, "-w", str(wheel_dir), str(src)], env=env, check=True
-        )
+        cuda = {"HOROVOD_CUDA_HOME": str(home), "CUDA_HOME": str(home), "HOROVOD_BUILD_CUDA_CC_LIST": cc}
+        nccl = {"HOROVOD_NCCL_INCLUDE": str(include), "HOROVOD_NCCL_LIB": str(lib)}
+        cxxflags = " ".join(filter(None, [FORCED_INCLUDES, os.environ.get("CXXFLAGS")]))
+        env = {**os.environ, **BUILD_ENV, **cuda, **nccl, "CXXFLAGS": cxxflags, "MAKEFLAGS": f"-j{os.cpu_count() or 2}"}
+        offline = ["--no-build-isolation", "--no-deps", "--no-index", "-w", str(wheel_dir)]
+        subprocess.run([sys.executable, "-m", "pip", "wheel", *offline, str(src)], env=env, check=True)
     return next(wheel_dir.glob("horovod-*.whl"))
 
 

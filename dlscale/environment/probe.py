@@ -1,11 +1,10 @@
 """What a Python has for a study's runs: run inside that Python (a site module's, a container's, the
-one dlscale builds) from the standard library alone, as `PYTHON -m dlscale.environment.probe [--import
-MODULE]... MODULE...`; prints one JSON object. A module is looked for without importing it (a framework
-takes seconds to import); one given with `--import` is imported, because a Horovod binding's import
-alone says whether it was built for that framework.
+one dlscale builds), standard library only; prints one JSON object. A module is looked for, not imported
+(a framework takes seconds), unless given with `--import` (a Horovod binding: its import says if it works).
 """
 
 import argparse
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -23,10 +22,8 @@ def _version(module):
     """The version of the distribution that provides `module`'s top-level package, or None."""
     top = module.split(".")[0]
     for dist in importlib.metadata.packages_distributions().get(top, []):
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
     return None
 
 
@@ -60,12 +57,9 @@ def main(argv=None):
     parser.add_argument("modules", nargs="*", help="modules to look for")
     parser.add_argument("--import", dest="imports", action="append", default=[], help="a module to import")
     args = parser.parse_args(argv)
-    facts = {
-        "python": sys.executable,
-        "python_version": platform.python_version(),
-        "modules": {m: module_facts(m, m in args.imports) for m in dict.fromkeys(args.modules + args.imports)},
-        "cuda": cuda_facts(),
-    }
+    modules = {m: module_facts(m, m in args.imports) for m in dict.fromkeys(args.modules + args.imports)}
+    facts = {"python": sys.executable, "python_version": platform.python_version(), "modules": modules}
+    facts["cuda"] = cuda_facts()
     print(json.dumps(facts, sort_keys=True))
     return 0
 

@@ -1,8 +1,5 @@
-"""The environments' recipe: the workload environment's pins, and each framework's own environment as its
-package declares it (dlscale/workloads/frameworks/<name>/pins.py), with the Horovod version, its source
-edits and build settings. `dlscale.environment.build` hashes this content: a change builds a new
-environment beside the old one instead of patching it. The pins are recorded with every result.
-"""
+"""The environments' recipe: the workload environment's pins, each framework's (its pins.py), and Horovod's
+version, source edits and build settings. build.py hashes this content: a change builds a new environment."""
 
 from dlscale.workloads import frameworks
 
@@ -43,15 +40,8 @@ WORKLOAD_IMPORTS = ("snakemake", "jsonschema", "yaml", "pandas", "matplotlib", "
 # with its `numpy.bool` shim; JAX's own has numpy 2) and the ranks' MPI bindings.
 RANK_PINS = {"numpy": "1.26.4", "mpi4py": "4.1.2"}
 # Horovod's own run requirements and the tools its build needs, pinned so that pip does not pick them.
-HOROVOD_PINS = {
-    "cloudpickle": "3.1.2",
-    "cffi": "2.1.1",
-    "psutil": "7.2.2",
-    "pyyaml": "6.0.3",
-    "packaging": "25.0",
-    "setuptools": TOOL_PINS["setuptools"],
-    "wheel": TOOL_PINS["wheel"],
-}
+HOROVOD_PINS = {"cloudpickle": "3.1.2", "cffi": "2.1.1", "psutil": "7.2.2", "pyyaml": "6.0.3", "packaging": "25.0"}
+HOROVOD_PINS |= {tool: TOOL_PINS[tool] for tool in ("setuptools", "wheel")}
 # NCCL, which Horovod's GPU collectives (and libmxnet.so) link: one release in every framework's cuda
 # variant, so their allreduces run the same library (each package's NCCL_WHEEL, of its CUDA release).
 NCCL_VERSION = "2.29.7"
@@ -79,10 +69,8 @@ HOROVOD_FRAMEWORKS = {name: declared(name).HOROVOD_BUILD for name in frameworks.
 
 
 def own_pins(name, variant="cpu"):
-    """The pins of framework `name`'s own environment in `variant`: RANK_PINS, the workload pins it
-    shares, its package's own (which may override a rank pin: JAX's numpy 2), its NCCL wheel (cuda) and
-    Horovod's requirements where Horovod is built into it. One environment per framework: a study
-    builds only those it names, and a pin change of one rebuilds no other's Horovod."""
+    """Framework `name`'s own environment's pins in `variant` (its package's may override a rank pin: JAX's
+    numpy 2). One environment per framework: a pin change of one rebuilds no other's Horovod."""
     own = declared(name)
     nccl = {own.NCCL_WHEEL: NCCL_VERSION} if variant == "cuda" and own.NCCL_WHEEL else {}
     shared = {pin: TOOL_PINS[pin] for pin in own.WORKLOAD_PINS}
@@ -116,10 +104,8 @@ HOROVOD_VERSION = "0.28.1"
 HOROVOD_BUILD_ENV = {switch: "1" for _, switch in HOROVOD_FRAMEWORKS.values()}
 HOROVOD_BUILD_ENV |= {"HOROVOD_WITH_MPI": "1", "HOROVOD_WITHOUT_GLOO": "1", "HOROVOD_CPU_OPERATIONS": "MPI"}
 
-# The CUDA variant (DLSCALE_ENV_VARIANT=cuda): each framework's GPU build from PyPI, Horovod built
-# with NCCL by the site's CUDA toolkit. Horovod's PyTorch extension compiles against that toolkit's
-# headers, so it must be the release PyTorch's wheel was built with; every framework's build asks the
-# same one (one toolkit to load, the release checked here; its nvcc makes kernels for sm_75 on).
+# The CUDA variant: Horovod built with NCCL by the site's CUDA toolkit, whose headers its PyTorch extension
+# compiles against: the release PyTorch's wheel was built with, for every framework (one toolkit to load).
 CUDA_TOOLKIT_MAJOR = "13"
 # Pins the cuda variant asks for with `===` (the packages' EXACT_CUDA_PINS say why), and each
 # framework's CUDA wheels' header folders (site-packages/nvidia) Horovod's build needs on CPATH.
@@ -129,7 +115,7 @@ CUDA_HOROVOD_BUILD_ENV = {**HOROVOD_BUILD_ENV, "HOROVOD_GPU_OPERATIONS": "NCCL",
 
 
 def _replaced_in(path, old, new, *contexts):
-    """An edit of `path` per context: `old` replaced by `new` in that text (which occurs once)."""
+    """An edit of `path` per context (a text that occurs once): `old` replaced by `new` in it."""
     return [(path, context, context.replace(old, new)) for context in contexts]
 
 
@@ -181,11 +167,10 @@ HOROVOD_EDITS = [
         "      std::this_thread::yield();\n"
         "    }\n",
     ),
-    # horovod.mxnet hands a broadcast (and alltoall) its name as a reference into parameters the
-    # completion callback deletes: Horovod's thread can delete them before EnqueueTensorBroadcast's trace
-    # log reads the name, and a preempted rank crashed in memcpy ("Segmentation fault: 11" in
-    # broadcast_parameters, twice in CI). A temporary copy lives until the call returns. Four call
-    # sites: broadcast and alltoall, of host tensors and (CUDA builds) of GPU tensors staged on the host.
+    # horovod.mxnet hands a broadcast (and alltoall) its name as a reference into parameters the completion
+    # callback deletes, maybe before EnqueueTensorBroadcast's trace log reads it: a preempted rank crashed in
+    # memcpy ("Segmentation fault: 11", twice in CI). A temporary copy lives until the call returns; four
+    # call sites (broadcast and alltoall, host and GPU tensors).
     *_replaced_in(
         "horovod/mxnet/mpi_ops.cc",
         "ops_param->op_names[0]",

@@ -1,8 +1,6 @@
-"""An installed `dlscale` in a Python without the workload environment's packages (a user's venv,
-pipx): build that environment (once, cached) and run the same command there, with the pins recipe.py
-makes whatever the user's Python holds (every study records its pins). The command's path holds only
-this dlscale (a folder with a link to the package, named by $DLSCALE_SOURCE, which the ranks import
-too), so the user's packages do not shadow the pinned ones."""
+"""An installed `dlscale` in a Python without the workload environment's packages (a user's venv, pipx):
+build that environment (once) and run the same command there, its path holding only this dlscale (a
+link to the package, $DLSCALE_SOURCE, which the ranks import too) so that no user's package shadows a pin."""
 
 import hashlib
 import importlib.util
@@ -35,8 +33,8 @@ def source_folder():
 
 
 def rerun(argv):
-    """Replace this process with `dlscale argv` run by the workload environment's Python, built if need
-    be; build.EnvError where it cannot be built or the re-run command still lacks a module."""
+    """Replace this process with `dlscale argv` in the workload environment's Python, built if need be;
+    build.EnvError where it cannot be built or the re-run command still lacks a module."""
     lacking = missing()
     if os.environ.get(RERUN_ENV):
         raise build.EnvError(
@@ -46,15 +44,9 @@ def rerun(argv):
     path = build.build()
     python = build.load_record(path)["python"]
     source = str(source_folder())
-    environ = {
-        **os.environ,
-        RERUN_ENV: "1",
-        paths.SOURCE_ENV: source,
-        "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
-    }
-    print(
-        f"dlscale: this Python lacks {', '.join(lacking)}: running in the workload environment {path}", file=sys.stderr
-    )
-    sys.stderr.flush()
+    pythonpath = os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))
+    environ = {**os.environ, RERUN_ENV: "1", paths.SOURCE_ENV: source, "PYTHONPATH": pythonpath}
+    what = f"dlscale: this Python lacks {', '.join(lacking)}: running in the workload environment {path}"
+    print(what, file=sys.stderr, flush=True)
     sys.stdout.flush()
     os.execve(python, [python, "-m", "dlscale", *argv], environ)

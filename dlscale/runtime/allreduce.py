@@ -1,16 +1,11 @@
-"""Allreduce sweep (run under mpirun with mpi4py) and its analysis.
+"""Allreduce sweep, under mpirun: `python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu]
+[--native a,b] [--instrument FRAMEWORK|none] [--no-reference] [--binding FRAMEWORK] [--threads N]`.
 
-`python -m dlscale.runtime.allreduce OUT.jsonl [--max-bytes N] [--device gpu] [--native a,b]
-[--instrument FRAMEWORK|none] [--no-reference] [--binding FRAMEWORK] [--threads N]`: every rank allreduces
-float32 buffers of 4 bytes to `--max-bytes` (default 256 MiB, x4 a step), each size after a barrier (two
-warm-ups, then until `enough`); rank 0 writes a JSON line per size and path with the slowest rank's time
-of each repetition. Paths: `mpi` (MPI_Allreduce, the network's reference); `horovod` (the gradients'
-path through `--instrument`'s binding: FUSED_PIECES tensors fused into one MPI allreduce, the time
-including the wait for Horovod's next cycle), `horovod_tensors` (MANY_PIECES tensors: the per-tensor
-cost) and `horovod_one` (one tensor, no fusion buffer); each `--native` framework's own library's; and
-with `--binding` the Horovod paths through that framework's binding. Messages' shapes: core/ring.py.
-`--instrument none` runs no Horovod path, `--no-reference` only the `--native` and `--binding` paths,
-`--device gpu` only the horovod path, on the local rank's GPU (NCCL in the cuda environment).
+Every rank allreduces float32 buffers of 4 bytes to `--max-bytes` (256 MiB; x4 a step), each repetition after a
+barrier; rank 0 writes a JSON line per size and path with the slowest rank's times. Paths: `mpi`;
+`horovod` (FUSED_PIECES tensors through `--instrument`'s binding, with the wait for Horovod's cycle),
+`horovod_tensors` (MANY_PIECES) and `horovod_one` (one tensor, no fusion buffer); each `--native`
+framework's own library's; `--binding`'s Horovod paths. `--device gpu`: the horovod path alone, on the GPU.
 """
 
 import dataclasses
@@ -78,8 +73,7 @@ def host_allreduce(comm):
 
 def horovod_allreduce(comm, instrument, tensors=FUSED_PIECES, threads=None):
     """Horovod's averaging allreduce of `tensors` host tensors submitted together, through `instrument`'s
-    binding, its framework at `threads` compute threads as its trainer keeps it (at its default it takes
-    every core): for a size, a callable that runs one and returns element 0."""
+    binding at `threads` compute threads (its default takes every core): as host_allreduce."""
     binding = frameworks.module(instrument, "instrument")
     binding.start(comm, threads=threads)
 
@@ -179,10 +173,9 @@ def horovod_paths(binding, max_bytes, name="horovod", threads=None):
 
 
 def _repeated(comm, run):
-    """The slowest rank's time of each repetition (after two warm-ups), the last result, and the
-    cores the ranks used meanwhile: each rank's process CPU time (every thread: Horovod's, MPI's)
-    over its wall time in the timed repetitions, the mean over ranks. On a CPU an allreduce computes
-    (copies, sums, polls), and what it takes a node's cores is what a rank's compute beside it loses."""
+    """The slowest rank's time of each repetition (after two warm-ups), the last result, and the mean over
+    ranks of process CPU time (every thread's) over wall time: an allreduce on a CPU computes (copies, sums,
+    polls), and the cores it takes are what a rank's compute beside it loses."""
     from mpi4py import MPI
 
     times, warmup, cpu, wall = [], 2, 0.0, 0.0
@@ -217,18 +210,9 @@ def main(argv=None):
             if result != expected:
                 raise SweepError(f"{path} allreduce of {nbytes} bytes gave {result}, expected {expected}")
             if fh:
-                row = {
-                    "schema": SCHEMA,
-                    "path": path,
-                    "bytes": nbytes,
-                    "ranks": n,
-                    "host": MPI.Get_processor_name(),
-                    "mpi": MPI.Get_library_version().splitlines()[0],
-                    "transport": transport,
-                    "times_s": times,
-                    "median_s": statistics.median(times),
-                    "cores_used": cores,
-                }
+                row = {"schema": SCHEMA, "path": path, "bytes": nbytes, "ranks": n, "host": MPI.Get_processor_name()}
+                row |= {"mpi": MPI.Get_library_version().splitlines()[0], "transport": transport, "times_s": times}
+                row |= {"median_s": statistics.median(times), "cores_used": cores}
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()
     if fh:

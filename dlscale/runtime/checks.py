@@ -42,10 +42,8 @@ def check_run(run_dir, size, traced=False):
         ref = checksums[min(checksums)]
         off = [r for r, c in checksums.items() if not math.isclose(c, ref, rel_tol=CHECKSUM_RTOL, abs_tol=1e-9)]
         if off:
-            problems.append(
-                f"weights differ across ranks after training (ranks {off} vs rank "
-                f"{min(checksums)}): gradients were not averaged"
-            )
+            which = f"ranks {off} vs rank {min(checksums)}"
+            problems.append(f"weights differ across ranks after training ({which}): gradients were not averaged")
     if errors:
         problems.append(f"{len(errors)} malformed record line(s), first: {errors[0]}")
     return problems, errors
@@ -58,8 +56,8 @@ ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b(?::.*)?$")
 #   root@node01: Permission denied (publickey,password).
 #   srun: error: Unable to allocate resources: Invalid partition name specified
 #   bash: line 1: orted: command not found
-# A program's own name, then its message: TensorFlow's "Could not load dynamic library ... No such
-# file or directory" warnings start with a date, not a name, and are not taken.
+# A program's own name, then its message: TensorFlow's "Could not load dynamic library" warnings start with
+# a date, not a name, and are not taken.
 LAUNCHER_LINE = re.compile(
     r"^(?:ssh: .*|[\w.-]+: [Ee]rror: .*|Host key verification failed\.|"
     r"[\w.@/-]+: .*(?:command not found|: not found|No such file or directory|"
@@ -69,11 +67,8 @@ LAUNCHER_LINE = re.compile(
 BOX_RULE = re.compile(r"^-{20,}$")
 # Boxes that say no cause: warnings (the job goes on), and the ones that only restate that a rank
 # exited non-zero (the rank's own error, if it printed one, came before them).
-NOT_A_CAUSE = (
-    "WARNING",
-    "Primary job terminated normally",
-    "mpirun detected that one or more processes exited with non-zero status",
-)
+NOT_A_CAUSE = ("WARNING", "Primary job terminated normally")
+NOT_A_CAUSE += ("mpirun detected that one or more processes exited with non-zero status",)
 # `mpirun --tag-output` and `srun --label` put the rank before each of its lines.
 RANK_TAG = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )")
 

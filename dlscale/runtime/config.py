@@ -21,6 +21,15 @@ from dlscale.workloads import frameworks
 from dlscale.workloads.registry import MODELS
 
 SCHEMA_PATH = WORKFLOW / "config" / "schema.yaml"
+DATA_SHARDS = 8
+# The package's defaults; a study folder's own config is read over them, and every `--configfile` over that.
+DEFAULT_CONFIG = WORKFLOW / "config" / "config.yaml"
+STUDY_CONFIG = "config/config.yaml"  # relative to the study folder
+# What an MPI job is handed: its rule declares these as params, so a change to one remakes the job, and the job
+# reads nothing else of the config (run_timeout_s is a rule resource: a longer limit remakes nothing).
+JOB_SETTINGS = ("hostfile", "launcher", "emulate", "device", "autotune", "tf32")
+RUN_SETTINGS = ("data", "image_size", "classes", "precision", "warmup", "iterations", "samples")
+RUN_SETTINGS += ("profile_iterations", "lr", "momentum", "seed")
 
 
 def merge_into(base, new):
@@ -59,13 +68,13 @@ def refuse_renamed(config):
 def validate_schema(config):
     refuse_renamed(config)
     validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message))
-    if errors:
-        e = errors[0]
-        if e.validator == "additionalProperties":
-            known = ", ".join(sorted(e.schema.get("properties", {})))
-            raise ConfigError(f"config key {_key_path(e)}: {e.message} (known keys: {known})")
-        raise ConfigError(f"config key {_key_path(e)}: {e.message}")
+    e = min(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message), default=None)
+    if e is None:
+        return
+    if e.validator == "additionalProperties":
+        known = ", ".join(sorted(e.schema.get("properties", {})))
+        raise ConfigError(f"config key {_key_path(e)}: {e.message} (known keys: {known})")
+    raise ConfigError(f"config key {_key_path(e)}: {e.message}")
 
 
 def check_environments(config):
@@ -166,8 +175,7 @@ def check_replay(config):
 
 
 def check_device(config):
-    """A config that contradicts itself stops here. A GPU study without a GPU is not refused: its runs
-    fail, each saying why, and every table is still made (see `warnings`)."""
+    """A contradiction stops here; a GPU study without a GPU is not refused (its runs fail: `warnings`)."""
     if config.get("precision") == "mixed" and config.get("device", "cpu") != "gpu":
         raise ConfigError(
             "config key 'precision': mixed needs device gpu (float16 compute and loss scaling "
@@ -177,14 +185,13 @@ def check_device(config):
 
 def warnings(config):
     """What will make runs fail though the config is valid, said before anything runs."""
-    out = []
-    if config.get("device", "cpu") == "gpu" and env.variant() != "cuda":
-        out.append(
-            f"config key 'device': gpu runs need the cuda environment (GPU builds of the frameworks, "
-            f"Horovod with NCCL), and {env.VARIANT_VAR} selects the {env.variant()} one: every run will "
-            f"fail for want of a GPU; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake"
-        )
-    return out
+    if config.get("device", "cpu") != "gpu" or env.variant() == "cuda":
+        return []
+    return [
+        f"config key 'device': gpu runs need the cuda environment (GPU builds of the frameworks, "
+        f"Horovod with NCCL), and {env.VARIANT_VAR} selects the {env.variant()} one: every run will "
+        f"fail for want of a GPU; set {env.VARIANT_VAR}=cuda for ./bootstrap.sh and snakemake"
+    ]
 
 
 def check_data(config):
@@ -211,12 +218,8 @@ def check_data(config):
         )
 
 
-DATA_SHARDS = 8
-
-
 def dataset_folder(config):
-    """Where the study's prepared image set lives (None for synthetic data): one folder under the
-    cache per recipe or user's folder, shared by every study that asks for the same images."""
+    """The prepared image set's folder (None for synthetic data), shared by every study asking for the same images."""
     data = config["data"]
     if data["kind"] == "synthetic":
         return None
@@ -229,11 +232,6 @@ def dataset_folder(config):
     return cache / f"{key}-shards{data.get('shards', DATA_SHARDS)}-{data.get('on_corrupt', 'fail')}"
 
 
-# The package's defaults; a study folder's own config is read over them, and every `--configfile` over that.
-DEFAULT_CONFIG = WORKFLOW / "config" / "config.yaml"
-STUDY_CONFIG = "config/config.yaml"  # relative to the study folder
-
-
 def study_config():
     """The study folder's own config (None where it has none, or where it is the package's defaults)."""
     own = Path(STUDY_CONFIG)
@@ -241,8 +239,7 @@ def study_config():
 
 
 def study_template(sources):
-    """A study folder's config/config.yaml: the defaults (every key, commented), or the shipped
-    configs `sources` over them (one: its own text and comments; several: merged in order)."""
+    """A study's config/config.yaml: the defaults, or the shipped configs `sources` over them (merged in order)."""
     known = paths.shipped_configs()
     unknown = [s for s in sources if s not in known]
     if unknown:
@@ -271,8 +268,7 @@ def _read(path):
 
 
 def layered(configfiles=(), items=()):
-    """The config Snakemake builds for `--configfile F... --config KEY=VALUE...` (the defaults, the study
-    folder's config, each file, the items), parsed as Snakemake does, so the CLI sees what the pipeline runs."""
+    """The config Snakemake builds for `--configfile F... --config KEY=VALUE...`, so the CLI sees what runs."""
     from snakemake.cli import parse_config  # deferred: half a second to import, and only the CLI merges items
 
     config = _read(DEFAULT_CONFIG)
@@ -312,8 +308,7 @@ def threads(config):
 
 
 def job_threads(config):
-    """The threads every rank of a job gets: a run's config holds its own number, any other job's the
-    study's most. The one place this is worked out (tests/test_architecture.py)."""
+    """A job's threads per rank: a run's own, any other job's the study's most (worked out only here)."""
     return max(threads(config))
 
 
@@ -332,22 +327,16 @@ def matrix(config):
 
 
 def calibrations(config):
-    """The contention calibrations the study makes: one per configuration with 2 or more ranks per node
-    (its identity less nodes and repeat); none with `contention.trials` 0 or on GPUs."""
+    """A contention calibration per configuration (less nodes, repeat) of 2+ ranks per node; none on GPUs."""
     if not config.get("contention", {}).get("trials") or config.get("device", "cpu") == "gpu":
         return []
-    seen = {}
-    for run in matrix(config):
-        if run["ranks_per_node"] > 1:
-            key = {k: v for k, v in run.items() if k not in ("nodes", "repeat")}
-            seen[paths.contention(key)] = key
-    return list(seen.values())
+    keys = ({k: v for k, v in run.items() if k not in ("nodes", "repeat")} for run in matrix(config))
+    return list({paths.contention(key): key for key in keys if key["ranks_per_node"] > 1}.values())
 
 
-def _through(config, library):
-    """The frameworks the study runs through `library`."""
-    runs = [fw for fw in config["framework"] if library in libraries(config, fw)]
-    return [fw for fw in runs if not frameworks.not_built(fw, library)]
+def _through(config, lib):
+    """The frameworks the study runs through library `lib`."""
+    return [fw for fw in config["framework"] if lib in libraries(config, fw) and not frameworks.not_built(fw, lib)]
 
 
 def native(config):
@@ -361,16 +350,14 @@ def horovod(config):
 
 
 def swept_apart(config):
-    """The frameworks the allreduce sweep times in jobs of their own Python: those run through their own
-    library and, with `allreduce_bindings: each` on the CPU, through Horovod; not the instrument."""
+    """Frameworks swept in their own Python (not the instrument): native, and Horovod's with bindings each."""
     each = config.get("allreduce_bindings", "instrument") == "each" and config.get("device", "cpu") != "gpu"
     wanted = set(native(config)) | (set(horovod(config)) if each else set())
     return [fw for fw in config["framework"] if fw in wanted and fw != instrument(config)]
 
 
 def instrument(config):
-    """The framework whose Horovod binding the sweep and the replays hand their tensors through (on the
-    GPU PyTorch's, the one binding with a GPU path), or None where nothing runs through Horovod."""
+    """The framework whose Horovod binding sweep and replays use (GPU: PyTorch's, the one with a GPU path)."""
     if config.get("device", "cpu") == "gpu":
         return frameworks.REFERENCE
     return frameworks.first_with("instrument", horovod(config))
@@ -383,17 +370,8 @@ def check_matrix(config):
         raise ConfigError(f"config key 'allreduce_library': no framework runs the libraries asked for ({why})")
 
 
-# What an MPI job is handed: its rule declares these as params, so a change to one remakes the job, and
-# the job reads nothing else of the config (run_timeout_s is a rule resource: a longer limit remakes nothing).
-# Where and how every job runs, and what a training run measures besides its identity:
-JOB_SETTINGS = ("hostfile", "launcher", "emulate", "device", "autotune", "tf32")
-RUN_SETTINGS = ("data", "image_size", "classes", "precision", "warmup", "iterations", "samples")
-RUN_SETTINGS += ("profile_iterations", "lr", "momentum", "seed")
-
-
 def job_settings(config):
-    """Every MPI job's settings, with the threads a rank gets and, in an emulated cluster, the study's
-    node counts (the largest fixes each emulated node's CPUs)."""
+    """Every MPI job's settings, with its threads per rank and, emulated, the study's node counts."""
     settings = {k: config.get(k) for k in JOB_SETTINGS}
     settings["threads_per_rank"] = job_threads(config)
     if config.get("emulate"):
@@ -403,8 +381,7 @@ def job_settings(config):
 
 @dataclasses.dataclass(frozen=True)
 class JobPlan:
-    """How every MPI job of the study runs, resolved once by `job_plan`; later stages work out nothing
-    again. The defaults are a bench script's (mpirun on this machine)."""
+    """How every MPI job of the study runs, resolved once by `job_plan` (defaults: a bench script's mpirun)."""
 
     threads_per_rank: int = 1
     launcher: dict = dataclasses.field(default_factory=lambda: {"name": "mpirun"})
@@ -422,13 +399,10 @@ def job_plan(settings):
     return JobPlan(
         threads_per_rank=job_threads(settings),
         launcher=settings["launcher"],
-        hostfile=settings.get("hostfile"),
-        emulate=settings.get("emulate"),
         study_nodes=tuple(settings.get("nodes") or ()),
         device=settings.get("device") or "cpu",
-        autotune=settings.get("autotune", True),
-        tf32=settings.get("tf32", False),
         timeout_s=settings["run_timeout_s"],
+        **{k: settings[k] for k in ("hostfile", "emulate", "autotune", "tf32") if k in settings},  # else the defaults
     )
 
 
@@ -455,8 +429,7 @@ def replay_settings(config):
 
 
 def title(config, configfiles):
-    """The study's title: the config's `title`, else the first config file given besides the defaults
-    and the study folder's own, else the study folder's name (the defaults alone: "the default study")."""
+    """The config's `title`, else the first config file given (not the defaults or the study's), else the folder's."""
     if config.get("title"):
         return config["title"]
     read = {DEFAULT_CONFIG.resolve(), Path(STUDY_CONFIG).resolve()}

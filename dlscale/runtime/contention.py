@@ -1,10 +1,7 @@
-"""What sharing a node costs a rank's compute, measured: the calibration the performance model
-multiplies a 1-rank run's phases by (dlscale/analysis/model.py).
-
-Each trial launches k copies of a 1-rank run on one node that measure copy 0 alone and all k together
-(dlscale/workloads/together.py), which goes first alternating between trials so that drift falls on
-both; the ratio is s_k. Launches vary (1.09 and 1.33 for one calibration), which the trials' spread
-carries into the interval. Lines (SCHEMA) go to OUT, for dlscale/analysis/contention.py.
+"""What sharing a node costs a rank's compute (the performance model's calibration): each trial launches
+k copies of a 1-rank run on one node that measure copy 0 alone and all k together, which goes first
+alternating so that drift falls on both. Launches vary (1.09 and 1.33 for one calibration): the trials'
+spread carries that into the interval.
 """
 
 import json
@@ -25,7 +22,7 @@ SCHEMA = "dlscale.contention/1"
 
 def copies_of(settings, run, segments, folder, env_record):
     """Each copy's {segment index: [iteration s]}, from copies of the 1-rank run `run` (one per rank per
-    node) started at once in folder/copy<i> to measure `segments`; raises naming a copy that fails."""
+    node) started at once in folder/copy<i>; raises naming a copy that fails."""
     count, one = run["ranks_per_node"], {**run, "nodes": 1, "ranks_per_node": 1, "repeat": 0}
     meeting = Path(folder) / "meet"
     shutil.rmtree(meeting, ignore_errors=True)  # an earlier attempt's marks would let a copy start alone
@@ -92,12 +89,6 @@ def _trial(trial, kinds, copies):
     """A trial's line from its copies' segments: copy 0's alone and every copy's together."""
     alone, shared = kinds.index("alone"), kinds.index("together")
     means = [statistics.mean(segments[shared]) for segments in copies]
-    return {
-        "schema": SCHEMA,
-        "trial": trial,
-        "first": kinds[0],
-        "copies": len(copies),
-        "alone_s": statistics.mean(copies[0][alone]),
-        "together_s": statistics.mean(means),
-        "together_max_s": max(means),
-    }
+    line = {"schema": SCHEMA, "trial": trial, "first": kinds[0], "copies": len(copies)}
+    line["alone_s"] = statistics.mean(copies[0][alone])
+    return line | {"together_s": statistics.mean(means), "together_max_s": max(means)}

@@ -10,9 +10,7 @@ from dlscale.workloads import images
 
 
 def prepare_rule(settings, python, manifest, log, writers):
-    """`images prepare` for the study's data in a process of its own, the formats of `writers`
-    ({framework: its Python}) each written in its framework's Python, its output in the rule's log. A
-    file that stops it (on_corrupt: fail) is named in the error."""
+    """`images prepare` in a process of its own, each format of `writers` ({framework: Python}) in that Python."""
     data = settings["data"]
     argv = [python, "-m", images.__name__, "prepare", str(Path(manifest).parent)]
     argv += ["--images", str(data.get("images", 1000)), "--classes", str(settings["classes"])]

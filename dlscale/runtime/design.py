@@ -1,11 +1,6 @@
-"""The order a study's runs take (config `design`): on a shared machine the speed drifts, by 2x within
-an hour on this project's VMs, so the order decides what a comparison measures.
-
-`blocked`: a block is one repeat index, each block in a seeded random order of its own, so a slow
-spell falls on all configurations of a block alike and a comparison within blocks cancels it.
-`unordered`: Snakemake's own order. The order is each run job's Snakemake priority; a run's place is a
-hash of the seed, the block and the configuration, so adding a configuration keeps the others' order.
-"""
+"""The order of a study's runs (config `design`), as speed drifts 2x within an hour on this project's VMs. `blocked`:
+each repeat index a block in a seeded order of its own, so a slow spell hits a block's configurations alike (a run's
+place hashes seed, block and configuration: adding one keeps the others' order); `unordered`: Snakemake's."""
 
 import hashlib
 
@@ -29,8 +24,7 @@ def _place(run, seed):
 
 
 def priority(run, design):
-    """The run job's Snakemake priority (higher runs earlier): blocks first to last, each in its seeded
-    order; 0 for an unordered design."""
+    """The run job's Snakemake priority (higher runs earlier): blocks in turn, each seeded; 0 unordered."""
     if design["order"] != "blocked":
         return 0
     return TOP - run["repeat"] - _place(run, design["seed"])
@@ -40,9 +34,8 @@ def order(runs, design):
     """The runs as the design orders them: rows of (block, position within the block, run path)."""
     if design["order"] != "blocked":
         return [{"block": r["repeat"], "position": "", "run": paths.run_path(r)} for r in runs]
-    ranked = sorted(runs, key=lambda r: -priority(r, design))
     rows, position = [], {}
-    for run in ranked:
+    for run in sorted(runs, key=lambda r: -priority(r, design)):
         k = position[run["repeat"]] = position.get(run["repeat"], -1) + 1
         rows.append({"block": run["repeat"], "position": k, "run": paths.run_path(run)})
     return rows

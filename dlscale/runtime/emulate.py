@@ -1,12 +1,6 @@
-"""An emulated multi-node cluster on one machine: network namespaces joined by shaped virtual links.
-
-Node i is the namespace ``<name>-n<i>`` (eth0 at 10.213.0.<i+1>/24), a veth pair to a bridge in the switch
-namespace ``<name>-sw``; `tc` shapes both directions of every link (tbf at the rate, netem for a delay).
-A link queues at most QUEUE_MS, like a switch port: with deep queues acks waited behind data and
-throughput halved at random. Every node's TCP uses `congestion_control` (cubic), not the machine's: with
-BBR 2-4 of 6 allreduces over 500 Mbit/s took 1.25-1.75x the fastest, against 0.6% with cubic
-(bench/link.py). mpirun runs in node 0 (`Cluster.wrap`) and starts its daemons in the others through
-Open MPI's `plm_rsh_agent`, the script `netns-agent`. Needs root, iproute2, veth, bridge, tbf (netem).
+"""An emulated multi-node cluster on one machine: network namespaces ``<name>-n<i>`` joined by veth pairs
+to a bridge in ``<name>-sw``, `tc` shaping both directions of every link. mpirun runs in node 0 and starts
+its daemons in the others through `netns-agent`. Needs root, iproute2, veth, bridge, tbf (netem).
 """
 
 import contextlib
@@ -21,8 +15,11 @@ from pathlib import Path
 PREFIX = "dlsemu"
 SUBNET = "10.213.0"
 MAX_NODES = 250
-# How long a packet may wait in a link's queue before it is dropped (tbf latency).
+# How long a packet may wait in a link's queue (tbf latency), like a switch port: with deep queues acks
+# waited behind data and throughput halved at random.
 QUEUE_MS = 3
+# Every node's TCP's, not the machine's: with BBR 2-4 of 6 allreduces over 500 Mbit/s took 1.25-1.75x the
+# fastest, against 0.6% with cubic (bench/link.py).
 CONGESTION_CONTROL = "cubic"
 SYSCTL = Path("/proc/sys/net/ipv4")
 AGENT = Path(__file__).resolve().parent / "netns-agent"

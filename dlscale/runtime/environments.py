@@ -1,7 +1,5 @@
-"""Each framework's Python: its own environment (built when a study first runs it) or the user's, named
-by the config key `environments`, and what a study's runs of it need from it. A study whose framework's
-Python lacks that is refused before any run starts (the `framework_environment` rule), naming what is
-missing; `dlscale env check` says the same without running anything.
+"""Each framework's Python (its own environment, or the user's from the config key `environments`) and
+what a study's runs need from it: one that lacks it is refused before any run starts, naming what is missing.
 """
 
 import json
@@ -75,15 +73,9 @@ def check(python, framework, need):
 
 def record(checked):
     """A user's Python as an environment record (what a run reads of environment.json), with its check."""
-    return {
-        "python": checked["python"],
-        "key": f"user:{checked['python']}",
-        "user": True,
-        "framework": checked["framework"],
-        "pins": {m: f["version"] for m, f in checked["modules"].items() if f["version"]},
-        "mpi": build.find_mpi(),
-        "check": checked,
-    }
+    python, pins = checked["python"], {m: f["version"] for m, f in checked["modules"].items() if f["version"]}
+    made = {"python": python, "key": f"user:{python}", "user": True, "framework": checked["framework"], "pins": pins}
+    return made | {"mpi": build.find_mpi(), "check": checked}
 
 
 def admitted(python, framework, needs, built=None):

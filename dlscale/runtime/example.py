@@ -1,6 +1,5 @@
-"""The docs' example study (docs/example/): a finished study's report, figures and main tables, copied
-as they are. A test checks that the committed example has a fresh report's form (its sections and
-files), not its numbers, so a change to the report shows up as a stale example."""
+"""The docs' example study (docs/example/): a finished study's report, figures and main tables, copied. A test
+checks it has a fresh report's form (sections and files), not its numbers: a changed report shows as stale."""
 
 import re
 import shutil
@@ -8,8 +7,7 @@ from pathlib import Path
 
 from dlscale.core.paths import FIGURES, TABLES
 
-# The report's main tables, and those `dlscale compare` and `dlscale plan` read, so that a user can put
-# their machine beside the example.
+# The report's main tables, and those `dlscale compare` and `dlscale plan` read (a user's machine beside it).
 TABLES_KEPT = ("summary", "comparisons", "blocks", "order")
 TABLES_READ = ("runs", "run_metrics", "tensors", "allreduce", "allreduce_fit", "model", "contention")
 HEADER = (

@@ -21,9 +21,7 @@ class LaunchError(RuntimeError):
 
 @contextlib.contextmanager
 def job(job_plan, nodes, ranks_per_node, command, env):
-    """One MPI job, every rank running `command` in `env`: yields (hosts, launcher argv, process environment
-    or None, emulated cluster or None). Hosts are Slurm's, the hostfile's first `nodes`, or, with
-    `emulate`, those of an emulated cluster made for this job."""
+    """One MPI job of `command` in `env`: yields (hosts, launcher argv, process env or None, cluster or None)."""
     launcher, emulated = job_plan.launcher, job_plan.emulate
     chosen = LAUNCHERS[launcher["name"]]
     options = {"cpus_per_task": job_plan.threads_per_rank, "as_root": os.geteuid() == 0}
@@ -54,8 +52,7 @@ def job(job_plan, nodes, ranks_per_node, command, env):
 
 
 def slurm_hosts():
-    """The Slurm job's nodes by name, after its id ("slurm job 12", "dlslurm-n0", ...). Snakemake's job
-    step keeps SLURM_JOB_ID but not the node list: that is asked of Slurm."""
+    """["slurm job ID", its nodes...]: Snakemake's job step keeps SLURM_JOB_ID, not the node list (asked of Slurm)."""
     job = os.environ.get("SLURM_JOB_ID", "?")
     names = os.environ.get("SLURM_JOB_NODELIST") or _slurm_out("squeue", "-h", "-j", job, "-o", "%N")
     return [f"slurm job {job}", *(_slurm_out("scontrol", "show", "hostnames", names).split() if names else [])]
@@ -70,9 +67,7 @@ def job_failure(rc, timed_out, timeout_s, launcher="mpirun"):
     """Why a finished MPI job failed, or None."""
     if timed_out:
         return f"timed out after {timeout_s} s; job killed"
-    if rc != 0:
-        return f"{launcher} exited with code {rc}"
-    return None
+    return f"{launcher} exited with code {rc}" if rc != 0 else None
 
 
 class Interrupted(BaseException):
@@ -89,8 +84,7 @@ GRACE_S = 3  # after SIGTERM, this long before SIGKILL: a stopped job is gone wi
 
 @contextlib.contextmanager
 def interruptible():
-    """In the main thread: STOP_SIGNALS raise `Interrupted`, so that the MPI job in flight is stopped
-    whole and an emulated cluster torn down on the way out."""
+    """In the main thread: STOP_SIGNALS raise `Interrupted`, so the MPI job and emulated cluster are stopped whole."""
 
     def raise_interrupted(signum, _frame):
         for sig in STOP_SIGNALS:  # a second signal (Ctrl-C and the pipeline's own) must not cut the cleanup short
@@ -106,27 +100,22 @@ def interruptible():
 
 
 def die_with_parent(parent_pid):
-    """Have the kernel send this process SIGTERM when the thread that started it dies (Linux), so that a
-    killed pipeline never leaves its MPI job running. Exits if that parent is already gone."""
+    """SIGTERM when the thread that started this process dies (Linux), so no MPI job outlives a killed pipeline."""
     import ctypes
 
-    PR_SET_PDEATHSIG = 1
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
     if os.getppid() != parent_pid:
         raise Interrupted(signal.SIGTERM)
 
 
 def session_members(sid):
-    """Pids of the processes in session `sid` (from /proc): mpirun puts each local rank in a process
-    group of its own, but they stay in the session the job was started in."""
+    """Pids in session `sid` (from /proc): mpirun gives each local rank a process group, not a session, of its own."""
     members = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
+        with contextlib.suppress(OSError, IndexError, ValueError):
             if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == sid:
                 members.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
     return members
 
 

@@ -11,7 +11,7 @@ def parse_hostfile(path):
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config key 'hostfile': file {path} does not exist")
-    hosts, seen = [], set()
+    hosts = {}
     for number, raw in enumerate(path.read_text().splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -26,13 +26,12 @@ def parse_hostfile(path):
                 slots = int(m.group(2))
         if slots < 1:
             raise ConfigError(f"{path}:{number}: slots must be at least 1, got {slots}")
-        if host in seen:
+        if host in hosts:
             raise ConfigError(f"{path}:{number}: host {host!r} is listed twice")
-        seen.add(host)
-        hosts.append((host, slots))
+        hosts[host] = slots
     if not hosts:
         raise ConfigError(f"{path}: no hosts listed")
-    return hosts
+    return list(hosts.items())
 
 
 def select_hosts(hosts, nodes, ranks_per_node, hostfile="hostfile"):

@@ -1,9 +1,6 @@
-"""Launch one run (or allreduce sweep or replay) as one MPI job, keep its logs, and record whether it ran right.
-
-The outcome is written to status.json and to attempt.json, which stays with the attempt when the run is
-redone (Snakemake deletes status.json first); a failed run never stops the study, and an interrupted one
-writes attempt.json only (it counts as not done). A redone run or sweep first moves its earlier files to
-a new attempts folder: nothing measured is deleted."""
+"""Launch one run, allreduce sweep or replay as one MPI job; keep its logs and record whether it ran right in
+status.json and attempt.json (kept with the attempt when redone; an interrupted run writes only it). A failed
+run never stops the study; a redone one first moves its files to a new attempts folder: nothing is deleted."""
 
 import dataclasses
 import json
@@ -18,12 +15,7 @@ from dlscale.runtime import allreduce, emulate, replay
 from dlscale.runtime import config as cfg
 from dlscale.runtime.checks import check_run, first_error
 from dlscale.runtime.execution import Interrupted, LaunchError, execute, job, job_failure
-from dlscale.workloads import frameworks
-
-
-def thread_env(threads):
-    """Compute threads of one rank, for every framework (PyTorch, TensorFlow and JAX also set theirs)."""
-    return frameworks.thread_env(threads)
+from dlscale.workloads.frameworks import thread_env  # re-exported: a rank's compute threads, for every framework
 
 
 def workload_command(python, spec_path):
@@ -32,14 +24,12 @@ def workload_command(python, spec_path):
 
 
 def run_spec(settings, run, out_dir):
-    """The complete description of one run handed to every rank (spec.json), from its `own_settings`."""
-    spec = {k: settings[k] for k in IDENTITY if k in settings}
-    spec.update(run)
+    """The complete description of one run handed to every rank (spec.json), from its own settings."""
+    spec = {k: settings[k] for k in IDENTITY if k in settings} | run
     keys = ("warmup", "iterations", "profile_iterations", "autotune", "tf32", "lr", "momentum", "seed", "device")
     spec.update({k: settings[k] for k in keys})
-    for key in ("samples", "calibration"):  # calibration: a contention calibration copy's segments
-        if settings.get(key):
-            spec[key] = settings[key]
+    # calibration: a contention calibration copy's segments
+    spec.update({k: settings[k] for k in ("samples", "calibration") if settings.get(k)})
     folder = cfg.dataset_folder(settings)
     spec["data"] = {**settings["data"], "folder": str(folder)} if folder else dict(settings["data"])
     spec["out_dir"] = str(out_dir)
@@ -47,10 +37,9 @@ def run_spec(settings, run, out_dir):
 
 
 def math_env(autotune, tf32):
-    """The same math libraries, cuDNN autotuning and TF32 setting for every framework, where it is an
-    environment variable (NVIDIA's TF32 override reaches MXNet's cuBLAS and cuDNN calls). oneDNN is
-    asked for explicitly: TensorFlow turns it on by default only on CPUs with AVX-512 VNNI/BF16 or
-    AMX, and without it ResNet-50 trains 2.8x slower on an AVX2 machine."""
+    """The same math libraries, cuDNN autotuning and TF32 setting for every framework (NVIDIA's TF32 override
+    reaches MXNet's cuBLAS and cuDNN). oneDNN is asked for: TensorFlow turns it on by default only on CPUs
+    with AVX-512 VNNI/BF16 or AMX, and without it ResNet-50 trains 2.8x slower on an AVX2 machine."""
     tune = str(int(autotune))
     env = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CUDNN_USE_AUTOTUNE": tune, "MXNET_CUDNN_AUTOTUNE_DEFAULT": tune}
     if not tf32:
@@ -59,16 +48,14 @@ def math_env(autotune, tf32):
 
 
 def rank_env(job_plan):
-    """Every rank's environment in a job of this JobPlan: its threads, the math switches, this package
-    on the path, Horovod's timeline (DYNAMIC: over chosen iterations only), the launcher's own."""
-    env = {
+    """Every rank's environment in this JobPlan's job (Horovod's timeline DYNAMIC: chosen iterations only)."""
+    return {
         **thread_env(job_plan.threads_per_rank),
         **math_env(job_plan.autotune, job_plan.tf32),
         "PYTHONPATH": str(paths.SOURCE),
         "HOROVOD_TIMELINE": "DYNAMIC",
+        **{k: str(v) for k, v in job_plan.launcher.get("env", {}).items()},
     }
-    env.update({k: str(v) for k, v in job_plan.launcher.get("env", {}).items()})
-    return env
 
 
 def _write_json(path, obj):
@@ -109,7 +96,7 @@ class Plan:
     """One run resolved from the study's config before its job starts."""
 
     run: dict
-    settings: dict  # the study's config as this run sees it (own_settings: its own threads per rank)
+    settings: dict  # the study's config as this run sees it (with its own threads per rank)
     job: cfg.JobPlan  # how its MPI job runs, from the same settings
     run_dir: Path
     log: Path
@@ -120,14 +107,8 @@ class Plan:
     traced: bool  # native timing with traced iterations: every rank must leave a trace
 
 
-def own_settings(settings, run):
-    """The study's config (or the run rule's settings) as one run sees it: its own threads per rank."""
-    return {**settings, "threads_per_rank": run["threads_per_rank"]}
-
-
 def complete(settings, run):
-    """A run given without its threads per rank (by hand, or an identity written before they could
-    vary) has the study's one number; a study that varies them must name them."""
+    """A run without its threads per rank (by hand, or an older identity) has the study's one number."""
     if "threads_per_rank" in run:
         return run
     threads = cfg.threads(settings)
@@ -137,10 +118,9 @@ def complete(settings, run):
 
 
 def plan(study, run, env_record, status_path=None, log_path=None, attempts_root=None):
-    """The run's Plan, from the study config or the `run` rule's settings. The rule passes its declared
-    status file, log and attempts folder; by hand they are the config's (`paths.run_files`)."""
+    """The run's Plan, from the study config or the `run` rule's settings (with its declared files)."""
     run = complete(study, run)
-    settings = own_settings(study, run)
+    settings = {**study, "threads_per_rank": run["threads_per_rank"]}
     job_plan = cfg.job_plan(settings)
     if status_path is None:
         run_dir, log_path, attempts_root = paths.run_files(settings, run)
@@ -176,8 +156,7 @@ def launch(study, run, env_record, status_path=None, log_path=None, attempts_roo
         "reasons": problems,
         "returncode": rc,
         "elapsed_s": round(time.time() - started, 3),
-        # when it started (UTC): the report's dates, and the order the runs really took
-        "started": utc_stamp(started),
+        "started": utc_stamp(started),  # UTC: the report's dates, and the order the runs really took
         "argv": argv,
         "log": str(p.log),
     }
@@ -198,8 +177,7 @@ def _identity(p):
 
 
 def _run_job(p, env_record, started):
-    """Run the plan's MPI job, spec.json written once its hosts and argv are known. Returns (argv,
-    returncode, failure or None); an interrupted job writes attempt.json and is raised on."""
+    """Run the plan's MPI job (spec.json written once its hosts are known): (argv, returncode, failure or None)."""
     run, timeout_s = p.run, p.job.timeout_s
     try:
         with job(p.job, run["nodes"], run["ranks_per_node"], p.command, p.rank_env) as (hosts, argv, proc_env, cluster):
@@ -207,11 +185,10 @@ def _run_job(p, env_record, started):
             (p.run_dir / SPEC).write_text(json.dumps(spec, indent=2) + "\n")
             rc, timed_out = execute(argv, p.log, timeout_s, proc_env)
         failure = job_failure(rc, timed_out, timeout_s, p.job.launcher["name"])
-    except emulate.EmulationError as exc:
-        argv, rc, failure = [], None, f"emulated cluster: {exc}"
-    except LaunchError as exc:
-        argv, rc, failure = [], None, str(exc)
-    except Interrupted as exc:
+    except (emulate.EmulationError, LaunchError) as exc:
+        argv, rc = [], None
+        failure = f"emulated cluster: {exc}" if isinstance(exc, emulate.EmulationError) else str(exc)
+    except Interrupted as exc:  # attempt.json only, and raised on
         status = {
             **_identity(p),
             "status": "interrupted",
@@ -261,10 +238,7 @@ class Program:
 
 
 def sweep_allreduce(settings, sweep, apart=None):
-    """Run the allreduce sweep as the Measurement `sweep`: the MPI and Horovod paths, and the native
-    paths of the frameworks in the instrument's Python; then, for each framework swept apart (`apart`:
-    {framework: its environment record}), its native path and its binding's Horovod paths, each in a
-    job of its own in that Python, appended to the sweep's lines and log."""
+    """The allreduce sweep as the Measurement `sweep`, then each framework of `apart` ({framework: env record})."""
     job_plan = cfg.job_plan(settings)
     apart = {fw: record for fw, record in (apart or {}).items() if fw in cfg.swept_apart(settings)}
     here = [fw for fw in cfg.native(settings) if fw not in apart]
@@ -291,8 +265,7 @@ def _sweep_apart(settings, job_plan, sweep, fw, binding):
 
 
 def _sweep_program(settings, job_plan, native, binding="reference"):
-    """A sweep job timing the native paths of `native` and, with binding "reference", the MPI and
-    Horovod paths (the instrument's binding); with a framework's name, its binding's Horovod paths only."""
+    """A sweep of `native`'s paths and the MPI and Horovod paths ("reference"), or a named binding's only."""
     args = ["--max-bytes", str(settings["allreduce_max_bytes"]), "--device", job_plan.device]
     args += ["--native", ",".join(native), "--instrument", cfg.instrument(settings) or "none"]
     args += ["--threads", str(job_plan.threads_per_rank)]  # a binding's framework at its ranks' threads
@@ -311,11 +284,7 @@ def replay_gradients(settings, replayed, plans_path, spec_path):
 
 
 def measure(job_plan, where, program):
-    """Run the Program on the Measurement `where` (a sweep or a replay), as the JobPlan says.
-
-    One that fails ends its output with a line saying why, after the lines it wrote (a sweep's sizes
-    measured before a timeout stay), so the study goes on. Output and log are also copied to a new
-    attempts folder, where they stay when the step is redone (Snakemake deletes them first)."""
+    """Run the Program on the Measurement `where`, a failure ending its output; both files kept as an attempt."""
     out_path, log_path = Path(where.out), Path(where.log)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.unlink(missing_ok=True)  # only this job's lines, never an earlier one's
@@ -326,10 +295,8 @@ def measure(job_plan, where, program):
             with job(job_plan, where.nodes, where.ranks_per_node, command, rank_env(job_plan)) as (_, argv, env, _c):
                 rc, timed_out = execute(argv, log_path, job_plan.timeout_s, env)
             failure = job_failure(rc, timed_out, job_plan.timeout_s, job_plan.launcher["name"])
-        except emulate.EmulationError as exc:
-            failure = f"emulated cluster: {exc}"
-        except LaunchError as exc:
-            failure = str(exc)
+        except (emulate.EmulationError, LaunchError) as exc:
+            failure = f"emulated cluster: {exc}" if isinstance(exc, emulate.EmulationError) else str(exc)
         if failure:
             _end_with_failure(out_path, failure, first_error(log_path.read_text(errors="replace")), program, where)
     finally:

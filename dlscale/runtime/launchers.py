@@ -1,7 +1,5 @@
-"""The launchers a study can name (`launcher.name`), registered by name: each a class with
-`argv(job, launcher)`, a pure function of a `Job` and the config's `launcher` section (tested by
-exact argv), whether a scheduler places the ranks, and the program it needs on PATH.
-"""
+"""The launchers a study can name (`launcher.name`): each with `argv(job, launcher)`, a pure function of a `Job`
+and the config's `launcher` section (tested by exact argv), and the program it needs on PATH."""
 
 import os
 import shutil
@@ -10,15 +8,14 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Job:
-    """What a launcher starts: `ranks_per_node` ranks on each of `hosts` (for srun only their number
-    counts), each running `command` in `env`; `as_root`: mpirun refuses root unless told."""
+    """`ranks_per_node` ranks on each of `hosts` (srun: their number), each running `command` in `env`."""
 
     hosts: list
     ranks_per_node: int
     command: list
     env: dict = field(default_factory=dict)
     cpus_per_task: int = 1
-    as_root: bool = False
+    as_root: bool = False  # mpirun refuses root unless told
 
     @property
     def ranks(self):
@@ -55,14 +52,12 @@ def mpirun_argv(job, launcher):
 
 
 def _env_prefix(env):
-    """`env NAME=VALUE ...` before a command: how srun and horovodrun runs get the rank environment
-    (values may hold commas, which srun's --export cannot carry)."""
+    """`env NAME=VALUE ...` before a command, for srun and horovodrun (srun's --export cannot carry commas)."""
     return ["env", *(f"{name}={value}" for name, value in sorted(env.items()))] if env else []
 
 
 def horovodrun_argv(job, launcher):
-    """argv for `horovodrun --mpi` (Horovod's launcher over mpirun; it adds --allow-run-as-root and
-    exports the launching environment itself). Binding and extra mpirun arguments pass through."""
+    """argv for `horovodrun --mpi` (it adds --allow-run-as-root and exports the environment itself)."""
     binding = f"--bind-to {launcher.get('bind_to', 'none')} --map-by ppr:{job.ranks_per_node}:node"
     if launcher.get("oversubscribe"):
         binding += " --oversubscribe"
@@ -78,8 +73,7 @@ SRUN_BIND = {"none": "none", "core": "cores", "socket": "sockets", "numa": "ldom
 
 
 def srun_argv(job, launcher):
-    """argv for Slurm's srun inside an allocation (Slurm picks the nodes), the job killed if one rank
-    dies. Every count is explicit: Snakemake's Slurm job step removes the allocation's SLURM_* counts."""
+    """argv for Slurm's srun in an allocation, every count explicit (Snakemake's job step removes SLURM_* ones)."""
     argv = ["srun", f"--nodes={len(job.hosts)}", f"--ntasks={job.ranks}", f"--ntasks-per-node={job.ranks_per_node}"]
     argv += [f"--cpus-per-task={job.cpus_per_task}", f"--cpu-bind={SRUN_BIND[launcher.get('bind_to', 'none')]}"]
     argv += [f"--mpi={launcher.get('mpi', 'pmix')}", "--kill-on-bad-exit=1"]
@@ -111,7 +105,7 @@ LAUNCHERS = {}
 
 
 def register(cls):
-    """Add a Launcher class to the registry under its name (one instance: launchers hold no state)."""
+    """Register a Launcher class under its name (one instance: launchers hold no state)."""
     LAUNCHERS[cls.name] = cls()
     return cls
 
@@ -130,17 +124,14 @@ class Horovodrun(Launcher):
 
 @register
 class Srun(Launcher):
-    name, program = "srun", "srun"
-    without = "run the study inside a Slurm allocation, or use the Slurm profile"
+    name, program, without = "srun", "srun", "run the study inside a Slurm allocation, or use the Slurm profile"
     scheduler_places_ranks = True
     argv = staticmethod(srun_argv)
 
 
 def apart(launcher, session_dir):
-    """The launcher of one of several jobs started at once on one node (a calibration's copies): mpirun
-    gets a session directory of its own under `session_dir`, as two mpiruns that create the node's
-    /tmp/ompi.<host>.<uid> at the same moment fail one of them ("A call to mkdir was unable to create
-    the desired directory ... File exists", 2026-11-29). Other launchers are returned as they are."""
+    """mpirun for one of several jobs started at once on a node, its session directory under `session_dir`: two
+    creating /tmp/ompi.<host>.<uid> at once fail one ("mkdir was unable to create ... File exists", 2026-11-29)."""
     if launcher.get("name", "mpirun") != Mpirun.name:
         return launcher
     return {**launcher, "extra_args": ["--mca", "orte_tmpdir_base", str(session_dir), *launcher.get("extra_args", [])]}

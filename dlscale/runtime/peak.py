@@ -1,11 +1,10 @@
 """The machine's matrix-multiply rate as each framework reaches it: the denominator of model FLOP
 utilisation (MFU).
 
-Per framework, in a process of its own in that framework's Python (`--python FRAMEWORK=PATH` for one
-that runs apart from the workload environment), with a rank's threads and device: a square matrix
-multiply (dlscale/workloads/matmul.py), rate 2 N^3 / the median time, and the cores it used. On the CPU
-it runs again bound to `threads` CPUs (`matmul_flops_s_bound`): what that many cores can do, beside
-which a rate that took more cores than it was given stands out.
+Per framework, in a process of its own in that framework's Python (`--python FRAMEWORK=PATH`), with a
+rank's threads and device: a square matrix multiply, rate 2 N^3 / the median time, and the cores it used.
+On the CPU it runs again bound to `threads` CPUs (`matmul_flops_s_bound`), beside which a rate that took
+more cores than it was given stands out.
 
     python -m dlscale.runtime.peak OUT.csv --framework torch tensorflow mxnet --threads 1 [--device cpu|gpu]
         [--precision fp32|mixed] [--size N] [--python jax=PATH]
@@ -38,13 +37,9 @@ def _arguments(argv):
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     ap.add_argument("--precision", choices=["fp32", "mixed"], default="fp32")
     ap.add_argument("--size", type=int, help="N of the N x N multiply (default: 2048 on the CPU, 8192 on a GPU)")
+    python_help = "the Python a framework runs in (default: this one)"
     ap.add_argument(
-        "--python",
-        action="append",
-        default=[],
-        type=_framework_python,
-        metavar="FRAMEWORK=PATH",
-        help="the Python a framework runs in (default: this one)",
+        "--python", action="append", default=[], type=_framework_python, metavar="FRAMEWORK=PATH", help=python_help
     )
     return ap.parse_args(argv)
 
@@ -59,13 +54,8 @@ def _framework_python(text):
 
 def _environment(threads, device):
     """A probe process's environment: a rank's threads, and no GPU for a CPU peak."""
-    env = {
-        **os.environ,
-        **thread_env(threads),  # a rank's (dlscale/runtime/launch.py)
-        "TF_ENABLE_ONEDNN_OPTS": "1",
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "PYTHONPATH": str(SOURCE),
-    }
+    env = {**os.environ, **thread_env(threads), "TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env["PYTHONPATH"] = str(SOURCE)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
@@ -89,13 +79,9 @@ def _probe(framework, threads, args, env):
         return row
     t = json.loads(lines[-1])
     row["matmul_flops_s_bound"] = _bound(cmd, env, threads, n) if args.device == "cpu" else math.nan
-    row.update(
-        matmul_flops_s=2 * n**3 / t["median_s"],
-        matmul_flops_s_min=2 * n**3 / t["max_s"],
-        matmul_flops_s_max=2 * n**3 / t["min_s"],
-        repeats=REPEATS,
-        cores_used=t["cores_used"],
-    )
+    flop = 2 * n**3
+    row |= {"matmul_flops_s": flop / t["median_s"], "matmul_flops_s_min": flop / t["max_s"]}
+    row |= {"matmul_flops_s_max": flop / t["min_s"], "repeats": REPEATS, "cores_used": t["cores_used"]}
     print(
         f"{framework}: {row['matmul_flops_s'] / 1e9:.1f} GFLOP/s ({args.device}, {args.precision}, "
         f"{threads} thread(s), n={n}, {t['cores_used']:.2f} cores used)",
@@ -145,8 +131,8 @@ def rule_settings(config):
 
 
 def rule(settings, python, out_path, log_path, apart=None):
-    """The `peak` rule: `main` in `python` (a framework's own in `apart`, {framework: record}), with
-    `settings` (`rule_settings`: the rule's params, so that a change remakes peak.csv)."""
+    """The `peak` rule: `main` in `python` (a framework's own in `apart`, {framework: record}) with
+    `rule_settings`' `settings`, the rule's params so that a change remakes peak.csv."""
     argv = [python, "-m", "dlscale.runtime.peak", str(Path(out_path).resolve()), "--framework", *settings["framework"]]
     argv += ["--threads", *map(str, settings["threads_per_rank"]), "--device", settings["device"]]
     argv += ["--precision", settings["precision"]] + (["--size", str(settings["size"])] if settings.get("size") else [])

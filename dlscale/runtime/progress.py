@@ -1,6 +1,5 @@
-"""How far a study has got, said after each of its runs ends: runs done, blocks complete, and how long
-the runs left are predicted to take (the mean time of the runs done of the same configuration, else of
-the same framework and rank count, else of all)."""
+"""How far a study has got, said after each run: runs done, blocks complete, and the runs left's predicted time
+(the mean of runs done of the same configuration, else of the same framework and rank count, else of all)."""
 
 import json
 import math
@@ -20,8 +19,7 @@ def _framework_ranks(run):
 
 
 def predicted_s(done, todo):
-    """Seconds the runs `todo` (identity dicts) are predicted to take, from `done` (status dicts of runs
-    that ended, each with its identity and `elapsed_s`); None before any run has ended."""
+    """Seconds the runs `todo` (identities) will take, from the status dicts `done`; None before any ended."""
     done = [s for s in done if isinstance(s.get("elapsed_s"), (int, float)) and math.isfinite(s["elapsed_s"])]
     if not done:
         return None
@@ -29,13 +27,12 @@ def predicted_s(done, todo):
     for status in done:
         for key in (_configuration, _framework_ranks):
             groups.setdefault((key.__name__, key(status)), []).append(status["elapsed_s"])
-    everything = [s["elapsed_s"] for s in done]
 
     def one(run):
         for key in (_configuration, _framework_ranks):
             if (key.__name__, key(run)) in groups:
                 return statistics.mean(groups[key.__name__, key(run)])
-        return statistics.mean(everything)
+        return statistics.mean(s["elapsed_s"] for s in done)
 
     return sum(one(run) for run in todo)
 

@@ -1,15 +1,9 @@
 """Replay: a study's gradient traffic on more nodes than it ran on, without its compute.
 
-`python -m dlscale.runtime.replay OUT.jsonl SPEC.json` under mpirun: for each plan (a 1-rank
-configuration's phase times, gradient sizes and ready times) every rank runs `warmup` + `iterations`
-iterations that sleep where the run computed and hand gradients of the measured sizes to real Horovod
-allreduces through SPEC's `instrument` binding, in the measured order:
-
-    sleep io + h2d + forward; at each gradient's ready time submit its allreduce; sleep to the end
-    of backward; wait for every allreduce; sleep update.
-
-Rank 0 writes a JSON line per measured iteration: every rank's iteration time and exposed
-communication (the wait after backward).
+`python -m dlscale.runtime.replay OUT.jsonl SPEC.json` under mpirun: per plan (a 1-rank configuration's
+phase times, gradient sizes and ready times) every rank's iterations sleep io + h2d + forward, submit each
+gradient's real Horovod allreduce at its ready time, sleep to backward's end, wait for them, sleep update.
+Rank 0 writes a JSON line per measured iteration: every rank's iteration time and exposed communication.
 """
 
 import itertools

@@ -1,10 +1,6 @@
-"""The process that does a pipeline rule's work: every rule's `run:` block is `step(rule, FUNCTION,
-input, output, params, log, resources)`, and FUNCTION takes one `Job` of the declared lists.
-
-Snakemake runs `run:` blocks in threads, where no signal handler can be set, and on SIGTERM waits for
-running jobs; so a step runs in a process of its own, `python -m dlscale.runtime.rule` (its arguments
-as JSON on stdin), which on SIGTERM, SIGINT, SIGHUP or its parent's death stops its MPI job and
-emulated cluster and exits with 128 + the signal, leaving the run incomplete for the next `snakemake`.
+"""The process that does a pipeline rule's work (`step`). Snakemake runs `run:` blocks in threads, where no
+signal handler can be set, and on SIGTERM waits for running jobs; so a step runs in a process of its own,
+which on a stop signal or its parent's death stops its MPI job and emulated cluster and exits 128 + signal.
 """
 
 import contextlib
@@ -88,7 +84,7 @@ class Job:
 
     @classmethod
     def of(cls, **declared):
-        """A Job from lists or dicts by part name (a part not given is empty), as a test or command makes one."""
+        """A Job from lists or dicts by part name (a part not given is empty)."""
         return cls(**{part: _unpack(files(declared.get(part, [])), part) for part in PARTS})
 
 
@@ -99,8 +95,7 @@ def _unpack(value, part):
 
 
 def step(rule_name, function, declared, timeout_s=None):
-    """A rule's work, `function(Job)`, in a process of its own, killed after timeout_s where given;
-    `declared`: the rule's lists in PARTS' order."""
+    """A rule's work, `function(Job)`, in a process of its own killed after timeout_s; `declared` in PARTS' order."""
     if len(declared) != len(PARTS):
         raise TypeError(f"rule {rule_name}: expected its {', '.join(PARTS)}, got {len(declared)} lists")
     target = f"{function.__module__}:{function.__qualname__}"
@@ -109,8 +104,7 @@ def step(rule_name, function, declared, timeout_s=None):
 
 
 def _call(target, job):
-    # the step's module is known by name only, in its own process
-    import importlib
+    import importlib  # the step's module is known by name only, in its own process
 
     module, _, name = target.partition(":")
     function = getattr(importlib.import_module(module), name)

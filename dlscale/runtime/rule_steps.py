@@ -1,6 +1,4 @@
-"""The runtime's pipeline steps (rules/runs.smk, allreduce.smk, replay.smk, contention.smk,
-analysis.smk's peak, data.smk, environment.smk): each rule's `step` FUNCTION, which takes one
-`Job` (dlscale/runtime/rule.py) in a process of its own."""
+"""The runtime's pipeline steps: each rule's `step` FUNCTION, taking one `Job` (rule.py) in its own process."""
 
 import json
 import sys
@@ -64,8 +62,8 @@ def dataset_rule(job):
 
 
 def framework_environment(job):
-    """`rule framework_environment`: params.python (with params.build the framework's own environment,
-    built here first) admitted for params.needs (environments.admit), its record output[0]."""
+    """`rule framework_environment`: params.python (with params.build built here first) admitted for
+    params.needs, its record output[0]."""
     declared = json.loads(job.params.needs)
     if job.params.build:
         build.record_rule(sys.executable, job.output[0], job.log[0], own=declared["framework"])

@@ -14,10 +14,9 @@ async def _sleep_until_shutdown(executor):
 
 
 def end_status_waits_at_shutdown():
-    """Make a cluster executor's status sleep end within a second of shutdown. It sleeps 40 s, then 10 s
-    more after each check in which no job ended, up to 180 s (snakemake-executor-plugin-slurm 2.6.1-2.7.1),
-    and shutdown (on Ctrl-C and at every run's end) waits for it: 31 s after a Ctrl-C 11 s into a study,
-    68 s after one 154 s in. Called before Snakemake makes its executor, whose thread sleeps at once."""
+    """Make a cluster executor's status sleep (40 to 180 s, snakemake-executor-plugin-slurm 2.6.1-2.7.1), which
+    shutdown waits for (31 s after a Ctrl-C 11 s into a study, 68 s at 154 s), end within a second of it.
+    Called before Snakemake makes its executor, whose thread sleeps at once."""
     if "snakemake" not in sys.modules:  # a step's own process, or no Snakemake here
         return
     from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor  # only in snakemake

@@ -1,7 +1,7 @@
-"""The pipeline's process passes the stop signals it gets on to its rules' processes (dlscale/runtime/rule.py),
-which stop their MPI jobs and emulated clusters: Snakemake alone would wait for running jobs to finish.
-Called from the Snakefile's `onstart`."""
+"""The pipeline's process passes the stop signals it gets on to its rules' processes (rule.py), which stop
+their MPI jobs and emulated clusters: Snakemake alone would wait for running jobs to finish."""
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -29,10 +29,8 @@ def forward_signals():
 
     def forward(signum, frame, previous):
         for pid in rules_processes(os.getpid()):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         if callable(previous):
             previous(signum, frame)
         elif previous == signal.SIG_DFL:

@@ -1,13 +1,10 @@
-"""A real Slurm cluster on this machine, to run the Slurm path (profiles/slurm, the srun launcher)
-for real: `dlscale slurm up --nodes N` makes it, `dlscale slurm down` removes it and everything in it.
-
-Debian's slurm-wlm 22.05 (root only): munged and MariaDB (reused when running), slurmdbd (Snakemake's
-executor reads job states through sacct), slurmctld at HEAD_ADDR on a link into the emulated switch, and
-per emulated node a slurmd in its namespace, on its CPUs, with a host name of its own that /etc/hosts
-resolves: ranks on different nodes talk over the emulated links. slurmd enters the namespace with
-nsenter: `ip netns exec` mounts a fresh /sys without the cgroups slurmd needs. Config files: in STATE.
+"""A real Slurm cluster on this machine (`dlscale slurm up --nodes N`, `dlscale slurm down`), root only:
+munged, MariaDB and slurmdbd (Snakemake's executor reads job states through sacct), slurmctld at HEAD_ADDR
+on a link into the emulated switch, and a slurmd per emulated node in its namespace, on its CPUs, named in
+/etc/hosts. slurmd enters the namespace with nsenter: `ip netns exec` mounts a /sys without its cgroups.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -112,14 +109,9 @@ def _mariadb(started):
         proc = subprocess.Popen(server, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         started["mariadbd"] = proc.pid
         _wait("the MariaDB server", lambda: _ok("mariadb", "-e", "select 1"), [STATE / "mariadb.log"])
-    password = os.urandom(12).hex()
-    _run(
-        "mariadb",
-        "-e",
-        f"DROP DATABASE IF EXISTS {DATABASE}; CREATE USER IF NOT EXISTS '{DB_USER}'@'localhost'; "
-        f"ALTER USER '{DB_USER}'@'localhost' IDENTIFIED BY '{password}'; "
-        f"GRANT ALL ON {DATABASE}.* TO '{DB_USER}'@'localhost';",
-    )
+    password, user = os.urandom(12).hex(), f"'{DB_USER}'@'localhost'"
+    grants = f"ALTER USER {user} IDENTIFIED BY '{password}'; GRANT ALL ON {DATABASE}.* TO {user};"
+    _run("mariadb", "-e", f"DROP DATABASE IF EXISTS {DATABASE}; CREATE USER IF NOT EXISTS {user}; {grants}")
     return password
 
 
@@ -162,20 +154,11 @@ def _nodes_idle(count):
 def _write_configs(cluster, nodes, password):
     """slurm.conf (a Slurm node per emulated node) and slurmdbd.conf (root's alone: it holds a password)."""
     memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 // nodes
-    _write(
-        "slurm.conf.in",
-        CONF,
-        cluster=CLUSTER,
-        head_name=os.uname().nodename,
-        head_addr=HEAD_ADDR,
-        state=STATE,
-        partition=PARTITION,
-        node_lines=_node_lines(cluster, memory_mb),
-    )
-    _write(
-        "slurmdbd.conf.in", STATE / "slurmdbd.conf", state=STATE, db_user=DB_USER, db_pass=password, database=DATABASE
-    )
-    (STATE / "slurmdbd.conf").chmod(0o600)
+    head = {"cluster": CLUSTER, "head_name": os.uname().nodename, "head_addr": HEAD_ADDR, "partition": PARTITION}
+    _write("slurm.conf.in", CONF, state=STATE, node_lines=_node_lines(cluster, memory_mb), **head)
+    dbd = STATE / "slurmdbd.conf"
+    _write("slurmdbd.conf.in", dbd, state=STATE, db_user=DB_USER, db_pass=password, database=DATABASE)
+    dbd.chmod(0o600)
     if not SITE_CONF.exists() and SITE_CONF.parent.is_dir():
         SITE_CONF.symlink_to(CONF)
 
@@ -237,10 +220,9 @@ def _stop(pid):
 
 
 def _pid(path):
-    try:
+    with contextlib.suppress(OSError, ValueError):
         return int(path.read_text())
-    except (OSError, ValueError):
-        return None
+    return None
 
 
 def down():

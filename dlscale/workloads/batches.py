@@ -1,5 +1,4 @@
-"""A rank's batches: synthetic ones, the same in every framework, or a prepared dataset's images
-through the framework's own loader, whose own rate is probed before training."""
+"""A rank's batches: synthetic, the same in every framework, or a dataset's through the framework's own loader."""
 
 import time
 
@@ -14,8 +13,7 @@ DRAIN_MOST, WAITED_S = 64, 5e-4
 
 
 class SyntheticData:
-    """Per-rank synthetic images (standard normal) and labels (uniform), the same in every framework:
-    batch k of rank r seeded (seed, r, k), used by iterations k mod POOL, made in the framework's layout."""
+    """Standard normal images and uniform labels, the same in every framework: rank r's batch k seeded (seed, r, k)."""
 
     def __init__(self, seed, rank, batch_size, image_size, classes, layout="NCHW"):
         self.batches = []
@@ -44,15 +42,13 @@ class Images:
         return next(self.stream)
 
     def close(self):
-        """Stop the loader's workers (closing PyTorch's generator shuts its DataLoader's down; the
-        others' threads end with the process)."""
+        """Stop the loader's workers (closing PyTorch's generator; the others' threads end with the process)."""
         if hasattr(self.stream, "close"):
             self.stream.close()
 
 
 def open_data(trainer, spec):
-    """(data, its description for the run record). Image data: PROBE_BATCHES batches read from the loader
-    alone, after those it made ahead (until one is waited for), give its own rate, `loader_img_per_s`."""
+    """(data, its description for the run record, with an image loader's own rate, `loader_img_per_s`)."""
     data = spec.get("data", {"kind": "synthetic"})
     if data["kind"] == "synthetic":
         return SyntheticData(

@@ -1,9 +1,8 @@
-"""Device and precision checks shared by the trainers: a run asked to use a GPU that its framework
-cannot use fails with the reason; it never falls back to the CPU."""
+"""The trainers' device and precision checks: a run asked for a GPU it cannot use fails; it never takes the CPU."""
 
 import os
-import subprocess
 
+from dlscale.core import hardware
 from dlscale.workloads import frameworks
 
 
@@ -39,11 +38,7 @@ def nvidia_smi_name(index):
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     physical = visible[index].strip() if index < len(visible) else str(index)
     argv = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", physical]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+    return hardware.command_output(argv, 30).strip() or None
 
 
 class LayoutError(ValueError):

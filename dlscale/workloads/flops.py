@@ -1,7 +1,5 @@
-"""Floating-point work per image of each network, counted from one framework's definition (the
-networks are the same in every framework) at the study's input size, by CONVENTION: batch norm,
-activations, pooling, additions and the loss are well under 1% of the work; backward computes the
-gradients of the inputs and of the weights, each about as costly as the forward."""
+"""Floating-point work per image of each network by CONVENTION: batch norm, activations, pooling, additions and
+the loss are under 1% of the work; backward computes inputs' and weights' gradients, each costing a forward."""
 
 import json
 import sys

@@ -1,13 +1,12 @@
 """A training set made here, shaped like ImageNet's: deterministic JPEG photographs-alike in an
 ImageFolder tree, and the same images in each framework's own record format.
 
-Content: "dead leaves" pictures (opaque discs of power-law radii, each with its own colour and
-shading: the classic model of natural images' occlusion and scale statistics) under a 1/f luminance
-texture and sensor-like noise, so that JPEG decoding costs what it costs on photographs, not on flat
-colour or white noise. Shape: ImageNet's training set's (short side log-normal around 333 pixels,
-aspects 4:3, 3:4, 1:1, 3:2, 2:3, 16:9, JPEG quality 90-97, a mean file of about 110 KB). Image i is
-made from (seed, i) alone, so the tree is the same on every machine with the same Pillow
-(`content_hash` says so).
+Content: "dead leaves" (opaque discs of power-law radii, each its own colour and shading: the classic
+model of natural images' occlusion and scale) under a 1/f texture and sensor-like noise, so that JPEG
+decoding costs what it does on photographs, not on flat colour or white noise. Shape: ImageNet's training
+set's (short side log-normal around 333 pixels, aspects 4:3, 3:4, 1:1, 3:2, 2:3, 16:9, JPEG quality 90-97,
+a mean file of about 110 KB). Image i is made from (seed, i) alone: the same tree on every machine with
+the same Pillow (`content_hash` says so).
 
     python -m dlscale.workloads.images make DIR [--images N] [--classes C] [--seed S]   (ImageFolder tree)
     python -m dlscale.workloads.images tfrecord DIR OUT [--shards K]                    (tf.data's format)
@@ -113,8 +112,7 @@ def class_name(c):
 
 def _write(job):
     folder, seed, i, classes = job
-    data, _, _ = image(seed, i)
-    (folder / class_name(i % classes) / f"{i:08d}.JPEG").write_bytes(data)
+    (folder / class_name(i % classes) / f"{i:08d}.JPEG").write_bytes(image(seed, i)[0])
 
 
 def make(folder, images, classes, seed=0, processes=None):
@@ -124,10 +122,8 @@ def make(folder, images, classes, seed=0, processes=None):
     folder = Path(folder)
     for c in range(min(images, classes)):
         (folder / class_name(c)).mkdir(parents=True, exist_ok=True)
-    jobs = [(folder, seed, i, classes) for i in range(images)]
     with multiprocessing.get_context("spawn").Pool(processes or os.cpu_count()) as pool:
-        for _ in pool.imap_unordered(_write, jobs, chunksize=8):
-            pass
+        pool.map(_write, [(folder, seed, i, classes) for i in range(images)], chunksize=8)
     return folder
 
 
@@ -179,17 +175,14 @@ class Dataset:
                 f"{self.folder}: no {MANIFEST}; prepare it with python -m dlscale.workloads.images prepare"
             )
         self.manifest = json.loads(path.read_text())
-        self.files = [self._path(f) for f, _ in self.manifest["files"]]
+        self.files = [self.folder / f for f, _ in self.manifest["files"]]  # (an absolute f stays itself)
         self.labels = [label for _, label in self.manifest["files"]]
-
-    def _path(self, f):
-        return Path(f) if Path(f).is_absolute() else self.folder / f
 
     def form(self, key):
         """The files of one framework's own format (its data.py's FORMAT), in order."""
         if key not in self.manifest:
             raise DataError(f"{self.folder}: {MANIFEST} lists no {key}; prepare the dataset again")
-        return [self._path(f) for f in self.manifest[key]]
+        return [self.folder / f for f in self.manifest[key]]
 
     def describe(self):
         """What a run's record says of its data."""
@@ -209,8 +202,7 @@ class Dataset:
 
 
 def check(path, out_dir):
-    """Decode one file whole; the path loaders read: the file if an RGB or grey JPEG, else a JPEG made
-    from it under out_dir (TensorFlow and MXNet take JPEG). A DataError names a file that cannot be decoded."""
+    """`path` decoded whole: itself if an RGB or grey JPEG, else a JPEG of it under out_dir (TF and MXNet take JPEG)."""
     from PIL import Image
 
     try:
@@ -232,8 +224,8 @@ def formats():
 
 
 def python_for(framework):
-    """The Python that writes `framework`'s format: this one where it has the framework, else its own
-    environment's, from `dlscale env build --framework` (a command: the layer above builds them)."""
+    """The Python that writes `framework`'s format: this one if it has the framework, else its own (built by
+    `dlscale env build`, a command: the layer above builds environments)."""
     if importlib.util.find_spec(frameworks.get(framework).MODULES[0]) is not None:
         return sys.executable
     argv = [sys.executable, "-m", "dlscale", "env", "build", "--framework", framework]
@@ -276,9 +268,8 @@ class Generated:
 
 
 def prepare(out, tree=None, generated=Generated(), shards=8, on_corrupt="fail", pythons=None):
-    """Make (`generated`) or take (`tree`) the training set, check every file (`on_corrupt`: skip or fail),
-    and write it beside OUT/manifest.json in the formats of `pythons` ({framework: the Python that writes
-    it}), else of every framework. Returns the Dataset."""
+    """The Dataset: the set made (`generated`) or taken (`tree`), every file checked, beside OUT/manifest.json
+    in the formats of `pythons` ({framework: the Python that writes it}), else of every framework."""
     if on_corrupt not in ON_CORRUPT:
         raise ValueError(f"on_corrupt {on_corrupt!r}: one of {', '.join(ON_CORRUPT)}")
     out = Path(out)

@@ -1,7 +1,5 @@
-"""Training images through each framework's own input pipeline, each rank from its shard of a prepared
-dataset (docs/methods/input.md). Every loader does the same per image: decode -> random-resized crop
-(the ResNet ImageNet recipe) resized bilinearly -> flip with probability 1/2 -> normalized float32 ->
-the framework's layout; `augment=False` is the deterministic evaluation transform (for tests)."""
+"""Each framework's own input pipeline, a rank reading its shard; per image: decode -> random-resized crop (the
+ResNet ImageNet recipe), bilinear -> flip with probability 1/2 -> normalized float32 -> the framework's layout."""
 
 import dataclasses
 import math
@@ -21,8 +19,7 @@ SHUFFLE = 1024  # TensorFlow's shuffle buffer, in records (bounded: ImageNet's w
 
 @dataclasses.dataclass(frozen=True)
 class Feed:
-    """What one rank's loader reads (`rank`'s shard of `size`) and makes; `pin`: into pinned host memory;
-    `augment`: the training transform (False: the evaluation transform, for tests)."""
+    """One rank's loader: `rank`'s shard of `size`; `pin`: into pinned memory; `augment` False: evaluation's."""
 
     dataset: object
     rank: int
@@ -41,8 +38,7 @@ def shard(n, rank, size, epoch, seed):
 
 
 def crop_box(rng, width, height, augment=True):
-    """(left, top, right, bottom) of the crop: random-resized (torchvision's rule: 10 tries, else the centre
-    crop at the nearest allowed aspect), or the centre square for evaluation."""
+    """(left, top, right, bottom): random-resized by torchvision's rule (10 tries, else centred), or a centre square."""
     if augment:
         area = width * height
         for _ in range(10):

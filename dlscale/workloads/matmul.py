@@ -1,7 +1,6 @@
-"""`python -m dlscale.workloads.matmul FRAMEWORK THREADS DEVICE PRECISION [N]`: the peak rate's probe,
-in any Python the framework runs in. Prints {"median_s", "min_s", "max_s", "cores_used"} of one N x N
-multiply (float16 for mixed precision), timed REPEATS times after WARMUP; `cores_used` (CPU time over
-the wall time) shows a rate that took more cores than THREADS."""
+"""`python -m dlscale.workloads.matmul FRAMEWORK THREADS DEVICE PRECISION [N]`: the peak rate's probe, in
+any Python the framework runs in. Prints {"median_s", "min_s", "max_s", "cores_used"} of one N x N multiply
+(float16 if mixed), timed REPEATS times after WARMUP; `cores_used` shows a rate that took more than THREADS."""
 
 import json
 import resource

@@ -1,5 +1,6 @@
 """A rank's process around the training loop: its own temporary folder, its provenance and its end."""
 
+import contextlib
 import fcntl
 import os
 import platform
@@ -17,19 +18,16 @@ ENVIRON_PREFIXES += ("OMPI_COMM_WORLD_SIZE", "CUDA_VISIBLE", "PJRT_NPROC", "XLA_
 
 
 def private_tmpdir():
-    """A temporary folder of this rank's own, made the process's before any framework is imported: the
-    frameworks leave files there that they remove only at interpreter exit, which a rank skips. The rank
-    holds a lock on it while it lives (renamed into place once locked), and each rank starting removes
-    the folders whose lock nobody holds: those of ranks killed by a signal."""
+    """This rank's own temporary folder, made before any framework leaves files there for an exit a rank skips;
+    locked while the rank lives, so that ranks starting remove the unlocked ones (of ranks killed by a signal)."""
     base = Path(tempfile.gettempdir())
     for folder in base.glob(f"{SCRATCH}*"):
         _remove_if_abandoned(folder)
     staging = Path(tempfile.mkdtemp(prefix=".dlscale-new-", dir=base))
     lock = os.open(staging / ".lock", os.O_CREAT | os.O_RDWR, 0o600)  # kept open: held until the rank ends
-    try:
+    # a file system without locks (some parallel ones): the others cannot lock it either, and leave it
+    with contextlib.suppress(OSError):
         fcntl.flock(lock, fcntl.LOCK_EX)
-    except OSError:  # a file system without locks (a TMPDIR on some parallel file systems): the other
-        pass  # ranks cannot lock it either, so they take it for live and leave it
     folder = base / (SCRATCH + staging.name.removeprefix(".dlscale-new-"))
     staging.rename(folder)
     os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
@@ -37,8 +35,7 @@ def private_tmpdir():
 
 
 def _remove_if_abandoned(folder):
-    """Remove a rank's temporary folder unless a live rank holds its lock or it is another user's (one
-    without a lock file is no live rank's: the lock is made before the folder gets its name)."""
+    """Remove a rank's folder unless a live rank holds its lock or it is another user's (no lock file: no rank's)."""
     try:
         lock = os.open(folder / ".lock", os.O_RDWR)
     except FileNotFoundError:
@@ -56,9 +53,8 @@ def _remove_if_abandoned(folder):
 
 
 def leave(data, trainer, scratch):
-    """End the rank: stop the loader's workers (PyTorch's keep the launcher waiting), shut Horovod down,
-    remove the temporary folder and exit without the interpreter's teardown, which measures nothing and
-    took TensorFlow ranks 2-23 s per run (2026-11-23), a tenth of the default study's time."""
+    """End the rank: stop the loader's workers (PyTorch's keep the launcher waiting), shut Horovod down, remove
+    the folder, exit without the teardown (it took TensorFlow ranks 2-23 s a run, a tenth of the study's time)."""
     data.close()
     trainer.shutdown()
     shutil.rmtree(scratch, ignore_errors=True)
@@ -68,14 +64,13 @@ def leave(data, trainer, scratch):
 
 
 def provenance(trainer, spec):
-    env_keys = sorted(k for k in os.environ if k.startswith(ENVIRON_PREFIXES))
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "hardware": hardware.describe(),  # this rank's host: the report names every host's
         "argv": sys.argv,
         "pid": os.getpid(),
-        "environ": {k: os.environ[k] for k in env_keys},
+        "environ": {k: os.environ[k] for k in sorted(os.environ) if k.startswith(ENVIRON_PREFIXES)},
         "tmpdir": tempfile.gettempdir(),  # the rank's own, removed as it ends (private_tmpdir)
         "framework": trainer.describe().record(),
         "launch": spec.get("launch", {}),

@@ -1,5 +1,4 @@
-"""Model registry: one definition per network per framework, from its package's models.py, imported
-when first asked for (looking up a PyTorch model never imports TensorFlow)."""
+"""Models by framework and name, from its package's models.py once asked for (PyTorch's never import TensorFlow)."""
 
 from dlscale.workloads import frameworks
 

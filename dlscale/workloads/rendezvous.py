@@ -1,7 +1,5 @@
-"""Where the ranks of a job meet, for the libraries that do not take their ranks from MPI (PyTorch's
-process group, TensorFlow's workers, JAX's coordination service), derived from the launcher. Every
-rank is an MPI rank, so MPI carries the addresses: rank 0's (the job's first host, HOSTS_ENV, or its
-own host name under srun) with a free port (`coordinator`), or every rank's (`peers`)."""
+"""Where a job's ranks meet for the libraries that do not take them from MPI (PyTorch, TensorFlow, JAX): MPI
+carries rank 0's address (HOSTS_ENV's first host, or its own name under srun) with a port, or every rank's."""
 
 import atexit
 import os
@@ -43,7 +41,7 @@ def _rank0_address(first):
 def own_address(first):
     """This rank's address as its peers reach it: the local end of its route to rank 0's host."""
     if first in (None, "localhost"):
-        return _rank0_address(first) if first else socket.gethostname()
+        return _rank0_address(first)
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((socket.gethostbyname(first), 9))  # no packet is sent: only a route is chosen
@@ -103,8 +101,8 @@ def peers(first=None):
 
 
 def end():
-    """End this rank once its work is written: the exit handlers run (Horovod's, MPI_Finalize), the
-    interpreter's teardown does not (in it a gloo thread holding a tensor took the GIL and the rank aborted)."""
+    """End this rank: the exit handlers run (Horovod's, MPI_Finalize), the interpreter's teardown does not
+    (in it a gloo thread holding a tensor took the GIL and the rank aborted)."""
     from mpi4py import MPI
 
     sys.stdout.flush()

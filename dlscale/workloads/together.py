@@ -1,7 +1,5 @@
-"""Copies of a run (the contention calibration's) that measure in segments in one launch (separate
-launches' starts were 31% of the default study's run time): all meet before each; "together", all
-measure and one done first keeps the node busy until all have; "alone", copy 0 measures. A failed
-copy ends the others' waits (`abandon`); one that never comes ends them after MEET_TIMEOUT_S."""
+"""Copies of a run (the contention calibration's) measuring in segments in one launch (separate launches'
+starts were 31% of the study's run time), meeting before each: "together", all measure; "alone", copy 0."""
 
 import time
 from pathlib import Path

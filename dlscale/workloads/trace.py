@@ -1,7 +1,5 @@
-"""One Chrome trace per rank ("X" events, Unix microseconds; pid the rank, cat "dlscale", "framework" or
-"horovod") from three clocks: the loop's perf_counter through a (time.time, perf_counter) pair read
-together (`Clock`); the framework profiler's through the median offset of its ITERATION annotations
-from the loop's starts of the same iterations; Horovod's through the start its timeline states."""
+"""One Chrome trace per rank ("X" events, Unix microseconds) from three clocks: the loop's (time.time and
+perf_counter read together: `Clock`), the profiler's (its ITERATION annotations' median offset), Horovod's."""
 
 import statistics
 import time
@@ -48,35 +46,20 @@ def framework_offset(events, spans, clock):
 def merge(framework, rank, clock, spans, events, timeline_path):
     """The rank's Chrome trace as a dict (see the module's docstring)."""
     offset = framework_offset(events, spans, clock)
-    # Horovod opens the file when the timeline starts and writes its header with the first event:
-    # an empty file is a timeline with no collective operation in it (one rank).
+    # Horovod writes the file's header with its first event: an empty file is a timeline of no collective (1 rank)
     recorded = Path(timeline_path).exists()
     hvd = _horovod_events(rank, timeline_path) if recorded else []
     out = _loop_events(rank, clock, spans) + _framework_events(rank, events, offset) + hvd
-    meta = {
-        "framework": framework,
-        "rank": rank,
-        "clock": "Unix microseconds",
-        "framework_offset_us": offset,
-        "horovod_timeline": str(timeline_path) if recorded else None,
-        "horovod_events": len(hvd),
-    }
-    return {"traceEvents": sorted(out, key=lambda e: e["ts"]), "displayTimeUnit": "ms", "otherData": meta}
+    meta = {"framework": framework, "rank": rank, "clock": "Unix microseconds", "framework_offset_us": offset}
+    horovod = {"horovod_timeline": str(timeline_path) if recorded else None, "horovod_events": len(hvd)}
+    return {"traceEvents": sorted(out, key=lambda e: e["ts"]), "displayTimeUnit": "ms", "otherData": meta | horovod}
 
 
 def _loop_events(rank, clock, spans):
     """The loop's own iterations, on the Unix clock."""
+    same = {"name": "iteration", "cat": "dlscale", "ph": "X", "pid": rank, "tid": "loop"}
     return [
-        {
-            "name": "iteration",
-            "cat": "dlscale",
-            "ph": "X",
-            "pid": rank,
-            "tid": "loop",
-            "ts": clock.us(start),
-            "dur": (end - start) * 1e6,
-            "args": {"iteration": it},
-        }
+        {**same, "ts": clock.us(start), "dur": (end - start) * 1e6, "args": {"iteration": it}}
         for it, (start, end, _loss) in sorted(spans.items())
     ]
 
@@ -99,16 +82,8 @@ def _framework_events(rank, events, offset):
 def _horovod_events(rank, timeline_path):
     """The rank's Horovod timeline spans, on the Unix clock through the timeline's stated start."""
     zero, hvd_events = read_timeline(timeline_path)
+    same = {"cat": "horovod", "ph": "X", "pid": rank, "tid": HOROVOD_TID}
     return [
-        {
-            "name": activity,
-            "cat": "horovod",
-            "ph": "X",
-            "pid": rank,
-            "tid": HOROVOD_TID,
-            "ts": zero + start,
-            "dur": end - start,
-            "args": {"tensor": tensor},
-        }
+        {"name": activity, **same, "ts": zero + start, "dur": end - start, "args": {"tensor": tensor}}
         for activity, tensor, start, end in horovod_spans(hvd_events)
     ]

@@ -1,11 +1,8 @@
 """One rank of a training run: `python -m dlscale.workloads.train SPEC.json` (started by mpirun).
 
-The loop is the same for every framework. Phased timing times each phase between two syncs, so its
-time is the work it launched (the original study's method; it stops TensorFlow and MXNet from
-overlapping allreduce with backward). Native timing runs the framework's own step, queued ahead where
-it allows, and records the wall time only; then `profile_iterations` more (flagged `profiled`, never
-counted for throughput) are traced, from which the analysis derives the phases. Every iteration,
-warm-up included (flagged), is one record line in ``rank<R>.jsonl``."""
+Phased timing syncs between phases, so each is the work it launched (the original study's method; it stops
+TensorFlow and MXNet overlapping allreduce with backward). Native timing records wall time only, then traces
+`profile_iterations` more (flagged `profiled`, never counted) for the phases. One ``rank<R>.jsonl`` line each."""
 
 import collections
 import itertools
@@ -23,17 +20,7 @@ import numpy as np
 from dlscale.core import samples
 from dlscale.core.processes import CpuMeter, started_at
 from dlscale.core.records import IDENTITY, Writer
-from dlscale.core.vocabulary import (
-    BACKWARD_S,
-    COMM_S,
-    FORWARD_S,
-    H2D_S,
-    IO_S,
-    TIMELINE,
-    UPDATE_S,
-    records_name,
-    trace_name,
-)
+from dlscale.core.vocabulary import PHASE_SECONDS, TIMELINE, records_name, trace_name
 from dlscale.workloads import frameworks, rendezvous, together, trace
 from dlscale.workloads.batches import open_data
 from dlscale.workloads.rank import leave, private_tmpdir, provenance
@@ -53,8 +40,7 @@ def load_trainer(spec, startup=None):
 
 
 def timed_step(trainer, fetch):
-    """Run one SGD iteration on the batch `fetch()` returns; return (phase seconds, start time, loss
-    handle). io is the wait for the batch and its copy into the framework's staging buffers."""
+    """(phase seconds, start, loss handle) of one iteration on `fetch()`; io: the wait and the staging copy."""
     now = time.perf_counter
     start = now()
     host = trainer.load(fetch())
@@ -75,15 +61,8 @@ def timed_step(trainer, fetch):
     trainer.update()
     trainer.sync()
     end = now()
-    phases = {
-        IO_S: t_io - start,
-        H2D_S: t_h2d - t_io,
-        FORWARD_S: t_fwd - t_h2d,
-        BACKWARD_S: t_bwd - t_fwd,
-        COMM_S: t_comm - t_bwd,
-        UPDATE_S: end - t_comm,
-    }
-    return phases, start, loss
+    durations = (t_io - start, t_h2d - t_io, t_fwd - t_h2d, t_bwd - t_fwd, t_comm - t_bwd, end - t_comm)
+    return dict(zip(PHASE_SECONDS, durations)), start, loss
 
 
 def native_step(trainer, fetch):
@@ -191,9 +170,9 @@ def train(argv, scratch):
 
 
 def measured(trainer, data, writer, spec, out, meter):
-    """Warm-up and measured iterations, one record each, until enough are measured: (their gradient ready
-    times, their times, the samples' decision); `meter` starts with the first measured iteration."""
-    enough = samples.Enough(spec["iterations"], spec.get("samples"), agree(trainer))
+    """Warm-up and measured iterations until enough: (gradient ready times, times, the Enough decision)."""
+    agree = None if trainer.size == 1 else rendezvous.agree  # the ranks' joint decision, through MPI
+    enough = samples.Enough(spec["iterations"], spec.get("samples"), agree)
     if spec.get("calibration"):  # the cores in use over all its segments, the waits included
         meter.start()
         return [], segmented(trainer, data, writer, spec, out), enough
@@ -258,10 +237,9 @@ class _Tagged:
 
 
 def native_loop(trainer, data, writer, warmup, enough, meter):
-    """Native timing: iteration i+1 is queued before iteration i is finished (`trainer.ahead` at most), so
-    the device never idles while the host stages the next batch. An iteration's time runs from the previous
-    one's end to its own: the times sum to the loop's elapsed time, less decisions taken with nothing in
-    flight. `meter` (None: the caller measures) starts with the first measured iteration."""
+    """Native timing: iteration i+1 is queued before i finishes (`trainer.ahead` at most), so the device never
+    idles while the host stages a batch. Each time runs from the previous end to its own, so the times sum to
+    the loop's elapsed time less decisions taken with nothing in flight. `meter` None: the caller measures."""
     pending, ready, times = collections.deque(), [], []
     if warmup == 0 and meter:
         meter.start()
@@ -288,11 +266,6 @@ def native_loop(trainer, data, writer, warmup, enough, meter):
                 if not pending:  # the decision is in no iteration's time
                     last = time.perf_counter()
     return ready, times, enough
-
-
-def agree(trainer):
-    """The ranks' joint decision on their samples, (all met, any bounded), through MPI."""
-    return None if trainer.size == 1 else rendezvous.agree
 
 
 def _step(trainer, iteration, loss, **fields):

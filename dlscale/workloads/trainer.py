@@ -1,12 +1,8 @@
 """The contract every framework's Trainer implements; the training loop calls only these.
 
-A phase method launches its work and returns: `sync()` is the one wait, and the loop decides where
-it goes. `step()` is the framework's own fastest step (by default the phases, no waits between).
-Where the framework can wait for one iteration's end alone (`queued` marks it, `finish` waits for
-it), native timing queues iteration i+1 before it finishes iteration i, `ahead` iterations at most;
-a framework whose only wait is `sync` keeps `ahead` 0. `annotate` spans, which the loop also times
-on its own clock, align the profiler's clock to the loop's; `profile_stop` returns Chrome trace "X"
-events (`ts`/`dur` in microseconds on the framework's own clock)."""
+A phase method launches its work and returns; `sync()` is the one wait. Where a framework can wait for one
+iteration alone (`queued` marks it, `finish` waits), native timing queues up to `ahead` (0 where `sync` is the
+only wait). `annotate` spans align the profiler's clock to the loop's; `profile_stop` gives Chrome "X" events."""
 
 import abc
 import contextlib

@@ -1,11 +1,8 @@
 """The framework registry: each framework is one package `frameworks/<name>/`, listed in NAMES.
 
-A package's `__init__.py` declares, without importing the framework (so the pipeline and analysis can
-read it anywhere), NAME, LABEL, MODULES, LAYOUTS, BEST_LAYOUT, LAYOUT_NOTE, LOADER, THREAD_ENV,
-HOROVOD_MODULE, DATA_MODULES, TRACE_RULES/trace_rest and LIBRARIES/NATIVE/NOT_BUILT. Its modules import
-the framework: trainer, models, loader, probe, weights, flops, and where it has them data (its dataset
-format; TensorFlow and JAX share tfdata.py), instrument (its Horovod binding) and pins (its environment,
-read by dlscale/environment/recipe.py). Adding a framework is one new package and its word in NAMES.
+Its `__init__.py` declares NAME, LABEL, LAYOUTS, LIBRARIES, TRACE_RULES and the rest without importing
+the framework, so that the pipeline and analysis read it anywhere; its modules (trainer, models, loader,
+probe, weights, flops, data, instrument, pins) import it. A new framework is a package and its word in NAMES.
 """
 
 import importlib
@@ -16,6 +13,20 @@ NAMES = ("torch", "tensorflow", "mxnet", "jax")
 REFERENCE = "torch"
 # The `allreduce_library` values: Horovod (one C++ core under every binding), each framework's own path.
 HOROVOD, NATIVE = LIBRARIES = ("horovod", "native")
+# GoogLeNet after its stem, as every framework's models.py builds it: three stages of inception modules
+# (1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5", pool projection), each after a max pool (stride 2, ceil mode).
+GOOGLENET_POOLS = (3, 3, 2)  # the pools' kernels
+GOOGLENET_STAGES = (
+    ((64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64)),
+    (
+        (192, 96, 208, 16, 48, 64),
+        (160, 112, 224, 24, 64, 64),
+        (128, 128, 256, 24, 64, 64),
+        (112, 144, 288, 32, 64, 64),
+        (256, 160, 320, 32, 128, 128),
+    ),
+    ((256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128)),
+)
 
 
 class UnknownFramework(KeyError):
@@ -55,16 +66,14 @@ def not_built(name, library):
 
 
 def sweep_path(name, library):
-    """The allreduce sweep's path timing `name`'s gradients through `library`: Horovod's (through the
-    instrument's binding) or the framework's own (named after its package)."""
+    """The allreduce sweep's path for `name`'s gradients through `library`: Horovod's, or `name` (its own)."""
     if not_built(name, library):
         raise ValueError(not_built(name, library))
     return HOROVOD if library == HOROVOD else name
 
 
 def binding_path(name):
-    """The sweep's Horovod path through `name`'s own binding: the tensors' hand-over differs per binding
-    and costs differently (bench/results/instruments.csv)."""
+    """The sweep's Horovod path through `name`'s binding (hand-overs differ: bench/results/instruments.csv)."""
     return f"{HOROVOD}:{name}"
 
 
@@ -74,7 +83,6 @@ def with_part(part):
 
 
 def first_with(part, study):
-    """Of the frameworks `study`, the one whose `part` does a job any could (count FLOPs, hand tensors
-    to Horovod): the reference if there, else the first with the part; None where none has it."""
+    """Of `study`'s frameworks with `part` (a job any could do), the reference, else the first; or None."""
     having = [fw for fw in [REFERENCE, *NAMES] if fw in study and fw in with_part(part)]
     return having[0] if having else None

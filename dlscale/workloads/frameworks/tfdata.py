@@ -1,6 +1,5 @@
-"""TFRecord shards and the tf.data pipeline over them, the format TensorFlow and JAX both read (as
-JAX's own ImageNet examples do): `write` makes it, `records` is a rank's pipeline. The dlscale imports
-in its functions are deferred: JAX's declarations import this module where no numpy is."""
+"""TFRecord shards (`write`) and a rank's tf.data pipeline over them (`records`), as TensorFlow and JAX read them.
+The dlscale imports in its functions are deferred: JAX's declarations import this module where no numpy is."""
 
 from pathlib import Path
 
@@ -70,9 +69,8 @@ def records(feed):
 
 
 def image_transform(image_size, seed, augment=True):
-    """TensorFlow's per-image work, from the JPEG's bytes to the normalized HWC float32 image. In
-    TensorFlow's own ImageNet recipe's order: the crop window decoded and flipped as bytes, then
-    resized (a quarter of the memory a float32 flip touches)."""
+    """The JPEG's bytes to the normalized HWC float32 image, in TensorFlow's ImageNet recipe's order: the crop
+    window decoded and flipped as bytes, then resized (a quarter of the memory a float32 flip touches)."""
     import tensorflow as tf
 
     from dlscale.workloads.loaders import AREA, ASPECT, MEAN, STD  # deferred: see the module's docstring

@@ -1,5 +1,7 @@
 """JAX's declarations, read without importing it (dlscale/workloads/frameworks/__init__.py)."""
 
+import os
+
 from dlscale.core.vocabulary import BACKWARD, COMM, FORWARD, UPDATE
 from dlscale.workloads.frameworks import tfdata
 
@@ -7,7 +9,6 @@ NAME = "jax"
 LABEL = "JAX"
 MODULES = ("jax", "jaxlib", "flax", "optax")
 
-# NHWC, XLA's natural layout on the CPU and the one Flax's layers are written in.
 LAYOUTS = ("NHWC",)
 BEST_LAYOUT = "NHWC"
 LAYOUT_NOTE = (
@@ -29,31 +30,21 @@ DATA_MODULES = tfdata.MODULES  # its loader is tf.data: TensorFlow itself
 
 
 def hold_threads(threads):
-    """Hold JAX's CPU compute to `threads` threads, before JAX starts its backend: XLA's intra-op pool
-    and the PJRT CPU client's, which takes every CPU unless PJRT_NPROC is set. Measured (jax 0.10.2,
-    2 cores, 1 thread): the flags alone left the probe on 1.97 cores; with PJRT_NPROC=1, 1.00
-    (bench/results/cores.csv)."""
-    import os
-
+    """Hold XLA's intra-op pool and the PJRT CPU client's to `threads` threads, before JAX starts its backend:
+    with the flags alone the probe used 1.97 cores of 2 at 1 thread, with PJRT_NPROC=1 too 1.00 (jax 0.10.2,
+    bench/results/cores.csv)."""
     os.environ["XLA_FLAGS"] = xla_flags(threads)
     os.environ["PJRT_NPROC"] = str(threads)
 
 
 def xla_flags(threads):
     """XLA_FLAGS for `threads` compute threads per rank on the CPU, added to any the user set."""
-    import os
-
     ours = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if threads == 1 else ""
     return " ".join(f for f in (os.environ.get("XLA_FLAGS", ""), ours) if f)
 
 
-# The profile's operations carry their phase in their names (profile.py renames them).
-TRACE_RULES = [
-    ("prefix", "xla:forward/", FORWARD),
-    ("prefix", "xla:backward/", BACKWARD),
-    ("prefix", "xla:update/", UPDATE),
-    ("prefix", f"xla:{COMM}/", COMM),
-]
+# The profile's operations carry their phase in their names (profile.py renames them `xla:<phase>/...`).
+TRACE_RULES = [("prefix", f"xla:{phase}/", phase) for phase in (FORWARD, BACKWARD, UPDATE, COMM)]
 
 
 def trace_rest(event):

@@ -7,6 +7,7 @@ import time
 
 import jax
 import numpy as np
+from jax._src import distributed  # JAX's process state: no public way to change the cache write's gate
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
@@ -14,17 +15,15 @@ from dlscale.workloads import rendezvous
 from dlscale.workloads.frameworks.jax import SLOW_RANK_ENV
 
 AXIS = "ranks"
-# XLA's gloo gives a peer 30 s to join a collective's first use, which a rank still compiling misses:
-# so every rank waits at a barrier before a program's first collective, bounded in practice by the
-# run's own time limit (`run_timeout_s`); this bound is only a backstop.
+# XLA's gloo gives a peer 30 s to join a collective's first use, which a rank still compiling misses: every
+# rank waits at a barrier before a program's first collective, bounded by `run_timeout_s` (this is a backstop).
 BARRIER_TIMEOUT_S = 24 * 3600
 _joined = False  # this process has joined jax.distributed (it can only once)
 CPU_COLLECTIVES = "gloo"
 
 
 def initialize(rank, size, first_host):
-    """Join this rank to the job's JAX processes (size > 1, once per process); a mesh of one device
-    per rank."""
+    """Join this rank to the job's JAX processes (size > 1, once per process); a mesh of a device per rank."""
     global _joined
     if size > 1 and not _joined:
         jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
@@ -39,13 +38,9 @@ def initialize(rank, size, first_host):
 
 
 def _every_rank_writes_its_cache_entries():
-    """Let this process write JAX's compilation cache, which JAX writes from process 0 alone: on the
-    CPU each process's cache key covers its own devices, so without this every rank but 0 compiles in
-    every run (and no two write the same entry). Once the backend has started, JAX 0.10.2 reads the
-    process id only at that write's gate (and GPU-only settings), so it is set to 0 here;
-    jax.process_index() is unchanged. tests/test_training.py checks that a second run hits on every rank."""
-    from jax._src import distributed  # JAX's process state: no public way to change the write's gate
-
+    """Let this process write JAX's compilation cache, which only process 0 writes: on the CPU each one's
+    key covers its own devices (no two write one entry), so every rank but 0 compiled in every run. Once started,
+    JAX 0.10.2 reads the process id only at that write's gate (and GPU-only settings), so it is set to 0."""
     distributed.global_state.process_id = 0
 
 
@@ -69,8 +64,6 @@ def barrier(name, rank, size):
     slow, _, seconds = os.environ.get(SLOW_RANK_ENV, "").partition(":")
     if slow and int(slow) == rank:
         time.sleep(float(seconds))
-    from jax._src import distributed
-
     distributed.global_state.client.wait_at_barrier(f"dlscale:{name}", BARRIER_TIMEOUT_S * 1000)
 
 
@@ -91,8 +84,7 @@ def describe(size):
     """The communication library a run used, recorded with its results."""
     if size == 1:
         return "none (one rank)"
-    backend = jax.default_backend()
-    return f"jax.distributed + XLA collectives ({'NCCL' if backend == 'gpu' else CPU_COLLECTIVES})"
+    return f"jax.distributed + XLA collectives ({'NCCL' if jax.default_backend() == 'gpu' else CPU_COLLECTIVES})"
 
 
 def global_array(mesh, local, spec):

@@ -1,5 +1,4 @@
-"""JAX's input pipeline: tf.data (tfdata.py, TensorFlow's too), as JAX's own ImageNet examples feed JAX,
-handed over as NHWC numpy batches."""
+"""JAX's input pipeline: tf.data (tfdata.py), as JAX's own ImageNet examples feed JAX, as NHWC numpy batches."""
 
 from dlscale.workloads.frameworks.tfdata import records
 

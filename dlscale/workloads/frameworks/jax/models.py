@@ -5,6 +5,7 @@ named in PyTorch's definition order ("000_conv", "001_bn", ...): sorted, they ar
 import flax.linen as nn
 import jax.numpy as jnp
 
+from dlscale.workloads.frameworks import GOOGLENET_POOLS, GOOGLENET_STAGES
 from dlscale.workloads.pooling import adaptive_bins, pool_pads
 from dlscale.workloads.registry import register
 
@@ -64,7 +65,7 @@ class Layers:
 
 
 def _inception(L, x, widths):
-    """An inception module of `widths`: (1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5", pool projection)."""
+    """An inception module of `widths` (frameworks.GOOGLENET_STAGES says which)."""
     ch1, ch3red, ch3, ch5red, ch5, pool_proj = widths
     b1 = L.basic_conv(x, ch1, 1)
     b2 = L.basic_conv(L.basic_conv(x, ch3red, 1), ch3, 3, p=1)
@@ -78,21 +79,10 @@ def _googlenet(L, x, classes):
     x = max_pool(x, 3, 2, ceil=True)
     x = L.basic_conv(x, 64, 1)
     x = L.basic_conv(x, 192, 3, p=1)
-    x = max_pool(x, 3, 2, ceil=True)
-    x = _inception(L, x, (64, 96, 128, 16, 32, 32))
-    x = _inception(L, x, (128, 128, 192, 32, 96, 64))
-    x = max_pool(x, 3, 2, ceil=True)
-    for args in (
-        (192, 96, 208, 16, 48, 64),
-        (160, 112, 224, 24, 64, 64),
-        (128, 128, 256, 24, 64, 64),
-        (112, 144, 288, 32, 64, 64),
-        (256, 160, 320, 32, 128, 128),
-    ):
-        x = _inception(L, x, args)
-    x = max_pool(x, 2, 2, ceil=True)
-    x = _inception(L, x, (256, 160, 320, 32, 128, 128))
-    x = _inception(L, x, (384, 192, 384, 48, 128, 128))
+    for pool, stage in zip(GOOGLENET_POOLS, GOOGLENET_STAGES):
+        x = max_pool(x, pool, 2, ceil=True)
+        for widths in stage:
+            x = _inception(L, x, widths)
     x = L.dropout(x.mean(axis=(1, 2)), 0.2)
     return L.dense(x, classes)
 

@@ -1,7 +1,5 @@
-"""JAX's environment per variant, as dlscale/environment/recipe.py installs it (declarations only).
-
-Its own environment, as JAX from 0.7 needs numpy >= 2, which MXNet 1.9.1 cannot import
-(docs/methods/jax.md). Its loader is tf.data: TensorFlow's CPU build, at TensorFlow's pin."""
+"""JAX's environment per variant, as dlscale/environment/recipe.py installs it (declarations only): its own, as
+JAX from 0.7 needs numpy >= 2, which MXNet 1.9.1 cannot import; its loader's TensorFlow at TensorFlow's pin."""
 
 _COMMON = {"flax": "0.12.8", "optax": "0.2.8", "numpy": "2.4.6", "tensorflow-cpu": "2.21.0"}
 # cuda: its CUDA 13 build and plugin wheels (not yet run on a GPU: docs/limits.md).

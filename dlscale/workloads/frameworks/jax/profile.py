@@ -1,8 +1,7 @@
 """JAX's profiler output (`perfetto_trace.json.gz`) as Chrome trace "X" events named by SGD phase.
 
-XLA's CPU runtime records each operation with its `hlo_module` and `hlo_op`, but not its phase; the
-compiled module's text gives it (`op_name`, the JAX path that made each instruction), so each
-operation is renamed `xla:<phase>/<hlo_op>` and other events keep their names.
+XLA's CPU runtime records each operation's `hlo_module` and `hlo_op`; the compiled module's text gives its
+phase (`op_name`, the JAX path that made it), and it is renamed `xla:<phase>/<hlo_op>`.
 """
 
 import gzip
@@ -18,10 +17,9 @@ UPDATE_SCOPE, COMM_SCOPE = UPDATE, "allreduce"  # the update scope is named afte
 
 
 def phase_of(opcode, op_name):
-    """The SGD phase of one compiled instruction, from its opcode and JAX path (None for a `call`, a
-    container). One without a path is backward's: XLA makes those in autodiff's rewrites, while
-    forward's all have one. (By position instead, late weight gradients counted as update: AlexNet's
-    update 0.18 s against PyTorch's 0.06 s.)"""
+    """The SGD phase of one compiled instruction from its opcode and JAX path (None for a `call`). One without
+    a path is backward's (autodiff's rewrites; forward's all have one); by position instead, late weight
+    gradients counted as update (AlexNet's update 0.18 s against PyTorch's 0.06 s)."""
     if opcode == "call":
         return None
     if opcode.startswith(("all-reduce", "reduce-scatter", "all-gather", "collective")) or f"/{COMM_SCOPE}/" in op_name:
@@ -67,8 +65,7 @@ def module_name(hlo_text):
 
 
 def events(folder, modules):
-    """The profile under `folder` as Chrome "X" events; `modules`: {module name: compiled text} of
-    the functions the traced iterations ran."""
+    """The profile under `folder` as Chrome "X" events; `modules`: {module name: compiled text} run."""
     files = sorted(Path(folder).glob("plugins/profile/*/perfetto_trace.json.gz"))
     if not files:
         raise FileNotFoundError(f"JAX's profiler wrote no perfetto_trace.json.gz under {folder}")

@@ -1,9 +1,8 @@
 """The JAX trainer's jitted functions: the whole step (native timing) and its four phases (phased).
 
-The state has two forms, moved by `to_native` / `to_local`. Native: global arrays over the mesh, the
-weights and optimizer state replicated (P()), the batch and batch-norm statistics each rank's own
-(P(AXIS)). Phased: each rank's single-device arrays; the gradients' mean takes them as its parts of
-global arrays, assembled without a copy.
+The state's two forms (`to_native` / `to_local`): native, global arrays over the mesh, weights and
+optimizer state replicated (P()), the batch and batch-norm statistics each rank's own (P(AXIS));
+phased, each rank's single-device arrays, which the gradients' mean takes as parts of global arrays.
 """
 
 import collections
@@ -30,8 +29,7 @@ CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 
 def compile_once(lowered, what, record):
-    """`lowered` compiled, its seconds and whether JAX's persistent cache served it in record[what]
-    (every rank's own entry on the CPU: collectives._every_rank_writes_its_cache_entries)."""
+    """`lowered` compiled; its seconds and whether JAX's persistent cache served it in record[what]."""
     hits, start = _EVENTS[CACHE_HIT], time.perf_counter()
     compiled = lowered.compile()
     record[what] = {"s": round(time.perf_counter() - start, 3), "cache": "hit" if _EVENTS[CACHE_HIT] > hits else "miss"}
@@ -70,8 +68,6 @@ class Steps:
             donate_argnums=(0, 1, 2, 3),
         )
 
-    # -- the network and its loss ------------------------------------------------------------------
-
     def _loss(self, params, stats, x, y, key):
         variables = {"params": params, "batch_stats": stats}
         logits, mutated = self.model.apply(variables, x, train=True, rngs={"dropout": key}, mutable=["batch_stats"])
@@ -79,8 +75,8 @@ class Steps:
         return loss, mutated.get("batch_stats", stats)
 
     def _mean_over_ranks(self, grads):
-        """The gradients' mean over the ranks: one collective of many operands, each free to start as
-        its gradient exists (overlap), or of them all flattened after a barrier (sequential)."""
+        """The gradients' mean: one collective of many operands, each free to start as its gradient exists
+        (overlap), or of them all flattened after a barrier (sequential)."""
         with jax.named_scope(COMM_SCOPE):
             if self.overlap:
                 return lax.pmean(grads, AXIS)
@@ -91,8 +87,6 @@ class Steps:
         with jax.named_scope(UPDATE_SCOPE):
             updates, opt_state = self.optimizer.update(grads, opt_state, params)
             return optax.apply_updates(params, updates), opt_state
-
-    # -- phased: each a jitted function of its own --------------------------------------------------
 
     def _forward(self, params, stats, x, y, key, rank):
         key, drop = jax.random.split(key)
@@ -116,8 +110,6 @@ class Steps:
 
     def _update(self, params, opt_state, grads):
         return self._apply(_unstack(grads), opt_state, params)
-
-    # -- native: the whole step ---------------------------------------------------------------------
 
     def _step(self, params, stats, opt_state, key, x, y):
         key, drop = jax.random.split(key)

@@ -1,6 +1,5 @@
-"""JAX's own allreduce for the allreduce sweep: a message of `tensors` float32 buffers averaged by one
-`lax.pmean` in a jitted `shard_map`, as the trainer's step does; few tensors against many gives the
-per-tensor cost."""
+"""JAX's own allreduce for the allreduce sweep: `tensors` float32 buffers averaged by one `lax.pmean` in a
+jitted `shard_map`, as the trainer's step does; few tensors against many gives the per-tensor cost."""
 
 import jax
 import numpy as np

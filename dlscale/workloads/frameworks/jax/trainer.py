@@ -1,12 +1,9 @@
 """JAX data-parallel training through JAX's own collectives (collectives.py), one method per SGD phase.
 
-JAX dispatches asynchronously, on the CPU too; `sync` (`block_until_ready` on what was launched last)
-is the one wait. Native timing is one `shard_map`ped jitted step (steps.py), so XLA schedules the
-collectives among the computation; on a GPU the loop queues the next step first (`ahead` 1). On the
-CPU it does not (`ahead` 0): a CPU dispatch that takes donated buffers runs the step before it returns
-(measured, jax 0.6.2), so a step queued ahead ran inside the previous one's time and the last
-iteration recorded none (the 2026-11-26 study's JAX means 1/11 low). Phased timing jits forward
-(`jax.vjp`), backward, comm and update apart. The update is Optax's SGD with momentum (PyTorch's).
+`sync` (`block_until_ready` on what was launched last) is the one wait. Native timing is one jitted
+`shard_map`ped step (steps.py), queued ahead on a GPU (`ahead` 1) but not on the CPU (`ahead` 0): a CPU
+dispatch that takes donated buffers runs the step before it returns (measured, jax 0.6.2), so a step
+queued ahead ran in the previous one's time (the 2026-11-26 study's JAX means 1/11 low).
 """
 
 import logging
@@ -61,8 +58,7 @@ class Trainer(trainer.Trainer):
         self.profile_dir, self.compiled = None, {}
 
     def _check_device(self, plugin_errors):
-        """The device asked for, or a DeviceError; what JAX logged of plugins that did not start is the
-        reason where it sees no GPU, else printed as JAX would."""
+        """The device asked for, or a DeviceError (its reason the plugins' failures JAX logged, else printed)."""
         if self.gpu:
             count = len([d for d in jax.local_devices() if d.platform == "gpu"])
             build = f"its CUDA plugin did not start: {plugin_errors[-1]}" if plugin_errors else "a CPU-only jaxlib"
@@ -220,9 +216,8 @@ class Trainer(trainer.Trainer):
 
 
 class _PluginErrors(logging.Handler):
-    """Holds what JAX logs while its backends start: a PJRT plugin that fails to start (CUDA without a
-    GPU) is logged with its traceback and JAX goes on with the CPU, and that traceback became the
-    run's reason ("Unknown CUPTI error 999"). Held here, it is the GPU check's reason instead."""
+    """What JAX logs while its backends start: a PJRT plugin that fails (CUDA without a GPU) is logged and
+    JAX goes on with the CPU; its traceback was the run's reason ("Unknown CUPTI error 999"), now the GPU check's."""
 
     LOGGER = "jax._src.xla_bridge"
 

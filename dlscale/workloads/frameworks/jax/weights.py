@@ -16,8 +16,7 @@ def _arrays(kind, arrays):
 
 
 def load(model, variables, source):
-    """The variables of `model` (built by this package's models.py) with the reference network's
-    `layers(...)` in them; a new dict, `variables` untouched."""
+    """A copy of `model`'s `variables` with the reference network's `layers(...)` in them."""
     targets = model.weight_layers(variables)
     if len(targets) != len(source):
         raise ValueError(f"JAX model has {len(targets)} weight layers, PyTorch {len(source)}")

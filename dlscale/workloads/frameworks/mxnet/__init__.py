@@ -6,13 +6,10 @@ NAME = "mxnet"
 LABEL = "MXNet"
 MODULES = ("mxnet",)
 
-# NCHW: its CPU convolutions (MKLDNN) take NCHW, and the Gluon models are written NCHW.
 LAYOUTS = ("NCHW",)
 BEST_LAYOUT = "NCHW"
 LAYOUT_NOTE = "MXNet 1.9.1's CPU convolutions (MKLDNN) run NCHW, and the MXNet models are written NCHW"
 
-# Horovod only: MXNet's own distributed path is a parameter server with its own launcher
-# (docs/methods/libraries.md).
 LIBRARIES = ("horovod",)
 NATIVE = None
 NOT_BUILT = {
@@ -29,10 +26,7 @@ DATA_MODULES = ()
 TRACE_RULES = [
     ("contains", "_backward_", BACKWARD),
     ("contains", "sgd_", UPDATE),
-    ("prefix", "horovod", "ignore"),
-    ("prefix", "DeleteVariable", "ignore"),
-    ("prefix", "WaitForVar", "ignore"),
-    ("prefix", "WaitForAll", "ignore"),
+    *[("prefix", name, "ignore") for name in ("horovod", "DeleteVariable", "WaitForVar", "WaitForAll")],
 ]
 
 

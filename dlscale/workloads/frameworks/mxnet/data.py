@@ -11,8 +11,7 @@ SHARDED = False  # ImageRecordIter partitions the one file by byte ranges
 
 
 def write(source, out, shards=None):
-    """MXNet's indexed RecordIO, OUT.rec and OUT.idx: record j holds sample j's bytes and label
-    (`shards` is the sharded formats' concern)."""
+    """OUT.rec and OUT.idx, record j sample j's bytes and label (`shards`: the sharded formats' concern)."""
     from mxnet import recordio
 
     out = Path(out)

@@ -15,8 +15,7 @@ def ones(count):
 
 
 def submit(tensors, names):
-    """Horovod's averaging allreduce of each of `tensors` in place, queued on MXNet's engine as its
-    DistributedTrainer queues each gradient's; returns at once."""
+    """Horovod's averaging allreduce of each of `tensors` in place, queued as DistributedTrainer queues them."""
     for tensor, name in zip(tensors, names):
         hvd.allreduce_(tensor, op=hvd.Average, name=name)
     return tensors

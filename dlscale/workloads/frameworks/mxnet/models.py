@@ -3,6 +3,7 @@ is given its input size, so parameters exist before the first forward."""
 
 from mxnet.gluon import HybridBlock, nn
 
+from dlscale.workloads.frameworks import GOOGLENET_POOLS, GOOGLENET_STAGES
 from dlscale.workloads.registry import register
 
 BN_MOMENTUM = 0.9
@@ -28,8 +29,7 @@ def basic_conv(cin, cout, k, s=1, p=0):
 
 class Inception(HybridBlock):
     def __init__(self, cin, widths):
-        """An inception module on `cin` channels of `widths`: (1x1, 3x3 reduce, 3x3, "5x5" reduce,
-        "5x5", pool projection)."""
+        """An inception module on `cin` channels of `widths` (frameworks.GOOGLENET_STAGES says which)."""
         super().__init__()
         ch1, ch3red, ch3, ch5red, ch5, pool_proj = widths
         self.branch1 = basic_conv(cin, ch1, 1)
@@ -54,28 +54,19 @@ class AdaptiveAvgPool(HybridBlock):
 
 @register("mxnet", "googlenet")
 def googlenet(classes, image_size=None):
-    return seq(
+    blocks = [
         basic_conv(3, 64, 7, 2, 3),
         nn.MaxPool2D(3, 2, ceil_mode=True),
         basic_conv(64, 64, 1),
         basic_conv(64, 192, 3, p=1),
-        nn.MaxPool2D(3, 2, ceil_mode=True),
-        Inception(192, (64, 96, 128, 16, 32, 32)),
-        Inception(256, (128, 128, 192, 32, 96, 64)),
-        nn.MaxPool2D(3, 2, ceil_mode=True),
-        Inception(480, (192, 96, 208, 16, 48, 64)),
-        Inception(512, (160, 112, 224, 24, 64, 64)),
-        Inception(512, (128, 128, 256, 24, 64, 64)),
-        Inception(512, (112, 144, 288, 32, 64, 64)),
-        Inception(528, (256, 160, 320, 32, 128, 128)),
-        nn.MaxPool2D(2, 2, ceil_mode=True),
-        Inception(832, (256, 160, 320, 32, 128, 128)),
-        Inception(832, (384, 192, 384, 48, 128, 128)),
-        nn.GlobalAvgPool2D(),
-        nn.Flatten(),
-        nn.Dropout(0.2),
-        nn.Dense(classes, in_units=1024),
-    )
+    ]
+    cin = 192
+    for pool, stage in zip(GOOGLENET_POOLS, GOOGLENET_STAGES):
+        blocks.append(nn.MaxPool2D(pool, 2, ceil_mode=True))
+        for widths in stage:
+            blocks.append(Inception(cin, widths))
+            cin = widths[0] + widths[2] + widths[4] + widths[5]  # its four branches, concatenated
+    return seq(*blocks, nn.GlobalAvgPool2D(), nn.Flatten(), nn.Dropout(0.2), nn.Dense(classes, in_units=1024))
 
 
 @register("mxnet", "alexnet")

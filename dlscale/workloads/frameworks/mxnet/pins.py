@@ -26,8 +26,7 @@ INCLUDE_DIR, HOROVOD_INCLUDES = None, ()
 # A library of its wheel that links the NVIDIA driver: Horovod's build links it against a driver stub.
 DRIVER_LINKED = "mxnet/libmxnet.so"
 
-# MXNet 1.9.1 reads the alias `numpy.bool`, removed in numpy 1.24: this import hook restores it just
-# before mxnet is first imported, in every process of the environment.
+# MXNet 1.9.1 reads `numpy.bool`, removed in numpy 1.24: this import hook restores it before mxnet is imported.
 _NUMPY_SHIM = '''\
 """Installed by dlscale's environment builder: numpy.bool shim for MXNet 1.9.1."""
 import importlib.abc
@@ -48,8 +47,7 @@ class _MxnetNumpyShim(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _MxnetNumpyShim())
 '''
 
-# The cuda variant's shim also loads MXNet's CUDA 11 libraries (not on the library path) and the
-# environment's NCCL before mxnet is imported, dependencies first, so libmxnet.so finds them by name.
+# The cuda variant's shim also loads its CUDA 11 libraries and NCCL, dependencies first, for libmxnet.so to find.
 CUDA11_LIBS = """
 libcudart.so.11.0 libcublasLt.so.11 libcublas.so.11 libnvrtc.so.11.2 libnvrtc-builtins.so.11.8 libcufft.so.10
 libcurand.so.10 libcusparse.so.11 libcusolver.so.11 libcudnn_ops_infer.so.8 libcudnn_ops_train.so.8
@@ -81,8 +79,8 @@ sys.meta_path.insert(0, _MxnetCuda11Libraries())
 """
 
 
-# Installed as a module that a .pth file imports, which (unlike a sitecustomize) also runs where the
-# folder is added to another interpreter's path (dlscale.environment.build `link`).
+# A module that a .pth file imports: unlike a sitecustomize, it also runs where the folder is added to another
+# interpreter's path (dlscale.environment.build `link`).
 SITE_SHIM = {
     "module": "_dlscale_mxnet_numpy",
     "pth": "dlscale-mxnet-numpy.pth",

@@ -4,12 +4,7 @@ import mxnet as mx
 
 
 def matmul(n, threads, device, half):
-    """A function that multiplies an n x n matrix by itself and waits for the result (MXNet takes
-    its threads from the environment, which dlscale/runtime/peak.py sets)."""
+    """A function that multiplies an n x n matrix by itself and waits for the result (threads: the environment's)."""
     ctx = mx.gpu(0) if device == "gpu" else mx.cpu()
     a = mx.nd.random.normal(shape=(n, n), ctx=ctx, dtype="float16" if half else "float32")
-
-    def run():
-        mx.nd.dot(a, a).sum().asscalar()
-
-    return run
+    return lambda: mx.nd.dot(a, a).sum().asscalar()

@@ -1,13 +1,12 @@
 """MXNet data-parallel training through horovod.mxnet's DistributedTrainer, one method per phase.
 
-MXNet's engine runs every operation asynchronously, also on CPU: phased timing ends each phase with
-`mx.nd.waitall()`; native timing pushes the whole step, so the engine runs each gradient's allreduce
-as it appears, and waits at each iteration's end (`ahead` 0: only `waitall` waits for one iteration,
-as `wait_to_read` also waits for the in-place updates queued after it). overlap is one allreduce per
-gradient, sequential one grouped allreduce (num_groups=1). MXNet's SGD with momentum equals PyTorch's
-at a constant learning rate. Mixed precision is `mxnet.contrib.amp` (float16, dynamic loss scaling).
+MXNet's engine runs every operation asynchronously, also on CPU, and `mx.nd.waitall()` is the one wait:
+native timing pushes the whole step and waits at each iteration's end (`ahead` 0: `wait_to_read` also
+waits for the in-place updates queued after it). overlap is one allreduce per gradient, sequential one
+grouped allreduce (num_groups=1). Its SGD with momentum equals PyTorch's at a constant learning rate.
 """
 
+import json
 import os
 
 import horovod
@@ -63,11 +62,9 @@ class Trainer(trainer.Trainer):
         params = self.net.collect_params()
         hvd.broadcast_parameters(params, root_rank=0)
         self.params = [p for p in params.values() if p.grad_req != "null"]
+        sgd = {"learning_rate": spec["lr"], "momentum": spec["momentum"]}
         self.trainer = hvd.DistributedTrainer(
-            params,
-            "sgd",
-            {"learning_rate": spec["lr"], "momentum": spec["momentum"]},
-            num_groups=0 if spec["allreduce_schedule"] == "overlap" else 1,
+            params, "sgd", sgd, num_groups=0 if self.spec_schedule == "overlap" else 1
         )
         if self.amp:
             self._amp.init_trainer(self.trainer)
@@ -120,8 +117,7 @@ class Trainer(trainer.Trainer):
     def forward(self, batch):
         x, y = batch
         with mx.autograd.record():
-            loss = self.loss_fn(self.net(x), y).mean()
-        return loss
+            return self.loss_fn(self.net(x), y).mean()
 
     def backward(self, loss):
         if self.amp:
@@ -181,8 +177,6 @@ class _Task:
 def _complete_events(path):
     """MXNet's Chrome trace as "X" events: operators (B/E pairs) and the loop's tasks (b/e pairs),
     without the C API calls and memory counters."""
-    import json
-
     events = json.loads(path.read_text())["traceEvents"]
     out, open_ = [], {}
     for e in events:

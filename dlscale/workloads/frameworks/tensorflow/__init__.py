@@ -6,8 +6,6 @@ NAME = "tensorflow"
 LABEL = "TensorFlow"
 MODULES = ("tensorflow", "keras")
 
-# NHWC, Keras's default; on GPUs Grappler's layout optimizer converts convolutions to the layout
-# cuDNN runs fastest.
 LAYOUTS = ("NHWC",)
 BEST_LAYOUT = "NHWC"
 LAYOUT_NOTE = (
@@ -15,7 +13,6 @@ LAYOUT_NOTE = (
     "converts NHWC convolutions to what cuDNN runs fastest; the TensorFlow models are NHWC"
 )
 
-# Horovod or TensorFlow's own MultiWorkerMirroredStrategy (its collective all-reduce).
 LIBRARIES = ("horovod", "native")
 NATIVE = "tf.distribute.MultiWorkerMirroredStrategy, collective all-reduce (ring over gRPC on the CPU, NCCL on GPUs)"
 NOT_BUILT = {}
@@ -32,8 +29,7 @@ TRACE_RULES = [
     ("prefix", "gradient_tape/", BACKWARD),
     ("prefix", f"{UPDATE_SCOPE}/", UPDATE),
     # Horovod's ops are the enqueue only: the allreduce is in Horovod's timeline
-    ("contains", "HorovodAllreduce", "ignore"),
-    ("contains", "HorovodGroupedAllreduce", "ignore"),
+    *[("contains", op, "ignore") for op in ("HorovodAllreduce", "HorovodGroupedAllreduce")],
     # allreduce_library native: each pack's collective all-reduce, its packing and averaging
     ("prefix", f"{ALLREDUCE_SCOPE}/", COMM),
 ]

@@ -1,9 +1,7 @@
 """How TensorFlow's gradients are averaged over the ranks (`allreduce_library`): Horovod or MultiWorkerMirroredStrategy.
 
-horovod: overlap is one allreduce per gradient, sequential one grouped allreduce. native: the strategy
-must exist before any TensorFlow operation runs (`start()`); it averages the plain gradient tensors in
-packs of PACK_BYTES (overlap; the executor starts each as its gradients exist, given 2 or more inter-op
-threads, measured) or in one pack (sequential).
+native: the strategy must exist before any TensorFlow operation runs (`start()`); overlap averages in
+packs of PACK_BYTES, which the executor starts as their gradients exist given 2+ inter-op threads (measured).
 """
 
 import json
@@ -42,8 +40,7 @@ class Horovod:
         return hvd.grouped_allreduce(grads, op=hvd.Average)
 
     def overlaps_backward(self, overlap, native):
-        # no per-gradient hook for TensorFlow: only in the native step's compiled function does the
-        # executor start each gradient's allreduce as soon as it exists
+        # no per-gradient hook: only in the native step's compiled function does an allreduce start early
         return overlap and native
 
     def describe(self, overlap, grad_bytes):
@@ -61,8 +58,8 @@ class Native:
         self.strategy = None
 
     def start(self):
-        """The strategy, before any TensorFlow operation: a rank that cannot start its server or
-        meet its peers stops the whole job, saying why (its peers would wait for it for ever)."""
+        """The strategy, before any TensorFlow operation; a rank that cannot start or meet its peers stops the
+        job, saying why (its peers would wait for ever)."""
         if self.size == 1:
             return
         os.environ["TF_CONFIG"] = json.dumps(
@@ -95,8 +92,8 @@ class Native:
         return list(self.strategy.run(replica, args=tuple(tensors)))
 
     def broadcast(self, variables):
-        """Rank 0's values of the floating-point variables, to every rank (a sum with zeros from the
-        others); the rest (random-number state) is equal already, from the same seed on every rank."""
+        """Rank 0's floating-point variables to every rank (a sum with the others' zeros); the rest
+        (random-number state) is equal already, from the same seed."""
         floats = [v for v in variables if v.dtype.is_floating]
 
         @tf.function

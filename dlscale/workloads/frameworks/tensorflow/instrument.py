@@ -1,8 +1,7 @@
 """TensorFlow's Horovod binding as the communication instrument (torch/instrument.py says what one does).
 
-The tensors handed over together are allreduced by one traced function per set of names, run in a
-thread, as a traced training step holds its allreduce ops. (Eager allreduces keep the name of their
-first call, so two in flight collide in Horovod; one thread per tensor cost 40x PyTorch's hand-over.)"""
+Tensors handed over together are allreduced by one traced function per set of names, run in a thread, as
+a traced step holds its allreduces (eager ones collide in Horovod; a thread per tensor cost 40x PyTorch's)."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,8 +14,7 @@ _TRACED = {}  # {tensor names: their allreduces as a traced function}, traced on
 
 
 def start(comm, threads=None):
-    """Horovod on the MPI communicator `comm`, TensorFlow at `threads` intra- and inter-op threads as
-    its trainer keeps it; the binding."""
+    """Horovod on the MPI communicator `comm`, TensorFlow at `threads` intra- and inter-op threads; the binding."""
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)

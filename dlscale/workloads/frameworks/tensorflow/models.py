@@ -1,12 +1,12 @@
-"""The networks in TensorFlow (Keras 3, NHWC), layer for layer the PyTorch definitions, created in its
-order. PyTorch pads symmetrically where "same" padding is asymmetric for strided layers, so every
-padded layer pads explicitly (max pooling with -inf) and runs "valid"; batch norm takes PyTorch's
-epsilon and momentum."""
+"""The networks in TensorFlow (Keras 3, NHWC), layer for layer the PyTorch definitions, created in its order.
+PyTorch pads symmetrically where "same" padding is asymmetric for strided layers, so every padded layer pads
+explicitly (max pooling with -inf) and runs "valid"; batch norm takes PyTorch's epsilon and momentum."""
 
 import keras
 import tensorflow as tf
 from keras import layers
 
+from dlscale.workloads.frameworks import GOOGLENET_POOLS, GOOGLENET_STAGES
 from dlscale.workloads.pooling import adaptive_bins, pool_pads
 from dlscale.workloads.registry import register
 
@@ -94,17 +94,13 @@ def basic_conv(x, filters, k, s=1, p=0):
 
 
 def inception(x, widths):
-    """An inception module of `widths`: (1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5", pool projection)."""
+    """An inception module of `widths` (frameworks.GOOGLENET_STAGES says which)."""
     ch1, ch3red, ch3, ch5red, ch5, pool_proj = widths
     b1 = basic_conv(x, ch1, 1)
     b2 = basic_conv(basic_conv(x, ch3red, 1), ch3, 3, p=1)
     b3 = basic_conv(basic_conv(x, ch5red, 1), ch5, 3, p=1)  # 3x3, as torchvision
     b4 = basic_conv(MaxPool(3, 1, 1, ceil=True)(x), pool_proj, 1)
     return layers.Concatenate(axis=-1)([b1, b2, b3, b4])
-
-
-def _model(inputs, outputs, name):
-    return keras.Model(inputs, outputs, name=name)
 
 
 @tf_model("googlenet")
@@ -114,24 +110,13 @@ def googlenet(classes, image_size):
     x = MaxPool(3, 2, ceil=True)(x)
     x = basic_conv(x, 64, 1)
     x = basic_conv(x, 192, 3, p=1)
-    x = MaxPool(3, 2, ceil=True)(x)
-    x = inception(x, (64, 96, 128, 16, 32, 32))
-    x = inception(x, (128, 128, 192, 32, 96, 64))
-    x = MaxPool(3, 2, ceil=True)(x)
-    for args in (
-        (192, 96, 208, 16, 48, 64),
-        (160, 112, 224, 24, 64, 64),
-        (128, 128, 256, 24, 64, 64),
-        (112, 144, 288, 32, 64, 64),
-        (256, 160, 320, 32, 128, 128),
-    ):
-        x = inception(x, args)
-    x = MaxPool(2, 2, ceil=True)(x)
-    x = inception(x, (256, 160, 320, 32, 128, 128))
-    x = inception(x, (384, 192, 384, 48, 128, 128))
+    for pool, stage in zip(GOOGLENET_POOLS, GOOGLENET_STAGES):
+        x = MaxPool(pool, 2, ceil=True)(x)
+        for widths in stage:
+            x = inception(x, widths)
     x = layers.GlobalAveragePooling2D()(x)
     x = layers.Dropout(0.2)(x)
-    return _model(inp, dense(classes)(x), "googlenet")
+    return keras.Model(inp, dense(classes)(x), name="googlenet")
 
 
 @tf_model("alexnet")
@@ -148,7 +133,7 @@ def alexnet(classes, image_size):
     x = TorchFlatten()(AdaptiveAvgPool(6)(x))
     x = layers.ReLU()(dense(4096)(layers.Dropout(0.5)(x)))
     x = layers.ReLU()(dense(4096)(layers.Dropout(0.5)(x)))
-    return _model(inp, dense(classes)(x), "alexnet")
+    return keras.Model(inp, dense(classes)(x), name="alexnet")
 
 
 def bottleneck(x, planes, stride):
@@ -170,7 +155,7 @@ def resnet50(classes, image_size):
         for i in range(blocks):
             x = bottleneck(x, planes, stride if i == 0 else 1)
     x = layers.GlobalAveragePooling2D()(x)
-    return _model(inp, dense(classes)(x), "resnet50")
+    return keras.Model(inp, dense(classes)(x), name="resnet50")
 
 
 @tf_model("tinynet")
@@ -179,4 +164,4 @@ def tinynet(classes, image_size):
     x = layers.ReLU()(conv(inp, 8, 3, 2, 1))
     x = layers.ReLU()(conv(x, 16, 3, 2, 1))
     x = TorchFlatten()(AdaptiveAvgPool(4)(x))
-    return _model(inp, dense(classes)(x), "tinynet")
+    return keras.Model(inp, dense(classes)(x), name="tinynet")

@@ -7,8 +7,8 @@ from dlscale.workloads.frameworks.tensorflow import LABEL
 
 
 def matmul(n, threads, device, half):
-    """A function that multiplies an n x n matrix by itself and waits for the result. Without a GPU
-    device gpu fails: soft placement would time the CPU as the GPU."""
+    """A function that multiplies an n x n matrix by itself and waits for the result; device gpu without a GPU
+    fails (soft placement would time the CPU as the GPU)."""
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     if device == "gpu":
@@ -17,8 +17,4 @@ def matmul(n, threads, device, half):
     with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
         a = tf.random.normal((n, n), dtype=tf.float16 if half else tf.float32)
         product = tf.function(lambda x: tf.reduce_sum(tf.matmul(x, x)))
-
-    def run():
-        product(a).numpy()
-
-    return run
+    return lambda: product(a).numpy()

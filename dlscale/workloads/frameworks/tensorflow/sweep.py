@@ -1,6 +1,5 @@
-"""TensorFlow's own allreduce for the allreduce sweep: a message of `tensors` float32 buffers averaged
-by the sequential step's own code (`Native.allreduce`, compiled, one pack). The strategy is made
-once per process, before any TensorFlow operation, and serves both messages."""
+"""TensorFlow's own allreduce for the allreduce sweep: `tensors` float32 buffers averaged by the sequential
+step's code (`Native.allreduce`, one pack); one strategy per process, made before any TensorFlow operation."""
 
 import functools
 
@@ -31,10 +30,6 @@ def allreduce(mpi, tensors):
         bufs = [tf.ones([n]) for n in lengths]
         mean = tf.function(lambda *b: net.allreduce(b, overlap=False)[0][0])
         mean(*bufs)  # traced here, not in the timed runs
-
-        def run():
-            return float(mean(*bufs).numpy())
-
-        return run
+        return lambda: float(mean(*bufs).numpy())
 
     return prepare, f"{NATIVE}, {tensors} tensors per message"

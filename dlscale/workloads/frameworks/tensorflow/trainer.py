@@ -2,10 +2,8 @@
 
 The forward pass is a `tf.function` under an eager GradientTape, so backward runs its compiled gradient.
 One rank communicates nothing (Horovod's TensorFlow allreduce has no size-1 shortcut). Keras 3 variables
-are not tf.Variables: Horovod and the tape get each one's `.value`. Native timing is one compiled step,
-so the executor starts each allreduce as its gradient exists; it waits at each iteration's end (`ahead`
-0). Mixed precision: mixed_float16 and dynamic loss scaling (x2 after 2000 finite steps, /2 and no update
-on a non-finite gradient).
+are not tf.Variables: Horovod and the tape get each one's `.value`. Native timing is one compiled step
+(`ahead` 0). Mixed precision's loss scale doubles after 2000 finite steps, halves (no update) otherwise.
 """
 
 import keras
@@ -60,8 +58,7 @@ class Trainer(trainer.Trainer):
         self._allreduce = tf.function(self._allreduce_fn)
         self._update = tf.function(self._update_fn)
         self._step = tf.function(self._step_fn)
-        self.tape = self.grads = None
-        self.profile_dir = None
+        self.tape = self.grads = self.profile_dir = None
 
     def describe(self):
         gpus = tf.config.get_visible_devices("GPU")

@@ -3,9 +3,7 @@ a mismatch in kind or shape is an error naming the layer."""
 
 import numpy as np
 
-
-def _tf_kind(layer):
-    return {"Conv2D": "conv", "Dense": "dense", "BatchNormalization": "bn"}[type(layer).__name__]
+_KINDS = {"Conv2D": "conv", "Dense": "dense", "BatchNormalization": "bn"}  # Keras layer class: PyTorch's kind
 
 
 def load(tf_model, source):
@@ -14,7 +12,7 @@ def load(tf_model, source):
     if len(targets) != len(source):
         raise ValueError(f"TensorFlow model has {len(targets)} weight layers, PyTorch {len(source)}")
     for layer, (kind, name, arrays) in zip(targets, source):
-        if _tf_kind(layer) != kind:
+        if _KINDS[type(layer).__name__] != kind:
             raise ValueError(f"layer {name}: PyTorch {kind} meets TensorFlow {layer.name}")
         if kind == "conv":
             arrays = [arrays[0].transpose(2, 3, 1, 0)] + arrays[1:]

@@ -32,11 +32,8 @@ TRACE_RULES = [
     ("prefix", "cuda", "ignore"),  # runtime API calls (cudaLaunchKernel, ...) on the host
     # allreduce_library native: the process group's collectives, their enqueue and DDP's reducer work
     ("prefix", "DistributedDataParallel.forward", "ignore"),  # a container of the forward pass
-    ("prefix", "gloo:", COMM),
-    ("prefix", "nccl:", COMM),
-    ("prefix", "c10d::", COMM),
-    ("prefix", "torch::distributed::reducer", COMM),
-    ("prefix", "torch.distributed.ddp.reducer", COMM),
+    *[("prefix", op, COMM) for op in ("gloo:", "nccl:", "c10d::")],
+    *[("prefix", op, COMM) for op in ("torch::distributed::reducer", "torch.distributed.ddp.reducer")],
 ]
 
 

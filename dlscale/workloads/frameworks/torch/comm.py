@@ -1,9 +1,8 @@
 """How PyTorch's gradients are averaged over the ranks (`allreduce_library`): Horovod or torch.distributed.
 
-overlap wraps the optimizer in Horovod's DistributedOptimizer, or the model in DistributedDataParallel
-(which waits for its buckets at the end of backward itself, so a phased run's backward holds the exposed
-part); sequential is one allreduce of all gradients after backward. The native process group meets at
-rank 0. Under both, batch-norm statistics stay each rank's own, and one rank communicates nothing.
+overlap: Horovod's DistributedOptimizer, or DistributedDataParallel (which waits for its buckets at the end
+of backward, so a phased run's backward holds the exposed part); sequential: one allreduce after backward.
+Batch-norm statistics stay each rank's own.
 """
 
 import contextlib

@@ -1,8 +1,7 @@
 """PyTorch's Horovod binding as the communication instrument of the allreduce sweep and the replay.
 
 Every instrument (start, ones, submit, wait, first) hands tensors over as its framework's distributed
-optimizer does: Horovod's core is the same under every binding (bench/instruments.py measures the
-hand-over). PyTorch's alone also reduces CUDA tensors (on_gpu)."""
+optimizer does (bench/instruments.py measures it); PyTorch's alone also reduces CUDA tensors (on_gpu)."""
 
 import horovod.torch as hvd
 import torch
@@ -26,8 +25,7 @@ def ones(count):
 
 
 def submit(tensors, names):
-    """Start Horovod's averaging allreduce of each of `tensors` in place, as DistributedOptimizer does;
-    returns at once, with what `wait` takes."""
+    """Start Horovod's averaging allreduce of each of `tensors` in place, as DistributedOptimizer does."""
     return [hvd.allreduce_async_(t, op=hvd.Average, name=n) for t, n in zip(tensors, names)]
 
 
@@ -41,8 +39,7 @@ def first(tensor):
 
 
 def on_gpu(comm):
-    """Horovod's allreduce of CUDA tensors on the local rank's GPU (NCCL in the cuda environment),
-    waiting for the GPU before the clock stops; NoDevice where the rank has no GPU."""
+    """Horovod's allreduce of CUDA tensors on the local rank's GPU, waited for; NoDevice where the rank has none."""
     start(comm)
     if torch.cuda.device_count() <= hvd.local_rank():
         raise NoDevice(

@@ -6,9 +6,8 @@ from dlscale.workloads.loaders import MEAN, PREFETCH, STD, crop_box, decode_pil,
 
 
 class TorchImages:
-    """A map-style dataset for DataLoader: item (epoch, index) is that image, augmented, as HWC uint8,
-    with its label. Workers send bytes (a quarter of float32's); the rank normalizes each batch at
-    once (`_normalized`), as PyTorch's and NVIDIA's fast ImageNet loaders do."""
+    """DataLoader's dataset: item (epoch, index) is that image, augmented, as HWC uint8, and its label. Workers
+    send bytes (a quarter of float32's); the rank normalizes each batch (`_normalized`), as fast loaders do."""
 
     def __init__(self, files, labels, image_size, seed, augment=True):
         self.files, self.labels, self.size, self.seed, self.augment = files, labels, image_size, seed, augment
@@ -62,8 +61,7 @@ def stream(feed):
 
 
 def _normalized(batches):
-    """(float32 NCHW images normalized, labels) from the workers' uint8 NHWC batches: the NCHW view
-    of NHWC memory is PyTorch's channels_last."""
+    """(normalized float32 NCHW images, labels) of uint8 NHWC batches (their NCHW view: channels_last)."""
     import torch
 
     mean, std = torch.tensor(MEAN).view(1, 1, 1, 3), torch.tensor(STD).view(1, 1, 1, 3)

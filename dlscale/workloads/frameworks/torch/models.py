@@ -5,6 +5,7 @@ classes AlexNet has 61,100,840 parameters, GoogLeNet (no auxiliary heads) 6,624,
 import torch
 from torch import nn
 
+from dlscale.workloads.frameworks import GOOGLENET_POOLS, GOOGLENET_STAGES
 from dlscale.workloads.registry import register
 
 
@@ -17,8 +18,7 @@ class BasicConv2d(nn.Sequential):
 
 class Inception(nn.Module):
     def __init__(self, cin, widths):
-        """An inception module on `cin` channels of `widths`: (1x1, 3x3 reduce, 3x3, "5x5" reduce,
-        "5x5", pool projection)."""
+        """An inception module on `cin` channels of `widths` (frameworks.GOOGLENET_STAGES says which)."""
         super().__init__()
         ch1, ch3red, ch3, ch5red, ch5, pool_proj = widths
         self.branch1 = BasicConv2d(cin, ch1, kernel_size=1)
@@ -39,28 +39,19 @@ class Inception(nn.Module):
 
 @register("torch", "googlenet")
 def googlenet(classes, image_size=None):
-    return nn.Sequential(
+    layers = [
         BasicConv2d(3, 64, kernel_size=7, stride=2, padding=3),
         nn.MaxPool2d(3, stride=2, ceil_mode=True),
         BasicConv2d(64, 64, kernel_size=1),
         BasicConv2d(64, 192, kernel_size=3, padding=1),
-        nn.MaxPool2d(3, stride=2, ceil_mode=True),
-        Inception(192, (64, 96, 128, 16, 32, 32)),
-        Inception(256, (128, 128, 192, 32, 96, 64)),
-        nn.MaxPool2d(3, stride=2, ceil_mode=True),
-        Inception(480, (192, 96, 208, 16, 48, 64)),
-        Inception(512, (160, 112, 224, 24, 64, 64)),
-        Inception(512, (128, 128, 256, 24, 64, 64)),
-        Inception(512, (112, 144, 288, 32, 64, 64)),
-        Inception(528, (256, 160, 320, 32, 128, 128)),
-        nn.MaxPool2d(2, stride=2, ceil_mode=True),
-        Inception(832, (256, 160, 320, 32, 128, 128)),
-        Inception(832, (384, 192, 384, 48, 128, 128)),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Dropout(0.2),
-        nn.Linear(1024, classes),
-    )
+    ]
+    cin = 192
+    for pool, stage in zip(GOOGLENET_POOLS, GOOGLENET_STAGES):
+        layers.append(nn.MaxPool2d(pool, stride=2, ceil_mode=True))
+        for widths in stage:
+            layers.append(Inception(cin, widths))
+            cin = widths[0] + widths[2] + widths[4] + widths[5]  # its four branches, concatenated
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(1024, classes))
 
 
 @register("torch", "alexnet")

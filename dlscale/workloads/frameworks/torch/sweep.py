@@ -1,6 +1,5 @@
-"""PyTorch's own allreduce for the allreduce sweep: a message of `tensors` float32 buffers averaged by
-the sequential native step's own code (`Native.reduce`, as DDP does per bucket); few tensors per
-message against many gives the per-tensor cost."""
+"""PyTorch's own allreduce for the allreduce sweep: `tensors` float32 buffers averaged by the sequential
+native step's code (`Native.reduce`); few tensors per message against many gives the per-tensor cost."""
 
 import torch
 

@@ -1,11 +1,8 @@
 """PyTorch data-parallel training, one method per SGD phase, through Horovod or torch.distributed (comm.py).
 
-overlap: allreduces start from backward hooks, and the comm phase is what the step still waits for;
-sequential: one allreduce of all gradients after backward. NHWC is channels_last (the io phase converts
-the batch into it). On a GPU, `sync` waits for this rank's compute stream only, not Horovod's NCCL
+NHWC is channels_last. On a GPU, `sync` waits for this rank's compute stream only, not Horovod's NCCL
 stream, so a running allreduce is not counted as backward; native timing queues the next iteration
 before waiting for the last (`ahead` 1), so the GPU never idles while the host stages a batch.
-mixed precision: forward under `torch.autocast` (float16), a GradScaler around backward and update.
 """
 
 import re
@@ -20,9 +17,8 @@ from dlscale.workloads.registry import build_model
 
 
 def sgd(params, spec):
-    """SGD with momentum (the bare loop's too); fused with mixed precision, as PyTorch recommends with a
-    GradScaler: unfused, the scaler's non-finite check is read on the host every step, a wait that
-    idled the GPU while the host staged the next batch (bench/results/overhead-gpu.csv)."""
+    """SGD with momentum (the bare loop's too); fused with mixed precision: unfused, GradScaler's non-finite
+    check is read on the host every step, which idled the GPU (bench/results/overhead-gpu.csv)."""
     return torch.optim.SGD(params, lr=spec["lr"], momentum=spec["momentum"], fused=spec["precision"] == "mixed")
 
 
@@ -120,7 +116,7 @@ class Trainer(trainer.Trainer):
         )
 
     def sync(self):
-        if self.gpu:  # this rank's compute stream, not Horovod's NCCL stream
+        if self.gpu:
             torch.cuda.current_stream(self.device).synchronize()
 
     def load(self, batch):
@@ -159,8 +155,8 @@ class Trainer(trainer.Trainer):
         return [t - self.backward_start for t in self.ready]
 
     def queued(self, loss):
-        """On the GPU: the loss copied to pinned memory and an event after the iteration's work; the
-        gradient events go with the handle (the next backward records into the other set)."""
+        """On the GPU: the loss copied to pinned memory, an event after the iteration's work, and its
+        gradient events (the next backward records into the other set)."""
         if not self.gpu:
             return loss
         host = self.loss_host[self.loads % 2]  # one per iteration in flight, as the staging buffers
@@ -203,14 +199,11 @@ class Trainer(trainer.Trainer):
             return float(sum(p.double().sum() for p in self.params))
 
     def state(self):
-        """Parameters as numpy arrays, in definition order (for correctness tests)."""
         return [p.detach().cpu().numpy().copy() for p in self.params]
 
     def profile_start(self, folder):
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self.gpu:
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        self.profiler = torch.profiler.profile(activities=activities)
+        cuda = [torch.profiler.ProfilerActivity.CUDA] if self.gpu else []
+        self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, *cuda])
         self.profiler.__enter__()
 
     def annotate(self, name):
@@ -240,8 +233,7 @@ class Trainer(trainer.Trainer):
 
 
 def _kineto_event(e):
-    """One profiler event on the GPU path (host operation or device activity), with the correlation ids
-    that tie each kernel to the host operation that launched it."""
+    """One GPU-path profiler event, with the ids that tie a kernel to the host operation that launched it."""
     device = str(e.device_type()).split(".")[-1].lower()
     tid = e.start_thread_id() if device == "cpu" else f"{device}{e.device_index()}:{e.device_resource_id()}"
     return {

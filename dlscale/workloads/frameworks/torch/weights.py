@@ -1,5 +1,4 @@
-"""The reference network's weights, layer by layer in definition order and PyTorch's layouts, for the
-other frameworks' `weights.load` (same weights, same logits: tests/test_parity.py)."""
+"""The reference network's weights in definition order and PyTorch's layouts, for the others' `weights.load`."""
 
 
 def layers(model):

@@ -9,6 +9,7 @@ import yaml
 
 from dlscale.analysis import contention, prediction
 from dlscale.analysis.model import Cost, Gradients, predict, ring_cost, shared_rate
+from dlscale.analysis.replayed import read_table
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import TABLES
 from dlscale.core.vocabulary import BASELINE_KEYS
@@ -32,7 +33,7 @@ def load(folder):
     if missing:
         raise ValueError(f"{folder}: no {', '.join(missing)} (not a finished study's results folder)")
     path = {n: folder / TABLES[n] for n in needed}
-    status = _text(path["runs"])
+    status = read_table(path["runs"])
     table, bases, _ = prediction.study_baselines(pd.read_csv(path["run_metrics"]), status, pd.read_csv(path["tensors"]))
     sweep, fits = pd.read_csv(path["allreduce"]), pd.read_csv(path["allreduce_fit"])
     contention_path = folder / TABLES["contention"]  # none in a study made before it had one
@@ -40,16 +41,11 @@ def load(folder):
         "name": folder.name if folder.name != "results" else folder.resolve().parent.name,
         "bases": bases,
         "costs": prediction.costs(sweep, fits),
-        "model": _text(path["model"]),
+        "model": read_table(path["model"]),
         "runs": table,
-        "slowdowns": contention.slowdowns(_text(contention_path)) if contention_path.is_file() else {},
+        "slowdowns": contention.slowdowns(read_table(contention_path)) if contention_path.is_file() else {},
         "node_cpus": min((c for c in map(prediction.node_cpus, table.to_dict("records")) if c), default=None),
     }
-
-
-def _text(path):
-    """A table whose empty cells alone are NaN."""
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
 def read_candidates(path, study):

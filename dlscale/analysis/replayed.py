@@ -64,7 +64,8 @@ def measured(replays):
 
 
 def read_table(path):
-    """replayed.csv as the model reads it (a failure's reason stays text)."""
+    """A table (replayed.csv, runs.csv, model.csv, ...) whose empty cells alone are NaN: a failure's reason,
+    a "None" or an "NA" stays text."""
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 

@@ -81,11 +81,6 @@ def _run_metrics(path):
     return pd.read_csv(path)
 
 
-def _text(path):
-    """A table whose empty cells alone are NaN (a "None" or "NA" stays text)."""
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
-
-
 def _runs(path):
     """runs.csv: reasons stay text ("" where none); identity cells a run known by its path lacks are NaN."""
     return pd.read_csv(path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
@@ -209,7 +204,7 @@ def write_replay_plans(job):
     inputs, output, models = job.input, job.output[0], job.params.models
     with logged(job.log[0]):
         _, bases, unusable = prediction.study_baselines(
-            _run_metrics(inputs.run_metrics), _text(inputs.runs), pd.read_csv(inputs.tensors)
+            _run_metrics(inputs.run_metrics), replayed.read_table(inputs.runs), pd.read_csv(inputs.tensors)
         )
         plans = replay.plans(bases, models)
         if not plans:
@@ -247,9 +242,9 @@ def write_model(job):
 
     inputs, outputs, extrapolate = job.input, job.output, json.loads(job.params.extrapolate)
     with logged(job.log[0]):
-        runs, status = _run_metrics(inputs.run_metrics), _text(inputs.runs)
+        runs, status = _run_metrics(inputs.run_metrics), replayed.read_table(inputs.runs)
         sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
-        calibrations, tensors = _text(inputs.contention), pd.read_csv(inputs.tensors)
+        calibrations, tensors = replayed.read_table(inputs.contention), pd.read_csv(inputs.tensors)
         slowdowns = contention.slowdowns(calibrations)
         table, bases, unusable = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
         table = prediction.with_error_intervals(table, prediction.slowdown_spreads(calibrations))
@@ -295,12 +290,13 @@ def write_report(job):
     """results/report.md from the study's tables, records and figures; params: its title and whole config."""
     inputs, output, title, config = job.input, job.output, job.params.title, json.loads(job.params.config)
     with logged(job.log[0]):
-        summary, runs = pd.read_csv(inputs.summary), _text(inputs.runs)
+        summary, runs = pd.read_csv(inputs.summary), replayed.read_table(inputs.runs)
         environment = json.loads(Path(inputs.environment).read_text())
         # the frameworks run in a Python of their own (JAX's environment, a user's): their records
         environment["apart"] = [json.loads(Path(p).read_text()) for p in getattr(inputs, "apart", [])]
         error = json.loads(Path(inputs.error).read_text())
-        model_table = _text(inputs.model) if getattr(inputs, "model", None) else None  # per-configuration error
+        has_model = getattr(inputs, "model", None)  # the per-configuration error
+        model_table = replayed.read_table(inputs.model) if has_model else None
         pairs = _comparisons(inputs.comparisons)
         fits = pd.read_csv(inputs.fit) if getattr(inputs, "fit", None) else None
         blocks_table = pd.read_csv(inputs.blocks) if getattr(inputs, "blocks", None) else None

@@ -110,6 +110,7 @@ FAST_MODULES = {
     "test_check_run",
     "test_comparisons",
     "test_config",
+    "test_design",
     "test_figures",
     "test_hardware",
     "test_launch",

@@ -146,6 +146,10 @@ def test_runs_ran_in_the_designs_blocked_order(study):
     # every configuration runs once in each block
     per_block = [[r.rsplit("/", 1)[0] for r in order[order["block"] == b]["run"]] for b in (0, 1)]
     assert sorted(per_block[0]) == sorted(per_block[1])
+    for block in per_block:  # and each configuration's frameworks back to back (the cells the block model compares)
+        configurations = [r.split("/", 1)[1] for r in block]
+        stretches = [c for i, c in enumerate(configurations) if i == 0 or c != configurations[i - 1]]
+        assert len(stretches) == len(set(stretches)) == 2, configurations
 
 
 def test_figures_and_reports(study):

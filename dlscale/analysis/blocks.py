@@ -10,9 +10,8 @@ import pandas as pd
 
 from dlscale.analysis import student
 from dlscale.analysis.verdicts import ALPHA, EQUAL, MOST_BLOCKS, RATE, verdict
-from dlscale.core.vocabulary import CONFIG_KEYS
+from dlscale.core.vocabulary import CELL, CONFIG_KEYS
 
-CELL = ["framework", "allreduce_library"]
 KEYS = [k for k in CONFIG_KEYS if k not in CELL] + ["ranks"]  # a configuration of the block model
 
 

@@ -526,7 +526,7 @@ OUTPUTS = {
     "library) and block, its residual checks, and whether its comparisons use the variance pooled over the "
     "configurations (`dlscale/analysis/blocks.py`)",
     _T["order"]: "the first pass's runs in the order the `design` gives them: block by block, each block in its "
-    "seeded random order (`dlscale/runtime/design.py`)",
+    "seeded random order, a configuration's frameworks back to back (`dlscale/runtime/design.py`)",
     _T["second_pass"]: "with `second_pass`: one row per configuration of the first pass, its interval and the "
     "repeats the second pass gives it, and why (`dlscale/analysis/second_pass.py`)",
     _T["summary"]: "one row per configuration: throughput, speedup, efficiency, iteration and phase times with "

@@ -231,8 +231,8 @@ def _study_lines(config, runs, title):
     fixed = [k for k in STUDY_KEYS if k in config and k not in varying]
     order = " (Snakemake's own order)"
     if design["order"] == "blocked":
-        order = f", {blocks} blocks (repeats), each running every configuration once in a random order seeded by "
-        order += f"{design['seed']} (`order.csv`)"
+        order = f", {blocks} blocks (repeats), each running every configuration once (its frameworks' runs back "
+        order += f"to back) in a random order seeded by {design['seed']} (`order.csv`)"
     return [
         f"# {title or config.get('title') or 'dlscale study'}",
         "",

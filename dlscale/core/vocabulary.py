@@ -16,6 +16,8 @@ def renamed(fields):
 
 
 CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
+# What the block model compares within a configuration (its cells); a block runs a configuration's cells back to back.
+CELL = ["framework", "allreduce_library"]
 # A configuration's 1-rank baseline (for speedup, efficiency and the performance model) shares these.
 BASELINE_KEYS = [k for k in CONFIG_KEYS if k not in ("nodes", "ranks_per_node")]
 

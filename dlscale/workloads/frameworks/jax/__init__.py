@@ -20,7 +20,8 @@ LIBRARIES = ("native",)
 NATIVE = "jax.distributed + XLA's collectives (gloo on the CPU, NCCL on GPUs)"
 NOT_BUILT = {"horovod": "Horovod has no JAX binding"}
 
-# Tests slow one rank: "<rank>:<seconds>" sleeps it before each barrier (here: the tests have no JAX).
+# Tests slow one rank: "<rank>:<seconds>[:<barrier>]" sleeps it before each barrier, or that one (here: the tests
+# have no JAX).
 SLOW_RANK_ENV = "DLSCALE_SLOW_RANK"
 
 # The PJRT CPU client's pool, read as the backend starts (`hold_threads` sets it with XLA_FLAGS).

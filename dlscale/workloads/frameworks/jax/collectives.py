@@ -62,7 +62,8 @@ def barrier(name, rank, size):
     if size == 1:
         return
     slow, _, seconds = os.environ.get(SLOW_RANK_ENV, "").partition(":")
-    if slow and int(slow) == rank:
+    seconds, _, only = seconds.partition(":")
+    if slow and int(slow) == rank and only in ("", name):
         time.sleep(float(seconds))
     distributed.global_state.client.wait_at_barrier(f"dlscale:{name}", BARRIER_TIMEOUT_S * 1000)
 

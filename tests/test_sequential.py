@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bench import block_error
-from dlscale.analysis import sequential
+from dlscale.analysis import blocks, sequential
 from dlscale.core import paths
 from dlscale.core.errors import ConfigError
 from dlscale.runtime import config as cfg
@@ -51,6 +51,18 @@ def test_it_adds_a_block_where_more_would_answer_and_stops_at_max_blocks():
 def test_a_ratio_within_the_noise_gets_no_block():
     row = _look({"mxnet": math.log(1.02), "torch": 0.0, "tensorflow": 0.0}, 3, sd=0.2)
     assert row["decision"] == sequential.NOISE and row["blocks_needed"] > 8
+
+
+def test_one_pair_within_reach_gets_its_configuration_a_block_beside_one_that_never_will_be():
+    """torch and tensorflow identical (equal needs more blocks than max_blocks at this spread), MXNet 15% faster
+    (resolvable within it): the block is added, for the closest pair."""
+    effects = {"mxnet": math.log(1.15), "torch": 0.0, "tensorflow": 0.0}
+    runs = block_error.simulated(np.random.default_rng(2), effects, 3, 0.06, drift=2.0)
+    rows, _ = blocks.pair_rows(runs, 0.05 / 6)
+    needed = sorted(pd.concat([rows, blocks.decide(rows, 0.05 / 6)], axis=1)["blocks_needed"])
+    assert needed[0] <= 8 < needed[-1], needed
+    row = _look(effects, 3, sd=0.06, seed=2)
+    assert (row["decision"], row["unresolved"], row["blocks_needed"]) == (sequential.ADDED, 3, needed[0])
 
 
 def test_the_budget_stops_it():

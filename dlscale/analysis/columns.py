@@ -277,11 +277,12 @@ SEQUENTIAL = {
     "blocks": "the blocks with an ok run of this configuration at the look",
     "pairs": "the block model's pairs of cells in this configuration",
     "unresolved": "of them, unresolved at the look's error (`alpha`)",
-    "blocks_needed": "the most complete blocks any unresolved pair needs at its measured ratio and spread",
+    "blocks_needed": "the fewest complete blocks one of its unresolved pairs needs at its measured ratio and spread",
     "run_s": "a whole block of this configuration: its cells' mean run time so far, summed (seconds)",
     "alpha": "the error each analysis tests at: 5% split over the study's possible looks (Bonferroni)",
     "decision": "`block added`, or why not: `every pair resolved`, `budget spent`, `max_blocks reached`, "
-    "`within the noise` (needs more blocks than max_blocks), `no look left` (final analysis only)",
+    "`within the noise` (every unresolved pair needs more blocks than max_blocks), `no look left` (final analysis "
+    "only)",
 }
 
 ORDER = {

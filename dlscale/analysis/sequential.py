@@ -41,7 +41,8 @@ def plan(run_metrics, status, look, settings, repeats, final=False):
         key = {k: model[k] for k in blocks.KEYS}
         mine = rows[_matches(rows, key)] if len(rows) else rows
         open_ = mine[mine["verdict"] == "unresolved"] if len(mine) else mine
-        needed = float(open_["blocks_needed"].max()) if len(open_) else math.nan
+        # the closest pair decides: one resolvable within max_blocks is worth a block though others never will be
+        needed = float(open_["blocks_needed"].min()) if len(open_) else math.nan
         row = {**key, "look": look, "blocks": model["blocks"], "pairs": len(mine), "unresolved": len(open_)}
         decision = _decision(len(open_), needed, model["blocks"], int(settings["max_blocks"]))
         out.append(row | {"blocks_needed": needed, "run_s": _cost(status, key), "alpha": level, "decision": decision})

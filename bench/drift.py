@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead import machine  # noqa: E402
+from dlscale.analysis.blocks import KEYS  # noqa: E402  (a configuration of the block model)
 from dlscale.analysis.verdicts import RATE  # noqa: E402
 from dlscale.core import paths  # noqa: E402
-from dlscale.core.vocabulary import CELL, CONFIG_KEYS  # noqa: E402
+from dlscale.core.vocabulary import CONFIG_KEYS  # noqa: E402
 
 LAGS = (1, 2, 3, 4)
 
@@ -60,7 +61,7 @@ def within(runs, length):
 
 def back_to_back(runs):
     """Whether each configuration's cells ran back to back in every block."""
-    configuration = runs[[k for k in CONFIG_KEYS if k not in CELL] + ["block"]].astype(str).agg("/".join, axis=1)
+    configuration = runs[KEYS + ["block"]].astype(str).agg("/".join, axis=1)
     starts = configuration != configuration.shift()
     return bool(starts.sum() == configuration.nunique())
 
@@ -69,7 +70,7 @@ def row(results, note):
     runs = in_order(results)
     r = runs["residual"].to_numpy()
     block = int(runs.groupby("block").size().median())
-    cells = int(runs.groupby([k for k in CONFIG_KEYS if k not in CELL] + ["block"]).size().median())
+    cells = int(runs.groupby(KEYS + ["block"], dropna=False).size().median())
     fitted = Path(results) / paths.TABLES["blocks"]
     pooled = pd.read_csv(fitted)["sd_log"].median() if fitted.is_file() else float("nan")
     made = pd.read_csv(Path(results) / paths.TABLES["runs"], keep_default_na=False)

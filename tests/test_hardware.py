@@ -1,6 +1,8 @@
 """What a host is (dlscale/core/hardware.py), from the text Linux gives: enough for a reviewer to tell
 two machines apart (the CPU's generation, clock, vector instructions, kernel, OS, virtualization)."""
 
+import json
+
 from dlscale.core import hardware
 
 CPUINFO = """processor\t: 0
@@ -76,3 +78,14 @@ def test_a_process_records_the_cpus_its_affinity_allows_and_a_host_keeps_its_ran
     line = hardware.summary({**hardware.cpu(CPUINFO), "cpus_allowed": 1, "memory_gib": 1, "gpus": []})
     assert "(1 socket, 2 cores, 2 logical CPUs, 1 of them allowed to a rank)" in line
     assert "allowed" not in hardware.summary({**hardware.cpu(CPUINFO), "cpus_allowed": 2, "memory_gib": 1})
+
+
+def test_a_study_of_bound_and_unbound_runs_says_each_hosts_range_of_allowed_cpus():
+    """The report's hardware line named the last run's `cpus_allowed` alone where a study mixed bindings."""
+    host = {**hardware.cpu(CPUINFO), "memory_gib": 1, "gpus": []}
+    bound, free = ({"vm": {**host, "cpus_allowed": n}} for n in (1, 2))
+    mixed = hardware.hosts([json.dumps(bound), "", json.dumps(free), json.dumps(bound)])
+    assert mixed["vm"]["cpus_allowed"] == [1, 2]
+    assert "2 logical CPUs, 1 to 2 of them allowed to a rank (by run" in hardware.summary(mixed["vm"])
+    alike = hardware.hosts([json.dumps(bound), json.dumps(bound)])
+    assert alike == bound and "1 of them allowed to a rank)" in hardware.summary(alike["vm"])

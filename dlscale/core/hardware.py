@@ -100,10 +100,16 @@ def merged(old, new):
 
 
 def hosts(cells):
-    """{host name: its description} from runs.csv's `hardware` cells (JSON objects; empty ones skipped)."""
-    found = {}
+    """{host name: its description} from runs.csv's `hardware` cells (JSON objects; empty ones skipped); where
+    runs of a host were allowed different CPU counts (bound and unbound runs), `cpus_allowed` is the range."""
+    found, allowed = {}, {}
     for cell in (c for c in cells if isinstance(c, str) and c.strip()):
-        found.update(json.loads(cell))
+        for name, host in json.loads(cell).items():
+            found[name] = host
+            if host.get("cpus_allowed"):
+                allowed.setdefault(name, set()).add(host["cpus_allowed"])
+    for name, counts in allowed.items():
+        found[name] = {**found[name], "cpus_allowed": [min(counts), max(counts)] if len(counts) > 1 else min(counts)}
     return found
 
 
@@ -111,7 +117,10 @@ def summary(host):
     """One line for a report: "Intel Xeon ... (1 socket, 2 cores, 2 logical CPUs), 23.4 GiB; GPU: ..."."""
     gpu = "; ".join(f"{g['name']} ({g['memory']}, driver {g['driver']})" for g in host.get("gpus") or [])
     sockets, allowed, cpus = host.get("sockets"), host.get("cpus_allowed"), host.get("logical_cpus")
-    limit = f", {allowed} of them allowed to a rank" if allowed and cpus and allowed < cpus else ""
+    if isinstance(allowed, list):  # the runs differed (hosts)
+        limit = f", {allowed[0]} to {allowed[1]} of them allowed to a rank (by run: runs.csv's hardware)"
+    else:
+        limit = f", {allowed} of them allowed to a rank" if allowed and cpus and allowed < cpus else ""
     line = (
         f"{host.get('cpu_model', 'unknown CPU')} ({sockets} socket{'s' if sockets != 1 else ''}, "
         f"{host.get('cores')} cores, {cpus} logical CPUs{limit}), "

@@ -116,6 +116,12 @@ def test_a_study_adds_the_blocks_its_looks_decide(tmp_path):
     assert added == len(looks) - 1  # every look but the last added a block
     runs = pd.read_csv(results / paths.TABLES["runs"])
     assert sorted(runs["repeat"]) == sorted(list(range(2 + added)) * 2)
+    # the progress line counts the added runs as planned (it said "5 of 5 runs done, 3 of 3 blocks" after each)
+    said = [line for line in proc.stdout.splitlines() if line.startswith("dlscale: ")]
+    total, blocks = len(runs), 2 + added
+    assert said[-1] == f"dlscale: {total} of {total} runs done, {blocks} of {blocks} blocks complete", said
+    if added:
+        assert said[4].startswith("dlscale: 5 of 6 runs done, 2 of 3 blocks complete; the runs left take"), said
     pairs = pd.read_csv(results / paths.TABLES["comparisons"])
     assert pairs["blocks"].tolist() == [2 + added]
     assert "blocks added until resolved" in (results / paths.TABLES["report"]).read_text()

@@ -86,8 +86,31 @@ def step(rule_name, function, *declared):
 
 def say_progress(status):
     """After a run: the study's progress line (dlscale/runtime/progress.py) on the terminal, over the
-    first pass's runs and `status` (a run a look or a second pass added)."""
-    print(progress.line(sorted({*RUNS, str(status)})), flush=True)
+    runs planned so far (the first pass's, those the looks or the second pass made so far added) and
+    `status`. A run job cannot wait on a checkpoint: the tables made so far are read where they lie."""
+    import pandas as pd
+
+    added = []
+    if UNTIL_RESOLVED:
+        for look in range(sequential.looks(UNTIL_RESOLVED, config["repeats"])):
+            table = Path(LOOK.format(look=look))
+            if not table.is_file():
+                break
+            added += _look_added(look, pd.read_csv(table))
+    elif SECOND_PASS and Path(TABLE["second_pass"]).is_file():
+        added = _second_pass_added(pd.read_csv(TABLE["second_pass"]))
+    print(progress.line(sorted({*RUNS, *added, str(status)})), flush=True)
+
+
+def _look_added(look, table):
+    """The status paths of the runs look `look` (its table) adds: block repeats + look."""
+    added = sequential.added_runs(cfg.matrix(config), table, config["repeats"] + look)
+    return [f"{RESULTS}/{paths.run_status(run)}" for run in added]
+
+
+def _second_pass_added(plan):
+    """The status paths of the runs the second pass's plan adds."""
+    return [f"{RESULTS}/{paths.run_status(run)}" for run in second_pass.added_runs(cfg.matrix(config), plan)]
 
 
 def run_environment(wildcards):
@@ -101,11 +124,11 @@ def looks_before(upto):
     reading one waits for it), up to the first look that added none."""
     import pandas as pd
 
-    made, matrix = [], cfg.matrix(config)
+    made = []
     for look in range(upto):
         table = checkpoints.look.get(look=look).output[0]
-        added = sequential.added_runs(matrix, pd.read_csv(table), config["repeats"] + look)
-        made.append((table, [f"{RESULTS}/{paths.run_status(run)}" for run in added]))
+        added = _look_added(look, pd.read_csv(table))
+        made.append((table, added))
         if not added:
             break
     return made
@@ -135,8 +158,7 @@ def study_runs(wildcards):
         return RUNS
     import pandas as pd
 
-    plan = pd.read_csv(checkpoints.second_pass.get().output[0])
-    return RUNS + [f"{RESULTS}/{paths.run_status(run)}" for run in second_pass.added_runs(cfg.matrix(config), plan)]
+    return RUNS + _second_pass_added(pd.read_csv(checkpoints.second_pass.get().output[0]))
 
 
 def reported(paths, category):

@@ -82,11 +82,10 @@ RUN_METRICS_COLUMNS = RUN_KEYS + _RUN_VALUES + ["unsteady_iterations", "ranks", 
 RUN_METRICS_COLUMNS += [seconds(p) for p in PHASE_COLUMNS]
 
 
-def run_table(tidy):
-    """One row per run: mean iteration time, throughput and mean phase times (measured iterations)."""
+def steady_steps(tidy):
+    """(each run's steady iteration times: the slowest rank's wall time of its measured iterations, a Series by
+    RUN_KEYS + iteration; each run's unsteady_iterations), what run_table's times come from."""
     measured = tidy[~tidy["warmup"].astype(bool)]
-    if measured.empty:
-        return pd.DataFrame(columns=RUN_METRICS_COLUMNS)
     # throughput from the measured iterations only: never the traced (profiled) ones
     wall = measured[(measured["phase"] == "wall") & ~measured["profiled"].astype(bool)]
     step = wall.groupby(RUN_KEYS + ["iteration"], observed=True)["seconds"].max()
@@ -94,7 +93,15 @@ def run_table(tidy):
     drop = step.groupby(RUN_KEYS, observed=True).transform(lambda t: steady_start(t.to_numpy()))
     position = step.groupby(RUN_KEYS, observed=True).cumcount()
     steady = drop.groupby(RUN_KEYS, observed=True).first().rename("unsteady_iterations").reset_index()
-    step = step[position >= drop]
+    return step[position >= drop], steady
+
+
+def run_table(tidy):
+    """One row per run: mean iteration time, throughput and mean phase times (measured iterations)."""
+    measured = tidy[~tidy["warmup"].astype(bool)]
+    if measured.empty:
+        return pd.DataFrame(columns=RUN_METRICS_COLUMNS)
+    step, steady = steady_steps(tidy)
     spread = {"iteration_s_median": "median", "iteration_s_p95": lambda t: t.quantile(0.95)}
     by_run = step.groupby(RUN_KEYS, observed=True)
     runs = by_run.agg(iteration_s="mean", **spread, outlier_iterations=outliers, iterations="count").reset_index()

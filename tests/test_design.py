@@ -104,8 +104,8 @@ def _two_level_study(folder, blocks_n, between, within, iterations, fixed_s, see
         for i, framework in enumerate(["jax", "mxnet", "tensorflow", "torch"]):
             run = {**base, "framework": framework, "repeat": block}
             times = np.exp(np.log(0.1) + 0.1 * i + drift + rng.normal(0, between) + rng.normal(0, within, iterations))
-            tidy += [{**run, "rank": 0, "iteration": k, "warmup": False, "profiled": False, "phase": "wall",
-                      "seconds": t} for k, t in enumerate(times)]  # fmt: skip
+            step = {"rank": 0, "warmup": False, "profiled": False, "phase": "wall"}
+            tidy += [{**run, **step, "iteration": k, "seconds": t} for k, t in enumerate(times)]
             status.append({**run, "status": "ok", "elapsed_s": fixed_s + times.sum()})
     tidy = pd.DataFrame(tidy)
     tidy.to_csv(folder / paths.TABLES["tidy"], index=False)

@@ -11,7 +11,6 @@ Writes bench/results/drift.csv (rows of the same study replaced).
       [--out bench/results/drift.csv]
 """
 
-import argparse
 import datetime
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead import machine  # noqa: E402
+from bench import studies  # noqa: E402
 from dlscale.analysis.blocks import KEYS  # noqa: E402  (a configuration of the block model)
 from dlscale.analysis.verdicts import RATE  # noqa: E402
 from dlscale.core import paths  # noqa: E402
@@ -93,25 +92,13 @@ def row(results, note):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", type=Path)
-    parser.add_argument("--note", default="")
-    parser.add_argument("--machine", default=machine(), help="where the studies ran (default: this machine)")
-    parser.add_argument("--name", help="the study's name in the table (one RESULTS only; default: its path)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "drift.csv")
-    args = parser.parse_args(argv)
-    if args.name and len(args.results) > 1:
-        parser.error("--name names one study: give one RESULTS")
+    args = studies.arguments(__doc__, ROOT / "bench" / "results" / "drift.csv", argv)
     named = {"study": args.name} if args.name else {}
     rows = [row(r, args.note) | named | {"machine": args.machine} for r in args.results]
     for r in rows:
         print(r)
     made = pd.DataFrame(rows)
-    if args.out.is_file():  # the other studies' rows kept
-        old = pd.read_csv(args.out, keep_default_na=False, dtype=str)
-        made = pd.concat([old[~old["study"].isin(made["study"])], made.astype(str)])
-    made.to_csv(args.out, index=False)
-    print(f"wrote {args.out}")
+    studies.write(made, args.out)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Writes bench/results/iterations.csv (rows of the same study replaced).
       [--out bench/results/iterations.csv]
 """
 
-import argparse
 import datetime
 import math
 import sys
@@ -25,7 +24,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead import machine  # noqa: E402
+from bench import studies  # noqa: E402
 from dlscale.analysis import blocks, metrics  # noqa: E402
 from dlscale.core import paths  # noqa: E402
 from dlscale.core.vocabulary import RUN_KEYS  # noqa: E402
@@ -36,12 +35,12 @@ RHO = (-0.5, 0.9)  # the lag-1 autocorrelation's bounds in the inflation (a few 
 def per_run(tidy):
     """Each run's steady iterations: their count, the variance of their log and their lag-1 autocorrelation."""
     steps, _ = metrics.steady_steps(tidy)
-
     rows = []
     for key, times in steps.groupby(RUN_KEYS, observed=True):
         x = np.log(times.to_numpy(dtype=float))
-        rho = float(np.corrcoef(x[:-1], x[1:])[0, 1]) if len(x) >= 5 and np.ptp(x) > 0 else math.nan
-        rho = (rho * len(x) + 1) / (len(x) - 3)  # less its bias in a short series, -(1 + 3 rho) / n (Marriott-Pope)
+        rho = math.nan
+        if len(x) >= 5 and np.ptp(x) > 0:  # less its bias in a short series, -(1 + 3 rho) / n (Marriott-Pope)
+            rho = (float(np.corrcoef(x[:-1], x[1:])[0, 1]) * len(x) + 1) / (len(x) - 3)
         var = float(np.var(x, ddof=1)) if len(x) > 1 else math.nan
         rows.append(dict(zip(RUN_KEYS, key)) | {"n": len(x), "var": var, "rho": rho})
     return pd.DataFrame(rows, columns=RUN_KEYS + ["n", "var", "rho"])
@@ -92,15 +91,7 @@ def _parts(group, residual_sd):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", type=Path)
-    parser.add_argument("--note", default="")
-    parser.add_argument("--machine", default=machine(), help="where the studies ran (default: this machine)")
-    parser.add_argument("--name", help="the study's name in the table (one RESULTS only; default: its path)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "iterations.csv")
-    args = parser.parse_args(argv)
-    if args.name and len(args.results) > 1:
-        parser.error("--name names one study: give one RESULTS")
+    args = studies.arguments(__doc__, ROOT / "bench" / "results" / "iterations.csv", argv)
     made = []
     for results in args.results:
         table = configurations(results)
@@ -109,11 +100,7 @@ def main(argv=None):
         made[-1]["command"] = f".venv/bin/python bench/iterations.py {results}"
     made = pd.concat(made)
     print(made.drop(columns=["note", "machine", "command"]).to_string(index=False))
-    if args.out.is_file():  # the other studies' rows kept
-        old = pd.read_csv(args.out, keep_default_na=False, dtype=str)
-        made = pd.concat([old[~old["study"].isin(made["study"])], made.astype(str)])
-    made.to_csv(args.out, index=False)
-    print(f"wrote {args.out}")
+    studies.write(made, args.out)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ nothing."""
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -131,6 +132,31 @@ def test_performance_model_predicts_every_multi_rank_run(study):
     ext = _table(results, "extrapolation")
     assert ext["ranks"].max() == 1024 and set(ext["link"]) == set(conf["extrapolate"]["links"])
     assert ext["predicted_efficiency"].between(0, 1.0 + 1e-9).all()
+
+
+def test_the_model_table_of_the_default_study_is_made_from_the_studys_model(study, tmp_path):
+    """bench/default_study_model.py: a row per framework and network, the medians of its 2-rank runs, the
+    table's earlier rows kept; a rank count without predicted runs is refused by name."""
+    results = study[2]
+    two = _table(results, "model").query("ranks == 2")
+    out = tmp_path / "default-study-model.csv"
+    out.write_text("study_commit,framework,model,note\nold,jax,alexnet,kept\n")
+    bench = [sys.executable, str(ROOT / "bench" / "default_study_model.py"), str(results), "--note", "t", "--out"]
+    done = subprocess.run([*bench, str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(out)
+    assert table["framework"].tolist() == ["jax", "mxnet", "torch"] and table["note"].tolist() == ["kept", "t", "t"]
+    for _, row in table.iloc[1:].iterrows():
+        runs = two[two["framework"] == row["framework"]]
+        assert row["runs"] == len(runs) == 2
+        measured, predicted = runs["iteration_s"].median(), runs["predicted_iteration_s"].median()
+        assert row["iteration_s"] == pytest.approx(measured, abs=1e-4)
+        assert row["error_iteration"] == pytest.approx(predicted / measured - 1, abs=1e-4)
+        lo = runs["error_ci_lo"].dropna().unique()  # the configuration's own, where its runs give one
+        assert row["error_ci_lo"] == pytest.approx(lo[0], abs=1e-4) if len(lo) == 1 else pd.isna(row["error_ci_lo"])
+    refused = subprocess.run([*bench, str(tmp_path / "none.csv"), "--ranks", "4"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "no run at 4 ranks that the model predicted" in refused.stderr
+    assert not (tmp_path / "none.csv").exists()
 
 
 def test_runs_ran_in_the_designs_blocked_order(study):

@@ -15,7 +15,6 @@ framework and network (library, schedule, batch ...) is refused with what differ
 """
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead import machine  # noqa: E402
+from bench.overhead import append_table, machine  # noqa: E402
 from bench.study_time import commit  # noqa: E402
 from dlscale.core import paths  # noqa: E402
 from dlscale.core.vocabulary import CONFIG_KEYS  # noqa: E402
@@ -74,16 +73,10 @@ def main():
     parser.add_argument("--note", default="", help="how the study ran (fresh clone, command, machine load)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "default-study-model.csv"))
     args = parser.parse_args()
-    out = Path(args.out)
-    old = list(csv.DictReader(open(out))) if out.is_file() else []
     new = rows_of(args.results, args.ranks, args.note)
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows([{k: r.get(k, "") for k in COLUMNS} for r in old] + new)
     for r in new:
         print(f"{r['framework']} {r['model']}: error {r['error_iteration']:+.1%} over {r['runs']} runs")
-    print(f"wrote {out}")
+    append_table(new, args.out, COLUMNS)
 
 
 if __name__ == "__main__":

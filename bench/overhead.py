@@ -75,6 +75,18 @@ def write_table(rows, path):
     print(f"wrote {path}")
 
 
+def append_table(rows, path, columns, upgrade=lambda row: row):
+    """The table at `path` with `rows` after its earlier rows (each passed through `upgrade`, for names a
+    column had before), every row under `columns` in that order, lines ending in \\n."""
+    path = Path(path)
+    old = [upgrade(r) for r in csv.DictReader(open(path))] if path.is_file() else []
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows([{k: r.get(k, "") for k in columns} for r in old + rows])
+    print(f"wrote {path}")
+
+
 ROW_KEY = ("framework", "allreduce_library", "ranks", "timing", "model", "device", "precision")
 
 

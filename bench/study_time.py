@@ -16,7 +16,6 @@ the paired analysis's: read as `pairs_resolved_paired`).
 """
 
 import argparse
-import csv
 import datetime
 import math
 import subprocess
@@ -28,7 +27,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead import machine  # noqa: E402
+from bench.overhead import append_table, machine  # noqa: E402
 from dlscale.analysis.comparisons import RESOLVED, blocks_for, one_analysis  # noqa: E402
 from dlscale.analysis.metrics import PRECISION  # noqa: E402
 from dlscale.core import paths  # noqa: E402
@@ -121,16 +120,14 @@ def main():
     parser.add_argument("--note", default="", help="what else was true of the machine while it ran")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "study-time.csv"))
     args = parser.parse_args()
-    out = Path(args.out)
-    old = list(csv.DictReader(open(out))) if out.is_file() else []
-    old = [r | ({"pairs_resolved_paired": r["pairs_resolved"]} if "pairs_resolved" in r else {}) for r in old]
-    rows = [{k: r.get(k, "") for k in COLUMNS} for r in old] + [row(args.results, args.elapsed_s, args.note)]
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    print(rows[-1])
-    print(f"wrote {out}")
+    new = row(args.results, args.elapsed_s, args.note)
+    print(new)
+    append_table([new], args.out, COLUMNS, _renamed)
+
+
+def _renamed(old):
+    """An earlier row, its `pairs_resolved` (before the block model: the paired analysis's) read as such."""
+    return old | ({"pairs_resolved_paired": old["pairs_resolved"]} if "pairs_resolved" in old else {})
 
 
 if __name__ == "__main__":

@@ -157,6 +157,14 @@ def test_the_model_table_of_the_default_study_is_made_from_the_studys_model(stud
     refused = subprocess.run([*bench, str(tmp_path / "none.csv"), "--ranks", "4"], capture_output=True, text=True)
     assert refused.returncode != 0 and "no run at 4 ranks that the model predicted" in refused.stderr
     assert not (tmp_path / "none.csv").exists()
+    mixed = tmp_path / "mixed"  # one run of a framework at another batch: not the default study's table
+    mixed.mkdir()
+    two.assign(batch_size=[8] + [4] * (len(two) - 1)).to_csv(mixed / paths.TABLES["model"], index=False)
+    refused = subprocess.run(
+        [*bench[:2], str(mixed), *bench[3:], str(tmp_path / "none.csv")], capture_output=True, text=True
+    )
+    assert refused.returncode != 0 and "differ in ['batch_size']" in refused.stderr
+    assert not (tmp_path / "none.csv").exists()
 
 
 def test_runs_ran_in_the_designs_blocked_order(study):

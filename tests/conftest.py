@@ -1,3 +1,4 @@
+import json
 import sys
 from pathlib import Path
 
@@ -5,6 +6,7 @@ import pytest
 import yaml
 
 from dlscale.core import paths
+from dlscale.core.vocabulary import STATUS
 from dlscale.environment import build
 from dlscale.runtime import emulate, execution, launchers
 
@@ -29,6 +31,14 @@ def mpirun_module(python, module, args, log, ranks=2, timeout_s=300):
     command = [str(python), "-m", module, *map(str, args)]
     argv = launchers.local_argv(ranks, command, {"PYTHONPATH": str(paths.SOURCE)})
     return execution.execute(argv, log, timeout_s=timeout_s)
+
+
+def assert_runs_ok(results, count):
+    """Every one of a study's `count` runs ok: a failed one is named with its reasons and log's tail
+    (a rare crash inside a framework must say which run and why, not only that a status differs)."""
+    statuses = {p.parent.relative_to(results): json.loads(p.read_text()) for p in (results / paths.RUNS).rglob(STATUS)}
+    failed = {str(run): (s["reasons"], s.get("log_tail")) for run, s in statuses.items() if s["status"] != "ok"}
+    assert (len(statuses), failed) == (count, {}), f"{len(statuses)} runs of {count} made; failed: {failed}"
 
 
 def env_record(framework):

@@ -20,7 +20,7 @@ from dlscale.environment import build, recipe
 from dlscale.runtime import config as cfg
 from dlscale.runtime import environments
 from dlscale.workloads import flops
-from tests.conftest import ROOT, SNAKEMAKE, tiny_config
+from tests.conftest import ROOT, SNAKEMAKE, assert_runs_ok, tiny_config
 
 CHECK = [str(ROOT / ".venv" / "bin" / "dlscale"), "env", "check", "--configfile"]
 
@@ -180,8 +180,7 @@ def test_a_study_runs_each_framework_in_its_own_environment_and_records_it(tmp_p
         spec = json.loads(spec_path.read_text())
         python = str(own[spec["framework"]] / "bin" / "python")
         assert spec["launch"]["argv"].count(python) == 1, spec["launch"]["argv"]
-    status = [json.loads(p.read_text())["status"] for p in (tmp_path / "results" / paths.RUNS).rglob("status.json")]
-    assert status == ["ok", "ok"]
+    assert_runs_ok(tmp_path / "results", 2)
     sweep = (tmp_path / "results" / f"{paths.sweep(1, 2)}.jsonl").read_text()
     assert {json.loads(line)["path"] for line in sweep.splitlines()} == {
         "mpi",
@@ -214,8 +213,7 @@ def test_a_study_without_pytorch_builds_and_uses_no_pytorch(tmp_path):
     results = tmp_path / "results"
     made = sorted(p.stem for p in (results / paths.framework_environment("x")).parent.glob("*.json"))
     assert made == ["jax", "mxnet"]
-    status = [json.loads(p.read_text())["status"] for p in (results / paths.RUNS).rglob("status.json")]
-    assert status == ["ok", "ok"]
+    assert_runs_ok(results, 2)
     rows = [json.loads(line) for line in (results / f"{paths.sweep(1, 2)}.jsonl").read_text().splitlines()]
     transports = {r["path"]: r["transport"] for r in rows}
     assert set(transports) == {"mpi", "horovod", "horovod_tensors", "horovod_one", "jax", "jax_tensors"}

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlscale.analysis import compare
+from dlscale.analysis import compare, model, plan
+from dlscale.core.vocabulary import BASELINE_KEYS
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
 
 DLSCALE = ROOT / ".venv" / "bin" / "dlscale"
@@ -152,6 +153,23 @@ def test_plan_predicts_candidates_saying_what_was_measured_and_what_assumed(stud
     )
     md = (tmp_path / "out" / "plan.md").read_text()
     assert "## tinynet in torch" in md and " img/s predicted" not in md and "gives" in md
+
+
+def test_a_stated_faster_device_has_its_gradients_ready_as_much_sooner_as_its_backward_ends():
+    # compute_factor 2 halves backward (0.2 -> 0.1 s); the gradients stay at their fractions of it (0.5, 1), each
+    # allreduce 0.04 s: the first hides behind backward, the second is exposed. Left at 0.1 and 0.2 s, both
+    # would wait for backward's end and 0.08 s would show.
+    ident = {"framework": "torch", "model": "alexnet", "allreduce_schedule": "overlap", "allreduce_library": "horovod"}
+    ident |= {"layout": "best", "timing": "native", "batch_size": 8, "loader_workers": 1, "image_size": 64}
+    ident |= {"classes": 1000, "threads_per_rank": 1, "precision": "fp32"}
+    phases = {"io_s": 0.0, "h2d_s": 0.0, "forward_s": 0.1, "backward_s": 0.2, "update_s": 0.0}
+    base = {"sizes": [100, 100], "ready": [0.1, 0.2], "threshold": 100, "cycle": 1e-3, "base": phases}
+    cost = model.Cost(lambda m: 4e-4 * m)
+    study = {"name": "s", "bases": {tuple(ident[k] for k in BASELINE_KEYS): base}, "slowdowns": {}}
+    study |= {"costs": {(1, 2, "horovod"): cost}, "node_cpus": None, "model": pd.DataFrame({"error_iteration": []})}
+    candidate = {"name": "fast", "nodes": 1, "devices_per_node": 2, "link": plan.MEASURED, "compute_factor": 2.0}
+    (row,) = plan.predict_candidate(study, candidate | {"price": None}, {})
+    assert row["predicted_iteration_s"] == pytest.approx(0.15 + 0.04, abs=2e-3)  # compute, then the second's 0.04
 
 
 def test_plan_without_candidates_predicts_the_studys_own_placements(studies, tmp_path):

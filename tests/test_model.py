@@ -87,6 +87,40 @@ def test_a_framework_that_overlaps_without_ready_times_borrows_them_by_fraction_
     assert torch["ready"] == [0.3, 0.2, 0.1] and torch["ready_from"] == prediction.READY_MEASURED
 
 
+def _one_rank_run(framework, backward, comm_overlaps_backward=True):
+    """A 1-rank native run's row: traced phases adding up to 0.5 s, its measured iteration 0.25 s."""
+    row = {"framework": framework, "model": "alexnet", "allreduce_schedule": "overlap", "allreduce_library": "horovod"}
+    row |= {"layout": "best", "timing": "native", "batch_size": 8, "loader_workers": 1, "image_size": 64}
+    row |= {"classes": 1000, "threads_per_rank": 1, "precision": "fp32"}
+    row |= {"nodes": 1, "ranks_per_node": 1, "ranks": 1, "repeat": 0, "iteration_s": 0.25, "comm_s": 0.0}
+    row |= {"io_s": 0.0, "h2d_s": 0.0, "forward_s": 0.5 - backward, "backward_s": backward, "update_s": 0.0}
+    return row | {"comm_overlaps_backward": comm_overlaps_backward}
+
+
+def test_ready_times_are_placed_on_the_baselines_backward_as_fractions_of_the_last():
+    # The ready times come from untraced iterations (the last gradient at 0.1 s), the phases from traced ones
+    # scaled to the measured iteration (backward 0.4 s of 0.5 traced -> 0.2 of 0.25): the seconds of the one are
+    # not the seconds of the other. Left as seconds, every gradient would look ready by half of backward.
+    table = pd.DataFrame([_one_rank_run("torch", 0.4), _one_rank_run("tensorflow", 0.4)])
+    gradients = [(8, 0.1), (4, 0.025), (16, 0.05)]  # (bytes, s after backward's start)
+    tensors = pd.DataFrame(
+        [
+            {**{k: run[k] for k in prediction.RUN_KEYS}, "tensor": i, "bytes": b, "ready_s": r if n == 0 else None}
+            for n, run in table.iterrows()
+            for i, (b, r) in enumerate(gradients)
+        ]
+    )
+    bases, unusable = prediction.baselines(table, tensors)
+    torch, tf = (bases[tuple(table.iloc[i][k] for k in prediction.MATCH)] for i in (0, 1))
+    assert not unusable and torch["base"]["backward_s"] == pytest.approx(0.2)
+    assert torch["ready"] == pytest.approx([0.2, 0.05, 0.1]) and torch["ready_from"] == prediction.READY_MEASURED
+    # borrowed by the same fractions: tensorflow's last gradient is ready as its backward ends, too
+    assert tf["ready"] == pytest.approx([0.2, 0.05, 0.1]) and tf["ready_from"] == prediction.READY_BORROWED.format(
+        "torch"
+    )
+    assert model.on_backward([0.0, 0.0], 0.2) is None and model.on_backward(None, 0.2) is None
+
+
 def test_sequential_exposes_all_communication():
     sizes = [100, 200, 300]
     p = model.predict(BASE, model.Gradients(sizes, threshold=10**9), 2, linear(1e-4))

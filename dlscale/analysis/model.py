@@ -119,6 +119,15 @@ class Gradients:
         return cls(record["sizes"], ready, record["threshold"], record["cycle"])
 
 
+def on_backward(ready, backward):
+    """Measured ready times (s) on the baseline's `backward`: as fractions of the last one's, times it.
+    They come from the untraced iterations of one run, the phases from traced ones of all (scaled to the
+    measured iteration): seconds of the one are not seconds of the other. Backward ends as its last
+    gradient is complete (PyTorch, the framework that reports them, computes no input gradient)."""
+    last = max(ready) if ready else 0.0
+    return [r / last * backward for r in ready] if last > 0 else None
+
+
 def shared_rate(threads, ranks_per_node, node_cpus, comm_cores):
     """The rate (0 to 1) of a rank's compute and allreduce while both run: CPUs per rank over their threads."""
     if not comm_cores or not node_cpus or math.isnan(comm_cores):

@@ -8,11 +8,11 @@ import pandas as pd
 import yaml
 
 from dlscale.analysis import contention, prediction
-from dlscale.analysis.model import Cost, Gradients, predict, ring_cost, shared_rate
+from dlscale.analysis.model import Cost, Gradients, on_backward, predict, ring_cost, shared_rate
 from dlscale.analysis.replayed import read_table
 from dlscale.core.errors import ConfigError
 from dlscale.core.paths import TABLES
-from dlscale.core.vocabulary import BASELINE_KEYS
+from dlscale.core.vocabulary import BACKWARD_S, BASELINE_KEYS
 
 # What the work is, whoever runs it (threads per rank are the device's): a device study's baseline
 # stands in for this study's when these agree.
@@ -119,7 +119,8 @@ def predict_candidate(study, candidate, links, device=None, link_study=None):
             continue
         (base, phases, compute_from, threads), (cost_fn, link_from) = compute, cost
         ranks = candidate["nodes"] * candidate["devices_per_node"]
-        ready = None if ident["allreduce_schedule"] == "sequential" else base["ready"]
+        # on the candidate's backward: a stated compute_factor shortens it, and its gradients come sooner
+        ready = None if ident["allreduce_schedule"] == "sequential" else on_backward(base["ready"], phases[BACKWARD_S])
         slowdown, slowdown_from = _slowdown(source, candidate, {**ident, "threads_per_rank": threads})
         rate = _rate(source, candidate, threads, cost_fn, link_study)
         p = predict(phases, Gradients.of(base, ready), ranks, cost_fn, slowdown, rate)

@@ -14,6 +14,7 @@ from dlscale.analysis.model import (
     Cost,
     Gradients,
     error_parts,
+    on_backward,
     predict,
     relative_error,
     ring_cost,
@@ -171,6 +172,7 @@ def baselines(table, tensors):
             unusable[key] = ZERO_PHASES
             continue
         out[key] = {**tensor_details(tensors, group.iloc[0]), "base": base.to_dict()}
+        out[key]["ready"] = on_backward(out[key]["ready"], base[BACKWARD_S])
         out[key]["input_spread"] = _relative_halfwidth(group["iteration_s"])
         out[key]["ready_from"] = READY_MEASURED if out[key]["ready"] else READY_AFTER
         if _overlaps(group):

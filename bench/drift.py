@@ -25,7 +25,7 @@ from bench import studies  # noqa: E402
 from dlscale.analysis.blocks import KEYS  # noqa: E402  (a configuration of the block model)
 from dlscale.analysis.verdicts import RATE  # noqa: E402
 from dlscale.core import paths  # noqa: E402
-from dlscale.core.vocabulary import CONFIG_KEYS  # noqa: E402
+from dlscale.core.vocabulary import CONFIG_KEYS, TEXT_COLUMNS  # noqa: E402
 
 LAGS = (1, 2, 3, 4)
 
@@ -72,7 +72,7 @@ def row(results, note):
     cells = int(runs.groupby(KEYS + ["block"], dropna=False).size().median())
     fitted = Path(results) / paths.TABLES["blocks"]
     pooled = pd.read_csv(fitted)["sd_log"].median() if fitted.is_file() else float("nan")
-    made = pd.read_csv(Path(results) / paths.TABLES["runs"], keep_default_na=False)
+    made = pd.read_csv(Path(results) / paths.TABLES["runs"], keep_default_na=False, dtype=TEXT_COLUMNS)
     commits = sorted(set(made.get("dlscale_commit", [])))  # empty in studies made before runs recorded it
     return {
         "study": str(results),

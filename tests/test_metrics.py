@@ -396,3 +396,16 @@ def test_the_report_names_the_commit_that_launched_the_runs_where_it_is_not_its_
         f"dlscale commit `{this}` (this report); the runs launched by `0f0f0f0-dirty`, `1492cf7`"
     )
     assert report._commits(pd.DataFrame({"status": ["ok"]})) == f"dlscale commit `{this}`"  # runs before it
+
+
+def test_a_commit_of_digits_alone_reads_back_as_the_commit(tmp_path):
+    """A short hash is hex: 3759273, 0123456 and 1234e56 are commits, not numbers (read as a number, a
+    suite run's commit compared unequal to itself; 0123456 would name 123456, 1234e56 a float)."""
+    from dlscale.analysis import replayed, report, steps
+
+    commits = ["3759273", "0123456", "1234e56"]
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"status": ["ok"] * 3, "dlscale_commit": commits}).to_csv(path, index=False)
+    for read in (replayed.read_table, steps._runs):  # the report's reader and the analysis steps'
+        assert list(read(path)["dlscale_commit"]) == commits
+    assert report._commits(replayed.read_table(path)).endswith("`0123456`, `1234e56`, `3759273`")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlscale.analysis import steps
+from dlscale.analysis import replayed, steps
 from dlscale.analysis.prediction import TOLERANCE
 from dlscale.core import paths, version
 from dlscale.runtime.rule import Job
@@ -203,7 +203,7 @@ def test_figures_and_reports(study):
     assert results_table.count("| torch | ") == 2 and "![throughput](figures/throughput.png)" in md
     assert md.startswith("# dlscale: ") and "## Performance model" in md
     # every run says the code that launched it; here the report's own, so the report names one commit
-    assert set(_table(results, "runs")["dlscale_commit"]) == {version.commit()}
+    assert set(replayed.read_table(results / paths.TABLES["runs"])["dlscale_commit"]) == {version.commit()}
     assert f"dlscale commit `{version.commit()}`\n" in md
     assert "## Hardware" in md and " GiB memory; GPU: none" in md and "- link: one node" in md
     assert re.search(r"- math libraries: .*PyTorch: MKL \S+, oneDNN v[\d.]+", md)  # from the runs' own build

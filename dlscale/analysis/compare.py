@@ -15,7 +15,7 @@ import pandas as pd
 from dlscale.analysis import comparisons, metrics
 from dlscale.core import hardware
 from dlscale.core.paths import TABLES
-from dlscale.core.vocabulary import CONFIG_KEYS, RENAMED_KEYS
+from dlscale.core.vocabulary import CONFIG_KEYS, RENAMED_KEYS, TEXT_COLUMNS
 
 # What a configuration is across machines: the work and its placement.
 WORK = ["framework", "model", "allreduce_schedule", "allreduce_library", "layout", "timing", "nodes", "ranks_per_node"]
@@ -35,7 +35,9 @@ def load(folder):
             raise ValueError(f"{folder}: no {path.name} (not a finished study's results folder)")
     # a study of before 0.3.0 has its columns under their old names
     summary = pd.read_csv(summary_path).rename(columns=RENAMED_KEYS)
-    runs = pd.read_csv(runs_path, keep_default_na=False, na_values={"hardware": [""]}).rename(columns=RENAMED_KEYS)
+    runs = pd.read_csv(runs_path, keep_default_na=False, na_values={"hardware": [""]}, dtype=TEXT_COLUMNS).rename(
+        columns=RENAMED_KEYS
+    )
     started = sorted(str(t) for t in runs.get("started", pd.Series(dtype=str)) if str(t))
     return {
         "name": folder.name if folder.name != "results" else folder.resolve().parent.name,

@@ -11,6 +11,7 @@ from dlscale.analysis.metrics import mean_ci
 from dlscale.analysis.model import Gradients, error_parts, predict, relative_error, ring_cost
 from dlscale.analysis.prediction import costs, median_abs, off_target
 from dlscale.core.vocabulary import BASELINE_KEYS as MATCH
+from dlscale.core.vocabulary import TEXT_COLUMNS
 from dlscale.runtime import replay
 from dlscale.workloads.frameworks import HOROVOD
 
@@ -66,7 +67,7 @@ def measured(replays):
 def read_table(path):
     """A table (replayed.csv, runs.csv, model.csv, ...) whose empty cells alone are NaN: a failure's reason,
     a "None" or an "NA" stays text."""
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    return pd.read_csv(path, keep_default_na=False, na_values=[""], dtype=TEXT_COLUMNS)
 
 
 def replay_table(replays, plans, sweep, fits):

@@ -23,7 +23,7 @@ from dlscale.analysis import (
     tidy,
 )
 from dlscale.core import pythons
-from dlscale.core.vocabulary import RUN_KEYS
+from dlscale.core.vocabulary import RUN_KEYS, TEXT_COLUMNS
 from dlscale.runtime import design, replay
 from dlscale.workloads import flops, frameworks
 
@@ -83,7 +83,7 @@ def _run_metrics(path):
 
 def _runs(path):
     """runs.csv: reasons stay text ("" where none); identity cells a run known by its path lacks are NaN."""
-    return pd.read_csv(path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS})
+    return pd.read_csv(path, keep_default_na=False, na_values={k: [""] for k in RUN_KEYS}, dtype=TEXT_COLUMNS)
 
 
 def write_order(job):

@@ -20,6 +20,9 @@ CONFIG_KEYS = [k for k in RUN_KEYS if k != "repeat"]
 CELL = ["framework", "allreduce_library"]
 # A configuration's 1-rank baseline (for speedup, efficiency and the performance model) shares these.
 BASELINE_KEYS = [k for k in CONFIG_KEYS if k not in ("nodes", "ranks_per_node")]
+# Columns of the tables that are text whatever they hold: a commit's short hash of digits alone (3759273)
+# would read as a number, one with a leading zero or an "e" as another commit (123456, 1.234e56).
+TEXT_COLUMNS = {"dlscale_commit": str}
 
 # The SGD phases of an iteration, and the communication columns native runs' traces add.
 IO, H2D, FORWARD, BACKWARD, COMM, UPDATE = PHASES = ("io", "h2d", "forward", "backward", "comm", "update")

@@ -131,6 +131,7 @@ FAST_MODULES = {
     "test_records",
     "test_run_cost",
     "test_samples",
+    "test_suite_durations",
 }
 
 

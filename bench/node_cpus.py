@@ -2,7 +2,9 @@
 study. The study's model (dlscale/analysis/prediction.py) is made twice from its own tables: with each
 node's CPUs as its ranks recorded them (the host's logical CPUs, or ranks per node x the CPUs a rank's
 affinity allowed where fewer: an emulated node's CPU set, a binding; the model as it is), and with the
-host's logical CPUs (the model before ranks recorded their affinity). Per configuration of 2 or more
+host's logical CPUs (the model before ranks recorded their affinity), and a third time with no CPU shared between
+compute and allreduce (the sweep's cores_used left out, as in a sweep made before it was recorded: what processor
+sharing, model.shared_rate, adds to the prediction). Per configuration of 2 or more
 ranks, the median relative error of the predicted iteration over its repeats in each, the node's CPUs
 and the shared rate each used. Writes bench/results/node-cpus.csv (rows of earlier studies kept).
 
@@ -38,14 +40,17 @@ def host_cpus_only(cell):
     return json.dumps({h: {k: v for k, v in d.items() if k != "cpus_allowed"} for h, d in json.loads(cell).items()})
 
 
-def errors(results, recorded=True):
+def errors(results, recorded=True, sharing=True):
     """Per configuration (KEYS) of 2 or more ranks: the median error of the predicted iteration, the
-    node's CPUs and the shared rate (`recorded` False: the hosts' logical CPUs in place of the ranks')."""
+    node's CPUs and the shared rate (`recorded` False: the hosts' logical CPUs in place of the ranks'; `sharing` False:
+    the allreduces taking no compute CPU)."""
     runs, status = pd.read_csv(results / TABLES["run_metrics"]), pd.read_csv(results / TABLES["runs"], **READ)
     if not recorded:
         status["hardware"] = status["hardware"].map(host_cpus_only)
     tensors = pd.read_csv(results / TABLES["tensors"])
     sweep, fits = pd.read_csv(results / TABLES["allreduce"]), pd.read_csv(results / TABLES["allreduce_fit"])
+    if not sharing:
+        sweep = sweep.drop(columns=["cores_used"], errors="ignore")
     path = results / TABLES["contention"]
     slowdowns = contention.slowdowns(pd.read_csv(path, **READ)) if path.is_file() else {}
     table, _, _ = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
@@ -63,6 +68,7 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "node-cpus.csv"))
     args = ap.parse_args(argv)
     now, host = errors(args.results), errors(args.results, recorded=False)
+    apart = errors(args.results, sharing=False)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     rows = [
         {
@@ -73,6 +79,7 @@ def main(argv=None):
             "node_cpus_recorded": r["node_cpus"],
             "shared_rate_recorded": round(r["shared_rate"], 4),
             "error_recorded_cpus": round(r["error_iteration"], 4),
+            "error_no_sharing": round(apart["error_iteration"][key], 4),
             "study": args.results.name,
             "machine": machine(),
             "date": datetime.date.today().isoformat(),

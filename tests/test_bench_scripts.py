@@ -116,6 +116,9 @@ def test_the_node_cpus_benchmark_sets_the_ranks_cpus_beside_the_hosts(tmp_path):
 
     same = rows(tmp_path / "same.csv")
     assert same and all(r["error_host_cpus"] == r["error_recorded_cpus"] for r in same)
+    # with no CPU taken by the allreduces (its 2 ranks share 2 CPUs), no iteration is predicted longer
+    assert all(float(r["error_no_sharing"]) <= float(r["error_recorded_cpus"]) for r in same)
+    assert any(float(r["error_no_sharing"]) < float(r["error_recorded_cpus"]) for r in same)
     runs = example / "runs.csv"
     text = runs.read_text().replace('""logical_cpus"": 2', '""logical_cpus"": 4, ""cpus_allowed"": 1')
     assert text != runs.read_text()

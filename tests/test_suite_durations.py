@@ -34,3 +34,19 @@ def test_a_report_that_is_not_one_is_named(tmp_path, text):
     path.write_text(text)
     with pytest.raises(SystemExit, match="report.xml"):
         suite_durations.cases(path)
+
+
+def test_the_documented_command_appends_the_rows(tmp_path):
+    import csv
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "report.xml").write_text(REPORT)
+    out = tmp_path / "durations.csv"
+    script = [sys.executable, str(ROOT / "bench" / "suite_durations.py"), str(tmp_path / "report.xml")]
+    for _ in range(2):  # a second run keeps the first's rows
+        proc = subprocess.run([*script, "--commit", "abc", "--out", str(out)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    assert [r["module"] for r in csv.DictReader(out.open())] == ["test_pipeline", "test_model", "test_gpu", "(all)"] * 2

@@ -54,7 +54,10 @@ def compute_s(folder, ranks):
     return statistics.mean(per_it.values())
 
 
-def start(spec, folder, ranks, env):
+def start(spec, folder, ranks, env, new_session=True):
+    """A run of `ranks` ranks of `spec` in `folder`, started; `new_session` False: in this process's session,
+    where Linux's autogroup scheduling shares the CPUs among its threads with every other one started so,
+    not among sessions (bench/sharing.py)."""
     import subprocess
 
     folder.mkdir(parents=True)
@@ -63,7 +66,7 @@ def start(spec, folder, ranks, env):
         ranks, launch.workload_command(framework_python(spec["framework"]), folder / "spec.json"), env
     )
     log = open(folder.parent / f"{folder.name}.log", "w")
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=new_session)
 
 
 def trial(kind, spec, out, env):

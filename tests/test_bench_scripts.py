@@ -150,3 +150,28 @@ def test_the_device_choice_benchmark_says_which_verdict_a_measured_ratio_support
     assert ratio == pytest.approx(math.exp(sum(math.log(x) for x in (1.2, 1.25, 1.15)) / 3))
     assert lo < 1.15 < 1.25 < hi and dc.supported(lo, hi) == "faster"
     assert math.isnan(dc._paired(option.iloc[:1], big, 0.95)[0])  # one block: no interval
+
+
+def test_the_sharing_benchmark_rates_compute_and_an_allreduce_each_beside_the_other(tmp_path):
+    """Shrunk: tinynet, whose steps are short, against a 64 KiB allreduce, enough iterations for the
+    allreduces inside both runs' measured iterations (the benchmark refuses fewer than 3)."""
+    out = tmp_path / "sharing.csv"
+    argv = [*SHRUNK[:4], "--trials", "1", "--iterations", "300", "--warmup", "1", "--bytes", "65536", "--loop-s", "1"]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "sharing.py"), *argv, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = list(csv.DictReader(out.open()))
+    assert (row["framework"], row["model"], row["allreduce_library"], row["bytes"]) == (
+        "torch",
+        "tinynet",
+        "horovod",
+        "65536",
+    )
+    for rate in ("compute_rate", "comm_rate", "training_rate"):
+        assert 0 < float(row[rate]) < 2, (rate, row)  # a rate, not seconds: each over its own alone
+    assert int(row["beside_repetitions"]) >= 3
+    assert 0 < float(row["rule_rate"]) <= 1 and float(row["loop_cores"]) > 0

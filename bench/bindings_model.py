@@ -64,7 +64,7 @@ def model_both_ways(study_inputs, sweep, fits):
     for way in WAYS:
         keep = (lambda p: p == p) if way == "own" else (lambda p: ~p.fillna("").str.startswith(binding_path("")))
         table, _, _ = prediction.model_table(
-            runs, status, tensors, sweep[keep(sweep["path"])], fits[keep(fits["path"])], slowdowns
+            runs, status, tensors, sweep[keep(sweep["path"])], fits[keep(fits["path"])], prediction.Node(slowdowns)
         )
         out[way] = table[table["ranks"] > 1]
     return out

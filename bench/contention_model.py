@@ -42,7 +42,7 @@ def errors(results, slowdowns, comm_cpu=True):
     sweep, fits = pd.read_csv(results / TABLES["allreduce"]), pd.read_csv(results / TABLES["allreduce_fit"])
     if not comm_cpu:
         sweep = sweep.drop(columns=["cores_used"], errors="ignore")
-    table, _, _ = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
+    table, _, _ = prediction.model_table(runs, status, tensors, sweep, fits, prediction.Node(slowdowns))
     table = table[table["ranks_per_node"] > 1].dropna(subset=["error_iteration"])
     return table.groupby(KEYS)[["error_iteration", "error_comm_total", "comm_cores"]].median()
 

@@ -3,13 +3,14 @@ one trial): they build their spec on bench/overhead.py's `harness_spec`, and a s
 longer takes (a key it came to need) fails here, not when someone next measures."""
 
 import csv
+import os
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import EMULATION, ROOT, WHY_NO_EMULATION
 
 SHRUNK = ["--framework", "torch", "--model", "tinynet", "--trials", "1", "--iterations", "3", "--warmup", "1"]
 
@@ -114,11 +115,20 @@ def test_the_node_cpus_benchmark_sets_the_ranks_cpus_beside_the_hosts(tmp_path):
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         return list(csv.DictReader(out.open()))
 
+    # measured rates of 1 for PyTorch's and TensorFlow's networks on one node: as if no CPU were shared
+    measured = tmp_path / "sharing.csv"
+    lines = [f"{fw},{net},one node,1.0,1.0" for fw in ("torch", "tensorflow") for net in ("alexnet", "resnet50")]
+    measured.write_text("framework,model,place,compute_rate,comm_rate\n" + "\n".join(lines) + "\n")
+    script += ["--sharing", str(measured)]
     same = rows(tmp_path / "same.csv")
     assert same and all(r["error_host_cpus"] == r["error_recorded_cpus"] for r in same)
     # with no CPU taken by the allreduces (its 2 ranks share 2 CPUs), no iteration is predicted longer
     assert all(float(r["error_no_sharing"]) <= float(r["error_recorded_cpus"]) for r in same)
     assert any(float(r["error_no_sharing"]) < float(r["error_recorded_cpus"]) for r in same)
+    for r in same:  # the measured rates where there are (1-thread rows of those frameworks), else none
+        rated = r["framework"] in ("torch", "tensorflow") and r["threads_per_rank"] == "1"
+        assert r["error_measured_rates"] == (r["error_no_sharing"] if rated else ""), r
+    assert any(r["error_measured_rates"] for r in same) and any(not r["error_measured_rates"] for r in same)
     runs = example / "runs.csv"
     text = runs.read_text().replace('""logical_cpus"": 2', '""logical_cpus"": 4, ""cpus_allowed"": 1')
     assert text != runs.read_text()
@@ -152,11 +162,17 @@ def test_the_device_choice_benchmark_says_which_verdict_a_measured_ratio_support
     assert math.isnan(dc._paired(option.iloc[:1], big, 0.95)[0])  # one block: no interval
 
 
-def test_the_sharing_benchmark_rates_compute_and_an_allreduce_each_beside_the_other(tmp_path):
-    """Shrunk: tinynet, whose steps are short, against a 64 KiB allreduce, enough iterations for the
-    allreduces inside both runs' measured iterations (the benchmark refuses fewer than 3)."""
+@pytest.mark.parametrize("emulated", [None, 500], ids=["one node", "two emulated nodes"])
+def test_the_sharing_benchmark_rates_compute_and_an_allreduce_each_beside_the_other(tmp_path, emulated):
+    """Shrunk: tinynet, whose steps are short, against a 64 KiB allreduce, enough iterations for both runs
+    to measure at once with allreduces beside them (the benchmark refuses fewer than 3 of each): a remote
+    emulated node's run begins about 3 s after node 0's."""
+    if emulated and not EMULATION:
+        pytest.skip(WHY_NO_EMULATION)
     out = tmp_path / "sharing.csv"
-    argv = [*SHRUNK[:4], "--trials", "1", "--iterations", "300", "--warmup", "1", "--bytes", "65536", "--loop-s", "1"]
+    iterations = "2000" if emulated else "300"
+    argv = [*SHRUNK[:4], "--trials", "1", "--iterations", iterations, "--warmup", "1", "--bytes", "65536"]
+    argv += ["--loop-s", "1", *(["--emulated", str(emulated)] if emulated else [])]
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "sharing.py"), *argv, "--out", str(out)],
         capture_output=True,
@@ -165,13 +181,10 @@ def test_the_sharing_benchmark_rates_compute_and_an_allreduce_each_beside_the_ot
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     (row,) = list(csv.DictReader(out.open()))
-    assert (row["framework"], row["model"], row["allreduce_library"], row["bytes"]) == (
-        "torch",
-        "tinynet",
-        "horovod",
-        "65536",
-    )
+    place = "2 emulated nodes at 500 Mbit/s" if emulated else "one node"
+    assert (row["framework"], row["model"], row["place"], row["bytes"]) == ("torch", "tinynet", place, "65536")
     for rate in ("compute_rate", "comm_rate", "training_rate"):
         assert 0 < float(row[rate]) < 2, (rate, row)  # a rate, not seconds: each over its own alone
     assert int(row["beside_repetitions"]) >= 3
     assert 0 < float(row["rule_rate"]) <= 1 and float(row["loop_cores"]) > 0
+    assert row["node_cpus"] == ("1" if emulated else str(len(os.sched_getaffinity(0))))

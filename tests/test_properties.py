@@ -530,6 +530,34 @@ def test_sharing_the_cpus_slows_the_allreduces_and_backward_never_speeds_them(re
     assert shared["iteration_s"] >= backward + shared["comm_exposed_s"] - 1e-12
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    ready=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6),
+    sizes=st.lists(st.integers(1, 1 << 28), min_size=1, max_size=6),
+    compute=st.floats(0.05, 1.0),
+    comm=st.floats(0.05, 1.0),
+    backward=st.floats(0.01, 1.0),
+)
+def test_compute_and_allreduces_each_at_their_own_rate(ready, sizes, compute, comm, backward):
+    """Two rates (model.Sharing: each measured beside the other): equal ones are the one rate; an allreduce
+    that slows no compute leaves backward as long as alone, and each rate lower never shortens the iteration."""
+    n = min(len(ready), len(sizes))
+    base = {**dict.fromkeys(model.COMPUTE, 0.0), model.BACKWARD_S: backward}
+    gradients = model.Gradients(sizes[:n], [r * backward for r in ready[:n]])
+    cost = model.Cost(lambda m: m * 1e-9)
+
+    def at(c, a):
+        return model.predict(base, gradients, 2, cost, rate=model.Sharing(c, a))
+
+    assert at(comm, comm) == model.predict(base, gradients, 2, cost, rate=comm)
+    both, cycle = at(compute, comm), model.CYCLE_TIME_S
+    unslowed = at(1.0, comm)
+    assert unslowed["iteration_s"] - unslowed["comm_exposed_s"] == pytest.approx(backward, rel=1e-6, abs=1e-12)
+    assert at(compute / 2, comm)["iteration_s"] >= both["iteration_s"] - cycle
+    assert at(compute, comm / 2)["iteration_s"] >= both["iteration_s"] - cycle
+    assert both["comm_total_s"] >= at(1.0, 1.0)["comm_total_s"] - 1e-12
+
+
 # Plain regressions of the study shapes that stopped the pipeline (issue 29).
 
 

@@ -135,11 +135,28 @@ def shared_rate(threads, ranks_per_node, node_cpus, comm_cores):
     return min(1.0, node_cpus / (ranks_per_node * (threads + comm_cores)))
 
 
+@dataclasses.dataclass(frozen=True)
+class Sharing:
+    """How fast (0 to 1 of alone) a rank's compute and its allreduce each progress while both run: one rate for
+    both (shared_rate's rule), or each measured beside the other (bench/sharing.py: over an emulated link the
+    allreduce kept its speed, 0.98, while compute beside its polling went at 0.58)."""
+
+    compute: float = 1.0
+    comm: float = 1.0
+
+    @classmethod
+    def of(cls, rate):
+        return rate if isinstance(rate, cls) else cls(rate, rate)
+
+    def slows(self):
+        return self.compute < 1 or self.comm < 1
+
+
 class _Shared:
     """Backward and the allreduces on a rank's share of the CPUs: `t` wall time, `done` backward's progress."""
 
-    def __init__(self, backward, rate):
-        self.backward, self.rate, self.t, self.done, self.busy, self.ended = backward, rate, 0.0, 0.0, 0.0, 0.0
+    def __init__(self, backward, sharing):
+        self.backward, self.rate, self.t, self.done, self.busy, self.ended = backward, sharing, 0.0, 0.0, 0.0, 0.0
 
     def backward_end(self):
         """When backward ends: already, or from now on alone."""
@@ -161,21 +178,24 @@ class _Shared:
         return tick
 
     def reduce(self, work):
-        """One buffer's allreduce of `work` s alone: at `rate` while backward runs beside it, then at full speed."""
-        start = self.t
+        """One buffer's allreduce of `work` s alone: at the comm rate while backward runs beside it (at the compute
+        rate), then at full speed."""
+        start, rate = self.t, self.rate
         if self.done < self.backward:
-            beside = min(work, self.backward - self.done) / self.rate
-            work -= beside * self.rate
-            self._advance(beside, self.rate)
+            beside = min(work / rate.comm, (self.backward - self.done) / rate.compute)
+            work -= beside * rate.comm
+            self._advance(beside, rate.compute)
         self.t += max(0.0, work)
         self.busy += self.t - start
 
 
 def shared_schedule(ready, sizes, cost, gradients, backward, rate):
-    """`schedule` on shared CPUs (ready: s of backward's progress): backward's end, the last's end, busy time."""
-    problem = _not_schedulable(ready, sizes, gradients.cycle, cost.per_tensor)
-    if problem or not rate > 0:
-        raise ValueError(f"cannot schedule allreduces: {problem or f'shared rate {rate}'}")
+    """`schedule` on shared CPUs (ready: s of backward's progress; rate: one for both, or a Sharing): backward's
+    end, the last's end, busy time."""
+    problem, rate = _not_schedulable(ready, sizes, gradients.cycle, cost.per_tensor), Sharing.of(rate)
+    if problem or not (rate.compute > 0 and rate.comm > 0):
+        shared = f"shared rate {min(rate.compute, rate.comm)} (compute {rate.compute}, allreduce {rate.comm})"
+        raise ValueError(f"cannot schedule allreduces: {problem or shared}")
     order, shared = sorted(range(len(sizes)), key=lambda i: ready[i]), _Shared(backward, rate)
     tick, k = -gradients.cycle, 0
     while k < len(order):
@@ -190,7 +210,8 @@ def shared_schedule(ready, sizes, cost, gradients, backward, rate):
 
 
 def predict(base, gradients, ranks, cost, slowdown=1.0, rate=1.0):
-    """Predicted iteration, communication and exposed communication (s) on `ranks` from the 1-rank phases."""
+    """Predicted iteration, communication and exposed communication (s) on `ranks` from the 1-rank phases;
+    `rate`: how fast compute and allreduce go while both run (one rate for both, or a Sharing)."""
     base = {k: base[k] * slowdown for k in COMPUTE}
     ready = None if gradients.ready is None else [r * slowdown for r in gradients.ready]
     backward = base[BACKWARD_S]
@@ -199,7 +220,7 @@ def predict(base, gradients, ranks, cost, slowdown=1.0, rate=1.0):
         return {"iteration_s": compute, "comm_total_s": 0.0, "comm_exposed_s": 0.0}
     sizes = gradients.sizes
     ready = [backward] * len(sizes) if ready is None else [min(r, backward) for r in ready]
-    if rate < 1:
+    if Sharing.of(rate).slows():
         cost = cost if isinstance(cost, Cost) else Cost(cost)
         ends, end, busy = shared_schedule(ready, sizes, cost, gradients, backward, rate)
         exposed = max(0.0, end - ends)

@@ -2,6 +2,8 @@
 the configurations off target, with the reason (model_error.json); the extrapolation (extrapolation.csv)."""
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -13,6 +15,7 @@ from dlscale.analysis.model import (
     COMPUTE,
     Cost,
     Gradients,
+    Sharing,
     error_parts,
     on_backward,
     predict,
@@ -322,8 +325,18 @@ def slowdown_for(run, slowdowns):
     return measured, "measured (contention.csv)"
 
 
-def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
-    """(model.csv, `baselines`, those without one); no slowdowns: every shared node as fast as one rank alone."""
+@dataclass(frozen=True)
+class Node:
+    """What sharing a node costs in model_table: `slowdowns` (contention.slowdowns; none: every shared node as
+    fast as one rank alone) and `sharing(run, rate)`, the rates (a model.Sharing) to predict a run with in place
+    of the processor-sharing rule's `rate` (None: the rule's)."""
+
+    slowdowns: dict = field(default_factory=dict)
+    sharing: Callable | None = None
+
+
+def model_table(runs, status, tensors, sweep, fits, node=Node()):
+    """(model.csv, `baselines`, those without one), the node's sharing as `node` (a Node) says."""
     table, bases, unusable = study_baselines(runs, status, tensors)
     cost_by, failures = costs(sweep, fits), sweep_failures(fits)
     rows = []
@@ -338,7 +351,7 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
         row = {k: r.get(k) for k in COLUMNS[: COLUMNS.index("iteration_s")]}
         row.update(iteration_s=r["iteration_s"], comm_total_s=total, comm_exposed_s=r[COMM_S], overlap_ratio=ratio)
         row["not_predicted"] = not_predicted(r, bases, unusable, cost_by, failures)
-        row["compute_slowdown"], row["slowdown_source"] = slowdown_for(r, slowdowns or {})
+        row["compute_slowdown"], row["slowdown_source"] = slowdown_for(r, node.slowdowns)
         if not row["not_predicted"]:
             base = bases[tuple(r[k] for k in MATCH)]
             place = (r["nodes"], r["ranks_per_node"])
@@ -346,7 +359,8 @@ def model_table(runs, status, tensors, sweep, fits, slowdowns=None):
             ready = None if seq else base["ready"]
             row["ready_from"] = "sequential: after backward" if seq else base["ready_from"]
             rate = shared_rate(r["threads_per_rank"], r["ranks_per_node"], node_cpus(r), cost.cores)
-            row["comm_cores"], row["shared_rate"] = cost.cores, rate
+            rate = node.sharing(r, rate) if node.sharing else rate
+            row["comm_cores"], row["shared_rate"] = cost.cores, Sharing.of(rate).compute
             p = predict(base["base"], Gradients.of(base, ready), r["ranks"], cost, row["compute_slowdown"], rate)
             row.update({f"predicted_{k}": v for k, v in p.items()})
             row["error_iteration"] = relative_error(p["iteration_s"], r["iteration_s"])

@@ -246,7 +246,7 @@ def write_model(job):
         sweep, fits = pd.read_csv(inputs.sweep), pd.read_csv(inputs.fit)
         calibrations, tensors = replayed.read_table(inputs.contention), pd.read_csv(inputs.tensors)
         slowdowns = contention.slowdowns(calibrations)
-        table, bases, unusable = prediction.model_table(runs, status, tensors, sweep, fits, slowdowns)
+        table, bases, unusable = prediction.model_table(runs, status, tensors, sweep, fits, prediction.Node(slowdowns))
         table = prediction.with_error_intervals(table, prediction.slowdown_spreads(calibrations))
         error = prediction.model_error(table)
         plans = json.loads(Path(inputs.plans[0]).read_text()) if inputs.plans else []
